@@ -1,0 +1,36 @@
+# concurdl_add_chapter(NN-topic SOURCES ... [TESTS ...] [LIBS ...] [LABELS ...])
+#
+# One call per chapter. It makes:
+#   concurdl_chNN   an OBJECT library with the chapter's sources and experiments.cpp; object
+#                   files (not a static archive) so that the static registrations in
+#                   experiments.cpp are never dropped by the linker. The `concurdl` program
+#                   links every chapter's objects.
+#   chNN_tests      the chapter's GoogleTest binary (reference and student implementations
+#                   through one typed suite); each test gets a timeout and the labels
+#                   chNN + LABELS. `concurdl exercise chNN` runs this binary.
+set_property(GLOBAL PROPERTY CONCURDL_CHAPTER_TARGETS "")
+set(CONCURDL_TEST_TIMEOUT 120 CACHE STRING "Per-test timeout in seconds")
+
+function(concurdl_add_chapter folder)
+  cmake_parse_arguments(CH "" "" "SOURCES;TESTS;LIBS;LABELS" ${ARGN})
+  string(REGEX MATCH "^[0-9]+" num "${folder}")
+  if(num STREQUAL "")
+    message(FATAL_ERROR "concurdl_add_chapter(${folder}): the folder must be named NN-topic")
+  endif()
+  set(target concurdl_ch${num})
+  add_library(${target} OBJECT ${CH_SOURCES})
+  target_include_directories(${target} PUBLIC ${CMAKE_CURRENT_SOURCE_DIR}/include)
+  target_link_libraries(${target} PUBLIC concurdl::harness ${CH_LIBS})
+  concurdl_warnings(${target})
+  set_property(GLOBAL APPEND PROPERTY CONCURDL_CHAPTER_TARGETS ${target})
+  set_property(GLOBAL APPEND PROPERTY CONCURDL_CHAPTERS ${folder})
+
+  if(CH_TESTS AND CONCURDL_TESTS)
+    add_executable(ch${num}_tests ${CH_TESTS})
+    target_link_libraries(ch${num}_tests PRIVATE ${target} GTest::gtest_main)
+    concurdl_warnings(ch${num}_tests)
+    gtest_discover_tests(ch${num}_tests
+      PROPERTIES LABELS "ch${num};${CH_LABELS}" TIMEOUT ${CONCURDL_TEST_TIMEOUT}
+      DISCOVERY_TIMEOUT 60)
+  endif()
+endfunction()

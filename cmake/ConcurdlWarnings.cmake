@@ -1,0 +1,36 @@
+# Warnings and sanitizer/arch flags, as interface targets so each target opts in once.
+add_library(concurdl_warnings INTERFACE)
+target_compile_options(concurdl_warnings INTERFACE
+  $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Wpedantic -Wno-gnu-zero-variadic-macro-arguments>)
+if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
+  target_compile_options(concurdl_warnings INTERFACE
+    $<$<COMPILE_LANGUAGE:CXX>:-Wno-pedantic>)
+endif()
+
+set(CONCURDL_SANITIZER_NOTE "")
+if(CONCURDL_SANITIZER STREQUAL "thread")
+  add_compile_options(-fsanitize=thread -g -O1)
+  add_link_options(-fsanitize=thread)
+  set(CONCURDL_SANITIZER_NOTE ", ThreadSanitizer")
+  if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
+    message(WARNING "TSan with g++ reports false races inside libgomp; use the tsan preset (clang + libomp)")
+  endif()
+elseif(CONCURDL_SANITIZER STREQUAL "address")
+  add_compile_options(-fsanitize=address,undefined -fno-omit-frame-pointer -g)
+  add_link_options(-fsanitize=address,undefined)
+  set(CONCURDL_SANITIZER_NOTE ", AddressSanitizer + UBSan")
+elseif(NOT CONCURDL_SANITIZER STREQUAL "")
+  message(FATAL_ERROR "CONCURDL_SANITIZER='${CONCURDL_SANITIZER}': use '', 'thread' or 'address'")
+endif()
+
+if(CONCURDL_NATIVE)
+  include(CheckCXXCompilerFlag)
+  check_cxx_compiler_flag(-march=native CONCURDL_HAS_MARCH_NATIVE)
+  if(CONCURDL_HAS_MARCH_NATIVE)
+    add_compile_options($<$<COMPILE_LANGUAGE:CXX>:-march=native>)
+  endif()
+endif()
+
+function(concurdl_warnings target)
+  target_link_libraries(${target} PRIVATE concurdl_warnings)
+endfunction()

@@ -1,0 +1,139 @@
+// Experiments: a named, registered function that runs one configuration. A chapter declares
+// what to sweep, what one run does, how to check it and what to chart; the harness does the
+// rest (sweep expansion, validation before and after timing, warm-up, interleaved repetitions,
+// statistics, derived metrics, records, charts). See docs/architecture.md for a worked example.
+#pragma once
+
+#include <any>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "concurdl/harness/params.hpp"
+
+namespace concurdl {
+
+enum class Profile { quick, full };
+
+struct Axis {
+  std::string name;
+  std::vector<std::string> values;  // the full profile's values
+  std::vector<std::string> quick;   // the quick profile's values; empty = same as `values`
+  AxisKind kind = AxisKind::text;
+};
+
+// The work one run does, declared once next to the code; the harness derives items/s, bytes/s
+// and FLOP/s from it and the measured time. Zero means "not meaningful here".
+struct Work {
+  double items = 0;
+  double bytes = 0;  // bytes moved to or from memory (as BabelStream counts them)
+  double flops = 0;
+};
+
+// One prepared configuration. `run` is timed by the harness with a steady clock; an experiment
+// that must time itself (per-operation latency measured inside, a fairness index) sets
+// `measure` instead, which returns the experiment's metric directly.
+struct Trial {
+  std::function<void()> run;
+  std::function<double()> measure;
+  std::function<void()> reset;         // untimed, before every run (including warm-up)
+  std::function<std::string()> check;  // "" when the last run's output is right, else what is wrong
+  Work work;
+};
+
+// Inputs shared by the configurations that are measured together (one group, see
+// Experiment::interleave), built once: cache.get<std::vector<float>>("input", [&]{ ... }).
+class GroupCache {
+ public:
+  template <class T, class Make>
+  T& get(const std::string& key, Make make) {
+    auto it = items_.find(key);
+    if (it == items_.end()) it = items_.emplace(key, std::make_shared<T>(make())).first;
+    return *std::any_cast<std::shared_ptr<T>&>(it->second);
+  }
+  void clear() { items_.clear(); }
+
+ private:
+  std::map<std::string, std::any> items_;
+};
+
+enum class FigureKind {
+  speedup,     // speedup vs x (threads/ranks) per series, with ideal line and Amdahl fit
+  efficiency,  // parallel efficiency vs x per series
+  bars,        // y per series (x groups the bars), with 95% CI error bars
+  lines,       // y vs x per series; log axes on request (metric vs size)
+};
+
+enum class Overlay {
+  ideal,          // S(p) = p
+  amdahl,         // fitted serial fraction in the legend
+  gustafson,      // weak scaling with the Amdahl-fitted fraction
+  mem_ceiling,    // calibrated memory bandwidth (y must be bytes_per_s)
+  flops_ceiling,  // calibrated peak FLOP/s (y must be flops_per_s)
+};
+
+struct Figure {
+  std::string id;                  // file stem, unique within the experiment
+  std::string title;
+  FigureKind kind = FigureKind::lines;
+  std::string x = "threads";       // parameter on the x axis
+  std::string y = "median";        // "median" (the metric) or a derived metric's name
+  std::string series = "variant";  // parameter naming the series; other varying parameters
+                                   // are folded into the series label, never averaged away
+  Params where;                    // only records with these parameter values
+  bool log_x = false, log_y = false;
+  std::vector<Overlay> overlays;   // empty: speedup gets {ideal, amdahl}; others none
+  std::string y_label;             // default: the metric and its unit
+};
+
+enum class Ceiling { none, mem_bandwidth, peak_flops };
+
+struct Experiment {
+  std::string id;       // "ch01/parallel_sum"
+  std::string chapter;  // "01-threads"
+  std::string title;
+  std::vector<Axis> axes;
+  // The configuration speedup is measured against: each record's baseline is the record with
+  // these parameters replaced, e.g. {{"threads", "1"}} or {{"variant", "serial"}, {"threads", "1"}}.
+  Params baseline;
+  std::string metric = "time";
+  std::string unit = "s";
+  bool lower_is_better = true;
+  Ceiling ceiling = Ceiling::none;
+  // Axes whose configurations are prepared together and measured round-robin, repetition by
+  // repetition, so that drift on a shared machine hits them alike. Other axes (sizes) form
+  // separate groups, so only one group's inputs are in memory at a time.
+  std::vector<std::string> interleave = {"variant", "threads"};
+  int repetitions = 0;        // 0: the profile's default (quick 5, full 10)
+  int warmup = 1;
+  std::function<Trial(const Params&, GroupCache&)> prepare;
+  std::vector<Figure> figures;
+};
+
+// Registration from a chapter's experiments.cpp:
+//   static const bool registered = concurdl::register_experiment({ .id = ..., ... });
+// Throws std::logic_error on a duplicate id or a malformed declaration (a bug, found at start).
+bool register_experiment(Experiment e);
+const std::vector<Experiment>& experiments();
+const Experiment* find_experiment(const std::string& id);
+
+// Chapters known to the program (those that registered anything), "01-threads" etc.
+struct ChapterInfo {
+  std::string folder;  // "01-threads"
+  std::string title;
+};
+bool register_chapter(ChapterInfo c);
+const std::vector<ChapterInfo>& chapters();
+// Accepts "01-threads", "01", "ch01", "1"; returns nullptr when unknown.
+const ChapterInfo* find_chapter(const std::string& name);
+
+// 1, 2, 4, ... up to max(8, hardware threads), plus the hardware thread count itself: scaling up
+// to the cores and beyond them (oversubscription). Never assumes a core count.
+std::vector<std::string> thread_counts();
+// 1 .. hardware threads in powers of two plus the count itself (no oversubscription).
+std::vector<std::string> thread_counts_up_to_cores();
+unsigned hardware_threads();
+
+}  // namespace concurdl

@@ -1,0 +1,80 @@
+// Result records, schema v1 (docs/results-schema.md). The field names are a promise to outside
+// tools: fields may be added, but these keep their meaning.
+#pragma once
+
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "concurdl/harness/params.hpp"
+#include "concurdl/harness/stats.hpp"
+
+namespace concurdl {
+
+inline constexpr int kSchemaVersion = 1;
+
+struct Record {
+  std::string experiment;  // "ch01/parallel_sum"
+  std::string chapter;     // "01-threads"
+  Params params;
+  std::string metric = "time";
+  std::string unit = "s";
+  bool lower_is_better = true;
+  std::vector<double> samples;  // every repetition's raw value, in the order measured
+  Summary stats;
+  std::map<std::string, double> derived;  // items_per_s, bytes_per_s, speedup, efficiency, ...
+  bool valid = true;
+  std::string validation;  // what was wrong when !valid
+};
+
+struct Calibration {
+  double mem_bandwidth_bytes_per_s = 0;  // best of copy/triad over threads
+  double peak_flops = 0;                 // FMA loop, all cores
+  double peak_flops_1core = 0;
+  double thread_copy_bytes_per_s = 0;
+  nlohmann::json detail = nlohmann::json::object();  // per-thread figures, array sizes, ...
+  bool empty() const { return mem_bandwidth_bytes_per_s == 0 && peak_flops == 0; }
+};
+
+struct RunFile {
+  int schema_version = kSchemaVersion;
+  std::string concurdl_version;
+  std::vector<std::string> command;
+  nlohmann::json provenance = nlohmann::json::object();
+  Calibration calibration;
+  std::vector<Record> records;
+  std::filesystem::path path;  // where it was loaded from (not serialized)
+};
+
+nlohmann::json to_json(const Record& r);
+nlohmann::json to_json(const Calibration& c);
+nlohmann::json to_json(const RunFile& f);
+
+// Parse a results document. Throws UsageError "FILE: field 'records[3].samples': expected an
+// array of numbers" and the like; `where` names the file in messages.
+RunFile run_from_json(const nlohmann::json& j, const std::string& where);
+
+// Load RUN_DIR/results.json (or a results.json path). Throws UsageError naming the file and
+// what is wrong (missing, truncated, not JSON, foreign schema, bad field).
+RunFile load_run(const std::filesystem::path& dir_or_file);
+
+// Load several; a bad one is reported in `errors` ("path: what") and the rest still load.
+std::vector<RunFile> load_runs(const std::vector<std::filesystem::path>& paths,
+                               std::vector<std::string>& errors);
+
+// Write `content` to `path` atomically: a temporary file in the same directory, written,
+// flushed and fsync'ed, then renamed over `path`. A crash leaves the old file or none, never
+// half of one. Throws std::runtime_error with the path and errno text on failure.
+void write_file_atomic(const std::filesystem::path& path, const std::string& content);
+void write_run(const std::filesystem::path& run_dir, const RunFile& f);
+
+// Create a new run directory under `root`: <UTC time>-<host>-<short sha>, with -2, -3, ...
+// appended if that name exists. Never reuses an existing directory.
+std::filesystem::path make_run_dir(const std::filesystem::path& root, const std::string& host,
+                                   const std::string& short_sha);
+
+}  // namespace concurdl

@@ -1,0 +1,66 @@
+// Running experiments: sweep expansion, validation, warm-up, interleaved repetitions,
+// statistics, derived metrics, and the progress line.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "concurdl/harness/experiment.hpp"
+#include "concurdl/harness/records.hpp"
+
+namespace concurdl {
+
+struct RunOptions {
+  Profile profile = Profile::quick;
+  std::optional<std::vector<std::string>> threads;        // --threads, replaces the threads axis
+  std::optional<std::vector<std::string>> ranks;          // --ranks, replaces the ranks axis
+  std::optional<int> repeat;                              // --repeat
+  std::map<std::string, std::vector<std::string>> set;    // --set key=v1,v2
+  bool progress = true;
+};
+
+// One configuration of one experiment, after expansion.
+struct Config {
+  const Experiment* experiment = nullptr;
+  Params params;
+};
+
+// Expand the experiments' axes under the options. Checks every value against its axis kind and
+// every --set key against the axes (a key no selected experiment has is an error). Throws
+// UsageError naming the parameter and value.
+std::vector<Config> expand(const std::vector<const Experiment*>& selected, const RunOptions& opt);
+
+// Progress on stderr: one updating line on a terminal, a line every few seconds otherwise.
+class Progress {
+ public:
+  Progress(std::size_t total, bool enabled);
+  ~Progress();
+  void step(const std::string& what);  // starting configuration `what`
+  void done();
+
+ private:
+  std::size_t total_, current_ = 0;
+  bool enabled_, tty_;
+  double start_, last_print_ = -1e9;
+};
+
+// Run configurations (grouped and interleaved as each experiment declares) and return one
+// record per configuration with statistics and derived metrics filled in. A failed validation
+// gives a record with valid = false (the run goes on); UsageError propagates.
+// `after_experiment` is called with all records so far after each experiment finishes, so the
+// caller can save them (nothing measured is lost if a later experiment crashes).
+std::vector<Record> run_configs(const std::vector<Config>& configs, const RunOptions& opt,
+                                const Calibration& calib,
+                                const std::function<void(const std::vector<Record>&)>&
+                                    after_experiment = {});
+
+// Fill speedup, efficiency, karp_flatt and fraction_of_ceiling from baselines and calibration.
+// Exposed for tests and for merging micro-benchmark records.
+void derive_metrics(std::vector<Record>& records, const Calibration& calib);
+
+int default_repetitions(Profile p);
+
+}  // namespace concurdl
