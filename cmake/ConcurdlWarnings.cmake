@@ -1,15 +1,16 @@
 # Warnings and sanitizer/arch flags, as interface targets so each target opts in once.
 add_library(concurdl_warnings INTERFACE)
+# Designated initializers are how experiments are declared; fields left out take their
+# defaults on purpose, so -Wmissing-field-initializers (part of -Wextra) is switched off.
 target_compile_options(concurdl_warnings INTERFACE
-  $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Wpedantic -Wno-gnu-zero-variadic-macro-arguments>)
-if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
-  target_compile_options(concurdl_warnings INTERFACE
-    $<$<COMPILE_LANGUAGE:CXX>:-Wno-pedantic>)
-endif()
+  $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Wno-missing-field-initializers>)
 
+# CONCURDL_EXTRA_FLAGS: every flag added here, recorded in each result's provenance.
 set(CONCURDL_SANITIZER_NOTE "")
+set(CONCURDL_EXTRA_FLAGS "")
 if(CONCURDL_SANITIZER STREQUAL "thread")
   add_compile_options(-fsanitize=thread -g -O1)
+  set(CONCURDL_EXTRA_FLAGS "-fsanitize=thread -g -O1")
   add_link_options(-fsanitize=thread)
   set(CONCURDL_SANITIZER_NOTE ", ThreadSanitizer")
   if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
@@ -17,6 +18,7 @@ if(CONCURDL_SANITIZER STREQUAL "thread")
   endif()
 elseif(CONCURDL_SANITIZER STREQUAL "address")
   add_compile_options(-fsanitize=address,undefined -fno-omit-frame-pointer -g)
+  set(CONCURDL_EXTRA_FLAGS "-fsanitize=address,undefined -fno-omit-frame-pointer -g")
   add_link_options(-fsanitize=address,undefined)
   set(CONCURDL_SANITIZER_NOTE ", AddressSanitizer + UBSan")
 elseif(NOT CONCURDL_SANITIZER STREQUAL "")
@@ -28,6 +30,7 @@ if(CONCURDL_NATIVE)
   check_cxx_compiler_flag(-march=native CONCURDL_HAS_MARCH_NATIVE)
   if(CONCURDL_HAS_MARCH_NATIVE)
     add_compile_options($<$<COMPILE_LANGUAGE:CXX>:-march=native>)
+    string(APPEND CONCURDL_EXTRA_FLAGS " -march=native")
   endif()
 endif()
 

@@ -110,6 +110,10 @@ struct Experiment {
   int warmup = 1;
   std::function<Trial(const Params&, GroupCache&)> prepare;
   std::vector<Figure> figures;
+  // Set by register_microbenchmarks (gbench.hpp): this entry is a set of Google Benchmark
+  // micro-benchmarks selected by this regex, run through the bridge instead of `prepare`.
+  std::string microbenchmark_filter;
+  std::vector<std::string> microbenchmark_args;
 };
 
 // Registration from a chapter's experiments.cpp:

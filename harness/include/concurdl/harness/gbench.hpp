@@ -24,13 +24,16 @@ struct MicroBenchmarks {
   std::vector<Figure> figures;
 };
 
+// Registers the set as an Experiment (experiment.hpp) with `microbenchmark_filter` set, so it is
+// listed, selected, recorded and charted like any experiment; `concurdl run` sends it through
+// the bridge. --threads and --set do not apply: the benchmark registration fixes its arguments.
 bool register_microbenchmarks(MicroBenchmarks m);
-const std::vector<MicroBenchmarks>& microbenchmarks();
-const MicroBenchmarks* find_microbenchmarks(const std::string& id);
 
-// Run one set. Each benchmark is run `repetitions` times; each repetition's real time per
-// iteration (seconds) is one sample. Counters become derived metrics.
-std::vector<Record> run_microbenchmarks(const MicroBenchmarks& m, Profile profile,
-                                        int repetitions);
+// Run one set. Each benchmark is run `repetitions` times, repetitions interleaved randomly across
+// the set's benchmarks (--benchmark_enable_random_interleaving); each repetition's real time per
+// iteration (seconds) is one sample; rate counters (items_per_second, bytes_per_second) become
+// derived metrics. A threaded benchmark that does not use UseRealTime() gives an invalid record
+// saying so, as does a benchmark that reports an error.
+std::vector<Record> run_microbenchmarks(const Experiment& set, Profile profile, int repetitions);
 
 }  // namespace concurdl

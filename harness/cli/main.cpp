@@ -1,0 +1,3 @@
+#include "concurdl/harness/cli.hpp"
+
+int main(int argc, char** argv) { return concurdl::cli_main(argc, argv); }

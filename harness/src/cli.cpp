@@ -1,0 +1,379 @@
+// The `concurdl` command line: list, run, calibrate, report, compare, exercise.
+// Exit codes: 0 success; 1 an experiment or a validation failed; 2 bad usage or bad input
+// (one line on stderr naming what was wrong). Progress on stderr, the output path last on stdout.
+#include "concurdl/harness/cli.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <set>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include "concurdl/build_info.hpp"
+#include "concurdl/harness/calibrate.hpp"
+#include "concurdl/harness/compare.hpp"
+#include "concurdl/harness/errors.hpp"
+#include "concurdl/harness/exercise.hpp"
+#include "concurdl/harness/provenance.hpp"
+#include "concurdl/harness/report.hpp"
+#include "concurdl/harness/runner.hpp"
+
+namespace concurdl {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Args {
+  std::vector<std::string> targets;
+  std::string profile = "quick";
+  std::string threads, repeat, ranks, hostfile, out;
+  std::vector<std::string> set;
+  bool no_calibrate = false, no_report = false, quiet = false, no_timing = false;
+};
+
+Profile parse_profile(const std::string& s) {
+  if (s == "quick") return Profile::quick;
+  if (s == "full") return Profile::full;
+  throw UsageError(fmt::format("--profile: '{}' is not a profile (quick or full)", s));
+}
+
+std::vector<std::string> parse_counts(const std::string& flag, const std::string& text) {
+  std::vector<std::string> out = split_list(text, flag);
+  for (const auto& v : out) {
+    bool ok = !v.empty() && v.find_first_not_of("0123456789") == std::string::npos && v.size() < 10;
+    if (ok) ok = std::stol(v) >= 1;
+    if (!ok) throw UsageError(fmt::format("{}: '{}' is not a count (need an integer >= 1)", flag, v));
+  }
+  return out;
+}
+
+RunOptions make_options(const Args& a) {
+  RunOptions opt;
+  opt.profile = parse_profile(a.profile);
+  if (!a.threads.empty()) opt.threads = parse_counts("--threads", a.threads);
+  if (!a.ranks.empty()) opt.ranks = parse_counts("--ranks", a.ranks);
+  if (!a.repeat.empty()) opt.repeat = std::stoi(parse_counts("--repeat", a.repeat).at(0));
+  for (const auto& kv : a.set) {
+    const auto eq = kv.find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == kv.size())
+      throw UsageError(fmt::format("--set: '{}' is not key=value", kv));
+    opt.set[kv.substr(0, eq)] = split_list(kv.substr(eq + 1), "--set " + kv.substr(0, eq));
+  }
+  if (!a.hostfile.empty() && !fs::is_regular_file(a.hostfile))
+    throw UsageError(fmt::format("--hostfile: '{}' is not a readable file", a.hostfile));
+  opt.progress = !a.quiet;
+  return opt;
+}
+
+std::vector<const Experiment*> chapter_experiments(const std::string& folder) {
+  std::vector<const Experiment*> out;
+  for (const auto& e : experiments())
+    if (e.chapter == folder) out.push_back(&e);
+  return out;
+}
+
+// Chapters, chapter numbers ("ch01", "01", "1") and experiment ids; nothing = every chapter.
+std::vector<const Experiment*> select(const std::vector<std::string>& targets) {
+  std::vector<const Experiment*> out;
+  auto add = [&](const Experiment* e) {
+    if (std::find(out.begin(), out.end(), e) == out.end()) out.push_back(e);
+  };
+  if (targets.empty()) {
+    for (const auto& e : experiments())
+      if (e.chapter != kCalibrationChapter) add(&e);
+    return out;
+  }
+  for (const auto& t : targets) {
+    if (const Experiment* e = find_experiment(t)) {
+      add(e);
+    } else if (const ChapterInfo* c = find_chapter(t)) {
+      for (const Experiment* x : chapter_experiments(c->folder)) add(x);
+    } else {
+      throw UsageError(fmt::format("unknown chapter or experiment '{}' (concurdl list shows them)", t));
+    }
+  }
+  return out;
+}
+
+fs::path program_dir() {
+  std::error_code ec;
+  const fs::path self = fs::read_symlink("/proc/self/exe", ec);
+  return ec ? fs::current_path() : self.parent_path();
+}
+
+bool all_valid(const std::vector<Record>& records) {
+  return std::all_of(records.begin(), records.end(), [](const Record& r) { return r.valid; });
+}
+
+void print_invalid(const std::vector<Record>& records) {
+  for (const auto& r : records)
+    if (!r.valid)
+      std::fprintf(stderr, "concurdl: INVALID %s {%s}: %s\n", r.experiment.c_str(),
+                   describe(r.params).c_str(), r.validation.c_str());
+}
+
+void report_run(const RunFile& f, const fs::path& dir) {
+  const ReportFiles rep = write_report({f}, {}, dir);
+  for (const auto& w : rep.warnings) std::fprintf(stderr, "concurdl: warning: %s\n", w.c_str());
+}
+
+// run and calibrate share this: measure, save after every experiment, report, print the path.
+int measure(const std::vector<std::string>& command, const std::vector<const Experiment*>& selected,
+            const Args& a, bool calibrate_first) {
+  const RunOptions opt = make_options(a);
+  const std::vector<Config> configs = expand(selected, opt);  // bad input fails before any output
+  RunFile f;
+  f.concurdl_version = build::version;
+  f.command = command;
+  f.provenance = collect_provenance();
+  if (!a.hostfile.empty()) f.provenance["hostfile"] = fs::absolute(a.hostfile).string();
+  f.provenance["profile"] = a.profile;
+  const fs::path root = a.out.empty() ? fs::path("results/runs") : fs::path(a.out);
+  const fs::path dir = make_run_dir(root, f.provenance["host"].get<std::string>(), short_commit());
+  write_run(dir, f);
+
+  if (calibrate_first) {
+    RunOptions copt;
+    copt.profile = Profile::quick;
+    copt.progress = opt.progress;
+    if (opt.progress) std::fprintf(stderr, "concurdl: calibrating this machine\n");
+    std::vector<Record> calib = run_configs(expand(chapter_experiments(kCalibrationChapter), copt), copt, {});
+    f.calibration = calibration_from_records(calib);
+    f.records = std::move(calib);
+    write_run(dir, f);
+  }
+  const std::size_t before = f.records.size();
+  std::vector<Record> measured = run_configs(configs, opt, f.calibration, [&](const std::vector<Record>& so_far) {
+    f.records.resize(before);
+    f.records.insert(f.records.end(), so_far.begin(), so_far.end());
+    write_run(dir, f);
+  });
+  if (!calibrate_first && selected.size() &&
+      std::all_of(selected.begin(), selected.end(), [](const Experiment* e) { return e->chapter == kCalibrationChapter; })) {
+    // `concurdl calibrate`: the records are the calibration; derive the fractions from it.
+    f.calibration = calibration_from_records(measured);
+    derive_metrics(measured, f.calibration);
+  }
+  f.records.resize(before);
+  f.records.insert(f.records.end(), measured.begin(), measured.end());
+  f.provenance["finished"] = utc_now_iso();
+  write_run(dir, f);
+  if (!a.no_report) report_run(f, dir);
+  print_invalid(f.records);
+  std::cout << dir.string() << std::endl;
+  return all_valid(f.records) ? 0 : 1;
+}
+
+int cmd_list(const Args& a) {
+  std::vector<const ChapterInfo*> shown;
+  if (a.targets.empty()) {
+    for (const auto& c : chapters()) shown.push_back(&c);
+  } else {
+    for (const auto& t : a.targets) {
+      const ChapterInfo* c = find_chapter(t);
+      if (!c) throw UsageError(fmt::format("unknown chapter '{}' (concurdl list shows them)", t));
+      shown.push_back(c);
+    }
+  }
+  for (const ChapterInfo* c : shown) {
+    fmt::print("{}  {}\n", c->folder, c->title);
+    for (const Experiment* e : chapter_experiments(c->folder)) {
+      fmt::print("  {:<32} {}\n", e->id, e->title);
+      if (!e->microbenchmark_filter.empty()) {
+        fmt::print("      micro-benchmarks matching '{}' (Google Benchmark)\n", e->microbenchmark_filter);
+      } else {
+        for (const Axis& ax : e->axes) {
+          fmt::print("      {:<12} {}", ax.name, fmt::join(ax.values, ","));
+          if (!ax.quick.empty()) fmt::print("   (quick: {})", fmt::join(ax.quick, ","));
+          fmt::print("\n");
+        }
+      }
+      for (const Figure& fig : e->figures) fmt::print("      figure  {}: {}\n", fig.id, fig.title);
+    }
+    for (const auto& x : exercises())
+      if (x.chapter == c->folder) fmt::print("  exercise {:<8} {}\n", x.id, x.title);
+  }
+  return 0;
+}
+
+int cmd_report(const Args& a) {
+  if (a.targets.empty()) throw UsageError("report: give at least one run directory");
+  std::vector<fs::path> paths(a.targets.begin(), a.targets.end());
+  std::vector<std::string> errors;
+  std::vector<RunFile> runs = load_runs(paths, errors);
+  for (const auto& e : errors) std::fprintf(stderr, "concurdl: %s\n", e.c_str());
+  if (runs.empty()) return 2;
+  fs::path out;
+  if (!a.out.empty()) {
+    out = a.out;
+  } else if (paths.size() == 1) {
+    out = runs[0].path.parent_path();
+  } else {
+    out = make_run_dir("results/reports", "merged", fmt::format("{}runs", runs.size()));
+  }
+  fs::create_directories(out);
+  const ReportFiles rep = write_report(runs, errors, out);
+  for (const auto& w : rep.warnings) std::fprintf(stderr, "concurdl: warning: %s\n", w.c_str());
+  std::cout << out.string() << std::endl;
+  return errors.empty() ? 0 : 2;
+}
+
+int cmd_compare(const Args& a) {
+  if (a.targets.size() != 2) throw UsageError("compare: give exactly two run directories, A and B");
+  const RunFile ra = load_run(a.targets[0]);
+  const RunFile rb = load_run(a.targets[1]);
+  const CompareResult r = compare_runs(ra, rb);
+  std::cout << format_table(r);
+  fs::path out = a.out;
+  if (out.empty()) {
+    fs::create_directories("results/compare");
+    out = fs::path("results/compare") /
+          fmt::format("{}-vs-{}.json", ra.path.parent_path().filename().string(),
+                      rb.path.parent_path().filename().string());
+  }
+  write_file_atomic(out, to_json(r).dump(2) + "\n");
+  std::cout << out.string() << std::endl;
+  return 0;
+}
+
+int cmd_exercise(const Args& a) {
+  if (a.targets.size() != 1) throw UsageError("exercise: give one chapter, e.g. concurdl exercise ch02");
+  const ChapterInfo* c = find_chapter(a.targets[0]);
+  if (!c) throw UsageError(fmt::format("unknown chapter '{}' (concurdl list shows them)", a.targets[0]));
+  std::vector<const Exercise*> mine;
+  for (const auto& x : exercises())
+    if (x.chapter == c->folder) mine.push_back(&x);
+  if (mine.empty()) throw UsageError(fmt::format("chapter {} has no exercises", c->folder));
+  RunOptions opt = make_options(a);
+  bool ok = true;
+  for (const Exercise* x : mine) {
+    const ExerciseOutcome o = check_exercise(*x, program_dir());
+    switch (o.state) {
+      case ExerciseState::not_attempted:
+        fmt::print("exercise {} {}: not attempted ({} of {} tests skipped: CDL_TODO still in place)\n",
+                   x->id, x->title, o.tests_skipped, o.tests_skipped + o.tests_passed);
+        continue;
+      case ExerciseState::wrong:
+        ok = false;
+        fmt::print("exercise {} {}: WRONG, {} of {} tests failed; first: {}\n", x->id, x->title,
+                   o.tests_failed, o.tests_failed + o.tests_passed + o.tests_skipped, o.detail);
+        continue;
+      case ExerciseState::error:
+        ok = false;
+        fmt::print("exercise {} {}: could not be checked: {}\n", x->id, x->title, o.detail);
+        continue;
+      case ExerciseState::correct:
+        fmt::print("exercise {} {}: correct ({} tests passed)\n", x->id, x->title, o.tests_passed);
+        break;
+    }
+    if (!x->timing.prepare || a.no_timing) continue;
+    const std::vector<Config> configs = expand({&x->timing}, opt);
+    const std::vector<Record> recs = run_configs(configs, opt, {});
+    for (const Record& s : recs) {
+      if (s.params.at("impl") != "student") continue;
+      Params ref_params = s.params;
+      ref_params["impl"] = "reference";
+      auto ref = std::find_if(recs.begin(), recs.end(), [&](const Record& r) { return r.params == ref_params; });
+      if (ref == recs.end()) continue;
+      Params shown = s.params;
+      shown.erase("impl");
+      if (!s.valid || !ref->valid) {
+        ok = false;
+        fmt::print("    {}: INVALID: {}\n", describe(shown), s.valid ? ref->validation : s.validation);
+        continue;
+      }
+      const Ratio ratio = ratio_of_medians(s.samples, ref->samples);
+      const MannWhitney mw = mann_whitney(s.samples, ref->samples);
+      const bool differs = mw.p_value < 0.05 && (ratio.lo > 1 || ratio.hi < 1);
+      const bool faster = s.lower_is_better ? ratio.value < 1 : ratio.value > 1;
+      fmt::print("    {}: student {:.3g} {} vs reference {:.3g} {}: ratio {:.2f}x [{:.2f}, {:.2f}] -> {}\n",
+                 describe(shown), s.stats.median, s.unit, ref->stats.median, ref->unit, ratio.value,
+                 ratio.lo, ratio.hi,
+                 differs ? (faster ? "student is faster" : "student is slower") : "no significant difference");
+    }
+  }
+  return ok ? 0 : 1;
+}
+
+void add_run_flags(CLI::App* app, Args& a) {
+  app->add_option("--profile", a.profile, "quick (default) or full");
+  app->add_option("--threads", a.threads, "thread counts to sweep, e.g. 1,2,4,8");
+  app->add_option("--repeat", a.repeat, "timed repetitions per configuration");
+  app->add_option("--set", a.set, "override a parameter axis: key=v1,v2 (repeatable)");
+  app->add_option("--out", a.out, "parent directory of the run directory (default results/runs)");
+  app->add_flag("--quiet", a.quiet, "no progress line");
+}
+
+}  // namespace
+
+int cli_main(int argc, char** argv) {
+  Args a;
+  CLI::App app{"concurdl: the concurrency that deep-learning systems are built on, measured"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", build::version);
+
+  auto* list = app.add_subcommand("list", "chapters, experiments, figures, exercises");
+  list->add_option("chapter", a.targets, "chapters to list");
+
+  auto* run = app.add_subcommand("run", "run chapters or experiments (default: every chapter, quick), then the report");
+  run->add_option("targets", a.targets, "chapters (ch01, 01-threads) or experiment ids (ch01/parallel_sum)");
+  add_run_flags(run, a);
+  run->add_option("--ranks", a.ranks, "rank counts to sweep for multi-rank experiments");
+  run->add_option("--hostfile", a.hostfile, "MPI hostfile for multi-node runs");
+  run->add_flag("--no-calibrate", a.no_calibrate, "skip measuring the machine's ceilings first");
+  run->add_flag("--no-report", a.no_report, "write results.json only");
+
+  auto* calibrate = app.add_subcommand("calibrate", "measure this machine's ceilings (bandwidth, FLOP/s)");
+  add_run_flags(calibrate, a);
+  calibrate->add_flag("--no-report", a.no_report, "write results.json only");
+
+  auto* report = app.add_subcommand("report", "charts and report for one run, or several merged");
+  report->add_option("runs", a.targets, "run directories or results.json files")->required();
+  report->add_option("--out", a.out, "where to write (default: the run directory, or results/reports/... for several)");
+
+  auto* compare = app.add_subcommand("compare", "ratio, CI and verdict per configuration of two runs");
+  compare->add_option("runs", a.targets, "RUN_A RUN_B")->required();
+  compare->add_option("--out", a.out, "JSON output file (default results/compare/A-vs-B.json)");
+
+  auto* exercise = app.add_subcommand("exercise", "check a chapter's exercises, then time them against the reference");
+  exercise->add_option("chapter", a.targets, "the chapter, e.g. ch02")->required();
+  exercise->add_option("--repeat", a.repeat, "timed repetitions");
+  exercise->add_option("--profile", a.profile, "quick (default) or full");
+  exercise->add_flag("--no-timing", a.no_timing, "tests only");
+  exercise->add_flag("--quiet", a.quiet, "no progress line");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::Success& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::fprintf(stderr, "concurdl: %s (concurdl --help shows the usage)\n", e.what());
+    return 2;
+  }
+
+  std::vector<std::string> command(argv, argv + argc);
+  command[0] = "concurdl";
+  try {
+    if (*list) return cmd_list(a);
+    if (*run) return measure(command, select(a.targets), a, !a.no_calibrate);
+    if (*calibrate) return measure(command, chapter_experiments(kCalibrationChapter), a, false);
+    if (*report) return cmd_report(a);
+    if (*compare) return cmd_compare(a);
+    if (*exercise) return cmd_exercise(a);
+  } catch (const UsageError& e) {
+    std::fprintf(stderr, "concurdl: %s\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "concurdl: error: %s\n", e.what());
+    return 1;
+  }
+  return 2;
+}
+
+}  // namespace concurdl

@@ -1,0 +1,130 @@
+// Exercises: classify a student's attempt by running the chapter's test binary on the
+// exercise's tests and reading GoogleTest's JSON report.
+#include "concurdl/harness/exercise.hpp"
+
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <fstream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+namespace concurdl {
+
+namespace fs = std::filesystem;
+
+namespace {
+std::vector<Exercise>& exercise_list() {
+  static std::vector<Exercise> list;
+  return list;
+}
+}  // namespace
+
+bool register_exercise(Exercise e) {
+  auto& list = exercise_list();
+  for (const auto& x : list)
+    if (x.id == e.id) throw std::logic_error("exercise " + e.id + " registered twice");
+  list.push_back(std::move(e));
+  return true;
+}
+
+const std::vector<Exercise>& exercises() { return exercise_list(); }
+
+ExerciseOutcome check_exercise(const Exercise& e, const fs::path& bin_dir) {
+  ExerciseOutcome out;
+  out.exercise = &e;
+  const fs::path binary = bin_dir / e.test_binary;
+  if (!fs::exists(binary)) {
+    out.detail = fmt::format("test program {} not found (build the tests: cmake --build build)",
+                             binary.string());
+    return out;
+  }
+  char tmpl[] = "/tmp/concurdl-exercise-XXXXXX";
+  const int fd = ::mkstemp(tmpl);
+  if (fd < 0) {
+    out.detail = "cannot create a temporary file";
+    return out;
+  }
+  ::close(fd);
+  const std::string report = tmpl;
+  const std::string console = report + ".out";
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    // The JSON report has the verdicts; the console output has the skip messages ("exercise
+    // 2.3 ticket lock not attempted"), which GoogleTest 1.12 leaves out of the JSON.
+    const int out = ::open(console.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    if (out >= 0) {
+      ::dup2(out, STDOUT_FILENO);
+      ::dup2(out, STDERR_FILENO);
+    }
+    const std::string filter = "--gtest_filter=" + e.test_filter;
+    const std::string output = "--gtest_output=json:" + report;
+    ::execl(binary.c_str(), binary.c_str(), filter.c_str(), output.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  std::string skip_message;
+  {
+    std::ifstream log(console);
+    std::string line;
+    while (skip_message.empty() && std::getline(log, line))
+      if (line.find("not attempted") != std::string::npos) skip_message = line;
+  }
+  ::unlink(console.c_str());
+  std::ifstream in(report);
+  nlohmann::json j;
+  try {
+    in >> j;
+  } catch (const std::exception&) {
+    ::unlink(report.c_str());
+    out.detail = WIFSIGNALED(status)
+                     ? fmt::format("{} crashed (signal {}) before writing its report", e.test_binary, WTERMSIG(status))
+                     : fmt::format("{} wrote no report (exit {})", e.test_binary, WEXITSTATUS(status));
+    out.state = ExerciseState::wrong;
+    return out;
+  }
+  ::unlink(report.c_str());
+  std::string first_failure, first_skip;
+  for (const auto& suite : j.value("testsuites", nlohmann::json::array())) {
+    for (const auto& test : suite.value("testsuite", nlohmann::json::array())) {
+      const std::string name = suite.value("name", "") + "." + test.value("name", "");
+      const auto failures = test.value("failures", nlohmann::json::array());
+      if (!failures.empty()) {
+        ++out.tests_failed;
+        if (first_failure.empty()) {
+          // "file:line\nExpected equality of these values:\n  a\n    Which is: 1\n ..." on one line.
+          std::string msg = failures[0].value("failure", "");
+          std::replace(msg.begin(), msg.end(), '\n', ' ');
+          msg.erase(std::unique(msg.begin(), msg.end(), [](char a, char b) { return a == ' ' && b == ' '; }),
+                    msg.end());
+          if (msg.size() > 300) msg = msg.substr(0, 300) + "...";
+          first_failure = fmt::format("{}: {}", name, msg);
+        }
+      } else if (test.value("result", "") == "SKIPPED") {
+        ++out.tests_skipped;
+        if (first_skip.empty()) first_skip = skip_message.empty() ? name + " skipped" : skip_message;
+      } else {
+        ++out.tests_passed;
+      }
+    }
+  }
+  if (out.tests_failed > 0) {
+    out.state = ExerciseState::wrong;
+    out.detail = first_failure;
+  } else if (out.tests_skipped > 0) {
+    out.state = ExerciseState::not_attempted;
+    out.detail = first_skip;
+  } else if (out.tests_passed > 0) {
+    out.state = ExerciseState::correct;
+  } else {
+    out.detail = fmt::format("no test in {} matches '{}'", e.test_binary, e.test_filter);
+  }
+  return out;
+}
+
+}  // namespace concurdl

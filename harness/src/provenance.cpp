@@ -1,0 +1,242 @@
+// Provenance: everything needed to say where a number came from, collected at run time
+// (machine, OS, git state, library versions) and at build time (compiler, flags).
+#include "concurdl/harness/provenance.hpp"
+
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include <array>
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include <cblas.h>
+#include <fmt/format.h>
+#include <oneapi/tbb/version.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include "concurdl/build_info.hpp"
+
+extern "C" char** environ;
+#ifdef CONCURDL_WITH_CUDA
+#include <cuda_runtime_api.h>
+#endif
+#ifdef CONCURDL_WITH_NCCL
+#include <nccl.h>
+#endif
+#ifdef CONCURDL_WITH_MPI
+#define OMPI_SKIP_MPICXX 1  // the C API is all we use; the C++ bindings need libmpi_cxx
+#include <mpi.h>
+#endif
+
+namespace concurdl {
+
+using nlohmann::json;
+
+namespace {
+
+std::string trim(std::string s) {
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' ' || s.back() == '\r')) s.pop_back();
+  std::size_t i = 0;
+  while (i < s.size() && s[i] == ' ') ++i;
+  return s.substr(i);
+}
+
+// Output of a shell command, or nullopt when it fails.
+std::optional<std::string> command_output(const std::string& cmd) {
+  FILE* pipe = ::popen((cmd + " 2>/dev/null").c_str(), "r");
+  if (!pipe) return std::nullopt;
+  std::string out;
+  std::array<char, 4096> buf{};
+  std::size_t n;
+  while ((n = std::fread(buf.data(), 1, buf.size(), pipe)) > 0) out.append(buf.data(), n);
+  const int rc = ::pclose(pipe);
+  if (rc != 0) return std::nullopt;
+  return out;
+}
+
+std::string file_field(const char* path, const std::string& key, char sep = ':') {
+  std::ifstream in(path);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind(key, 0) != 0) continue;
+    const auto pos = line.find(sep);
+    if (pos != std::string::npos) return trim(line.substr(pos + 1));
+  }
+  return "";
+}
+
+int physical_cores() {
+  std::ifstream in("/proc/cpuinfo");
+  std::set<std::pair<std::string, std::string>> cores;
+  std::string line, phys, core;
+  while (std::getline(in, line)) {
+    if (line.rfind("physical id", 0) == 0) phys = trim(line.substr(line.find(':') + 1));
+    if (line.rfind("core id", 0) == 0) {
+      core = trim(line.substr(line.find(':') + 1));
+      cores.insert({phys, core});
+    }
+  }
+  return static_cast<int>(cores.size());
+}
+
+std::string shell_quote(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+json libraries() {
+  json libs = json::object();
+  libs["google_benchmark"] = build::benchmark_version;
+  libs["googletest"] = build::gtest_version;
+#ifdef _OPENMP
+  libs["openmp"] = fmt::format("{} (_OPENMP)", _OPENMP);
+#endif
+  libs["onetbb"] = fmt::format("{} (runtime interface {})", TBB_runtime_version(),
+                               TBB_runtime_interface_version());
+  libs["openblas"] = trim(openblas_get_config());
+  if (build::uring_version[0]) libs["liburing"] = build::uring_version;
+#ifdef CONCURDL_WITH_MPI
+  if (build::have_mpi) {
+    char version[MPI_MAX_LIBRARY_VERSION_STRING];
+    int len = 0;
+    if (MPI_Get_library_version(version, &len) == MPI_SUCCESS) {
+      std::string v(version, static_cast<std::size_t>(len));
+      libs["mpi"] = trim(v.substr(0, v.find(',')));
+    }
+  }
+#endif
+#ifdef CONCURDL_WITH_CUDA
+  if (build::have_cuda) {
+    int rt = 0, drv = 0;
+    if (cudaRuntimeGetVersion(&rt) == cudaSuccess)
+      libs["cuda_runtime"] = fmt::format("{}.{}", rt / 1000, (rt % 1000) / 10);
+    if (cudaDriverGetVersion(&drv) == cudaSuccess && drv > 0)
+      libs["cuda_driver"] = fmt::format("{}.{}", drv / 1000, (drv % 1000) / 10);
+  }
+#endif
+#ifdef CONCURDL_WITH_NCCL
+  if (build::have_nccl) {
+    int v = 0;
+    if (ncclGetVersion(&v) == ncclSuccess)
+      libs["nccl"] = fmt::format("{}.{}.{}", v / 10000, (v % 10000) / 100, v % 100);
+  }
+#endif
+  return libs;
+}
+
+json gpus() {
+  json list = json::array();
+#ifdef CONCURDL_WITH_CUDA
+  if (build::have_cuda) {
+    int n = 0;
+    // Without a GPU this is an error (35, insufficient driver), not 0: both mean "none".
+    if (cudaGetDeviceCount(&n) == cudaSuccess) {
+      for (int d = 0; d < n; ++d) {
+        cudaDeviceProp prop{};
+        if (cudaGetDeviceProperties(&prop, d) != cudaSuccess) continue;
+        list.push_back({{"name", prop.name},
+                        {"compute_capability", fmt::format("{}.{}", prop.major, prop.minor)},
+                        {"memory_bytes", prop.totalGlobalMem},
+                        {"multiprocessors", prop.multiProcessorCount}});
+      }
+    }
+    cudaGetLastError();
+  }
+#endif
+  return list;
+}
+
+json relevant_env() {
+  static constexpr std::array<const char*, 11> prefixes = {
+      "OMP_", "OPENBLAS_", "OMPI_", "NCCL_", "CUDA_", "GOMP_", "KMP_", "TBB_", "CONCURDL_",
+      "TSAN_OPTIONS", "MKL_"};
+  json env = json::object();
+  for (char** e = environ; e && *e; ++e) {
+    const std::string kv = *e;
+    const auto eq = kv.find('=');
+    if (eq == std::string::npos) continue;
+    const std::string key = kv.substr(0, eq);
+    for (const char* p : prefixes)
+      if (key.rfind(p, 0) == 0) env[key] = kv.substr(eq + 1);
+  }
+  return env;
+}
+
+}  // namespace
+
+std::string utc_now_iso() {
+  const auto now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
+  std::tm tm{};
+  gmtime_r(&now, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+std::string host_name() {
+  char buf[256] = {};
+  if (::gethostname(buf, sizeof buf - 1) != 0) return "unknown-host";
+  return buf;
+}
+
+namespace {
+struct GitState {
+  std::string commit = build::configure_git_commit;
+  json dirty = nullptr;  // unknown unless the source tree can be asked
+};
+GitState git_state() {
+  GitState g;
+  const std::string dir = shell_quote(build::source_dir);
+  if (auto head = command_output("git -C " + dir + " rev-parse HEAD")) {
+    g.commit = trim(*head);
+    if (auto st = command_output("git -C " + dir + " status --porcelain --untracked-files=no"))
+      g.dirty = !trim(*st).empty();
+  }
+  return g;
+}
+}  // namespace
+
+std::string short_commit() {
+  const std::string c = git_state().commit;
+  return c.empty() || c == "unknown" ? "nogit" : c.substr(0, 7);
+}
+
+json collect_provenance() {
+  utsname u{};
+  ::uname(&u);
+  const GitState git = git_state();
+  std::string os = file_field("/etc/os-release", "PRETTY_NAME", '=');
+  if (os.size() >= 2 && os.front() == '"') os = os.substr(1, os.size() - 2);
+  const std::string mem_kb = file_field("/proc/meminfo", "MemTotal");
+  json p = {
+      {"host", host_name()},
+      {"cpu_model", file_field("/proc/cpuinfo", "model name")},
+      {"cores", std::thread::hardware_concurrency()},
+      {"physical_cores", physical_cores()},
+      {"memory_bytes", mem_kb.empty() ? 0 : std::stoull(mem_kb) * 1024},
+      {"os", os},
+      {"kernel", fmt::format("{} {} {}", u.sysname, u.release, u.machine)},
+      {"compiler", fmt::format("{} {}", build::compiler_id, build::compiler_version)},
+      {"cxx_flags", build::cxx_flags},
+      {"build_type", build::build_type},
+      {"sanitizer", build::sanitizer},
+      {"git_commit", git.commit},
+      {"git_dirty", git.dirty},
+      {"source_dir", build::source_dir},
+      {"libraries", libraries()},
+      {"gpus", gpus()},
+      {"env", relevant_env()},
+      {"started", utc_now_iso()},
+  };
+  return p;
+}
+
+}  // namespace concurdl

@@ -1,0 +1,130 @@
+// The registries of experiments and chapters, filled by static initializers in each chapter's
+// experiments.cpp (object libraries, so the linker keeps them).
+#include <algorithm>
+#include <cctype>
+#include <stdexcept>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "concurdl/harness/experiment.hpp"
+
+namespace concurdl {
+
+namespace {
+
+// Function-local statics: registration happens during static initialisation of other
+// translation units, whose order is unspecified.
+std::vector<Experiment>& experiment_list() {
+  static std::vector<Experiment> list;
+  return list;
+}
+std::vector<ChapterInfo>& chapter_list() {
+  static std::vector<ChapterInfo> list;
+  return list;
+}
+
+void check_declaration(const Experiment& e) {
+  auto fail = [&](const std::string& why) {
+    throw std::logic_error(fmt::format("experiment '{}': {}", e.id, why));
+  };
+  if (e.id.empty() || e.id.find('/') == std::string::npos) fail("id must look like 'ch01/name'");
+  if (e.chapter.empty()) fail("no chapter");
+  if (!e.prepare) fail("no prepare function");
+  for (const Axis& a : e.axes) {
+    if (a.values.empty()) fail("axis '" + a.name + "' has no values");
+    for (const auto& v : a.values) check_value(a.name, a.kind, v);
+    for (const auto& v : a.quick) check_value(a.name, a.kind, v);
+  }
+  auto has_axis = [&](const std::string& n) {
+    return std::any_of(e.axes.begin(), e.axes.end(), [&](const Axis& a) { return a.name == n; });
+  };
+  for (const auto& [k, v] : e.baseline)
+    if (!has_axis(k)) fail("baseline names '" + k + "', which is not an axis");
+  for (const Figure& f : e.figures) {
+    if (f.id.empty()) fail("a figure without an id");
+    if (!has_axis(f.x)) fail("figure '" + f.id + "' has x = '" + f.x + "', not an axis");
+    if (!f.series.empty() && !has_axis(f.series))
+      fail("figure '" + f.id + "' has series = '" + f.series + "', not an axis");
+  }
+}
+
+}  // namespace
+
+bool register_experiment(Experiment e) {
+  check_declaration(e);
+  if (find_experiment(e.id)) throw std::logic_error("experiment '" + e.id + "' registered twice");
+  register_chapter({e.chapter, ""});
+  auto& list = experiment_list();
+  list.push_back(std::move(e));
+  std::sort(list.begin(), list.end(), [](const Experiment& a, const Experiment& b) { return a.id < b.id; });
+  return true;
+}
+
+const std::vector<Experiment>& experiments() { return experiment_list(); }
+
+const Experiment* find_experiment(const std::string& id) {
+  for (const auto& e : experiment_list())
+    if (e.id == id) return &e;
+  return nullptr;
+}
+
+bool register_chapter(ChapterInfo c) {
+  auto& list = chapter_list();
+  for (auto& existing : list) {
+    if (existing.folder != c.folder) continue;
+    if (existing.title.empty()) existing.title = c.title;
+    return true;
+  }
+  list.push_back(std::move(c));
+  std::sort(list.begin(), list.end(),
+            [](const ChapterInfo& a, const ChapterInfo& b) { return a.folder < b.folder; });
+  return true;
+}
+
+const std::vector<ChapterInfo>& chapters() { return chapter_list(); }
+
+const ChapterInfo* find_chapter(const std::string& name) {
+  std::string digits = name;
+  if (digits.rfind("ch", 0) == 0) digits = digits.substr(2);
+  const bool numeric = !digits.empty() && std::all_of(digits.begin(), digits.end(), [](char c) {
+    return std::isdigit(static_cast<unsigned char>(c));
+  });
+  for (const auto& c : chapter_list()) {
+    if (c.folder == name) return &c;
+    if (numeric) {
+      const std::string num = c.folder.substr(0, c.folder.find('-'));
+      if (std::stoi(num) == std::stoi(digits)) return &c;
+    }
+  }
+  return nullptr;
+}
+
+unsigned hardware_threads() {
+  const unsigned n = std::thread::hardware_concurrency();
+  return n == 0 ? 1 : n;
+}
+
+namespace {
+std::vector<std::string> powers_of_two_to(unsigned limit, unsigned also) {
+  std::vector<unsigned> v;
+  for (unsigned p = 1; p <= limit; p *= 2) v.push_back(p);
+  if (std::find(v.begin(), v.end(), also) == v.end()) v.push_back(also);
+  std::sort(v.begin(), v.end());
+  std::vector<std::string> out;
+  for (unsigned p : v) out.push_back(std::to_string(p));
+  return out;
+}
+}  // namespace
+
+std::vector<std::string> thread_counts() {
+  const unsigned hw = hardware_threads();
+  return powers_of_two_to(std::max(8u, hw), hw);
+}
+
+std::vector<std::string> thread_counts_up_to_cores() {
+  const unsigned hw = hardware_threads();
+  return powers_of_two_to(hw, hw);
+}
+
+}  // namespace concurdl

@@ -1,0 +1,299 @@
+// The runner: expand the sweep, then for each group of configurations measured together:
+// prepare, check, warm up, time round-robin, check again; then statistics and derived metrics.
+#include "concurdl/harness/runner.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "concurdl/harness/errors.hpp"
+#include "concurdl/harness/gbench.hpp"
+
+namespace concurdl {
+
+namespace {
+
+double now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+const std::vector<std::string>& axis_values(const Axis& a, Profile p) {
+  return p == Profile::quick && !a.quick.empty() ? a.quick : a.values;
+}
+
+}  // namespace
+
+int default_repetitions(Profile p) { return p == Profile::quick ? 5 : 10; }
+
+std::vector<Config> expand(const std::vector<const Experiment*>& selected, const RunOptions& opt) {
+  std::set<std::string> used_keys;
+  std::vector<Config> out;
+  for (const Experiment* e : selected) {
+    if (!e->microbenchmark_filter.empty()) {  // one entry; the bridge runs the whole set
+      out.push_back({e, {}});
+      continue;
+    }
+    std::vector<Params> partial{Params{}};
+    for (const Axis& a : e->axes) {
+      std::vector<std::string> values = axis_values(a, opt.profile);
+      if (auto it = opt.set.find(a.name); it != opt.set.end()) {
+        values = it->second;
+        used_keys.insert(a.name);
+      }
+      if (a.name == "threads" && opt.threads) values = *opt.threads;
+      if (a.name == "ranks" && opt.ranks) values = *opt.ranks;
+      for (const auto& v : values) check_value(a.name, a.kind, v);
+      std::vector<Params> next;
+      for (const Params& p : partial)
+        for (const auto& v : values) {
+          Params q = p;
+          q[a.name] = v;
+          next.push_back(std::move(q));
+        }
+      partial = std::move(next);
+    }
+    for (auto& p : partial) out.push_back({e, std::move(p)});
+  }
+  for (const auto& [key, values] : opt.set)
+    if (!used_keys.count(key))
+      throw UsageError(fmt::format("--set {}: no selected experiment has a parameter '{}'", key, key));
+  return out;
+}
+
+Progress::Progress(std::size_t total, bool enabled)
+    : total_(total), enabled_(enabled), tty_(::isatty(STDERR_FILENO) == 1), start_(now_s()) {}
+
+Progress::~Progress() { done(); }
+
+void Progress::step(const std::string& what) {
+  ++current_;
+  if (!enabled_) return;
+  const double t = now_s();
+  const double elapsed = t - start_;
+  // On a pipe or a log file: a line every few seconds, not one per configuration.
+  if (!tty_ && t - last_print_ < 3.0 && current_ != 1 && current_ != total_) return;
+  last_print_ = t;
+  std::string eta = "?";
+  if (current_ > 1) {
+    const double per = elapsed / static_cast<double>(current_ - 1);
+    eta = fmt::format("{:.0f}s", per * static_cast<double>(total_ - current_ + 1));
+  }
+  const std::string line = fmt::format("[{}/{}] {:.0f}s elapsed, ETA {}  {}", current_, total_,
+                                       elapsed, eta, what);
+  if (tty_) std::fprintf(stderr, "\r\033[K%s", line.substr(0, 160).c_str());
+  else std::fprintf(stderr, "%s\n", line.c_str());
+  std::fflush(stderr);
+}
+
+void Progress::done() {
+  if (enabled_ && tty_ && current_ > 0) std::fprintf(stderr, "\n");
+  enabled_ = false;
+}
+
+namespace {
+
+// The key that groups configurations measured together: every parameter not interleaved.
+Params group_key(const Config& c) {
+  Params key;
+  for (const auto& [k, v] : c.params)
+    if (std::find(c.experiment->interleave.begin(), c.experiment->interleave.end(), k) ==
+        c.experiment->interleave.end())
+      key[k] = v;
+  return key;
+}
+
+struct Slot {
+  const Config* config;
+  Trial trial;
+  Record record;
+};
+
+double run_once(Trial& t) {
+  if (t.reset) t.reset();
+  if (t.measure) return t.measure();
+  const auto start = std::chrono::steady_clock::now();
+  t.run();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+bool check(Slot& s, const char* when) {
+  if (!s.record.valid || !s.trial.check) return s.record.valid;
+  const std::string what = s.trial.check();
+  if (!what.empty()) {
+    s.record.valid = false;
+    s.record.validation = fmt::format("{}: {}", when, what);
+  }
+  return s.record.valid;
+}
+
+void measure_group(std::vector<Slot>& slots, int repetitions, int warmup, Progress& progress) {
+  // Before timing: each configuration runs once and is checked; a wrong one is never timed.
+  for (Slot& s : slots) {
+    progress.step(fmt::format("{} {}", s.config->experiment->id, describe(s.config->params)));
+    try {
+      run_once(s.trial);
+      check(s, "before timing");
+      for (int w = 1; w < warmup && s.record.valid; ++w) run_once(s.trial);
+    } catch (const UsageError&) {
+      throw;
+    } catch (const std::exception& e) {
+      s.record.valid = false;
+      s.record.validation = fmt::format("failed: {}", e.what());
+    }
+  }
+  // Timing, round-robin: repetition r runs every configuration once, starting at a rotating
+  // offset so no configuration is always first (or always right after the same neighbour).
+  const std::size_t n = slots.size();
+  for (int r = 0; r < repetitions; ++r) {
+    for (std::size_t i = 0; i < n; ++i) {
+      Slot& s = slots[(i + static_cast<std::size_t>(r)) % n];
+      if (!s.record.valid) continue;
+      try {
+        s.record.samples.push_back(run_once(s.trial));
+      } catch (const std::exception& e) {
+        s.record.valid = false;
+        s.record.validation = fmt::format("failed during timing: {}", e.what());
+      }
+    }
+  }
+  // After timing: the last timed run's output must still be right.
+  for (Slot& s : slots) check(s, "after timing");
+}
+
+}  // namespace
+
+std::vector<Record> run_configs(const std::vector<Config>& configs, const RunOptions& opt,
+                                const Calibration& calib,
+                                const std::function<void(const std::vector<Record>&)>& after_experiment) {
+  std::vector<Record> records;
+  Progress progress(configs.size(), opt.progress);
+  std::size_t i = 0;
+  while (i < configs.size()) {
+    // One experiment at a time; within it, one group at a time.
+    const Experiment* e = configs[i].experiment;
+    std::size_t end = i;
+    while (end < configs.size() && configs[end].experiment == e) ++end;
+    std::vector<std::pair<Params, std::vector<const Config*>>> groups;
+    for (std::size_t k = i; k < end; ++k) {
+      Params key = group_key(configs[k]);
+      auto it = std::find_if(groups.begin(), groups.end(), [&](auto& g) { return g.first == key; });
+      if (it == groups.end()) groups.push_back({key, {&configs[k]}});
+      else it->second.push_back(&configs[k]);
+    }
+    const int reps = opt.repeat ? *opt.repeat
+                                : (e->repetitions > 0 ? e->repetitions : default_repetitions(opt.profile));
+    std::vector<Record> done;
+    if (!e->microbenchmark_filter.empty()) {
+      progress.step(fmt::format("{} (Google Benchmark)", e->id));
+      done = run_microbenchmarks(*e, opt.profile, reps);
+      groups.clear();
+    }
+    for (auto& [key, members] : groups) {
+      GroupCache cache;
+      std::vector<Slot> slots;
+      slots.reserve(members.size());
+      for (const Config* c : members) {
+        Slot s{c, {}, {}};
+        s.record.experiment = e->id;
+        s.record.chapter = e->chapter;
+        s.record.params = c->params;
+        s.record.metric = e->metric;
+        s.record.unit = e->unit;
+        s.record.lower_is_better = e->lower_is_better;
+        try {
+          s.trial = e->prepare(c->params, cache);
+          if (!s.trial.run && !s.trial.measure)
+            throw std::logic_error("prepare returned a trial with neither run nor measure");
+        } catch (const UsageError&) {
+          throw;
+        } catch (const std::exception& ex) {
+          s.record.valid = false;
+          s.record.validation = fmt::format("prepare failed: {}", ex.what());
+        }
+        slots.push_back(std::move(s));
+      }
+      measure_group(slots, reps, std::max(1, e->warmup), progress);
+      for (Slot& s : slots) {
+        if (!s.record.samples.empty()) s.record.stats = summarize(s.record.samples);
+        const Work& w = s.trial.work;
+        const double t = s.record.stats.median;
+        if (e->metric == "time" && t > 0) {
+          if (w.items > 0) s.record.derived["items_per_s"] = w.items / t;
+          if (w.bytes > 0) s.record.derived["bytes_per_s"] = w.bytes / t;
+          if (w.flops > 0) s.record.derived["flops_per_s"] = w.flops / t;
+        }
+        done.push_back(std::move(s.record));
+      }
+    }
+    derive_metrics(done, calib);
+    records.insert(records.end(), std::make_move_iterator(done.begin()), std::make_move_iterator(done.end()));
+    if (after_experiment) after_experiment(records);
+    i = end;
+  }
+  progress.done();
+  return records;
+}
+
+namespace {
+
+double workers(const Params& p) {
+  for (const char* k : {"threads", "ranks", "workers"}) {
+    auto it = p.find(k);
+    if (it != p.end()) {
+      try {
+        return static_cast<double>(std::stoll(it->second));
+      } catch (const std::exception&) {
+        return 0;
+      }
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+
+void derive_metrics(std::vector<Record>& records, const Calibration& calib) {
+  for (Record& r : records) {
+    if (!r.valid || r.stats.n == 0) continue;
+    const Experiment* e = find_experiment(r.experiment);
+    if (e && !e->baseline.empty()) {
+      Params base = r.params;
+      for (const auto& [k, v] : e->baseline) base[k] = v;
+      auto it = std::find_if(records.begin(), records.end(), [&](const Record& b) {
+        return b.experiment == r.experiment && b.params == base && b.valid && b.stats.n > 0;
+      });
+      if (it != records.end() && r.stats.median > 0 && it->stats.median > 0) {
+        // Speedup is the ratio of throughputs when the work is declared: for strong scaling
+        // (same work) that equals the ratio of times; for weak scaling (work grows with the
+        // workers) it is the only meaningful one.
+        double s = r.lower_is_better ? it->stats.median / r.stats.median
+                                     : r.stats.median / it->stats.median;
+        for (const char* rate : {"items_per_s", "flops_per_s", "bytes_per_s"}) {
+          auto a = r.derived.find(rate), b = it->derived.find(rate);
+          if (a != r.derived.end() && b != it->derived.end() && b->second > 0) {
+            s = a->second / b->second;
+            break;
+          }
+        }
+        r.derived["speedup"] = s;
+        const double p = workers(r.params), p0 = workers(base);
+        if (p > 0 && p0 > 0 && p != p0) {
+          r.derived["efficiency"] = s * p0 / p;
+          if (p0 == 1 && p > 1) r.derived["karp_flatt"] = karp_flatt(s, p);
+        }
+      }
+    }
+    if (e && e->ceiling == Ceiling::mem_bandwidth && calib.mem_bandwidth_bytes_per_s > 0 &&
+        r.derived.count("bytes_per_s"))
+      r.derived["fraction_of_ceiling"] = r.derived["bytes_per_s"] / calib.mem_bandwidth_bytes_per_s;
+    if (e && e->ceiling == Ceiling::peak_flops && calib.peak_flops > 0 && r.derived.count("flops_per_s"))
+      r.derived["fraction_of_ceiling"] = r.derived["flops_per_s"] / calib.peak_flops;
+  }
+}
+
+}  // namespace concurdl

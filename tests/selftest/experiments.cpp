@@ -1,0 +1,100 @@
+// Chapter 99, "selftest": a toy chapter linked only into `concurdl-selftest`, the program the
+// harness's CLI and end-to-end tests drive. It has one of everything a real chapter has: an
+// experiment with a thread sweep, one that can be made to fail validation, micro-benchmarks
+// (one deliberately threaded without UseRealTime) and three exercises, one per outcome.
+#include <benchmark/benchmark.h>
+#include <omp.h>
+
+#include <atomic>
+#include <cstdint>
+
+#include <fmt/format.h>
+
+#include "concurdl/harness/exercise.hpp"
+#include "concurdl/harness/experiment.hpp"
+#include "concurdl/harness/gbench.hpp"
+#include "toy_sum.hpp"
+
+namespace {
+
+using namespace concurdl;
+
+Trial sum_trial(const Params& p, GroupCache&) {
+  const std::int64_t n = param_int(p, "n");
+  const int threads = static_cast<int>(param_int(p, "threads"));
+  const bool broken = param_int(p, "broken") != 0;
+  auto result = std::make_shared<std::int64_t>(0);
+  Trial t;
+  t.run = [=] { *result = toy::parallel_sum(n, threads) + (broken ? 1 : 0); };
+  t.check = [=] {
+    const std::int64_t want = toy::serial_sum(n);
+    return *result == want ? std::string() : fmt::format("sum {} != {}", *result, want);
+  };
+  t.work = {static_cast<double>(n), 0, static_cast<double>(n)};
+  return t;
+}
+
+const bool registered = [] {
+  register_chapter({"99-selftest", "Self-test chapter (harness tests only)"});
+  register_experiment({
+      .id = "ch99/sum",
+      .chapter = "99-selftest",
+      .title = "Toy parallel sum of 0..n-1 (OpenMP)",
+      .axes = {{"threads", thread_counts(), {"1", "2"}, AxisKind::count},
+               {"n", {"4M"}, {"1M"}, AxisKind::size},
+               {"broken", {"0"}, {}, AxisKind::integer}},
+      .baseline = {{"threads", "1"}},
+      .prepare = sum_trial,
+      .figures = {{.id = "speedup", .title = "Toy sum: speedup", .kind = FigureKind::speedup, .series = "n"},
+                  {.id = "efficiency", .title = "Toy sum: efficiency", .kind = FigureKind::efficiency,
+                   .y = "efficiency", .series = "n"}},
+  });
+  register_microbenchmarks({.id = "ch99/atomic_increment", .chapter = "99-selftest",
+                            .title = "fetch_add on one shared counter",
+                            .filter = "^BM_toy_atomic_increment",
+                            .baseline = {{"threads", "1"}},
+                            .figures = {{.id = "throughput", .title = "atomic increments/s",
+                                         .kind = FigureKind::bars, .y = "items_per_s"}}});
+  register_microbenchmarks({.id = "ch99/cpu_time_threads", .chapter = "99-selftest",
+                            .title = "A threaded benchmark without UseRealTime (must be flagged)",
+                            .filter = "^BM_toy_no_real_time"});
+  for (int k = 1; k <= 3; ++k) {
+    const std::string id = fmt::format("99.{}", k);
+    Experiment timing{
+        .id = "ch99/exercise_" + id,
+        .chapter = "99-selftest",
+        .title = "sum, student vs reference",
+        .axes = {{"impl", {"reference", "student"}}, {"n", {"1M"}, {}, AxisKind::size}},
+        .interleave = {"impl"},
+        .prepare = [k](const Params& p, GroupCache&) {
+          const std::int64_t n = param_int(p, "n");
+          const bool student = p.at("impl") == "student";
+          auto result = std::make_shared<std::int64_t>(0);
+          Trial t;
+          t.run = [=] { *result = student ? toy::student_sum(k, n) : toy::serial_sum(n); };
+          t.check = [=] { return *result == toy::serial_sum(n) ? std::string() : std::string("wrong sum"); };
+          t.work = {static_cast<double>(n)};
+          return t;
+        }};
+    register_exercise({.id = id, .chapter = "99-selftest",
+                       .title = k == 1 ? "untouched stub" : k == 2 ? "wrong attempt" : "right attempt",
+                       .test_binary = "ch99_tests",
+                       .test_filter = fmt::format("ToySum/ex99_{}.*", k),
+                       .timing = timing});
+  }
+  return true;
+}();
+
+void BM_toy_atomic_increment(benchmark::State& state) {
+  static std::atomic<std::int64_t> counter{0};
+  for (auto _ : state) counter.fetch_add(1, std::memory_order_relaxed);
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_toy_atomic_increment)->Threads(1)->Threads(2)->UseRealTime();
+
+void BM_toy_no_real_time(benchmark::State& state) {
+  for (auto _ : state) benchmark::DoNotOptimize(state.iterations());
+}
+BENCHMARK(BM_toy_no_real_time)->Threads(2);
+
+}  // namespace

@@ -1,0 +1,31 @@
+// The toy chapter's "reference implementation" and three "student attempts" at it.
+#pragma once
+
+#include <cstdint>
+
+#include "concurdl/harness/errors.hpp"
+
+namespace toy {
+
+inline std::int64_t serial_sum(std::int64_t n) {
+  std::int64_t s = 0;
+  for (std::int64_t i = 0; i < n; ++i) s += i;
+  return s;
+}
+
+inline std::int64_t parallel_sum(std::int64_t n, int threads) {
+  std::int64_t s = 0;
+#pragma omp parallel for num_threads(threads) reduction(+ : s) schedule(static)
+  for (std::int64_t i = 0; i < n; ++i) s += i;
+  return s;
+}
+
+// Exercise 99.k: 1 is an untouched stub, 2 a wrong attempt (off by one), 3 a right one.
+inline std::int64_t student_sum(int k, std::int64_t n) {
+  if (k == 1) CDL_TODO("99.1 untouched stub");
+  std::int64_t s = 0;
+  for (std::int64_t i = 0; i < n + (k == 2 ? 1 : 0); ++i) s += i;
+  return s;
+}
+
+}  // namespace toy

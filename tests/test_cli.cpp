@@ -1,0 +1,213 @@
+// The command line, end to end: exit codes and one-line errors for bad input, a real
+// calibration run with records and charts, reports that survive a bad file, compare, and the
+// exercise workflow (not attempted / wrong / correct + timing). Drives `concurdl-selftest`,
+// which is `concurdl` plus the toy chapter in tests/selftest.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <gtest/gtest.h>
+
+#include "concurdl/harness/calibrate.hpp"
+#include "concurdl/harness/records.hpp"
+
+namespace fs = std::filesystem;
+using concurdl::load_run;
+using concurdl::RunFile;
+
+namespace {
+
+struct Result {
+  int rc = -1;
+  std::string out, err;
+  std::string last_line() const {
+    std::string s = out;
+    while (!s.empty() && s.back() == '\n') s.pop_back();
+    return s.substr(s.rfind('\n') == std::string::npos ? 0 : s.rfind('\n') + 1);
+  }
+  int err_lines() const {
+    int n = 0;
+    for (char c : err) n += c == '\n';
+    return n;
+  }
+};
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+class Cli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("concurdl-cli-" + std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()) +
+            "-" + std::to_string(::getpid()));
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override {
+    if (!HasFailure()) fs::remove_all(dir_);
+  }
+
+  // Runs in the test's own directory, so default output paths (results/...) land there.
+  Result run(const std::string& args, const char* program = CONCURDL_SELFTEST_BIN) {
+    const fs::path out = dir_ / "stdout.txt", err = dir_ / "stderr.txt";
+    const std::string cmd = "cd '" + dir_.string() + "' && '" + program + "' " + args + " >'" +
+                            out.string() + "' 2>'" + err.string() + "' </dev/null";
+    const int status = std::system(cmd.c_str());
+    Result r;
+    r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    r.out = slurp(out);
+    r.err = slurp(err);
+    return r;
+  }
+
+  fs::path dir_;
+};
+
+// Bad input: exit 2, exactly one line on stderr naming what was wrong, nothing on stdout.
+void expect_usage_error(const Result& r, const std::string& names) {
+  EXPECT_EQ(r.rc, 2) << r.err;
+  EXPECT_EQ(r.err_lines(), 1) << r.err;
+  EXPECT_NE(r.err.find(names), std::string::npos) << r.err;
+  EXPECT_TRUE(r.out.empty()) << r.out;
+}
+
+}  // namespace
+
+TEST_F(Cli, ZeroThreadsIsAUsageError) { expect_usage_error(run("run --threads 0"), "--threads"); }
+TEST_F(Cli, NegativeRepeatIsAUsageError) { expect_usage_error(run("run --repeat -1"), "--repeat"); }
+TEST_F(Cli, UnknownExperimentIsAUsageError) { expect_usage_error(run("run ch99/nope"), "ch99/nope"); }
+TEST_F(Cli, OverflowingSizeIsAUsageError) {
+  expect_usage_error(run("run ch99/sum --set n=99999999999999999999"), "'n'");
+}
+TEST_F(Cli, UnknownParameterIsAUsageError) { expect_usage_error(run("run ch99/sum --set bogus=1"), "bogus"); }
+TEST_F(Cli, UnknownProfileIsAUsageError) { expect_usage_error(run("run --profile huge"), "huge"); }
+TEST_F(Cli, UnknownFlagIsAUsageError) { expect_usage_error(run("run --frobnicate"), "frobnicate"); }
+TEST_F(Cli, MissingRunDirectoryIsAUsageError) { expect_usage_error(run("report no-such-run"), "no-such-run"); }
+TEST_F(Cli, BadUsageWritesNoRunDirectory) {
+  run("run --threads 0");
+  EXPECT_FALSE(fs::exists(dir_ / "results"));
+}
+
+TEST_F(Cli, ListShowsChaptersExperimentsAndExercises) {
+  const Result r = run("list");
+  EXPECT_EQ(r.rc, 0);
+  for (const char* s : {"00-calibration", "calibrate/mem_triad", "99-selftest", "ch99/sum", "exercise 99.2"})
+    EXPECT_NE(r.out.find(s), std::string::npos) << s;
+  EXPECT_EQ(run("list ch42").rc, 2);
+}
+
+TEST_F(Cli, CalibrateYieldsValidRecordsAndCharts) {
+  const Result r = run("calibrate --profile quick --out runs", CONCURDL_BIN);
+  ASSERT_EQ(r.rc, 0) << r.err;
+  const fs::path run_dir = dir_ / r.last_line();
+  const RunFile f = load_run(run_dir);
+  EXPECT_EQ(f.schema_version, 1);
+  for (const char* k : {"cpu_model", "compiler", "git_commit", "cores", "started", "finished", "libraries"})
+    EXPECT_TRUE(f.provenance.contains(k)) << k;
+  EXPECT_GT(f.calibration.mem_bandwidth_bytes_per_s, 0);
+  EXPECT_GT(f.calibration.peak_flops, 0);
+  EXPECT_GT(f.calibration.thread_copy_bytes_per_s, 0);
+  std::set<std::string> experiments;
+  for (const auto& rec : f.records) {
+    EXPECT_TRUE(rec.valid) << rec.experiment << ": " << rec.validation;
+    EXPECT_GE(rec.samples.size(), 5u);
+    experiments.insert(rec.experiment);
+  }
+  EXPECT_EQ(experiments.size(), 4u);
+  const fs::path fig = run_dir / "figures";
+  for (const char* ext : {".dat", ".gp", ".svg", ".png"}) {
+    EXPECT_TRUE(fs::exists(fig / (std::string("calibrate_fma_peak_speedup") + ext))) << ext;
+  }
+  const std::string gp = slurp(fig / "calibrate_fma_peak_speedup.gp");
+  EXPECT_NE(gp.find("ideal"), std::string::npos);
+  EXPECT_NE(gp.find("Amdahl"), std::string::npos);
+  EXPECT_NE(slurp(run_dir / "report.html").find("<svg"), std::string::npos);
+  EXPECT_TRUE(fs::exists(run_dir / "report.md"));
+}
+
+TEST_F(Cli, RunMeasuresSpeedupAndAFailedValidationExitsOne) {
+  Result r = run("run ch99/sum --threads 1,2 --repeat 3 --no-calibrate --quiet");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_TRUE(r.last_line().rfind("results/runs/", 0) == 0) << r.out;
+  const RunFile f = load_run(dir_ / r.last_line());
+  ASSERT_EQ(f.records.size(), 2u);
+  for (const auto& rec : f.records) EXPECT_TRUE(rec.derived.count("speedup")) << rec.experiment;
+  EXPECT_EQ(f.command.at(1), "run");
+
+  r = run("run ch99/sum --threads 1 --repeat 3 --no-calibrate --quiet --set broken=1");
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_NE(r.err.find("INVALID ch99/sum"), std::string::npos) << r.err;
+  const RunFile g = load_run(dir_ / r.last_line());  // the failed run is still recorded
+  ASSERT_EQ(g.records.size(), 1u);
+  EXPECT_FALSE(g.records[0].valid);
+}
+
+TEST_F(Cli, MicroBenchmarksBecomeRecords) {
+  Result r = run("run ch99/atomic_increment --repeat 3 --no-calibrate --quiet");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  const RunFile f = load_run(dir_ / r.last_line());
+  ASSERT_EQ(f.records.size(), 2u);  // 1 and 2 threads
+  for (const auto& rec : f.records) {
+    EXPECT_EQ(rec.samples.size(), 3u);
+    EXPECT_GT(rec.derived.at("items_per_s"), 0);
+  }
+  r = run("run ch99/cpu_time_threads --repeat 2 --no-calibrate --quiet");
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_NE(r.err.find("UseRealTime"), std::string::npos) << r.err;
+}
+
+TEST_F(Cli, ReportNamesATruncatedFileAndRendersTheOthers) {
+  const Result a = run("run ch99/sum --threads 1,2 --repeat 3 --no-calibrate --no-report --quiet");
+  ASSERT_EQ(a.rc, 0) << a.err;
+  const fs::path good = dir_ / a.last_line();
+  const fs::path bad = dir_ / "results/runs/broken-run";
+  fs::create_directories(bad);
+  const std::string text = slurp(good / "results.json");
+  std::ofstream(bad / "results.json") << text.substr(0, text.size() / 3);
+
+  const Result r = run("report '" + good.string() + "' '" + bad.string() + "' --out merged");
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_NE(r.err.find("broken-run/results.json"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("truncated"), std::string::npos) << r.err;
+  EXPECT_NE(slurp(dir_ / "merged/report.md").find("broken-run"), std::string::npos);
+  EXPECT_TRUE(fs::exists(dir_ / "merged/figures/ch99_sum_speedup.svg"));
+  EXPECT_NE(slurp(dir_ / "merged/report.html").find("<svg"), std::string::npos);
+
+  // A single good run reports into its own directory.
+  const Result single = run("report '" + good.string() + "'");
+  EXPECT_EQ(single.rc, 0) << single.err;
+  EXPECT_TRUE(fs::exists(good / "report.html"));
+}
+
+TEST_F(Cli, CompareWritesATableAndJson) {
+  const Result a = run("run ch99/sum --threads 1 --repeat 5 --no-calibrate --no-report --quiet");
+  const Result b = run("run ch99/sum --threads 1 --repeat 5 --no-calibrate --no-report --quiet");
+  ASSERT_EQ(a.rc, 0);
+  ASSERT_EQ(b.rc, 0);
+  const Result r = run("compare " + a.last_line() + " " + b.last_line() + " --out cmp.json");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.out.find("ch99/sum"), std::string::npos);
+  const auto j = nlohmann::json::parse(slurp(dir_ / "cmp.json"));
+  ASSERT_EQ(j["rows"].size(), 1u);
+  EXPECT_TRUE(j["rows"][0].contains("verdict"));
+  expect_usage_error(run("compare " + a.last_line()), "two run directories");
+}
+
+TEST_F(Cli, ExerciseReportsEachOutcomeAndTimesTheCorrectOne) {
+  const Result r = run("exercise ch99 --repeat 5 --quiet");
+  EXPECT_EQ(r.rc, 1) << "a wrong attempt must fail the command\n" << r.out << r.err;
+  EXPECT_NE(r.out.find("exercise 99.1 untouched stub: not attempted"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("exercise 99.2 wrong attempt: WRONG"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("ToySum/ex99_2."), std::string::npos) << "names the failing test\n" << r.out;
+  EXPECT_NE(r.out.find("exercise 99.3 right attempt: correct"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("ratio"), std::string::npos) << r.out;
+  expect_usage_error(run("exercise ch00"), "no exercises");
+}

@@ -1,0 +1,48 @@
+#include <gtest/gtest.h>
+
+#include "concurdl/harness/errors.hpp"
+#include "concurdl/harness/params.hpp"
+
+using namespace concurdl;
+
+TEST(Params, SizesWithSuffixes) {
+  EXPECT_EQ(parse_size("n", "1024"), 1024);
+  EXPECT_EQ(parse_size("n", "4K"), 4096);
+  EXPECT_EQ(parse_size("n", "16M"), 16 << 20);
+  EXPECT_EQ(parse_size("n", "2G"), std::int64_t{2} << 30);
+}
+
+TEST(Params, OverflowAndGarbageAreUsageErrorsNamingTheParameter) {
+  try {
+    parse_size("n", "99999999999999999999");
+    FAIL() << "no error";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("'n'"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("64 bits"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(parse_size("n", "9000000000G"), UsageError);  // fits alone, overflows scaled
+  EXPECT_THROW(parse_size("n", "0"), UsageError);
+  EXPECT_THROW(parse_size("n", "-4"), UsageError);
+  EXPECT_THROW(parse_size("n", "12x"), UsageError);
+  EXPECT_THROW(parse_size("n", ""), UsageError);
+  EXPECT_THROW(check_value("threads", AxisKind::count, "0"), UsageError);
+  EXPECT_THROW(check_value("threads", AxisKind::count, "two"), UsageError);
+  EXPECT_NO_THROW(check_value("threads", AxisKind::count, "8"));
+  EXPECT_THROW(parse_real("x", "nan"), UsageError);
+  EXPECT_DOUBLE_EQ(parse_real("x", "0.25"), 0.25);
+}
+
+TEST(Params, TypedAccessAndDescribe) {
+  const Params p{{"threads", "4"}, {"variant", "v1"}, {"n", "1K"}};
+  EXPECT_EQ(param_int(p, "threads"), 4);
+  EXPECT_EQ(param_int(p, "n"), 1024);
+  EXPECT_EQ(param_str(p, "variant"), "v1");
+  EXPECT_THROW(param_str(p, "missing"), UsageError);
+  EXPECT_EQ(describe(p), "n=1K, threads=4, variant=v1");
+}
+
+TEST(Params, SplitList) {
+  EXPECT_EQ(split_list("1,2,4", "--threads"), (std::vector<std::string>{"1", "2", "4"}));
+  EXPECT_THROW(split_list("1,,4", "--threads"), UsageError);
+  EXPECT_THROW(split_list("", "--threads"), UsageError);
+}

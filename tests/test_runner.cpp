@@ -1,0 +1,179 @@
+// The runner: sweep expansion and its errors, round-robin interleaving, validation before and
+// after timing, group-shared inputs, derived metrics.
+#include <algorithm>
+#include <atomic>
+#include <map>
+#include <mutex>
+
+#include <gtest/gtest.h>
+
+#include "concurdl/harness/errors.hpp"
+#include "concurdl/harness/runner.hpp"
+
+using namespace concurdl;
+
+namespace {
+
+std::mutex log_mu;
+std::vector<std::string> run_log;  // which configuration ran, in order
+std::atomic<int> inputs_built{0};
+
+// Time is simulated through `measure`: T(p) = 1 * (f + (1 - f) / p) with f = 0.2, so the
+// derived speedup and efficiency have exact expected values.
+const bool registered = [] {
+  register_experiment({
+      .id = "test/runner_amdahl",
+      .chapter = "98-runner-test",
+      .title = "simulated Amdahl timings",
+      .axes = {{"variant", {"a", "b"}}, {"threads", {"1", "2", "4"}, {"1", "2"}, AxisKind::count},
+               {"n", {"100", "200"}, {"100"}, AxisKind::size}},
+      .baseline = {{"threads", "1"}},
+      .repetitions = 4,
+      .prepare = [](const Params& p, GroupCache& cache) {
+        cache.get<int>("input", [] { return ++inputs_built; });
+        const double threads = static_cast<double>(param_int(p, "threads"));
+        const std::string key = describe(p);
+        Trial t;
+        t.measure = [=] {
+          std::lock_guard lock(log_mu);
+          run_log.push_back(key);
+          return 0.2 + 0.8 / threads;
+        };
+        return t;
+      },
+  });
+  register_experiment({
+      .id = "test/runner_validation",
+      .chapter = "98-runner-test",
+      .title = "validation outcomes",
+      .axes = {{"variant", {"ok", "wrong_before", "wrong_after", "throws"}}},
+      .prepare = [](const Params& p, GroupCache&) {
+        const std::string v = p.at("variant");
+        auto runs = std::make_shared<int>(0);
+        Trial t;
+        t.run = [=] {
+          if (v == "throws" && *runs == 2) throw std::runtime_error("boom");
+          ++*runs;
+        };
+        t.check = [=]() -> std::string {
+          if (v == "wrong_before") return "wrong from the start";
+          if (v == "wrong_after" && *runs > 1) return "drifted";
+          return "";
+        };
+        t.work = {1000, 8000, 0};
+        return t;
+      },
+  });
+  return true;
+}();
+
+std::vector<Config> configs_of(const std::string& id, RunOptions opt = {}) {
+  opt.progress = false;
+  return expand({find_experiment(id)}, opt);
+}
+
+}  // namespace
+
+TEST(Runner, ExpandsTheProfileAxes) {
+  RunOptions quick;
+  EXPECT_EQ(configs_of("test/runner_amdahl", quick).size(), 2u * 2u * 1u);
+  RunOptions full;
+  full.profile = Profile::full;
+  EXPECT_EQ(configs_of("test/runner_amdahl", full).size(), 2u * 3u * 2u);
+}
+
+TEST(Runner, ThreadsAndSetOverrideAxes) {
+  RunOptions opt;
+  opt.threads = std::vector<std::string>{"1", "8"};
+  opt.set["n"] = {"1K", "2K", "4K"};
+  const auto c = configs_of("test/runner_amdahl", opt);
+  EXPECT_EQ(c.size(), 2u * 2u * 3u);
+  EXPECT_TRUE(std::any_of(c.begin(), c.end(), [](const Config& x) { return x.params.at("threads") == "8"; }));
+}
+
+TEST(Runner, BadOverridesAreUsageErrors) {
+  RunOptions opt;
+  opt.set["nope"] = {"1"};
+  EXPECT_THROW(configs_of("test/runner_amdahl", opt), UsageError);
+  RunOptions overflow;
+  overflow.set["n"] = {"99999999999999999999"};
+  EXPECT_THROW(configs_of("test/runner_amdahl", overflow), UsageError);
+  RunOptions zero;
+  zero.threads = std::vector<std::string>{"0"};
+  EXPECT_THROW(configs_of("test/runner_amdahl", zero), UsageError);
+}
+
+TEST(Runner, RepetitionsAreInterleavedRoundRobinWithinAGroup) {
+  run_log.clear();
+  inputs_built = 0;
+  RunOptions opt;
+  opt.progress = false;
+  opt.set["n"] = {"100", "200"};  // two groups of 2 variants x 2 thread counts
+  const auto configs = configs_of("test/runner_amdahl", opt);
+  const auto records = run_configs(configs, opt, {});
+  ASSERT_EQ(records.size(), 8u);
+  EXPECT_EQ(inputs_built.load(), 2);  // one shared input per group, not per configuration
+  // Per group: 4 warm-up/check runs, then 4 repetitions x 4 configurations.
+  ASSERT_EQ(run_log.size(), 2u * (4 + 4 * 4));
+  for (int g = 0; g < 2; ++g) {
+    const auto begin = run_log.begin() + g * 20 + 4;
+    std::vector<std::string> firsts;
+    for (int r = 0; r < 4; ++r) {
+      std::vector<std::string> rep(begin + r * 4, begin + r * 4 + 4);
+      std::sort(rep.begin(), rep.end());
+      EXPECT_EQ(std::unique(rep.begin(), rep.end()), rep.end()) << "a configuration ran twice in one round";
+      firsts.push_back(*(begin + r * 4));
+    }
+    std::sort(firsts.begin(), firsts.end());
+    EXPECT_EQ(std::unique(firsts.begin(), firsts.end()), firsts.end()) << "the same configuration always went first";
+  }
+  for (const Record& r : records) EXPECT_EQ(r.samples.size(), 4u);
+}
+
+TEST(Runner, DerivesSpeedupEfficiencyAndKarpFlatt) {
+  RunOptions opt;
+  opt.progress = false;
+  opt.profile = Profile::full;
+  const auto records = run_configs(configs_of("test/runner_amdahl", opt), opt, {});
+  for (const Record& r : records) {
+    ASSERT_TRUE(r.valid) << r.validation;
+    const double p = std::stod(r.params.at("threads"));
+    const double s = 1.0 / (0.2 + 0.8 / p);
+    EXPECT_NEAR(r.derived.at("speedup"), s, 1e-12);
+    if (p > 1) {
+      EXPECT_NEAR(r.derived.at("efficiency"), s / p, 1e-12);
+      EXPECT_NEAR(r.derived.at("karp_flatt"), 0.2, 1e-12);
+    }
+  }
+}
+
+TEST(Runner, ValidationBeforeAndAfterTiming) {
+  RunOptions opt;
+  opt.progress = false;
+  opt.repeat = 3;
+  Calibration calib;
+  calib.mem_bandwidth_bytes_per_s = 1e9;
+  const auto records = run_configs(configs_of("test/runner_validation", opt), opt, calib);
+  std::map<std::string, const Record*> by;
+  for (const Record& r : records) by[r.params.at("variant")] = &r;
+  EXPECT_TRUE(by["ok"]->valid);
+  EXPECT_EQ(by["ok"]->samples.size(), 3u);
+  EXPECT_GT(by["ok"]->derived.at("items_per_s"), 0);
+  EXPECT_GT(by["ok"]->derived.at("bytes_per_s"), 0);
+  EXPECT_FALSE(by["wrong_before"]->valid);
+  EXPECT_TRUE(by["wrong_before"]->samples.empty()) << "a wrong configuration was timed";
+  EXPECT_NE(by["wrong_before"]->validation.find("before timing"), std::string::npos);
+  EXPECT_FALSE(by["wrong_after"]->valid);
+  EXPECT_NE(by["wrong_after"]->validation.find("after timing"), std::string::npos);
+  EXPECT_FALSE(by["throws"]->valid);
+  EXPECT_NE(by["throws"]->validation.find("boom"), std::string::npos);
+}
+
+TEST(Runner, ThreadCountsGoBeyondTheCoresButNeverAssumeTwo) {
+  const auto t = thread_counts();
+  EXPECT_EQ(t.front(), "1");
+  EXPECT_GE(std::stoi(t.back()), 8);
+  EXPECT_NE(std::find(t.begin(), t.end(), std::to_string(hardware_threads())), t.end());
+  const auto c = thread_counts_up_to_cores();
+  EXPECT_EQ(std::stoi(c.back()), static_cast<int>(hardware_threads()));
+}
