@@ -70,6 +70,31 @@ void register_demo() {
   (void)registered;
 }
 
+// Weak scaling and a compute ceiling, for the overlays the demo does not draw.
+constexpr const char* kWeakId = "test/report_weak";
+void register_weak() {
+  static const bool registered = register_experiment({
+      .id = kWeakId,
+      .chapter = "99-test",
+      .title = "Report weak scaling",
+      .axes = {{.name = "variant", .values = {"fma"}},
+               {.name = "threads", .values = {"1", "2", "4"}, .kind = AxisKind::count}},
+      .baseline = {{"threads", "1"}},
+      .prepare =
+          [](const Params&, GroupCache&) {
+            return Trial{.run = [] {}, .check = [] { return std::string(); }};
+          },
+      .figures = {{.id = "scaled_speedup",
+                   .kind = FigureKind::speedup,
+                   .overlays = {Overlay::ideal, Overlay::gustafson}},
+                  {.id = "flops",
+                   .title = "FLOP/s",
+                   .y = "flops_per_s",
+                   .overlays = {Overlay::flops_ceiling}}},
+  });
+  (void)registered;
+}
+
 Record make_record(const std::string& variant, int threads, long n, double seconds) {
   Record r;
   r.experiment = kId;
@@ -321,6 +346,23 @@ TEST(ReportCharts, InvalidRecordsAreLeftOutAndSaidSo) {
   EXPECT_NE(c->notes.front().find("invalid"), std::string::npos);
 }
 
+TEST(ReportCharts, AConfigurationMeasuredTwiceInOneRunIsASecondSeries) {
+  register_demo();
+  RunFile run = demo_run("alpha");
+  const auto first = run.records;
+  for (const auto& r : first)
+    if (r.params.at("variant") == "v1_naive") run.records.push_back(r);
+  const auto charts = build_charts({run});
+  const ChartSpec* c = find_chart(charts, "test_report_demo_speedup");
+  ASSERT_NE(c, nullptr);
+  const ChartSeries* once = find_series(*c, "v1_naive");
+  const ChartSeries* twice = find_series(*c, "v1_naive (repeat 2)");
+  ASSERT_NE(once, nullptr);
+  ASSERT_NE(twice, nullptr);
+  EXPECT_EQ(once->points.size(), 4u);
+  EXPECT_EQ(twice->points.size(), 4u);
+}
+
 TEST(ReportCharts, SeveralRunsPrefixEachSeriesWithItsHost) {
   register_demo();
   const auto charts = build_charts({demo_run("alpha"), demo_run("beta")});
@@ -343,6 +385,37 @@ TEST(ReportCharts, RunsOnOneHostAreNamedByTheirDirectory) {
   ASSERT_NE(c, nullptr);
   EXPECT_NE(find_series(*c, "run-monday: v1_naive"), nullptr);
   EXPECT_NE(find_series(*c, "run-tuesday: v1_naive"), nullptr);
+}
+
+TEST(ReportCharts, GustafsonAndComputeCeilingOverlays) {
+  register_weak();
+  RunFile run = demo_run("alpha");
+  run.records.clear();
+  for (int p : {1, 2, 4}) {
+    Record r = make_record("fma", p, 1000, 0.01 * (kSerialV2 + (1 - kSerialV2) / p));
+    r.experiment = kWeakId;
+    r.params.erase("n");
+    r.derived["speedup"] = 1 / (kSerialV2 + (1 - kSerialV2) / p);
+    r.derived["flops_per_s"] = 2e9 * p;
+    run.records.push_back(r);
+  }
+  const auto charts = build_charts({run});
+  const ChartSpec* c = find_chart(charts, "test_report_weak_scaled_speedup");
+  ASSERT_NE(c, nullptr);
+  // No title declared: the experiment's, with the figure id.
+  EXPECT_EQ(c->title, "Report weak scaling (scaled_speedup)");
+  EXPECT_NE(find_series(*c, "ideal (S = p)"), nullptr);
+  const ChartSeries* g = find_series(*c, "Gustafson, Amdahl-fitted f (fma): f = 0.05");
+  ASSERT_NE(g, nullptr);
+  EXPECT_TRUE(g->is_model);
+  EXPECT_NEAR(g->points.back().y, gustafson_speedup(kSerialV2, 4), 1e-9);
+
+  const ChartSpec* f = find_chart(charts, "test_report_weak_flops");
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->y_label, "FLOP/s");
+  const ChartSeries* ceiling = find_series(*f, "measured peak FLOP/s, all cores (calibrate)");
+  ASSERT_NE(ceiling, nullptr);
+  EXPECT_DOUBLE_EQ(ceiling->points.front().y, 1e11);
 }
 
 TEST(ReportCharts, UnregisteredExperimentsHaveNoCharts) {
@@ -449,6 +522,22 @@ TEST(ReportFiles, WithoutGnuplotDataAndScriptsRemainAndTheReportSaysWhy) {
   EXPECT_NE(md.find("gnuplot not found"), std::string::npos);
   EXPECT_NE(md.find("(figures/test_report_demo_speedup.gp)"), std::string::npos);
   EXPECT_NE(slurp(files.html).find("gnuplot not found"), std::string::npos);
+}
+
+TEST(ReportFiles, AFailingGnuplotIsReportedWithItsExitStatus) {
+  register_demo();
+  TempDir tmp;
+  ScopedEnv failing("CONCURDL_GNUPLOT", "/bin/false");
+  const ReportFiles files = write_report({demo_run("alpha")}, {}, tmp.path());
+  ASSERT_FALSE(files.warnings.empty());
+  EXPECT_NE(files.warnings.front().find("gnuplot failed"), std::string::npos)
+      << files.warnings.front();
+  EXPECT_NE(files.warnings.front().find("exit 1"), std::string::npos);
+  for (const auto& c : files.charts) {
+    EXPECT_TRUE(fs::is_regular_file(c.gp));
+    EXPECT_TRUE(c.svg.empty());
+  }
+  EXPECT_NE(slurp(files.md).find("gnuplot failed"), std::string::npos);
 }
 
 TEST(ReportFiles, QuotesAndUnderscoresInLabelsDoNotBreakTheScript) {

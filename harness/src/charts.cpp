@@ -20,6 +20,7 @@
 #include "concurdl/build_info.hpp"
 #include "concurdl/harness/report.hpp"
 #include "concurdl/harness/stats.hpp"
+#include "report_detail.hpp"
 
 namespace concurdl {
 
@@ -52,6 +53,11 @@ std::vector<std::string> run_labels(const std::vector<RunFile>& runs) {
     if (label.empty()) label = fmt::format("run {}", i + 1);
     labels.push_back(label);
   }
+  // The same directory given twice is still two runs.
+  std::map<std::string, int> label_count;
+  for (const auto& l : labels) ++label_count[l];
+  for (std::size_t i = 0; i < labels.size(); ++i)
+    if (label_count[labels[i]] > 1) labels[i] += fmt::format(" #{}", i + 1);
   return labels;
 }
 
@@ -281,6 +287,7 @@ std::optional<ChartSpec> build_one(const std::vector<RunFile>& runs,
     });
 
   std::vector<Building> measured;
+  std::map<std::pair<std::string, std::string>, int> seen;  // (label, x) -> times seen
   for (Sel& s : sel) {
     std::vector<std::string> parts;
     // "v2_padded" names itself; a bare "4" does not, so numbers carry their name: "threads=4".
@@ -292,8 +299,10 @@ std::optional<ChartSpec> build_one(const std::vector<RunFile>& runs,
     }
     std::string label = parts.empty() ? "measured" : fmt::format("{}", fmt::join(parts, ", "));
     if (runs.size() > 1) label = labels[s.run] + ": " + label;
-
     const std::string& xv = s.rec->params.at(fig.x);
+    // The same configuration measured again in one run is a second series, not a zigzag.
+    if (const int k = seen[{label, xv}]++; k > 0) label += fmt::format(" (repeat {})", k + 1);
+
     if (categorical) {
       s.pt.x = static_cast<double>(std::find(categories.begin(), categories.end(), xv) -
                                    categories.begin());
@@ -380,7 +389,7 @@ std::optional<ChartSpec> build_one(const std::vector<RunFile>& runs,
         // Efficiency's ideal is 1; speedup's (and anything else's) is S(p) = p.
         const bool eff = fig.kind == FigureKind::efficiency || y == "efficiency";
         chart.series.push_back(model(eff ? "ideal (efficiency = 1)" : "ideal (S = p)",
-                                     sample_range(xmin, xmax, chart.log_x, 2),
+                                     sample_range(xmin, xmax, chart.log_x, chart.log_x ? 48 : 2),
                                      [&](double x) { return eff ? 1.0 : x; }));
         break;
       }
@@ -467,7 +476,7 @@ std::optional<std::string> find_gnuplot() {
   // path; then PATH.
   if (const char* env = std::getenv("CONCURDL_GNUPLOT")) {
     if (*env == '\0' || ::access(env, X_OK) != 0) return std::nullopt;
-    return std::string(env);
+    return std::filesystem::absolute(env).string();  // gnuplot runs in the figures directory
   }
   const std::string configured = build::gnuplot;
   if (!configured.empty() && configured.find("NOTFOUND") == std::string::npos &&
@@ -482,7 +491,8 @@ std::optional<std::string> find_gnuplot() {
   return std::nullopt;
 }
 
-// Run `gnuplot script` in `dir` (the script names its files relatively), output to `log`.
+// Run `gnuplot script` in `dir` (the script names its files relatively); `script` and `log`
+// are names inside `dir`.
 GnuplotResult run_gnuplot(const std::string& exe, const std::filesystem::path& dir,
                           const std::string& script, const std::string& log) {
   GnuplotResult res;
@@ -581,6 +591,81 @@ std::string write_dat(const ChartSpec& chart, const std::vector<const ChartSerie
   return out;
 }
 
+// Where an inside key fits: the first corner of the plot (in the order that suits the chart)
+// whose box, estimated from the label lengths at 800x500 and 11 pt, covers nothing drawn.
+// Positions are estimated in graph fractions with gnuplot's autoscaling approximated (whole
+// decades or powers of two on log axes, zero at the bottom of linear ones).
+std::optional<std::string> free_corner(const ChartSpec& chart,
+                                       const std::vector<const ChartSeries*>& drawn,
+                                       double log_x_base, std::size_t longest, std::size_t entries,
+                                       double font_scale) {
+  if (chart.kind == FigureKind::bars) return std::nullopt;  // bars fill the bottom, tops vary
+  const double w = font_scale * ((static_cast<double>(longest) + 10) * 7 + 10) / 690;
+  const double h = font_scale * (static_cast<double>(entries) * 17 + 12) / 400;
+  if (w > 0.6 || h > 0.6) return std::nullopt;
+
+  double x0 = 0, x1 = 0, y0 = 0, y1 = 0;
+  bool first = true;
+  for (const auto* s : drawn)
+    for (const auto& p : s->points) {
+      if ((chart.log_x && p.x <= 0) || (chart.log_y && p.lo <= 0)) continue;
+      x0 = first ? p.x : std::min(x0, p.x);
+      x1 = first ? p.x : std::max(x1, p.x);
+      y0 = first ? p.lo : std::min(y0, p.lo);
+      y1 = first ? p.hi : std::max(y1, p.hi);
+      first = false;
+    }
+  if (first) return std::nullopt;
+  auto span = [](double& lo, double& hi, bool log, double base) {
+    if (log) {
+      lo = std::pow(base, std::floor(std::log(lo) / std::log(base)));
+      hi = std::pow(base, std::ceil(std::log(hi) / std::log(base)));
+      lo = std::log(lo);
+      hi = std::log(hi);
+    }
+    if (hi <= lo) hi = lo + 1;
+  };
+  if (!chart.log_y && y0 >= 0) y0 = 0;
+  span(x0, x1, chart.log_x, log_x_base);
+  span(y0, y1, chart.log_y, 10);
+  auto fx = [&](double x) { return ((chart.log_x ? std::log(x) : x) - x0) / (x1 - x0); };
+  auto fy = [&](double y) { return ((chart.log_y ? std::log(y) : y) - y0) / (y1 - y0); };
+
+  const std::vector<std::string> order =
+      chart.kind == FigureKind::speedup
+          ? std::vector<std::string>{"top left", "bottom right", "top right", "bottom left"}
+          : std::vector<std::string>{"top right", "top left", "bottom right", "bottom left"};
+  for (const auto& corner : order) {
+    const bool top = corner.rfind("top", 0) == 0;
+    const bool left = corner.find("left") != std::string::npos;
+    const double m = 0.03;  // keep a little air around the key
+    const double bx0 = left ? 0 : 1 - w - m, bx1 = left ? w + m : 1;
+    const double by0 = top ? 1 - h - m : 0, by1 = top ? 1 : h + m;
+    auto inside = [&](double x, double y) { return x >= bx0 && x <= bx1 && y >= by0 && y <= by1; };
+    bool covered = false;
+    for (const auto* s : drawn) {
+      for (std::size_t i = 0; i < s->points.size() && !covered; ++i) {
+        const auto& p = s->points[i];
+        if ((chart.log_x && p.x <= 0) || (chart.log_y && p.lo <= 0)) continue;
+        // The point with its error bar, and the line to the next point.
+        for (int k = 0; k <= 8 && !covered; ++k)
+          covered = inside(fx(p.x), fy(p.lo) + (fy(p.hi) - fy(p.lo)) * k / 8);
+        if (i + 1 < s->points.size()) {
+          const auto& q = s->points[i + 1];
+          if ((chart.log_x && q.x <= 0) || (chart.log_y && q.y <= 0)) continue;
+          for (int k = 1; k < 32 && !covered; ++k) {
+            const double t = k / 32.0;
+            covered = inside(fx(p.x) + (fx(q.x) - fx(p.x)) * t, fy(p.y) + (fy(q.y) - fy(p.y)) * t);
+          }
+        }
+      }
+      if (covered) break;
+    }
+    if (!covered) return corner;
+  }
+  return std::nullopt;
+}
+
 std::string write_gp(const ChartSpec& chart, const std::vector<const ChartSeries*>& drawn) {
   const std::string dat = "'" + chart.stem + ".dat'";
   std::vector<const ChartSeries*> measured;
@@ -595,8 +680,17 @@ std::string write_gp(const ChartSpec& chart, const std::vector<const ChartSeries
   const bool bars = chart.kind == FigureKind::bars;
 
   double xmax = 0, ymax = 0, ymin_pos = 0;
+  bool y_negative = false;
+  std::set<double> measured_x;
+  bool integer_x = true;
+  for (const auto* s : measured)
+    for (const auto& p : s->points) {
+      measured_x.insert(p.x);
+      integer_x = integer_x && p.x == std::floor(p.x);
+    }
   for (const auto* s : drawn)
     for (const auto& p : s->points) {
+      y_negative = y_negative || p.lo < 0;
       xmax = std::max(xmax, std::abs(p.x));
       ymax = std::max(ymax, std::abs(p.hi));
       if (p.y > 0) ymin_pos = ymin_pos == 0 ? p.y : std::min(ymin_pos, p.y);
@@ -615,16 +709,18 @@ std::string write_gp(const ChartSpec& chart, const std::vector<const ChartSeries
   g += "set xlabel " + gp_string(chart.x_label) + " noenhanced\n";
   g += "set ylabel " + gp_string(chart.y_label) + " noenhanced\n";
   g += "set grid\n";
-  // Speedup curves stay under the ideal line and the y range matches the x range, so the top
-  // left triangle is free for the key (smaller type when it is long). Other keys go under the
-  // plot, pinned to the bottom edge (gnuplot's `set key below` draws over the x label), with a
-  // bottom margin tall enough for the rows the key wraps into (about 95 characters a row).
+  // The key goes inside the plot, in the first corner where it covers no point, error bar or
+  // line; failing that, under the plot, pinned to the bottom edge (gnuplot's `set key below`
+  // draws over the x label), with a bottom margin for the rows it wraps into (~95 characters).
   std::size_t longest = 0;
   for (const auto* s : drawn) longest = std::max(longest, s->label.size());
   const std::size_t entries = drawn.size();
-  if (chart.kind == FigureKind::speedup) {
-    g += "set key top left box opaque noenhanced";
-    g += entries > 6 ? " font ',9' spacing 0.9 samplen 2\n" : "\n";
+  const double log_x_base = xmax > 1024 ? 10 : 2;
+  // A long key may still fit inside in smaller type (9 pt instead of 11).
+  if (auto corner = free_corner(chart, drawn, log_x_base, longest, entries, 1.0)) {
+    g += "set key inside " + *corner + " box opaque noenhanced\n";
+  } else if (auto small = free_corner(chart, drawn, log_x_base, longest, entries, 0.82)) {
+    g += "set key inside " + *small + " box opaque noenhanced font ',9' spacing 0.95\n";
   } else {
     const std::size_t per_row = std::max<std::size_t>(1, 95 / (longest + 9));
     const std::size_t rows = (entries + per_row - 1) / per_row;
@@ -634,7 +730,7 @@ std::string write_gp(const ChartSpec& chart, const std::vector<const ChartSeries
         per_row);
     g += fmt::format("set bmargin {:.1f}\n", 3.5 + 1.05 * static_cast<double>(rows));
   }
-  if (chart.log_x) g += xmax > 1024 ? "set logscale x 10\n" : "set logscale x 2\n";
+  if (chart.log_x) g += fmt::format("set logscale x {}\n", log_x_base);
   if (chart.log_y) g += "set logscale y\n";
   if (chart.log_x && xmax >= 1e4) g += "set format x \"%.0s%c\"\n";
   // SI prefixes on the y tics for very large or small values (1.2G rather than 1.2x10^9).
@@ -642,9 +738,18 @@ std::string write_gp(const ChartSpec& chart, const std::vector<const ChartSeries
     g += "set format y \"%.0s%c\"\n";
   else if (ymax >= 1e4 || (ymax > 0 && ymax < 1e-2))
     g += "set format y \"%.1s%c\"\n";
-  if (!chart.log_y &&
-      (bars || chart.kind == FigureKind::speedup || chart.kind == FigureKind::efficiency))
-    g += "set yrange [0:*]\n";
+  // A linear y axis starts at zero, so a 5% difference does not look like a factor of two.
+  if (!chart.log_y && !y_negative) g += "set yrange [0:*]\n";
+  if (categories.empty() && !chart.log_x) {
+    // Thread and rank counts are integers: tics on them, not at 1.2, 1.4, ...
+    if (integer_x && measured_x.size() <= 16 && *measured_x.rbegin() - *measured_x.begin() <= 32) {
+      std::vector<std::string> tics;
+      for (double x : measured_x) tics.push_back(num(x));
+      g += fmt::format("set xtics ({})\n", fmt::join(tics, ", "));
+    }
+    // Keep the end points and their error bars off the frame.
+    g += "set offsets graph 0.02, graph 0.02, 0, 0\n";
+  }
   if (!categories.empty()) {
     std::vector<std::string> tics;
     for (const auto& [x, label] : categories) tics.push_back(gp_string(label) + " " + num(x));
@@ -665,8 +770,10 @@ std::string write_gp(const ChartSpec& chart, const std::vector<const ChartSeries
     const std::string title = " title " + gp_string(s.label);
     if (s.is_model) {
       const int owner = owner_of(s, measured);
+      // Amdahl dashed, Gustafson dash-dotted, when both are fitted to one series.
+      const int dash = s.label.rfind("Gustafson", 0) == 0 ? 4 : 2;
       const std::string style =
-          owner >= 0 ? fmt::format("lt {} dt 2 lw 1.5", owner + 1)
+          owner >= 0 ? fmt::format("lt {} dt {} lw 1.5", owner + 1, dash)
                      : fmt::format("lc rgb '#404040' dt {} lw 1.5", 3 + (grey_i++ % 3));
       clauses.push_back(src + " using 1:2 with lines " + style + title);
       continue;
@@ -761,7 +868,7 @@ ChartFiles render_chart(const ChartSpec& chart, const std::filesystem::path& dir
         "pictures";
     return files;
   }
-  const auto res = run_gnuplot(*exe, dir, files.gp.filename().string(), log.string());
+  const auto res = run_gnuplot(*exe, dir, files.gp.filename().string(), log.filename().string());
   if (!res.ran) {
     warning = "could not run gnuplot for " + chart.stem + ": " + res.error;
     return files;

@@ -138,7 +138,10 @@ int measure(const std::vector<std::string>& command, const std::vector<const Exp
   const fs::path dir = make_run_dir(root, f.provenance["host"].get<std::string>(), short_commit());
   write_run(dir, f);
 
-  if (calibrate_first) {
+  const bool selects_calibration = std::any_of(selected.begin(), selected.end(), [](const Experiment* e) {
+    return e->chapter == kCalibrationChapter;
+  });
+  if (calibrate_first && !selects_calibration) {
     RunOptions copt;
     copt.profile = Profile::quick;
     copt.progress = opt.progress;
@@ -154,9 +157,8 @@ int measure(const std::vector<std::string>& command, const std::vector<const Exp
     f.records.insert(f.records.end(), so_far.begin(), so_far.end());
     write_run(dir, f);
   });
-  if (!calibrate_first && selected.size() &&
-      std::all_of(selected.begin(), selected.end(), [](const Experiment* e) { return e->chapter == kCalibrationChapter; })) {
-    // `concurdl calibrate`: the records are the calibration; derive the fractions from it.
+  if (selects_calibration) {
+    // The calibration experiments were measured as part of this run: they are the calibration.
     f.calibration = calibration_from_records(measured);
     derive_metrics(measured, f.calibration);
   }

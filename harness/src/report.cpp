@@ -15,15 +15,12 @@
 #include <sstream>
 
 #include "concurdl/build_info.hpp"
+#include "report_detail.hpp"
 
 namespace concurdl {
 
 // Shared with charts.cpp (internal, so not in report.hpp).
-namespace report_detail {
-std::string run_dir_name(const RunFile& run);
-std::string provenance_text(const nlohmann::json& prov, const std::string& key);
-std::vector<std::string> run_labels(const std::vector<RunFile>& runs);
-}  // namespace report_detail
+
 
 namespace {
 
@@ -98,7 +95,8 @@ std::string value_or_unknown(const nlohmann::json& prov, const std::string& key)
   return v.empty() ? "?" : v;
 }
 
-Table runs_table(const std::vector<RunFile>& runs) {
+// `out_dir` names a single run whose path was never set (a report written right after the run).
+Table runs_table(const std::vector<RunFile>& runs, const std::filesystem::path& out_dir) {
   Table t;
   t.head = {"run", "host", "CPU", "cores", "compiler", "build", "commit", "started"};
   t.numeric = {false, false, false, true, false, false, false, false};
@@ -107,7 +105,12 @@ Table runs_table(const std::vector<RunFile>& runs) {
     std::string commit = provenance_text(p, "git_commit");
     commit = commit.empty() ? "?" : commit.substr(0, 7);
     if (p.is_object() && p.contains("git_dirty") && p.at("git_dirty") == true) commit += " (dirty)";
-    const std::string dir = report_detail::run_dir_name(run);
+    std::string dir = report_detail::run_dir_name(run);
+    if (dir.empty() && runs.size() == 1) {
+      auto p = std::filesystem::absolute(out_dir).lexically_normal();
+      if (!p.has_filename()) p = p.parent_path();
+      dir = p.filename().string();
+    }
     t.rows.push_back({dir.empty() ? "?" : dir, value_or_unknown(p, "host"),
                       value_or_unknown(p, "cpu_model"), value_or_unknown(p, "cores"),
                       value_or_unknown(p, "compiler"), value_or_unknown(p, "build_type"), commit,
@@ -217,7 +220,7 @@ std::string chapter_heading(const std::string& folder) {
     c = find_chapter(folder);
   } catch (const std::exception&) {  // a malformed folder name is no reason to lose a report
   }
-  if (c && !c->title.empty() && c->folder == folder) return folder + ": " + c->title;
+  if (c && !c->title.empty() && c->folder == folder) return folder + " — " + c->title;
   return folder;
 }
 
@@ -527,7 +530,7 @@ ReportFiles write_report(const std::vector<RunFile>& runs,
       "Generated {} by concurdl {} from {} record{} in {} run{}.", utc_now(), build::version,
       n_records, n_records == 1 ? "" : "s", runs.size(), runs.size() == 1 ? "" : "s");
 
-  const Table runs_t = runs_table(runs);
+  const Table runs_t = runs_table(runs, out_dir);
   const Table calibration_t = calibration_table(runs, labels);
   const auto chapter_sections = sections(runs, labels, charts, out.charts, chart_warnings);
   const bool several = runs.size() > 1;
