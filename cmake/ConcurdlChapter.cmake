@@ -1,4 +1,4 @@
-# concurdl_add_chapter(NN-topic SOURCES ... [TESTS ...] [LIBS ...] [LABELS ...])
+# concurdl_add_chapter(NN-topic SOURCES ... [TESTS ...] [RACE_DEMOS ...] [LIBS ...] [LABELS ...])
 #
 # One call per chapter. It makes:
 #   concurdl_chNN   an OBJECT library with the chapter's sources and experiments.cpp; object
@@ -8,11 +8,13 @@
 #   chNN_tests      the chapter's GoogleTest binary (reference and student implementations
 #                   through one typed suite); each test gets a timeout and the labels
 #                   chNN + LABELS. `concurdl exercise chNN` runs this binary.
+#   chNN_race_demos deliberate data-race demonstrations (RACE_DEMOS sources), labelled
+#                   race-demo so that the tsan test preset leaves them out.
 set_property(GLOBAL PROPERTY CONCURDL_CHAPTER_TARGETS "")
 set(CONCURDL_TEST_TIMEOUT 120 CACHE STRING "Per-test timeout in seconds")
 
 function(concurdl_add_chapter folder)
-  cmake_parse_arguments(CH "" "" "SOURCES;TESTS;LIBS;LABELS" ${ARGN})
+  cmake_parse_arguments(CH "" "" "SOURCES;TESTS;RACE_DEMOS;LIBS;LABELS" ${ARGN})
   string(REGEX MATCH "^[0-9]+" num "${folder}")
   if(num STREQUAL "")
     message(FATAL_ERROR "concurdl_add_chapter(${folder}): the folder must be named NN-topic")
@@ -31,6 +33,14 @@ function(concurdl_add_chapter folder)
     concurdl_warnings(ch${num}_tests)
     gtest_discover_tests(ch${num}_tests
       PROPERTIES LABELS "ch${num};${CH_LABELS}" TIMEOUT ${CONCURDL_TEST_TIMEOUT}
+      DISCOVERY_TIMEOUT 60)
+  endif()
+  if(CH_RACE_DEMOS AND CONCURDL_TESTS)
+    add_executable(ch${num}_race_demos ${CH_RACE_DEMOS})
+    target_link_libraries(ch${num}_race_demos PRIVATE ${target} GTest::gtest_main)
+    concurdl_warnings(ch${num}_race_demos)
+    gtest_discover_tests(ch${num}_race_demos
+      PROPERTIES LABELS "ch${num};race-demo" TIMEOUT ${CONCURDL_TEST_TIMEOUT}
       DISCOVERY_TIMEOUT 60)
   endif()
 endfunction()

@@ -142,29 +142,38 @@ TEST(Records, WriterKilledMidWriteNeverLeavesHalfAFile) {
   const fs::path d = fresh_dir("killed");
   const fs::path target = d / "results.json";
   std::mt19937 rng(42);
-  int saw_file = 0;
   for (int round = 0; round < 12; ++round) {
+    int ready[2];
+    ASSERT_EQ(::pipe(ready), 0);
     const pid_t pid = ::fork();
     ASSERT_GE(pid, 0);
     if (pid == 0) {
-      // Each version is a JSON document of ~8 MB whose last field says how long it is.
+      // Each version is a JSON document of ~4 MB; after the first complete write the parent is
+      // told, so every kill lands while a later version is being written.
+      ::close(ready[0]);
       for (int v = 0;; ++v) {
         RunFile f = sample_run();
-        f.provenance["padding"] = std::string(8u << 20, static_cast<char>('a' + v % 26));
+        f.provenance["padding"] = std::string(4u << 20, static_cast<char>('a' + v % 26));
         f.provenance["version"] = v;
         write_run(d, f);
+        if (v == 0) {
+          const char byte = 1;
+          if (::write(ready[1], &byte, 1) != 1) ::_exit(3);
+        }
       }
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(20 + rng() % 180));
+    ::close(ready[1]);
+    char byte = 0;
+    ASSERT_EQ(::read(ready[0], &byte, 1), 1) << "the writer died before its first write";
+    ::close(ready[0]);
+    std::this_thread::sleep_for(std::chrono::milliseconds(rng() % 120));
     ::kill(pid, SIGKILL);
     int status = 0;
     ::waitpid(pid, &status, 0);
-    if (!fs::exists(target)) continue;
-    ++saw_file;
+    ASSERT_TRUE(fs::exists(target)) << "a complete file was written, then lost";
     const RunFile f = load_run(target);  // throws (and fails the test) on a half file
-    EXPECT_EQ(f.provenance["padding"].get<std::string>().size(), 8u << 20);
+    EXPECT_EQ(f.provenance["padding"].get<std::string>().size(), 4u << 20);
   }
-  EXPECT_GT(saw_file, 0);
   // Leftover temporaries are allowed (the kill can land before the rename); they are dot-files.
   for (const auto& entry : fs::directory_iterator(d)) {
     if (entry.path().filename() != "results.json") {

@@ -58,7 +58,11 @@ RunOptions make_options(const Args& a) {
   opt.profile = parse_profile(a.profile);
   if (!a.threads.empty()) opt.threads = parse_counts("--threads", a.threads);
   if (!a.ranks.empty()) opt.ranks = parse_counts("--ranks", a.ranks);
-  if (!a.repeat.empty()) opt.repeat = std::stoi(parse_counts("--repeat", a.repeat).at(0));
+  if (!a.repeat.empty()) {
+    const auto reps = parse_counts("--repeat", a.repeat);
+    if (reps.size() != 1) throw UsageError(fmt::format("--repeat: '{}' is not one count", a.repeat));
+    opt.repeat = std::stoi(reps[0]);
+  }
   for (const auto& kv : a.set) {
     const auto eq = kv.find('=');
     if (eq == std::string::npos || eq == 0 || eq + 1 == kv.size())
@@ -152,11 +156,19 @@ int measure(const std::vector<std::string>& command, const std::vector<const Exp
     write_run(dir, f);
   }
   const std::size_t before = f.records.size();
-  std::vector<Record> measured = run_configs(configs, opt, f.calibration, [&](const std::vector<Record>& so_far) {
-    f.records.resize(before);
-    f.records.insert(f.records.end(), so_far.begin(), so_far.end());
-    write_run(dir, f);
-  });
+  std::vector<Record> measured;
+  try {
+    measured = run_configs(configs, opt, f.calibration, [&](const std::vector<Record>& so_far) {
+      f.records.resize(before);
+      f.records.insert(f.records.end(), so_far.begin(), so_far.end());
+      write_run(dir, f);
+    });
+  } catch (const UsageError&) {
+    // Bad input found while preparing (an unknown variant given with --set): keep the run
+    // directory only if it already holds measurements.
+    if (f.records.empty()) fs::remove_all(dir);
+    throw;
+  }
   if (selects_calibration) {
     // The calibration experiments were measured as part of this run: they are the calibration.
     f.calibration = calibration_from_records(measured);
@@ -307,7 +319,8 @@ void add_run_flags(CLI::App* app, Args& a) {
   app->add_option("--profile", a.profile, "quick (default) or full");
   app->add_option("--threads", a.threads, "thread counts to sweep, e.g. 1,2,4,8");
   app->add_option("--repeat", a.repeat, "timed repetitions per configuration");
-  app->add_option("--set", a.set, "override a parameter axis: key=v1,v2 (repeatable)");
+  app->add_option("--set", a.set, "override a parameter axis: key=v1,v2 (repeatable)")
+      ->allow_extra_args(false);  // one key=value per --set, so targets may follow
   app->add_option("--out", a.out, "parent directory of the run directory (default results/runs)");
   app->add_flag("--quiet", a.quiet, "no progress line");
 }

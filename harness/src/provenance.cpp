@@ -22,6 +22,7 @@
 #endif
 
 #include "concurdl/build_info.hpp"
+#include "concurdl/harness/experiment.hpp"
 
 extern "C" char** environ;
 #ifdef CONCURDL_WITH_CUDA
@@ -219,7 +220,8 @@ json collect_provenance() {
   json p = {
       {"host", host_name()},
       {"cpu_model", file_field("/proc/cpuinfo", "model name")},
-      {"cores", std::thread::hardware_concurrency()},
+      {"cores", hardware_threads()},  // usable by this process (affinity mask)
+      {"online_cpus", std::thread::hardware_concurrency()},
       {"physical_cores", physical_cores()},
       {"memory_bytes", mem_kb.empty() ? 0 : std::stoull(mem_kb) * 1024},
       {"os", os},

@@ -212,7 +212,7 @@ RunFile load_run(const fs::path& dir_or_file) {
     const bool truncated = e.byte >= text.size();
     throw UsageError(fmt::format("{}: {} (at byte {} of {})", file.string(),
                                  truncated ? "is truncated: the JSON ends early" : "is not valid JSON",
-                                 e.byte, text.size()));
+                                 std::min<std::size_t>(e.byte, text.size()), text.size()));
   }
   RunFile f = run_from_json(j, file.string());
   f.path = file;

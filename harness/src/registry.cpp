@@ -1,5 +1,7 @@
 // The registries of experiments and chapters, filled by static initializers in each chapter's
 // experiments.cpp (object libraries, so the linker keeps them).
+#include <sched.h>
+
 #include <algorithm>
 #include <cctype>
 #include <stdexcept>
@@ -101,6 +103,12 @@ const ChapterInfo* find_chapter(const std::string& name) {
 }
 
 unsigned hardware_threads() {
+  // The CPUs this process may run on (taskset, cgroups' cpusets, a batch scheduler's binding),
+  // not every CPU the machine has.
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0)
+    return static_cast<unsigned>(CPU_COUNT(&set));
   const unsigned n = std::thread::hardware_concurrency();
   return n == 0 ? 1 : n;
 }
