@@ -56,9 +56,10 @@ class Cli : public ::testing::Test {
   }
 
   // Runs in the test's own directory, so default output paths (results/...) land there.
-  Result run(const std::string& args, const char* program = CONCURDL_SELFTEST_BIN) {
+  Result run(const std::string& args, const char* program = CONCURDL_SELFTEST_BIN,
+             const std::string& env = "") {
     const fs::path out = dir_ / "stdout.txt", err = dir_ / "stderr.txt";
-    const std::string cmd = "cd '" + dir_.string() + "' && '" + program + "' " + args + " >'" +
+    const std::string cmd = "cd '" + dir_.string() + "' && " + env + " '" + program + "' " + args + " >'" +
                             out.string() + "' 2>'" + err.string() + "' </dev/null";
     const int status = std::system(cmd.c_str());
     Result r;
@@ -82,7 +83,14 @@ void expect_usage_error(const Result& r, const std::string& names) {
 }  // namespace
 
 TEST_F(Cli, ZeroThreadsIsAUsageError) { expect_usage_error(run("run --threads 0"), "--threads"); }
-TEST_F(Cli, NegativeRepeatIsAUsageError) { expect_usage_error(run("run --repeat -1"), "--repeat"); }
+TEST_F(Cli, NegativeRepeatIsAUsageError) {
+  expect_usage_error(run("run --repeat -1"), "--repeat: '-1' is not a count");
+}
+TEST_F(Cli, HugeChapterNumberIsAUsageError) { expect_usage_error(run("list 99999999999999999999"), "99999999999999999999"); }
+TEST_F(Cli, UncreatableOutputIsAUsageError) {
+  std::ofstream(dir_ / "a-file") << "x";
+  expect_usage_error(run("run ch99/sum --no-calibrate --out a-file/runs"), "a-file/runs");
+}
 TEST_F(Cli, UnknownExperimentIsAUsageError) { expect_usage_error(run("run ch99/nope"), "ch99/nope"); }
 TEST_F(Cli, OverflowingSizeIsAUsageError) {
   expect_usage_error(run("run ch99/sum --set n=99999999999999999999"), "'n'");
@@ -181,9 +189,13 @@ TEST_F(Cli, ReportNamesATruncatedFileAndRendersTheOthers) {
   EXPECT_TRUE(fs::exists(dir_ / "merged/figures/ch99_sum_speedup.svg"));
   EXPECT_NE(slurp(dir_ / "merged/report.html").find("<svg"), std::string::npos);
 
-  // A single good run reports into its own directory.
+  // A single good run reports into its own directory, also when named by its results.json.
   const Result single = run("report '" + good.string() + "'");
   EXPECT_EQ(single.rc, 0) << single.err;
+  EXPECT_TRUE(fs::exists(good / "report.html"));
+  fs::remove(good / "report.html");
+  const Result by_file = run("report " + a.last_line() + "/results.json");
+  EXPECT_EQ(by_file.rc, 0) << by_file.err;
   EXPECT_TRUE(fs::exists(good / "report.html"));
 }
 
@@ -202,12 +214,14 @@ TEST_F(Cli, CompareWritesATableAndJson) {
 }
 
 TEST_F(Cli, ExerciseReportsEachOutcomeAndTimesTheCorrectOne) {
-  const Result r = run("exercise ch99 --repeat 5 --quiet");
+  const Result r = run("exercise ch99 --repeat 5 --quiet", CONCURDL_SELFTEST_BIN, "CONCURDL_EXERCISE_TIMEOUT=3");
   EXPECT_EQ(r.rc, 1) << "a wrong attempt must fail the command\n" << r.out << r.err;
   EXPECT_NE(r.out.find("exercise 99.1 untouched stub: not attempted"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("exercise 99.2 wrong attempt: WRONG"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("ToySum/ex99_2."), std::string::npos) << "names the failing test\n" << r.out;
   EXPECT_NE(r.out.find("exercise 99.3 right attempt: correct"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("ratio"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("exercise 99.4 endless loop: WRONG"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("did not finish within 3 s"), std::string::npos) << r.out;
   expect_usage_error(run("exercise ch00"), "no exercises");
 }

@@ -109,6 +109,11 @@ TEST(Records, LoaderNamesTheFileAndTheField) {
   e = load_error(d / "badfield.json");
   EXPECT_NE(e.find("records[1].samples[2]"), std::string::npos) << e;
 
+  std::string huge = good;
+  huge.replace(huge.find("0.0101"), 6, "1e400");  // parses as JSON, overflows a double
+  write_text(d / "huge.json", huge);
+  EXPECT_NE(load_error(d / "huge.json").find("huge.json"), std::string::npos);
+
   write_text(d / "notjson.json", "<html>");
   EXPECT_NE(load_error(d / "notjson.json").find("not valid JSON"), std::string::npos);
   EXPECT_NE(load_error(d / "missing.json").find("missing.json"), std::string::npos);
@@ -118,10 +123,11 @@ TEST(Records, LoaderNamesTheFileAndTheField) {
   // A bad file never stops the others from loading.
   write_text(d / "good.json", good);
   std::vector<std::string> errors;
-  const auto runs = load_runs({d / "truncated.json", d / "good.json", d / "foreign.json"}, errors);
+  const auto runs = load_runs({d / "truncated.json", d / "good.json", d / "foreign.json",
+                               d / "huge.json", d / "missing.json"}, errors);
   ASSERT_EQ(runs.size(), 1u);
   EXPECT_EQ(runs[0].path, d / "good.json");
-  EXPECT_EQ(errors.size(), 2u);
+  EXPECT_EQ(errors.size(), 4u);
   fs::remove_all(d);
 }
 

@@ -2,6 +2,7 @@
 // after timing, group-shared inputs, derived metrics.
 #include <algorithm>
 #include <atomic>
+#include <limits>
 #include <map>
 #include <mutex>
 
@@ -46,9 +47,22 @@ const bool registered = [] {
       .id = "test/runner_validation",
       .chapter = "98-runner-test",
       .title = "validation outcomes",
-      .axes = {{"variant", {"ok", "wrong_before", "wrong_after", "throws"}}},
+      .axes = {{"variant", {"ok", "wrong_before", "wrong_after", "throws", "prepare_throws",
+                            "not_finite", "throws_int"}}},
+      .ceiling = Ceiling::mem_bandwidth,
       .prepare = [](const Params& p, GroupCache&) {
         const std::string v = p.at("variant");
+        if (v == "prepare_throws") throw std::runtime_error("cannot allocate the input");
+        if (v == "not_finite") {
+          Trial nan;
+          nan.measure = [] { return std::numeric_limits<double>::quiet_NaN(); };
+          return nan;
+        }
+        if (v == "throws_int") {
+          Trial odd;
+          odd.run = [] { throw 42; };
+          return odd;
+        }
         auto runs = std::make_shared<int>(0);
         Trial t;
         t.run = [=] {
@@ -167,6 +181,15 @@ TEST(Runner, ValidationBeforeAndAfterTiming) {
   EXPECT_NE(by["wrong_after"]->validation.find("after timing"), std::string::npos);
   EXPECT_FALSE(by["throws"]->valid);
   EXPECT_NE(by["throws"]->validation.find("boom"), std::string::npos);
+  // The reason prepare failed reaches the record.
+  EXPECT_FALSE(by["prepare_throws"]->valid);
+  EXPECT_EQ(by["prepare_throws"]->validation, "prepare failed: cannot allocate the input");
+  // A NaN measurement is a failure, never a sample (it would poison statistics and JSON).
+  EXPECT_FALSE(by["not_finite"]->valid);
+  EXPECT_TRUE(by["not_finite"]->samples.empty());
+  EXPECT_FALSE(by["throws_int"]->valid);
+  // bytes/s against the calibrated bandwidth (1 GB/s here).
+  EXPECT_DOUBLE_EQ(by["ok"]->derived.at("fraction_of_ceiling"), by["ok"]->derived.at("bytes_per_s") / 1e9);
 }
 
 TEST(Runner, ThreadCountsGoBeyondTheCoresButNeverAssumeTwo) {

@@ -8,12 +8,16 @@
 #include "concurdl/harness/calibrate.hpp"
 
 #include <omp.h>
+#include <pthread.h>
+#include <sched.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <thread>
 
@@ -23,18 +27,38 @@
 
 namespace concurdl {
 
+// The last-level caches of the whole machine: every distinct instance of the highest cache
+// level, summed (a multi-socket or multi-chiplet CPU has several, and arrays that fit in their
+// sum would measure cache, not memory).
 std::size_t last_level_cache_bytes() {
-  std::size_t best = 0;
-  for (int idx = 0; idx < 8; ++idx) {
-    std::ifstream in(fmt::format("/sys/devices/system/cpu/cpu0/cache/index{}/size", idx));
-    std::string s;
-    if (!(in >> s) || s.empty()) continue;
-    std::size_t v = std::stoull(s);
-    if (s.back() == 'K') v <<= 10;
-    if (s.back() == 'M') v <<= 20;
-    best = std::max(best, v);
+  namespace fs = std::filesystem;
+  std::map<std::string, std::size_t> instances;  // shared_cpu_list -> size, at the top level
+  int top_level = 0;
+  std::error_code ec;
+  for (const auto& cpu : fs::directory_iterator("/sys/devices/system/cpu", ec)) {
+    const std::string name = cpu.path().filename().string();
+    if (name.rfind("cpu", 0) != 0 || name.size() < 4 || !std::isdigit(static_cast<unsigned char>(name[3])))
+      continue;
+    for (int idx = 0; idx < 16; ++idx) {
+      const fs::path dir = cpu.path() / "cache" / fmt::format("index{}", idx);
+      std::ifstream size_in(dir / "size"), level_in(dir / "level"), shared_in(dir / "shared_cpu_list");
+      std::string size, shared;
+      int level = 0;
+      if (!(size_in >> size) || !(level_in >> level) || size.empty()) continue;
+      std::getline(shared_in, shared);
+      std::size_t bytes = std::stoull(size);
+      if (size.back() == 'K') bytes <<= 10;
+      if (size.back() == 'M') bytes <<= 20;
+      if (level > top_level) {
+        top_level = level;
+        instances.clear();
+      }
+      if (level == top_level) instances[shared.empty() ? name : shared] = bytes;
+    }
   }
-  return best ? best : std::size_t{32} << 20;
+  std::size_t total = 0;
+  for (const auto& [cpus, bytes] : instances) total += bytes;
+  return total ? total : std::size_t{32} << 20;
 }
 
 namespace {
@@ -71,38 +95,69 @@ std::string check_all(const double* v, std::size_t n, double expected, const cha
   return "";
 }
 
+// OpenMP may give fewer threads than asked (OMP_DYNAMIC, OMP_THREAD_LIMIT): then the
+// configuration is not what it says, and the check fails rather than mislabel the number.
+std::string team_check(int team, int threads) {
+  return team == threads ? std::string()
+                         : fmt::format("OpenMP ran {} threads, not {} (OMP_DYNAMIC or a thread limit?)",
+                                       team, threads);
+}
+
 Trial mem_trial(const Params& p, GroupCache& cache, bool triad) {
   const int threads = static_cast<int>(param_int(p, "threads"));
   const std::size_t n = array_elements();
   auto& x = cache.get<Arrays>("arrays", [&] { return make_arrays(n); });
+  auto team = std::make_shared<int>(0);
   Trial t;
-  if (triad) {
-    // a = b + 3c with b = 2, c = 1 after reset: every a[i] must be 5.
-    t.reset = [&x, threads] {
+  // reset (untimed) clears the output and sets the inputs, so the check after each run proves
+  // that this run wrote every element.
+  t.reset = [&x, threads, triad] {
 #pragma omp parallel for num_threads(threads) schedule(static)
-      for (std::size_t i = 0; i < x.n; ++i) x.c[i] = 1.0;
-    };
-    t.run = [&x, threads] {
+    for (std::size_t i = 0; i < x.n; ++i) {
+      if (triad) {
+        x.a[i] = 0.0;
+        x.c[i] = 1.0;
+      } else {
+        x.a[i] = 1.0;
+        x.c[i] = 0.0;
+      }
+    }
+  };
+  if (triad) {
+    // a = b + 3c with b = 2, c = 1: every a[i] must be 5.
+    t.run = [&x, threads, team] {
       double* __restrict a = x.a.get();
       const double* __restrict b = x.b.get();
       const double* __restrict c = x.c.get();
-#pragma omp parallel for num_threads(threads) schedule(static)
-      for (std::size_t i = 0; i < x.n; ++i) a[i] = b[i] + 3.0 * c[i];
+#pragma omp parallel num_threads(threads)
+      {
+#pragma omp single nowait
+        *team = omp_get_num_threads();
+#pragma omp for schedule(static)
+        for (std::size_t i = 0; i < x.n; ++i) a[i] = b[i] + 3.0 * c[i];
+      }
     };
-    t.check = [&x] { return check_all(x.a.get(), x.n, 5.0, "a"); };
+    t.check = [&x, threads, team] {
+      const std::string t = team_check(*team, threads);
+      return t.empty() ? check_all(x.a.get(), x.n, 5.0, "a") : t;
+    };
     t.work = {static_cast<double>(n), 3.0 * sizeof(double) * n, 2.0 * n};
   } else {
-    t.reset = [&x, threads] {
-#pragma omp parallel for num_threads(threads) schedule(static)
-      for (std::size_t i = 0; i < x.n; ++i) x.a[i] = 1.0;
-    };
-    t.run = [&x, threads] {
+    t.run = [&x, threads, team] {
       const double* __restrict a = x.a.get();
       double* __restrict c = x.c.get();
-#pragma omp parallel for num_threads(threads) schedule(static)
-      for (std::size_t i = 0; i < x.n; ++i) c[i] = a[i];
+#pragma omp parallel num_threads(threads)
+      {
+#pragma omp single nowait
+        *team = omp_get_num_threads();
+#pragma omp for schedule(static)
+        for (std::size_t i = 0; i < x.n; ++i) c[i] = a[i];
+      }
     };
-    t.check = [&x] { return check_all(x.c.get(), x.n, 1.0, "c"); };
+    t.check = [&x, threads, team] {
+      const std::string t = team_check(*team, threads);
+      return t.empty() ? check_all(x.c.get(), x.n, 1.0, "c") : t;
+    };
     t.work = {static_cast<double>(n), 2.0 * sizeof(double) * n, 0};
   }
   return t;
@@ -160,13 +215,21 @@ Trial fma_trial(const Params& p, GroupCache& cache) {
   const int threads = static_cast<int>(param_int(p, "threads"));
   const std::int64_t iters = param_int(p, "iterations");
   const FmaReference ref = cache.get<FmaReference>("reference", [&] { return fma_reference(iters); });
+  // One slot per thread, a cache line apart so that the stores do not false-share.
   auto results = std::make_shared<std::vector<float>>(static_cast<std::size_t>(threads) * 16);
+  auto team = std::make_shared<int>(0);
   Trial t;
+  t.reset = [=] { std::fill(results->begin(), results->end(), 0.0f); };
   t.run = [=] {
 #pragma omp parallel num_threads(threads)
-    (*results)[static_cast<std::size_t>(omp_get_thread_num()) * 16] = fma_chains(iters, 1.0f);
+    {
+#pragma omp single nowait
+      *team = omp_get_num_threads();
+      (*results)[static_cast<std::size_t>(omp_get_thread_num()) * 16] = fma_chains(iters, 1.0f);
+    }
   };
   t.check = [=] {
+    if (std::string e = team_check(*team, threads); !e.empty()) return e;
     auto close = [](double got, double want) { return std::fabs(got - want) <= 1e-4 * std::fabs(want); };
     for (int th = 0; th < threads; ++th) {
       const double got = (*results)[static_cast<std::size_t>(th) * 16];
@@ -180,15 +243,47 @@ Trial fma_trial(const Params& p, GroupCache& cache) {
   return t;
 }
 
-// A writer thread fills a chunk; a reader thread on another core copies it out. The chunk
-// moves between the cores' caches (or through memory, when larger than the caches).
+// A writer thread fills a chunk; a reader thread on another CPU copies it out. The chunk moves
+// between the cores' caches (or through memory, when larger than the caches). Each side spins a
+// little, then sleeps on the atomic (C++20 wait/notify), so an oversubscribed or single-CPU
+// machine measures slowly rather than spinning a whole time slice away.
 struct Handoff {
   std::size_t bytes;
   int rounds;
   std::vector<char> shared, out;
-  std::atomic<int> turn{0};  // even: writer's turn, odd: reader's
+  std::atomic<int> turn{0};  // 2r: the writer's turn in round r; 2r+1: the reader's
   std::uint64_t reader_sum = 0, expected_sum = 0;
+
+  void await(int target) {
+    int seen = turn.load(std::memory_order_acquire);
+    for (int spins = 0; seen != target; seen = turn.load(std::memory_order_acquire))
+      if (++spins > 4096) turn.wait(seen, std::memory_order_acquire);
+  }
+  void pass(int next) {
+    turn.store(next, std::memory_order_release);
+    turn.notify_one();
+  }
 };
+
+// The first two CPUs this process may use (the same one twice on a single-CPU machine).
+std::pair<int, int> two_cpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  std::vector<int> cpus;
+  if (sched_getaffinity(0, sizeof set, &set) == 0)
+    for (int c = 0; c < CPU_SETSIZE && cpus.size() < 2; ++c)
+      if (CPU_ISSET(c, &set)) cpus.push_back(c);
+  if (cpus.empty()) return {-1, -1};
+  return {cpus.front(), cpus.back()};
+}
+
+void pin_to(int cpu) {
+  if (cpu < 0) return;
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(cpu, &one);
+  pthread_setaffinity_np(pthread_self(), sizeof one, &one);  // best effort: a hint, not a need
+}
 
 Trial thread_copy_trial(const Params& p) {
   const auto chunk = static_cast<std::size_t>(param_int(p, "chunk"));
@@ -198,25 +293,31 @@ Trial thread_copy_trial(const Params& p) {
   h->rounds = static_cast<int>(std::max<std::size_t>(4, total / chunk));
   h->shared.assign(chunk, 0);
   h->out.assign(chunk, 0);
+  const auto [writer_cpu, reader_cpu] = two_cpus();
   Trial t;
-  t.run = [h] {
+  t.run = [h, writer_cpu, reader_cpu] {
     h->turn.store(0);
     h->reader_sum = h->expected_sum = 0;
-    std::thread writer([h] {
+    std::thread writer([h, writer_cpu] {
+      pin_to(writer_cpu);
       for (int r = 0; r < h->rounds; ++r) {
-        while (h->turn.load(std::memory_order_acquire) != 2 * r) {}
+        h->await(2 * r);
         std::memset(h->shared.data(), r & 0x7f, h->bytes);
         h->expected_sum += static_cast<std::uint64_t>(r & 0x7f);
-        h->turn.store(2 * r + 1, std::memory_order_release);
+        h->pass(2 * r + 1);
       }
     });
-    for (int r = 0; r < h->rounds; ++r) {
-      while (h->turn.load(std::memory_order_acquire) != 2 * r + 1) {}
-      std::memcpy(h->out.data(), h->shared.data(), h->bytes);
-      h->reader_sum += static_cast<std::uint64_t>(static_cast<unsigned char>(h->out[h->bytes / 2]));
-      h->turn.store(2 * r + 2, std::memory_order_release);
-    }
+    std::thread reader([h, reader_cpu] {
+      pin_to(reader_cpu);
+      for (int r = 0; r < h->rounds; ++r) {
+        h->await(2 * r + 1);
+        std::memcpy(h->out.data(), h->shared.data(), h->bytes);
+        h->reader_sum += static_cast<std::uint64_t>(static_cast<unsigned char>(h->out[h->bytes / 2]));
+        h->pass(2 * r + 2);
+      }
+    });
     writer.join();
+    reader.join();
   };
   t.check = [h] {
     return h->reader_sum == h->expected_sum

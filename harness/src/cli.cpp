@@ -111,6 +111,14 @@ fs::path program_dir() {
   return ec ? fs::current_path() : self.parent_path();
 }
 
+void ensure_directory(const fs::path& dir, const char* what) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec || !fs::is_directory(dir))
+    throw UsageError(fmt::format("{}: '{}' cannot be created: {}", what, dir.string(),
+                                 ec ? ec.message() : "it is not a directory"));
+}
+
 bool all_valid(const std::vector<Record>& records) {
   return std::all_of(records.begin(), records.end(), [](const Record& r) { return r.valid; });
 }
@@ -227,11 +235,11 @@ int cmd_report(const Args& a) {
   if (!a.out.empty()) {
     out = a.out;
   } else if (paths.size() == 1) {
-    out = runs[0].path.parent_path();
+    out = fs::absolute(runs[0].path).parent_path();
   } else {
     out = make_run_dir("results/reports", "merged", fmt::format("{}runs", runs.size()));
   }
-  fs::create_directories(out);
+  ensure_directory(out, "report output");
   const ReportFiles rep = write_report(runs, errors, out);
   for (const auto& w : rep.warnings) std::fprintf(stderr, "concurdl: warning: %s\n", w.c_str());
   std::cout << out.string() << std::endl;
@@ -246,11 +254,12 @@ int cmd_compare(const Args& a) {
   std::cout << format_table(r);
   fs::path out = a.out;
   if (out.empty()) {
-    fs::create_directories("results/compare");
+    ensure_directory("results/compare", "compare output");
     out = fs::path("results/compare") /
           fmt::format("{}-vs-{}.json", ra.path.parent_path().filename().string(),
                       rb.path.parent_path().filename().string());
   }
+  if (out.has_parent_path()) ensure_directory(out.parent_path(), "--out");
   write_file_atomic(out, to_json(r).dump(2) + "\n");
   std::cout << out.string() << std::endl;
   return 0;
@@ -386,6 +395,9 @@ int cli_main(int argc, char** argv) {
     return 2;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "concurdl: error: %s\n", e.what());
+    return 1;
+  } catch (...) {
+    std::fprintf(stderr, "concurdl: error: an exception that is not a std::exception\n");
     return 1;
   }
   return 2;

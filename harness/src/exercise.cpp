@@ -7,7 +7,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <csignal>
 #include <cstdlib>
+#include <cstring>
+#include <thread>
 #include <fstream>
 
 #include <fmt/format.h>
@@ -22,6 +27,14 @@ std::vector<Exercise>& exercise_list() {
   static std::vector<Exercise> list;
   return list;
 }
+int exercise_timeout_s() {
+  if (const char* v = std::getenv("CONCURDL_EXERCISE_TIMEOUT")) {
+    const int s = std::atoi(v);
+    if (s > 0) return s;
+  }
+  return 300;
+}
+
 }  // namespace
 
 bool register_exercise(Exercise e) {
@@ -52,22 +65,51 @@ ExerciseOutcome check_exercise(const Exercise& e, const fs::path& bin_dir) {
   ::close(fd);
   const std::string report = tmpl;
   const std::string console = report + ".out";
+  // Everything the child needs is built before fork(): after it, only async-signal-safe calls.
+  const std::string filter = "--gtest_filter=" + e.test_filter;
+  const std::string output = "--gtest_output=json:" + report;
   const pid_t pid = ::fork();
+  if (pid < 0) {
+    ::unlink(report.c_str());
+    out.detail = fmt::format("cannot start {}: {}", e.test_binary, std::strerror(errno));
+    return out;
+  }
   if (pid == 0) {
     // The JSON report has the verdicts; the console output has the skip messages ("exercise
     // 2.3 ticket lock not attempted"), which GoogleTest 1.12 leaves out of the JSON.
-    const int out = ::open(console.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    if (out >= 0) {
-      ::dup2(out, STDOUT_FILENO);
-      ::dup2(out, STDERR_FILENO);
+    const int fd_out = ::open(console.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    if (fd_out >= 0) {
+      ::dup2(fd_out, STDOUT_FILENO);
+      ::dup2(fd_out, STDERR_FILENO);
     }
-    const std::string filter = "--gtest_filter=" + e.test_filter;
-    const std::string output = "--gtest_output=json:" + report;
     ::execl(binary.c_str(), binary.c_str(), filter.c_str(), output.c_str(), static_cast<char*>(nullptr));
     ::_exit(127);
   }
+  // A student's lock that deadlocks must not hang the command: wait with a deadline.
+  const int limit_s = exercise_timeout_s();
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(limit_s);
   int status = 0;
-  ::waitpid(pid, &status, 0);
+  bool timed_out = false;
+  while (true) {
+    const pid_t r = ::waitpid(pid, &status, WNOHANG);
+    if (r == pid) break;
+    if (r < 0 && errno != EINTR) break;
+    if (std::chrono::steady_clock::now() > deadline) {
+      ::kill(pid, SIGKILL);
+      while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
+      timed_out = true;
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  if (timed_out) {
+    ::unlink(report.c_str());
+    ::unlink(console.c_str());
+    out.state = ExerciseState::wrong;
+    out.detail = fmt::format("{} did not finish within {} s (a deadlock or an endless loop?); "
+                             "set CONCURDL_EXERCISE_TIMEOUT to allow more", e.test_binary, limit_s);
+    return out;
+  }
   std::string skip_message;
   {
     std::ifstream log(console);
@@ -82,10 +124,14 @@ ExerciseOutcome check_exercise(const Exercise& e, const fs::path& bin_dir) {
     in >> j;
   } catch (const std::exception&) {
     ::unlink(report.c_str());
-    out.detail = WIFSIGNALED(status)
-                     ? fmt::format("{} crashed (signal {}) before writing its report", e.test_binary, WTERMSIG(status))
-                     : fmt::format("{} wrote no report (exit {})", e.test_binary, WEXITSTATUS(status));
-    out.state = ExerciseState::wrong;
+    if (WIFSIGNALED(status)) {  // the student's code crashed the tests: a wrong attempt
+      out.state = ExerciseState::wrong;
+      out.detail = fmt::format("{} crashed (signal {}) before writing its report", e.test_binary,
+                               WTERMSIG(status));
+    } else {  // exec failed, or the binary is not a GoogleTest program: nothing was checked
+      out.state = ExerciseState::error;
+      out.detail = fmt::format("{} wrote no report (exit {})", e.test_binary, WEXITSTATUS(status));
+    }
     return out;
   }
   ::unlink(report.c_str());

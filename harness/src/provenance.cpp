@@ -22,6 +22,7 @@
 #endif
 
 #include "concurdl/build_info.hpp"
+#include "concurdl/git_info.hpp"
 #include "concurdl/harness/experiment.hpp"
 
 extern "C" char** environ;
@@ -189,31 +190,23 @@ std::string host_name() {
 }
 
 namespace {
-struct GitState {
-  std::string commit = build::configure_git_commit;
-  json dirty = nullptr;  // unknown unless the source tree can be asked
-};
-GitState git_state() {
-  GitState g;
+// The commit the program was built from (taken at build time); the source tree's HEAD now, if
+// it can be asked, is recorded too when it differs (a pull without a rebuild).
+std::optional<std::string> source_tree_head() {
   const std::string dir = shell_quote(build::source_dir);
-  if (auto head = command_output("git -C " + dir + " rev-parse HEAD")) {
-    g.commit = trim(*head);
-    if (auto st = command_output("git -C " + dir + " status --porcelain --untracked-files=no"))
-      g.dirty = !trim(*st).empty();
-  }
-  return g;
+  if (auto head = command_output("git -C " + dir + " rev-parse HEAD")) return trim(*head);
+  return std::nullopt;
 }
 }  // namespace
 
 std::string short_commit() {
-  const std::string c = git_state().commit;
+  const std::string c = build::git_commit;
   return c.empty() || c == "unknown" ? "nogit" : c.substr(0, 7);
 }
 
 json collect_provenance() {
   utsname u{};
   ::uname(&u);
-  const GitState git = git_state();
   std::string os = file_field("/etc/os-release", "PRETTY_NAME", '=');
   if (os.size() >= 2 && os.front() == '"') os = os.substr(1, os.size() - 2);
   const std::string mem_kb = file_field("/proc/meminfo", "MemTotal");
@@ -230,14 +223,16 @@ json collect_provenance() {
       {"cxx_flags", build::cxx_flags},
       {"build_type", build::build_type},
       {"sanitizer", build::sanitizer},
-      {"git_commit", git.commit},
-      {"git_dirty", git.dirty},
+      {"git_commit", build::git_commit},
+      {"git_dirty", build::git_dirty < 0 ? json(nullptr) : json(build::git_dirty == 1)},
       {"source_dir", build::source_dir},
       {"libraries", libraries()},
       {"gpus", gpus()},
       {"env", relevant_env()},
       {"started", utc_now_iso()},
   };
+  if (auto head = source_tree_head(); head && *head != build::git_commit)
+    p["source_tree_git_commit"] = *head;  // the tree moved on since this program was built
   return p;
 }
 

@@ -197,8 +197,9 @@ RunFile run_from_json(const json& j, const std::string& where) {
 }
 
 RunFile load_run(const fs::path& dir_or_file) {
+  std::error_code ec;
   const fs::path file =
-      fs::is_directory(dir_or_file) ? dir_or_file / "results.json" : dir_or_file;
+      fs::is_directory(dir_or_file, ec) ? dir_or_file / "results.json" : dir_or_file;
   std::ifstream in(file, std::ios::binary);
   if (!in) throw UsageError(fmt::format("{}: cannot be read: {}", file.string(), std::strerror(errno)));
   std::stringstream buf;
@@ -213,6 +214,8 @@ RunFile load_run(const fs::path& dir_or_file) {
     throw UsageError(fmt::format("{}: {} (at byte {} of {})", file.string(),
                                  truncated ? "is truncated: the JSON ends early" : "is not valid JSON",
                                  std::min<std::size_t>(e.byte, text.size()), text.size()));
+  } catch (const json::exception& e) {  // e.g. a number too large for a double (1e400)
+    throw UsageError(fmt::format("{}: is not valid JSON: {}", file.string(), e.what()));
   }
   RunFile f = run_from_json(j, file.string());
   f.path = file;
@@ -242,20 +245,23 @@ void write_file_atomic(const fs::path& path, const std::string& content) {
   };
   if (fd < 0) throw std::runtime_error(fmt::format("{}: cannot create a temporary file: {}",
                                                    path.string(), std::strerror(errno)));
+  auto fail_closing = [&](const char* step) {
+    const int saved = errno;  // close() may change errno
+    ::close(fd);
+    errno = saved;
+    fail(step);
+  };
   std::size_t done = 0;
   while (done < content.size()) {
     const ssize_t n = ::write(fd, content.data() + done, content.size() - done);
     if (n < 0) {
       if (errno == EINTR) continue;
-      ::close(fd);
-      fail("write");
+      fail_closing("write");
     }
     done += static_cast<std::size_t>(n);
   }
-  if (::fchmod(fd, 0644) != 0 || ::fsync(fd) != 0) {
-    ::close(fd);
-    fail("fsync");
-  }
+  if (::fchmod(fd, 0644) != 0) fail_closing("fchmod");
+  if (::fsync(fd) != 0) fail_closing("fsync");
   if (::close(fd) != 0) fail("close");
   if (::rename(tmpl.c_str(), path.c_str()) != 0) fail("rename");
   // Make the rename itself durable.
@@ -270,7 +276,11 @@ void write_run(const fs::path& run_dir, const RunFile& f) {
 }
 
 fs::path make_run_dir(const fs::path& root, const std::string& host, const std::string& short_sha) {
-  fs::create_directories(root);
+  std::error_code mk;
+  fs::create_directories(root, mk);
+  if (mk || !fs::is_directory(root))
+    throw UsageError(fmt::format("{}: cannot create the results directory: {}", root.string(),
+                                 mk ? mk.message() : "it is not a directory"));
   const auto now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
   std::tm tm{};
   gmtime_r(&now, &tm);

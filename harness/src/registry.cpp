@@ -86,18 +86,27 @@ bool register_chapter(ChapterInfo c) {
 
 const std::vector<ChapterInfo>& chapters() { return chapter_list(); }
 
+namespace {
+// "007" -> "7", "0" -> "0"; compared as text, so no number is ever too long.
+std::string strip_zeros(const std::string& digits) {
+  const auto first = digits.find_first_not_of('0');
+  return first == std::string::npos ? "0" : digits.substr(first);
+}
+bool all_digits(const std::string& s) {
+  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) {
+    return std::isdigit(static_cast<unsigned char>(c));
+  });
+}
+}  // namespace
+
 const ChapterInfo* find_chapter(const std::string& name) {
   std::string digits = name;
   if (digits.rfind("ch", 0) == 0) digits = digits.substr(2);
-  const bool numeric = !digits.empty() && std::all_of(digits.begin(), digits.end(), [](char c) {
-    return std::isdigit(static_cast<unsigned char>(c));
-  });
+  const bool numeric = all_digits(digits);
   for (const auto& c : chapter_list()) {
     if (c.folder == name) return &c;
-    if (numeric) {
-      const std::string num = c.folder.substr(0, c.folder.find('-'));
-      if (std::stoi(num) == std::stoi(digits)) return &c;
-    }
+    const std::string num = c.folder.substr(0, c.folder.find('-'));
+    if (numeric && all_digits(num) && strip_zeros(num) == strip_zeros(digits)) return &c;
   }
   return nullptr;
 }
@@ -127,7 +136,7 @@ std::vector<std::string> powers_of_two_to(unsigned limit, unsigned also) {
 
 std::vector<std::string> thread_counts() {
   const unsigned hw = hardware_threads();
-  return powers_of_two_to(std::max(8u, hw), hw);
+  return powers_of_two_to(std::max(8u, 2 * hw), hw);
 }
 
 std::vector<std::string> thread_counts_up_to_cores() {

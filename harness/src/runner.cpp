@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <chrono>
 #include <cstdio>
 #include <set>
@@ -115,10 +116,33 @@ struct Slot {
 
 double run_once(Trial& t) {
   if (t.reset) t.reset();
-  if (t.measure) return t.measure();
-  const auto start = std::chrono::steady_clock::now();
-  t.run();
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  double value = 0;
+  if (t.measure) {
+    value = t.measure();
+  } else {
+    const auto start = std::chrono::steady_clock::now();
+    t.run();
+    value = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  }
+  // A NaN or infinite sample would poison the statistics and cannot be stored as JSON.
+  if (!std::isfinite(value)) throw std::runtime_error(fmt::format("the measurement is {}", value));
+  return value;
+}
+
+// Anything a chapter's code throws becomes the record's reason; bad input stays a usage error.
+template <class F>
+void guarded(Slot& s, const char* when, F&& f) {
+  try {
+    f();
+  } catch (const UsageError&) {
+    throw;
+  } catch (const std::exception& e) {
+    s.record.valid = false;
+    s.record.validation = fmt::format("{}: {}", when, e.what());
+  } catch (...) {
+    s.record.valid = false;
+    s.record.validation = fmt::format("{}: an exception that is not a std::exception", when);
+  }
 }
 
 bool check(Slot& s, const char* when) {
@@ -135,16 +159,12 @@ void measure_group(std::vector<Slot>& slots, int repetitions, int warmup, Progre
   // Before timing: each configuration runs once and is checked; a wrong one is never timed.
   for (Slot& s : slots) {
     progress.step(fmt::format("{} {}", s.config->experiment->id, describe(s.config->params)));
-    try {
+    if (!s.record.valid) continue;  // prepare failed; its reason stays in the record
+    guarded(s, "failed", [&] {
       run_once(s.trial);
       check(s, "before timing");
       for (int w = 1; w < warmup && s.record.valid; ++w) run_once(s.trial);
-    } catch (const UsageError&) {
-      throw;
-    } catch (const std::exception& e) {
-      s.record.valid = false;
-      s.record.validation = fmt::format("failed: {}", e.what());
-    }
+    });
   }
   // Timing, round-robin: repetition r runs every configuration once, starting at a rotating
   // offset so no configuration is always first (or always right after the same neighbour).
@@ -153,16 +173,11 @@ void measure_group(std::vector<Slot>& slots, int repetitions, int warmup, Progre
     for (std::size_t i = 0; i < n; ++i) {
       Slot& s = slots[(i + static_cast<std::size_t>(r)) % n];
       if (!s.record.valid) continue;
-      try {
-        s.record.samples.push_back(run_once(s.trial));
-      } catch (const std::exception& e) {
-        s.record.valid = false;
-        s.record.validation = fmt::format("failed during timing: {}", e.what());
-      }
+      guarded(s, "failed during timing", [&] { s.record.samples.push_back(run_once(s.trial)); });
     }
   }
   // After timing: the last timed run's output must still be right.
-  for (Slot& s : slots) check(s, "after timing");
+  for (Slot& s : slots) guarded(s, "check after timing failed", [&] { check(s, "after timing"); });
 }
 
 }  // namespace
@@ -205,16 +220,11 @@ std::vector<Record> run_configs(const std::vector<Config>& configs, const RunOpt
         s.record.metric = e->metric;
         s.record.unit = e->unit;
         s.record.lower_is_better = e->lower_is_better;
-        try {
+        guarded(s, "prepare failed", [&] {
           s.trial = e->prepare(c->params, cache);
           if (!s.trial.run && !s.trial.measure)
             throw std::logic_error("prepare returned a trial with neither run nor measure");
-        } catch (const UsageError&) {
-          throw;
-        } catch (const std::exception& ex) {
-          s.record.valid = false;
-          s.record.validation = fmt::format("prepare failed: {}", ex.what());
-        }
+        });
         slots.push_back(std::move(s));
       }
       measure_group(slots, reps, std::max(1, e->warmup), progress);

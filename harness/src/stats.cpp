@@ -202,6 +202,13 @@ Ratio ratio_of_medians(std::span<const double> a, std::span<const double> b, int
     const double mb = resampled_median(b, rng, buf);
     x = ma / mb;
   }
+  // 0/0 (a metric whose resampled medians are both zero, e.g. a count of wrong elements) has no
+  // ratio; NaN must not reach std::sort. Infinities order correctly and stay.
+  std::erase_if(ratios, [](double x) { return std::isnan(x); });
+  if (ratios.empty()) {
+    r.lo = r.hi = std::numeric_limits<double>::quiet_NaN();
+    return r;
+  }
   std::sort(ratios.begin(), ratios.end());
   r.lo = percentile_sorted(ratios, 0.025);
   r.hi = percentile_sorted(ratios, 0.975);

@@ -58,7 +58,7 @@ const bool registered = [] {
   register_microbenchmarks({.id = "ch99/cpu_time_threads", .chapter = "99-selftest",
                             .title = "A threaded benchmark without UseRealTime (must be flagged)",
                             .filter = "^BM_toy_no_real_time"});
-  for (int k = 1; k <= 3; ++k) {
+  for (int k = 1; k <= 4; ++k) {
     const std::string id = fmt::format("99.{}", k);
     Experiment timing{
         .id = "ch99/exercise_" + id,
@@ -77,7 +77,10 @@ const bool registered = [] {
           return t;
         }};
     register_exercise({.id = id, .chapter = "99-selftest",
-                       .title = k == 1 ? "untouched stub" : k == 2 ? "wrong attempt" : "right attempt",
+                       .title = k == 1   ? "untouched stub"
+                                : k == 2 ? "wrong attempt"
+                                : k == 3 ? "right attempt"
+                                         : "endless loop",
                        .test_binary = "ch99_tests",
                        .test_filter = fmt::format("ToySum/ex99_{}.*", k),
                        .timing = timing});

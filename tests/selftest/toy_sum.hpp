@@ -1,7 +1,9 @@
 // The toy chapter's "reference implementation" and three "student attempts" at it.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
+#include <thread>
 
 #include "concurdl/harness/errors.hpp"
 
@@ -20,9 +22,11 @@ inline std::int64_t parallel_sum(std::int64_t n, int threads) {
   return s;
 }
 
-// Exercise 99.k: 1 is an untouched stub, 2 a wrong attempt (off by one), 3 a right one.
+// Exercise 99.k: 1 is an untouched stub, 2 a wrong attempt (off by one), 3 a right one,
+// 4 one that never returns (as a deadlocked lock would).
 inline std::int64_t student_sum(int k, std::int64_t n) {
   if (k == 1) CDL_TODO("99.1 untouched stub");
+  while (k == 4) std::this_thread::sleep_for(std::chrono::seconds(1));
   std::int64_t s = 0;
   for (std::int64_t i = 0; i < n + (k == 2 ? 1 : 0); ++i) s += i;
   return s;

@@ -21,7 +21,7 @@ struct ImplNames {
   }
 };
 
-using Impls = ::testing::Types<Impl<0>, Impl<1>, Impl<2>, Impl<3>>;
+using Impls = ::testing::Types<Impl<0>, Impl<1>, Impl<2>, Impl<3>, Impl<4>>;
 TYPED_TEST_SUITE(ToySum, Impls, ImplNames);
 
 TYPED_TEST(ToySum, SmallSums) {

@@ -133,8 +133,9 @@ const std::vector<ChapterInfo>& chapters();
 // Accepts "01-threads", "01", "ch01", "1"; returns nullptr when unknown.
 const ChapterInfo* find_chapter(const std::string& name);
 
-// 1, 2, 4, ... up to max(8, hardware threads), plus the hardware thread count itself: scaling up
-// to the cores and beyond them (oversubscription). Never assumes a core count.
+// 1, 2, 4, ... up to max(8, 2 x hardware threads), plus the hardware thread count itself:
+// scaling up to the cores and beyond them (oversubscription). Never assumes a core count.
+// "Hardware threads" is the size of this process's CPU affinity mask (taskset, cpusets).
 std::vector<std::string> thread_counts();
 // 1 .. hardware threads in powers of two plus the count itself (no oversubscription).
 std::vector<std::string> thread_counts_up_to_cores();

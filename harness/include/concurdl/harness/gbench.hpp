@@ -1,7 +1,7 @@
 // The Google Benchmark bridge: micro-benchmarks for nanosecond operations (a lock acquisition,
 // an atomic increment) are written with Google Benchmark in a chapter's bench/ and run by the
 // harness in-process; a reporter turns every run into the same records as experiments.
-// Threaded benchmarks must use UseRealTime() (registration checks it).
+// Threaded benchmarks must use UseRealTime(): the bridge marks a threaded run without it invalid.
 #pragma once
 
 #include <string>
