@@ -293,7 +293,8 @@ Trial thread_copy_trial(const Params& p) {
   h->rounds = static_cast<int>(std::max<std::size_t>(4, total / chunk));
   h->shared.assign(chunk, 0);
   h->out.assign(chunk, 0);
-  const auto [writer_cpu, reader_cpu] = two_cpus();
+  const std::pair<int, int> cpus = two_cpus();  // plain ints: clang 14 cannot capture bindings
+  const int writer_cpu = cpus.first, reader_cpu = cpus.second;
   Trial t;
   t.run = [h, writer_cpu, reader_cpu] {
     h->turn.store(0);
