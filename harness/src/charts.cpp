@@ -753,7 +753,14 @@ std::string write_gp(const ChartSpec& chart, const std::vector<const ChartSeries
   if (!categories.empty()) {
     std::vector<std::string> tics;
     for (const auto& [x, label] : categories) tics.push_back(gp_string(label) + " " + num(x));
-    g += fmt::format("set xtics ({}) noenhanced\n", fmt::join(tics, ", "));
+    // Long category names (variant names) collide when laid flat: tilt them when the row of
+    // labels would not fit in the plot's width (about 90 characters at 800 px).
+    std::size_t label_chars = 0;
+    for (const auto& [x, label] : categories) label_chars += label.size() + 2;
+    const bool tilt = label_chars > 90;
+    g += fmt::format("set xtics ({}) noenhanced{}\n", fmt::join(tics, ", "),
+                     tilt ? " rotate by -30 left" : "");
+    if (tilt) g += "set bmargin 7\n";
     g += fmt::format("set xrange [-0.5:{}]\n", num(categories.rbegin()->first + 0.5));
   }
   if (bars) g += "set style fill solid 0.75 border -1\n";

@@ -1,0 +1,256 @@
+// The reduction ladder (include/concurdl/threads/reduction.hpp) measured three ways:
+//   ch01/sum_compute_bound  a costly polynomial per element: how far each variant scales with
+//                           threads (speedup, Amdahl fit) and what fraction of peak FLOP/s it gets
+//   ch01/sum_memory_bound   a plain float sum over an array 4x the last-level cache: bytes/s
+//                           against the calibrated memory bandwidth (the roofline's flat part)
+//   ch01/false_sharing      v1 (true sharing: one atomic), v2 (false sharing: adjacent slots)
+//                           and v3 (padded slots) on an array that stays in cache, so that the
+//                           per-element write to shared memory is all that differs
+// Two experiments, not one with a "work" axis, because each has its own ceiling (peak FLOP/s,
+// memory bandwidth) and its own sizes. Exercises 1.1 and 1.2 (exercises/student_sum.hpp) are
+// registered here with their timings against the reference.
+//   concurdl run ch01/sum_compute_bound ch01/sum_memory_bound ch01/false_sharing
+//   concurdl exercise ch01
+#include <fmt/format.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <memory>
+#include <set>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "concurdl/harness/calibrate.hpp"
+#include "concurdl/harness/errors.hpp"
+#include "concurdl/harness/exercise.hpp"
+#include "concurdl/harness/experiment.hpp"
+#include "concurdl/threads/reduction.hpp"
+#include "exercises/student_sum.hpp"
+
+namespace {
+
+using namespace concurdl;
+using concurdl::threads::SumFn;
+using concurdl::threads::SumKind;
+
+// Input values in [0, 1), 24 random bits each (exact in a float), from a multiplicative hash of
+// the index: no generator state, so every thread can fill its own part. Filled with the same
+// static OpenMP schedule over all hardware threads as v4 reads it, so on a multi-socket machine
+// the pages are spread over the memory nodes (first touch), as calibrate/mem_copy does.
+std::vector<float> make_input(std::size_t n) {
+  std::vector<float> x(n);
+  const int team = static_cast<int>(hardware_threads());
+#pragma omp parallel for num_threads(team) schedule(static)
+  for (std::size_t i = 0; i < n; ++i)
+    x[i] = static_cast<float>((i * 0x9E3779B97F4A7C15ull) >> 40) * 0x1p-24f;
+  return x;
+}
+
+struct Reference {
+  double sum = 0;
+  double sum_abs = 0;
+};
+
+struct Input {
+  std::vector<float> x;
+  Reference ref;
+};
+
+// The array and its serial reference are built once per group (all variants and thread counts
+// of one size), so the timed configurations share them.
+Input& input_for(GroupCache& cache, std::size_t n, SumKind kind) {
+  return cache.get<Input>(fmt::format("input {} {}", n, static_cast<int>(kind)), [&] {
+    Input in{make_input(n), {}};
+    in.ref.sum = threads::serial_reference(in.x, kind);
+    in.ref.sum_abs = in.ref.sum;  // every term is >= 0
+    return in;
+  });
+}
+
+// One run = fn(x, threads, kind). Checked against the serial double reference within the
+// rounding bound of reduction.hpp (sum_tolerance); the result is poisoned before every run so a
+// run that returns without computing cannot pass on the previous run's value.
+Trial sum_trial(SumFn fn, const Input& in, unsigned threads, SumKind kind) {
+  auto result = std::make_shared<double>(0.0);
+  const std::span<const float> x(in.x);
+  const Reference ref = in.ref;
+  Trial t;
+  t.reset = [result] { *result = std::numeric_limits<double>::quiet_NaN(); };
+  t.run = [result, fn, x, threads, kind] { *result = fn(x, threads, kind); };
+  t.check = [result, ref, n = x.size()]() -> std::string {
+    const double tol = threads::sum_tolerance(n, ref.sum_abs);
+    const double err = std::abs(*result - ref.sum);
+    if (err <= tol) return "";
+    return fmt::format(
+        "sum {:.17g} differs from the serial reference {:.17g} by {:.3g} (bound {:.3g})", *result,
+        ref.sum, err, tol);
+  };
+  const double n = static_cast<double>(x.size());
+  t.work = {.items = n, .bytes = 4.0 * n, .flops = threads::flops_per_element(kind) * n};
+  return t;
+}
+
+SumFn variant_fn(const Params& p) {
+  const std::string& name = param_str(p, "variant");
+  const auto* v = threads::find_sum_variant(name);
+  if (!v) throw UsageError(fmt::format("parameter 'variant': unknown variant '{}'", name));
+  return v->fn;
+}
+
+std::function<Trial(const Params&, GroupCache&)> sum_prepare(SumKind kind) {
+  return [kind](const Params& p, GroupCache& cache) {
+    const SumFn fn = variant_fn(p);
+    const auto threads_n = static_cast<unsigned>(param_int(p, "threads"));
+    const auto n = static_cast<std::size_t>(param_int(p, "n"));
+    return sum_trial(fn, input_for(cache, n, kind), threads_n, kind);
+  };
+}
+
+// The table's variant names, in order, without `except`.
+std::vector<std::string> variant_names(const std::set<std::string_view>& except = {}) {
+  std::vector<std::string> names;
+  for (const auto& v : threads::kSumVariants)
+    if (!except.count(v.name)) names.emplace_back(v.name);
+  return names;
+}
+
+// v1 to v3 write shared memory on every element (an atomic, or a slot in memory) and run 8 to
+// 100 times slower than the others, so the quick profile shows them in ch01/false_sharing, on a
+// smaller array, and leaves them out of the two large sums (the full profile has them all).
+const std::set<std::string_view> kPerElementWriters = {"v1_atomic", "v2_adjacent_partials",
+                                                       "v3_padded_partials"};
+
+// "32M" for whole mebi-elements, else the plain number: axis values read as the user types them.
+std::string size_text(std::size_t n) {
+  return n % (std::size_t{1} << 20) == 0 ? fmt::format("{}M", n >> 20) : fmt::format("{}", n);
+}
+
+// Memory-bound sizes: a float array of 4x (quick) and 8x (full) the last-level cache in bytes,
+// so that no level of cache holds it and each run streams it from memory.
+std::string llc_multiple_elements(std::size_t times) {
+  return size_text(times * last_level_cache_bytes() / sizeof(float));
+}
+
+// On two or more hardware threads the exercises are timed at all of them; false sharing needs at
+// least two threads running at once, so never fewer than two.
+std::string exercise_threads() { return fmt::format("{}", std::max(2u, hardware_threads())); }
+
+Experiment exercise_timing(const std::string& id, const std::string& title, SumFn student,
+                           SumFn reference, SumKind kind, const std::string& n) {
+  return Experiment{.id = id,
+                    .chapter = "01-threads",
+                    .title = title,
+                    .axes = {{"impl", {"reference", "student"}},
+                             {"threads", {exercise_threads()}, {}, AxisKind::count},
+                             {"n", {n}, {}, AxisKind::size}},
+                    .interleave = {"impl", "threads"},
+                    .prepare = [=](const Params& p, GroupCache& cache) {
+                      const SumFn fn = param_str(p, "impl") == "student" ? student : reference;
+                      return sum_trial(
+                          fn, input_for(cache, static_cast<std::size_t>(param_int(p, "n")), kind),
+                          static_cast<unsigned>(param_int(p, "threads")), kind);
+                    }};
+}
+
+const bool registered = [] {
+  register_experiment({
+      .id = "ch01/sum_compute_bound",
+      .chapter = "01-threads",
+      .title = "Parallel sum of a degree-24 polynomial per element: the reduction ladder",
+      // 8M elements take about 15 ms on one core here: long enough that where the scheduler
+      // first puts a thread (both on one core, until it rebalances) does not decide the result.
+      .axes = {{"variant", variant_names(), variant_names(kPerElementWriters)},
+               {"threads", thread_counts(), {}, AxisKind::count},
+               {"n", {"16M"}, {"8M"}, AxisKind::size}},
+      .baseline = {{"threads", "1"}},
+      .ceiling = Ceiling::peak_flops,
+      .prepare = sum_prepare(SumKind::compute_bound),
+      // Nine Amdahl fits would bury the data: the ladder gets the ideal line only, and one
+      // variant (plain threads, exercise 1.1's reference) gets its own chart with the fit.
+      .figures = {{.id = "speedup",
+                   .title = "Compute-bound sum: speedup over the same variant on 1 thread",
+                   .kind = FigureKind::speedup,
+                   .overlays = {Overlay::ideal}},
+                  {.id = "amdahl",
+                   .title = "Compute-bound sum, v7_local_sums: speedup and Amdahl fit",
+                   .kind = FigureKind::speedup,
+                   .where = {{"variant", "v7_local_sums"}}},
+                  {.id = "flops",
+                   .title = "Compute-bound sum: FP64 FLOP/s (dashed: calibrated FP32 FMA peak)",
+                   .kind = FigureKind::lines,
+                   .y = "flops_per_s",
+                   .log_y = true,
+                   .overlays = {Overlay::flops_ceiling}}},
+  });
+  register_experiment({
+      .id = "ch01/sum_memory_bound",
+      .chapter = "01-threads",
+      .title = "Parallel sum of a float array 4x the last-level cache: bandwidth",
+      .axes = {{"variant", variant_names(), variant_names(kPerElementWriters)},
+               {"threads", thread_counts(), {}, AxisKind::count},
+               {"n", {llc_multiple_elements(8)}, {llc_multiple_elements(4)}, AxisKind::size}},
+      .baseline = {{"threads", "1"}},
+      .ceiling = Ceiling::mem_bandwidth,
+      .prepare = sum_prepare(SumKind::memory_bound),
+      .figures = {{.id = "bandwidth",
+                   .title = "Memory-bound sum: bytes/s (calibrated memory bandwidth dashed)",
+                   .kind = FigureKind::lines,
+                   .y = "bytes_per_s",
+                   .overlays = {Overlay::mem_ceiling}},
+                  // No Amdahl fit: what stops this speedup is the memory bus, not a serial
+                  // part of the code, and a fitted "serial fraction" would say the opposite.
+                  {.id = "speedup",
+                   .title = "Memory-bound sum: speedup over the same variant on 1 thread",
+                   .kind = FigureKind::speedup,
+                   .overlays = {Overlay::ideal}}},
+  });
+  register_experiment({
+      .id = "ch01/false_sharing",
+      .chapter = "01-threads",
+      .title = "True and false sharing: one shared atomic, adjacent slots, padded slots",
+      // The array (8 MiB in the quick profile) stays in the last-level cache, so the loads are
+      // cheap and the per-element write to shared memory is what is measured.
+      .axes = {{"variant", {"v1_atomic", "v2_adjacent_partials", "v3_padded_partials"}},
+               {"threads", thread_counts(), {}, AxisKind::count},
+               {"n", {"4M", "16M"}, {"2M"}, AxisKind::size}},
+      .baseline = {{"variant", "v2_adjacent_partials"}},
+      .prepare = sum_prepare(SumKind::memory_bound),
+      .figures = {{.id = "rate",
+                   .title = "Sharing: elements/s, one atomic vs adjacent vs padded slots",
+                   .kind = FigureKind::bars,
+                   .y = "items_per_s"},
+                  {.id = "speedup",
+                   .title = "Sharing: speedup over adjacent slots at the same thread count",
+                   .kind = FigureKind::bars,
+                   .y = "speedup"}},
+  });
+
+  const SumFn v7 = threads::find_sum_variant("v7_local_sums")->fn;
+  const SumFn v3 = threads::find_sum_variant("v3_padded_partials")->fn;
+  register_exercise(
+      {.id = "1.1",
+       .chapter = "01-threads",
+       .title = "parallel sum with std::thread",
+       .test_binary = "ch01_tests",
+       .test_filter = "ReductionEx1_1/*",
+       .timing = exercise_timing("ch01/exercise_1.1", "std::thread sum, student vs v7_local_sums",
+                                 &threads::student_thread_sum, v7, SumKind::compute_bound, "2M")});
+  register_exercise({.id = "1.2",
+                     .chapter = "01-threads",
+                     .title = "fix the false sharing",
+                     .test_binary = "ch01_tests",
+                     .test_filter = "ReductionEx1_2/*",
+                     .timing = exercise_timing(
+                         "ch01/exercise_1.2", "per-thread slots, student vs v3_padded_partials",
+                         &threads::student_padded_sum, v3, SumKind::memory_bound, "4M")});
+  return true;
+}();
+
+}  // namespace
