@@ -1,0 +1,31 @@
+# concurdl chart: Compute-bound sum: FP64 FLOP/s (dashed: calibrated FP32 FMA peak) (experiment ch01/sum_compute_bound)
+# Re-run in the figures directory: gnuplot ch01_sum_compute_bound_flops.gp
+# It reads ch01_sum_compute_bound_flops.dat and writes ch01_sum_compute_bound_flops.svg and ch01_sum_compute_bound_flops.png; restyle freely.
+
+set encoding utf8
+set terminal svg size 800,500 dynamic enhanced font 'sans,11'
+set output 'ch01_sum_compute_bound_flops.svg'
+
+set title "Compute-bound sum: FP64 FLOP/s (dashed: calibrated FP32 FMA peak)" noenhanced
+set xlabel "threads" noenhanced
+set ylabel "FLOP/s" noenhanced
+set grid
+set key at screen 0.5, screen 0.01 center bottom horizontal maxcols 1 Left reverse noenhanced
+set bmargin 10.8
+set logscale y
+set format y "%.0s%c"
+set xtics (1, 2, 4, 8)
+set offsets graph 0.02, graph 0.02, 0, 0
+
+plot 'ch01_sum_compute_bound_flops.dat' index 0 using 1:2:3:4 with yerrorlines lt 1 lw 2 pt 7 ps 0.8 title "v0_serial", \
+     'ch01_sum_compute_bound_flops.dat' index 1 using 1:2:3:4 with yerrorlines lt 2 lw 2 pt 7 ps 0.8 title "v4_omp_reduction", \
+     'ch01_sum_compute_bound_flops.dat' index 2 using 1:2:3:4 with yerrorlines lt 3 lw 2 pt 7 ps 0.8 title "v5_std_par", \
+     'ch01_sum_compute_bound_flops.dat' index 3 using 1:2:3:4 with yerrorlines lt 4 lw 2 pt 7 ps 0.8 title "v6_pool", \
+     'ch01_sum_compute_bound_flops.dat' index 4 using 1:2:3:4 with yerrorlines lt 5 lw 2 pt 7 ps 0.8 title "v7_local_sums", \
+     'ch01_sum_compute_bound_flops.dat' index 5 using 1:2:3:4 with yerrorlines lt 6 lw 2 pt 7 ps 0.8 title "v8_std_par_unseq", \
+     'ch01_sum_compute_bound_flops.dat' index 6 using 1:2 with lines lc rgb '#404040' dt 3 lw 1.5 title "measured peak FLOP/s, all cores (calibrate)"
+
+set terminal pngcairo size 800,500 enhanced font 'sans,11'
+set output 'ch01_sum_compute_bound_flops.png'
+replot
+unset output
