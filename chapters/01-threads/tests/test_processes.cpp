@@ -2,6 +2,8 @@
 // sum at 1, 2, 4 and 8 workers; a failing worker becomes an exception that names it and its exit
 // status or signal; no child is ever left unreaped; every spawn and every ping-pong hop happens.
 #include <gtest/gtest.h>
+
+#include "concurdl/harness/testing.hpp"
 #include <signal.h>
 #include <sys/wait.h>
 
@@ -22,16 +24,7 @@ namespace {
 
 using namespace concurdl::threads;
 
-// A hang (a pipe never closed, a child never reaped) must fail in seconds with a message.
-template <class F>
-void within_seconds(int seconds, F&& f) {
-  auto done = std::async(std::launch::async, std::forward<F>(f));
-  if (done.wait_for(std::chrono::seconds(seconds)) == std::future_status::timeout) {
-    std::fprintf(stderr, "FATAL: did not finish within %d s (hung?)\n", seconds);
-    std::_Exit(1);  // the stuck thread cannot be joined; leave without waiting for it
-  }
-  done.get();
-}
+using concurdl::testing::within_seconds;
 
 // No zombie and no running child: waitpid(-1) finds no child of this process at all.
 void expect_no_children(const std::string& where) {

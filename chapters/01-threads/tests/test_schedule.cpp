@@ -2,6 +2,8 @@
 // serial image: each row written once, by someone, with the same integer counts.
 #include <gtest/gtest.h>
 
+#include "concurdl/harness/testing.hpp"
+
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -19,16 +21,7 @@ namespace {
 
 using namespace concurdl::threads;
 
-// A hung schedule must fail this test in seconds with a message, not wait for ctest's timeout.
-template <class F>
-void within_seconds(int seconds, F&& f) {
-  auto done = std::async(std::launch::async, std::forward<F>(f));
-  if (done.wait_for(std::chrono::seconds(seconds)) == std::future_status::timeout) {
-    std::fprintf(stderr, "FATAL: did not finish within %d s (hung?)\n", seconds);
-    std::_Exit(1);  // the stuck thread cannot be joined; leave without waiting for it
-  }
-  done.get();
-}
+using concurdl::testing::within_seconds;
 
 MandelbrotView small_view(int rows, int cols) {
   MandelbrotView v;
