@@ -10,6 +10,8 @@
 //   v2_pool             the reference ThreadPool: submit each task, then wait_all()
 //   v3_tbb_task_group   oneTBB task_group::run, then wait(), in an arena of `threads`
 //   v4_omp_tasks        #pragma omp task from one thread of a team of `threads`, then taskwait
+//   v5_stealing_pool    the chapter's StealingPool of `threads`: post each task, then wait_all()
+//                       (lanes per thread, steal half, no future, spin before sleep)
 #include <omp.h>
 #include <oneapi/tbb/global_control.h>
 #include <oneapi/tbb/task_arena.h>
@@ -30,12 +32,14 @@
 
 #include "concurdl/harness/exercise.hpp"
 #include "concurdl/harness/experiment.hpp"
+#include "concurdl/threads/stealing_pool.hpp"
 #include "concurdl/threads/thread_pool.hpp"
 #include "exercises/student_pool.hpp"
 
 namespace {
 
 using namespace concurdl;
+using concurdl::threads::StealingPool;
 using concurdl::threads::StudentPool;
 using concurdl::threads::ThreadPool;
 
@@ -124,7 +128,7 @@ struct Variant {
   BatchRunner (*make)(unsigned threads);
 };
 
-const std::array<Variant, 5> kVariants = {{
+const std::array<Variant, 6> kVariants = {{
     {"v0_inline", "no concurrency: the tasks as plain calls; the floor every other row pays on top of",
      [](unsigned) -> BatchRunner {
        return [](Batch& b) {
@@ -182,6 +186,17 @@ const std::array<Variant, 5> kVariants = {{
            }
 #pragma omp taskwait
          }
+       };
+     }},
+    {"v5_stealing_pool",
+     "v2 rebuilt the way v3 works: a lane per thread, thieves take half, no future per task, "
+     "idle threads spin before they sleep and the waiting thread runs tasks: a task is an "
+     "uncontended lock and a deque push",
+     [](unsigned threads) -> BatchRunner {
+       auto pool = std::make_shared<StealingPool>(threads);
+       return [pool](Batch& b) {
+         for (std::size_t i = 0; i < b.n; ++i) pool->post([&b, i] { b.run_task(i); });
+         pool->wait_all();
        };
      }},
 }};
@@ -317,7 +332,7 @@ const bool registered = [] {
                  .chapter = "01-threads",
                  .title = "thread pool: student vs reference, a batch of tiny tasks",
                  .axes = {{"impl", {"reference", "student"}},
-                          {"threads", {"2"}, {}, AxisKind::count},
+                          {"threads", {exercise_threads()}, {}, AxisKind::count},
                           {"task", {"tiny"}},
                           {"tasks", {"20K"}, {"5K"}, AxisKind::size}},
                  .interleave = {"impl"},

@@ -103,18 +103,20 @@ Trial ping_pong_trial(const Params& p, GroupCache&) {
   if (round_trips > (1 << 29))
     throw UsageError(fmt::format("parameter 'round_trips': {} is more than 2^29", round_trips));
   const PingPongFn run = row_named(kPingPongVariants, param_str(p, "variant"), "ch01/ping_pong").run;
-  auto hops = std::make_shared<std::int64_t>(0);
+  auto last = std::make_shared<PingPongResult>();
   Trial t;
   // Timed inside: the partner thread or process is started and warmed up by one untimed round
   // trip, so the metric is the round trip alone.
-  t.measure = [hops, run, round_trips] {
-    const PingPongResult r = run(round_trips);
-    *hops = r.counter;
-    return r.seconds / double(round_trips);
+  t.measure = [last, run, round_trips] {
+    *last = run(round_trips);
+    return last->seconds / double(round_trips);
   };
-  t.check = [hops, round_trips]() -> std::string {
+  t.check = [last, round_trips]() -> std::string {
     const std::int64_t want = expected_hops(round_trips);
-    return *hops == want ? std::string() : fmt::format("{} hops counted, {} made", *hops, want);
+    if (last->counter != want) return fmt::format("{} hops counted, {} made", last->counter, want);
+    if (last->out_of_turn != 0)
+      return fmt::format("{} wake-ups found the counter off their turn", last->out_of_turn);
+    return {};
   };
   return t;
 }

@@ -1,8 +1,9 @@
 // The reduction ladder (include/concurdl/threads/reduction.hpp) measured three ways:
 //   ch01/sum_compute_bound  a costly polynomial per element: how far each variant scales with
 //                           threads (speedup, Amdahl fit) and what fraction of peak FLOP/s it gets
-//   ch01/sum_memory_bound   a plain float sum over an array 4x the last-level cache: bytes/s
-//                           against the calibrated memory bandwidth (the roofline's flat part)
+//   ch01/sum_memory_bound   a plain float sum over an array 4x (quick) or 8x (full) the
+//                           last-level cache: bytes/s against the calibrated memory bandwidth
+//                           (the roofline's flat part)
 //   ch01/false_sharing      v1 (true sharing: one atomic), v2 (false sharing: adjacent slots)
 //                           and v3 (padded slots) on an array that stays in cache, so that the
 //                           per-element write to shared memory is all that differs
@@ -31,6 +32,7 @@
 #include "concurdl/harness/errors.hpp"
 #include "concurdl/harness/exercise.hpp"
 #include "concurdl/harness/experiment.hpp"
+#include "concurdl/threads/omp_team.hpp"
 #include "concurdl/threads/reduction.hpp"
 #include "exercises/student_sum.hpp"
 
@@ -77,14 +79,18 @@ Input& input_for(GroupCache& cache, std::size_t n, SumKind kind) {
 // One run = fn(x, threads, kind). Checked against the serial double reference within the
 // rounding bound of reduction.hpp (sum_tolerance); the result is poisoned before every run so a
 // run that returns without computing cannot pass on the previous run's value.
-Trial sum_trial(SumFn fn, const Input& in, unsigned threads, SumKind kind) {
+Trial sum_trial(SumFn fn, const Input& in, unsigned threads, SumKind kind, bool openmp,
+                double copies = 1) {
   auto result = std::make_shared<double>(0.0);
   const std::span<const float> x(in.x);
   const Reference ref = in.ref;
   Trial t;
   t.reset = [result] { *result = std::numeric_limits<double>::quiet_NaN(); };
   t.run = [result, fn, x, threads, kind] { *result = fn(x, threads, kind); };
-  t.check = [result, ref, n = x.size()]() -> std::string {
+  t.check = [result, ref, n = x.size(), threads, openmp]() -> std::string {
+    if (openmp)
+      if (std::string e = threads::omp_team_shortfall(static_cast<int>(threads)); !e.empty())
+        return e;
     const double tol = threads::sum_tolerance(n, ref.sum_abs);
     const double err = std::abs(*result - ref.sum);
     if (err <= tol) return "";
@@ -92,24 +98,25 @@ Trial sum_trial(SumFn fn, const Input& in, unsigned threads, SumKind kind) {
         "sum {:.17g} differs from the serial reference {:.17g} by {:.3g} (bound {:.3g})", *result,
         ref.sum, err, tol);
   };
-  const double n = static_cast<double>(x.size());
+  const double n = copies * static_cast<double>(x.size());
   t.work = {.items = n, .bytes = 4.0 * n, .flops = threads::flops_per_element(kind) * n};
   return t;
 }
 
-SumFn variant_fn(const Params& p) {
+const threads::SumVariant& variant_of(const Params& p) {
   const std::string& name = param_str(p, "variant");
   const auto* v = threads::find_sum_variant(name);
   if (!v) throw UsageError(fmt::format("parameter 'variant': unknown variant '{}'", name));
-  return v->fn;
+  return *v;
 }
 
 std::function<Trial(const Params&, GroupCache&)> sum_prepare(SumKind kind) {
   return [kind](const Params& p, GroupCache& cache) {
-    const SumFn fn = variant_fn(p);
+    const threads::SumVariant& v = variant_of(p);
     const auto threads_n = static_cast<unsigned>(param_int(p, "threads"));
     const auto n = static_cast<std::size_t>(param_int(p, "n"));
-    return sum_trial(fn, input_for(cache, n, kind), threads_n, kind);
+    return sum_trial(v.fn, input_for(cache, n, kind), threads_n, kind, v.runtime == "OpenMP",
+                     v.whole_array_per_thread ? threads_n : 1);
   };
 }
 
@@ -126,6 +133,10 @@ std::vector<std::string> variant_names(const std::set<std::string_view>& except 
 // smaller array, and leaves them out of the two large sums (the full profile has them all).
 const std::set<std::string_view> kPerElementWriters = {"v1_atomic", "v2_adjacent_partials",
                                                        "v3_padded_partials"};
+// The capacity row belongs to the compute-bound sum only (see v9_independent_copies).
+const std::set<std::string_view> kComputeOnly = {"v9_independent_copies"};
+const std::set<std::string_view> kMemoryQuickExcept = {"v1_atomic", "v2_adjacent_partials",
+                                                       "v3_padded_partials", "v9_independent_copies"};
 
 // "32M" for whole mebi-elements, else the plain number: axis values read as the user types them.
 std::string size_text(std::size_t n) {
@@ -137,10 +148,6 @@ std::string size_text(std::size_t n) {
 std::string llc_multiple_elements(std::size_t times) {
   return size_text(times * last_level_cache_bytes() / sizeof(float));
 }
-
-// On two or more hardware threads the exercises are timed at all of them; false sharing needs at
-// least two threads running at once, so never fewer than two.
-std::string exercise_threads() { return fmt::format("{}", std::max(2u, hardware_threads())); }
 
 Experiment exercise_timing(const std::string& id, const std::string& title, SumFn student,
                            SumFn reference, SumKind kind, const std::string& n) {
@@ -155,7 +162,7 @@ Experiment exercise_timing(const std::string& id, const std::string& title, SumF
                       const SumFn fn = param_str(p, "impl") == "student" ? student : reference;
                       return sum_trial(
                           fn, input_for(cache, static_cast<std::size_t>(param_int(p, "n")), kind),
-                          static_cast<unsigned>(param_int(p, "threads")), kind);
+                          static_cast<unsigned>(param_int(p, "threads")), kind, /*openmp=*/false);
                     }};
 }
 
@@ -192,8 +199,8 @@ const bool registered = [] {
   register_experiment({
       .id = "ch01/sum_memory_bound",
       .chapter = "01-threads",
-      .title = "Parallel sum of a float array 4x the last-level cache: bandwidth",
-      .axes = {{"variant", variant_names(), variant_names(kPerElementWriters)},
+      .title = "Parallel sum of a float array 4x (quick) or 8x (full) the last-level cache: bandwidth",
+      .axes = {{"variant", variant_names(kComputeOnly), variant_names(kMemoryQuickExcept)},
                {"threads", thread_counts(), {}, AxisKind::count},
                {"n", {llc_multiple_elements(8)}, {llc_multiple_elements(4)}, AxisKind::size}},
       .baseline = {{"threads", "1"}},
@@ -215,8 +222,9 @@ const bool registered = [] {
       .id = "ch01/false_sharing",
       .chapter = "01-threads",
       .title = "True and false sharing: one shared atomic, adjacent slots, padded slots",
-      // The array (8 MiB in the quick profile) stays in the last-level cache, so the loads are
-      // cheap and the per-element write to shared memory is what is measured.
+      // The quick profile's array (8 MiB) fits in the last-level cache of most servers, so the
+      // loads are cheap and the per-element write to shared memory is what is measured. The full
+      // profile adds 16 and 64 MiB: from memory, the loads dilute (but do not hide) the effect.
       .axes = {{"variant", {"v1_atomic", "v2_adjacent_partials", "v3_padded_partials"}},
                {"threads", thread_counts(), {}, AxisKind::count},
                {"n", {"4M", "16M"}, {"2M"}, AxisKind::size}},

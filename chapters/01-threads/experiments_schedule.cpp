@@ -11,6 +11,7 @@
 
 #include "concurdl/harness/errors.hpp"
 #include "concurdl/harness/experiment.hpp"
+#include "concurdl/threads/omp_team.hpp"
 #include "concurdl/threads/schedule.hpp"
 
 namespace {
@@ -70,7 +71,10 @@ Trial schedule_trial(const Params& p, GroupCache& cache) {
   t.run = [image, pool, view, threads, render = variant.render] {
     render(view, image->data(), threads, pool.get());
   };
-  t.check = [image, &ref, view]() -> std::string {
+  const bool openmp = !variant.uses_pool;  // the omp_* rows; the pool rows have their own workers
+  t.check = [image, &ref, view, threads, openmp]() -> std::string {
+    if (openmp)
+      if (std::string e = omp_team_shortfall(threads); !e.empty()) return e;
     for (std::size_t i = 0; i < image->size(); ++i)
       if ((*image)[i] != ref.image[i])
         return fmt::format("pixel (row {}, col {}) has {} iterations, the serial image {}",

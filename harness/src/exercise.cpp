@@ -47,6 +47,8 @@ bool register_exercise(Exercise e) {
 
 const std::vector<Exercise>& exercises() { return exercise_list(); }
 
+std::string exercise_threads() { return std::to_string(std::max(2u, hardware_threads())); }
+
 ExerciseOutcome check_exercise(const Exercise& e, const fs::path& bin_dir) {
   ExerciseOutcome out;
   out.exercise = &e;

@@ -33,17 +33,15 @@ class StudentPool {
   explicit StudentPool(unsigned workers) {
     if (workers == 0) throw std::invalid_argument("StudentPool: need at least one worker");
     workers_.reserve(workers);
-    for (unsigned i = 0; i < workers; ++i) workers_.emplace_back([this] { worker_loop(); });
+    try {
+      for (unsigned i = 0; i < workers; ++i) workers_.emplace_back([this] { worker_loop(); });
+    } catch (...) {
+      stop_and_join();  // a thread failed to start: join the ones that did, then report
+      throw;
+    }
   }
 
-  ~StudentPool() {
-    {
-      std::lock_guard lock(mu_);
-      stopping_ = true;
-    }
-    work_ready_.notify_all();
-    for (auto& w : workers_) w.join();  // workers drain the queue before they exit
-  }
+  ~StudentPool() { stop_and_join(); }
 
   StudentPool(const StudentPool&) = delete;
   StudentPool& operator=(const StudentPool&) = delete;
@@ -64,6 +62,15 @@ class StudentPool {
   unsigned size() const { return static_cast<unsigned>(workers_.size()); }
 
  private:
+  void stop_and_join() {
+    {
+      std::lock_guard lock(mu_);
+      stopping_ = true;
+    }
+    work_ready_.notify_all();
+    for (auto& w : workers_) w.join();  // workers drain the queue before they exit
+  }
+
   // Given: sleep until there is a job or the pool is stopping; run jobs outside the lock (a job
   // may take long, and may itself call submit); exit only when stopping and the queue is empty,
   // so no queued job is ever dropped.
@@ -76,6 +83,7 @@ class StudentPool {
       queue_.pop_front();
       lock.unlock();
       job();  // must not throw: submit's wrapper has to keep exceptions for the future
+      job = nullptr;  // destroy it outside the lock
       lock.lock();
       if (--pending_ == 0) all_done_.notify_all();
     }

@@ -1,5 +1,6 @@
 // The reference thread pool: one mutex-protected deque, two condition variables. Simple on
-// purpose; chapter 02 measures what the single lock costs and how work stealing avoids it.
+// purpose: every task crosses the one lock. StealingPool (stealing_pool.hpp) shows how per-thread
+// lanes and work stealing avoid it; chapter 02 measures what a contended lock costs.
 #include "concurdl/threads/thread_pool.hpp"
 
 #include <stdexcept>
@@ -9,10 +10,20 @@ namespace concurdl::threads {
 ThreadPool::ThreadPool(unsigned workers) {
   if (workers == 0) throw std::invalid_argument("ThreadPool: need at least one worker");
   workers_.reserve(workers);
-  for (unsigned i = 0; i < workers; ++i) workers_.emplace_back([this] { worker_loop(); });
+  try {
+    for (unsigned i = 0; i < workers; ++i) workers_.emplace_back([this] { worker_loop(); });
+  } catch (...) {
+    // Thread creation failed part-way (EAGAIN: a thread limit). The destructor will not run for
+    // a half-built object, and a joinable std::thread destroyed unjoined calls std::terminate:
+    // stop and join the workers already started, then let the caller see the error.
+    stop_and_join();
+    throw;
+  }
 }
 
-ThreadPool::~ThreadPool() {
+ThreadPool::~ThreadPool() { stop_and_join(); }
+
+void ThreadPool::stop_and_join() {
   {
     std::lock_guard lock(mu_);
     stopping_ = true;
@@ -45,6 +56,7 @@ void ThreadPool::worker_loop() {
     queue_.pop_front();
     lock.unlock();
     job();  // packaged_task stores any exception in the future; nothing escapes here
+    job = nullptr;  // destroy the task (and what it captured) outside the lock
     lock.lock();
     if (--pending_ == 0) all_done_.notify_all();
   }

@@ -138,7 +138,10 @@ TEST_P(ProcPingPongVariants, EveryHopIsCounted) {
     for (std::int64_t round_trips : {1, 2, 300}) {
       const PingPongResult r = GetParam().run(round_trips);
       EXPECT_EQ(r.counter, expected_hops(round_trips)) << "round_trips=" << round_trips;
-      EXPECT_GE(r.seconds, 0.0);
+      // Each side checks, on every wake-up, that the counter is at its turn's value: a side
+      // that went on without waiting for the other would count hops right and fail here.
+      EXPECT_EQ(r.out_of_turn, 0) << "round_trips=" << round_trips;
+      EXPECT_GT(r.seconds, 0.0) << "the timed round trips were not timed";
     }
     expect_no_children(std::string(GetParam().name));
   });

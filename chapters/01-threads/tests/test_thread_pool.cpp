@@ -196,10 +196,11 @@ TYPED_TEST(PoolTyped, AllWorkersRunConcurrently) {
       TypeParam pool(workers);
       // Each task returns how many tasks it saw running at once, and its thread.
       std::vector<std::future<std::pair<unsigned, std::thread::id>>> met;
+      // One deadline for all: a task that starts late does not extend the wait.
+      const auto give_up = std::chrono::steady_clock::now() + 10s;
       for (unsigned w = 0; w < workers; ++w)
-        met.push_back(pool.submit([&arrived, workers] {
+        met.push_back(pool.submit([&arrived, workers, give_up] {
           arrived.fetch_add(1);
-          const auto give_up = std::chrono::steady_clock::now() + 10s;
           while (arrived.load() < workers && std::chrono::steady_clock::now() < give_up)
             std::this_thread::yield();
           return std::pair{arrived.load(), std::this_thread::get_id()};

@@ -24,6 +24,10 @@ struct Exercise {
 };
 
 bool register_exercise(Exercise e);
+
+// The thread count an exercise timing runs at, as axis text: every hardware thread, and never
+// fewer than two (a lock, a pool or false sharing shows nothing with one thread running).
+std::string exercise_threads();
 const std::vector<Exercise>& exercises();
 
 enum class ExerciseState { not_attempted, wrong, correct, error };

@@ -33,8 +33,10 @@
 namespace concurdl::threads {
 
 struct PingPongResult {
-  std::int64_t counter = 0;  // hops made, warm-up included; 2 x (round_trips + 1) when right
-  double seconds = 0;        // for the timed round trips only
+  std::int64_t counter = 0;     // hops made, warm-up included; 2 x (round_trips + 1) when right
+  double seconds = 0;           // for the timed round trips only
+  std::int64_t out_of_turn = 0; // wake-ups that found the counter at another value than their
+                                // turn's: a side that ran without waiting for the other; 0
 };
 
 inline std::int64_t expected_hops(std::int64_t round_trips) { return 2 * (round_trips + 1); }
@@ -103,15 +105,18 @@ inline PingPongResult ping_pong_condvar(std::int64_t round_trips) {
   std::mutex mu;
   std::condition_variable cv;
   std::int64_t counter = 0;  // guarded by mu; even: ping's turn, odd: pong's turn
+  std::int64_t pong_out_of_turn = 0;  // pong's own; read after the join
   std::jthread pong([&] {
     for (std::int64_t i = 0; i <= round_trips; ++i) {
       std::unique_lock lock(mu);
       cv.wait(lock, [&] { return counter % 2 == 1; });
+      pong_out_of_turn += counter != 2 * i + 1;
       ++counter;
       lock.unlock();  // notify after unlocking, so the woken side does not block on mu at once
       cv.notify_one();
     }
   });
+  std::int64_t out_of_turn = 0;
   detail::Clock::time_point start;
   for (std::int64_t i = 0; i <= round_trips; ++i) {
     if (i == 1) start = detail::Clock::now();
@@ -122,10 +127,11 @@ inline PingPongResult ping_pong_condvar(std::int64_t round_trips) {
     cv.notify_one();
     std::unique_lock lock(mu);
     cv.wait(lock, [&] { return counter % 2 == 0; });
+    out_of_turn += counter != 2 * i + 2;
   }
   const double seconds = detail::seconds_since(start);
   pong.join();
-  return {counter, seconds};
+  return {counter, seconds, out_of_turn + pong_out_of_turn};
 }
 
 namespace detail {
@@ -163,21 +169,25 @@ PingPongResult ping_pong_atomic(std::int64_t round_trips) {
     counter.fetch_add(1, std::memory_order_acq_rel);  // a read-modify-write: no hop can be lost
     if constexpr (kSleep) counter.notify_one();
   };
+  std::int64_t pong_out_of_turn = 0;  // pong's own; read after the join
   std::jthread pong([&] {
     for (int i = 0; i <= last; ++i) {
       await(2 * i + 1);
+      pong_out_of_turn += counter.load(std::memory_order_relaxed) != 2 * i + 1;
       hop();
     }
   });
+  std::int64_t out_of_turn = 0;
   Clock::time_point start;
   for (int i = 0; i <= last; ++i) {
     if (i == 1) start = Clock::now();
     hop();
     await(2 * i + 2);
+    out_of_turn += counter.load(std::memory_order_relaxed) != 2 * i + 2;
   }
   const double seconds = seconds_since(start);
   pong.join();
-  return {counter.load(), seconds};
+  return {counter.load(), seconds, out_of_turn + pong_out_of_turn};
 }
 }  // namespace detail
 

@@ -139,7 +139,13 @@ class SharedMemory {
   std::size_t bytes_ = 0;
 };
 
+// The wait status Children::wait records when waitpid found no child to reap (ECHILD).
+inline constexpr int kNoStatus = -1;
+
 inline std::string describe_status(int status) {
+  // Checked first: -1 has every bit set and would otherwise decode as "killed by signal 127".
+  if (status == kNoStatus)
+    return "was reaped by someone else (waitpid: ECHILD, SIGCHLD ignored?): no exit status";
   if (WIFEXITED(status)) return "exited with status " + std::to_string(WEXITSTATUS(status));
   if (WIFSIGNALED(status)) {
     const int sig = WTERMSIG(status);
@@ -203,7 +209,7 @@ class Children {
     while (r < 0 && errno == EINTR);
     c.reaped = true;
     // ECHILD: someone set SIGCHLD to SIG_IGN, so the kernel reaped it and kept no status.
-    if (r < 0) c.status = -1;
+    if (r < 0) c.status = kNoStatus;
   }
 
   std::string_view what_;

@@ -276,6 +276,24 @@ double v7_local_sums(std::span<const float> x, unsigned threads) {
   return s;
 }
 
+// Not a reduction: the measured ceiling the others are judged against. Every thread sums the
+// WHOLE array on its own: `threads` times the work, nothing written in common, nothing to
+// combine, no chunk boundaries. Its rate (threads x n elements per run) is what this machine can
+// do with this kernel on `threads` threads. On dedicated cores it scales with them; on a shared
+// VM whose vCPUs are not worth a whole core each (a busy sibling hyperthread or neighbour on the
+// host) it shows how much less, and a reduction cannot beat it. Returns the mean of the copies'
+// sums, so a copy gone wrong still fails the check. Compute-bound use only: copies of a
+// memory-bound sum would share cache lines and overstate the bandwidth (calibration measures
+// that ceiling instead).
+template <SumKind K>
+double v9_independent_copies(std::span<const float> x, unsigned threads) {
+  std::vector<double> sums(threads, 0.0);
+  fork_join(threads, [&](unsigned t) { sums[t] = sum_chunk<K>(x.data(), x.size()); });
+  double mean = 0;
+  for (double s : sums) mean += s / threads;
+  return mean;
+}
+
 }  // namespace detail
 
 // The signature every variant (and every student attempt) has: the sum of element(x[i]) in
@@ -297,9 +315,12 @@ struct SumVariant {
   std::string_view runtime;  // who runs the threads: none, std::thread, OpenMP, oneTBB, ThreadPool
   std::string_view what;     // what changed from the row before, and what it should do
   SumFn fn;
+  // Each of `threads` threads does all n elements (the capacity row): a run's work is
+  // threads x n, not n.
+  bool whole_array_per_thread = false;
 };
 
-inline constexpr std::array<SumVariant, 9> kSumVariants = {{
+inline constexpr std::array<SumVariant, 10> kSumVariants = {{
     {"v0_serial", "none",
      "one thread, vectorised loop: the baseline every speedup is measured against",
      CDL_SUM_VARIANT(v0_serial)},
@@ -332,6 +353,10 @@ inline constexpr std::array<SumVariant, 9> kSumVariants = {{
     {"v8_std_par_unseq", "oneTBB",
      "v5 with std::execution::par_unseq: the chunks may also be vectorised, as v4's are",
      CDL_SUM_VARIANT(v8_std_par_unseq)},
+    {"v9_independent_copies", "std::thread",
+     "not a reduction: the ceiling. Each thread sums the whole array alone (threads x the work, "
+     "nothing shared or combined): what the machine's threads can do with this kernel",
+     CDL_SUM_VARIANT(v9_independent_copies), true},
 }};
 
 #undef CDL_SUM_VARIANT

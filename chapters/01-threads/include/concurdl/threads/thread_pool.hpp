@@ -5,7 +5,9 @@
 //   - `workers` threads are started by the constructor and live until the destructor.
 //   - submit(f) queues f and returns a std::future for its result; an exception thrown by f is
 //     stored in that future and rethrown by get(), never lost and never fatal to the pool.
-//   - wait_all() blocks until every task submitted before the call has finished.
+//   - wait_all() blocks until the pool is idle: every task submitted before the call, and every
+//     task those tasks submitted, has finished (a task submitted concurrently by another thread
+//     may or may not be waited for).
 //   - The destructor finishes every task already queued (none is dropped), then joins the
 //     workers. submit() after destruction has begun throws std::runtime_error.
 //   - Tasks may submit further tasks; a task must not call wait_all() (it would wait on itself).
@@ -47,6 +49,7 @@ class ThreadPool {
  private:
   void enqueue(std::function<void()> job);
   void worker_loop();
+  void stop_and_join();
 
   std::mutex mu_;
   std::condition_variable work_ready_;  // a job was queued, or the pool is stopping
