@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <set>
 #include <sstream>
@@ -764,6 +765,20 @@ std::string write_gp(const ChartSpec& chart, const std::vector<const ChartSeries
     g += fmt::format("set xrange [-0.5:{}]\n", num(categories.rbegin()->first + 0.5));
   }
   if (bars) g += "set style fill solid 0.75 border -1\n";
+  // gnuplot's default line types repeat their colours after 8, and a ladder of ten variants is
+  // common here: twelve distinct colours (matplotlib's tab10 plus two), and past twelve series a
+  // different point shape for each round of colours.
+  static constexpr const char* kPalette[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728",
+                                             "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
+                                             "#bcbd22", "#17becf", "#000080", "#808000"};
+  constexpr int kColours = static_cast<int>(std::size(kPalette));
+  for (int i = 0; i < kColours; ++i)
+    g += fmt::format("set linetype {} lc rgb '{}'\n", i + 1, kPalette[i]);
+  g += fmt::format("set linetype cycle {}\n", kColours);
+  auto point_type = [&](int colour) {
+    static constexpr int kShapes[] = {7, 5, 9, 11, 13};  // filled circle, square, triangles, diamond
+    return kShapes[((colour - 1) / kColours) % 5];
+  };
 
   // Measured series take colours 1..n; a fitted model takes its series' colour, dashed; the
   // other models (ideal, ceilings) are grey, each with its own dash pattern.
@@ -796,11 +811,14 @@ std::string write_gp(const ChartSpec& chart, const std::vector<const ChartSeries
                           ":2:3:4 with yerrorbars lc rgb 'black' lw 1.5 pt 7 ps 0.3 notitle");
     } else if (has_error_bars(s)) {
       clauses.push_back(
-          src + fmt::format(" using 1:2:3:4 with yerrorlines lt {} lw 2 pt 7 ps 0.8", colour) +
+          src + fmt::format(" using 1:2:3:4 with yerrorlines lt {} lw 2 pt {} ps 0.8", colour,
+                            point_type(colour)) +
           title);
     } else {
       clauses.push_back(
-          src + fmt::format(" using 1:2 with linespoints lt {} lw 2 pt 7 ps 0.8", colour) + title);
+          src + fmt::format(" using 1:2 with linespoints lt {} lw 2 pt {} ps 0.8", colour,
+                            point_type(colour)) +
+          title);
     }
   }
   g += "\nplot " + fmt::format("{}", fmt::join(clauses, ", \\\n     ")) + "\n\n";
