@@ -21,6 +21,7 @@
 #include <tbb/task_arena.h>
 
 #include <array>
+#include <chrono>
 #include <atomic>
 #include <cstddef>
 #include <execution>
@@ -276,22 +277,47 @@ double v7_local_sums(std::span<const float> x, unsigned threads) {
   return s;
 }
 
+}  // namespace detail
+
 // Not a reduction: the measured ceiling the others are judged against. Every thread sums the
 // WHOLE array on its own: `threads` times the work, nothing written in common, nothing to
-// combine, no chunk boundaries. Its rate (threads x n elements per run) is what this machine can
-// do with this kernel on `threads` threads. On dedicated cores it scales with them; on a shared
-// VM whose vCPUs are not worth a whole core each (a busy sibling hyperthread or neighbour on the
-// host) it shows how much less, and a reduction cannot beat it. Returns the mean of the copies'
-// sums, so a copy gone wrong still fails the check. Compute-bound use only: copies of a
+// combine, and each thread times its own copy. The machine's capacity for this kernel is the sum
+// of the threads' own rates, Σ n / seconds[t]: on dedicated cores it is `threads` times one
+// core's; on a shared VM whose vCPUs are not worth a core each (a busy sibling hyperthread or a
+// neighbour on the host) it is less, and it is the most that any reduction could reach — a
+// dynamically balanced one. (A static split into equal chunks gets less still when the vCPUs
+// run at different speeds: it waits for the slowest.) Compute-bound use only: copies of a
 // memory-bound sum would share cache lines and overstate the bandwidth (calibration measures
 // that ceiling instead).
+struct IndependentCopies {
+  double mean_sum = 0;           // the mean of the copies' sums: a copy gone wrong fails the check
+  std::vector<double> seconds;   // each thread's own time for its copy
+  // The run's rate as one number: threads x n elements in `effective_seconds` is Σ n / seconds[t].
+  double effective_seconds() const {
+    double copies_per_second = 0;
+    for (double s : seconds) copies_per_second += 1.0 / s;
+    return static_cast<double>(seconds.size()) / copies_per_second;
+  }
+};
+
+inline IndependentCopies independent_copies(std::span<const float> x, unsigned threads,
+                                            SumKind kind) {
+  IndependentCopies out;
+  std::vector<double> sums(threads, 0.0);
+  out.seconds.assign(threads, 0.0);
+  fork_join(threads, [&](unsigned t) {
+    const auto start = std::chrono::steady_clock::now();
+    sums[t] = sum_chunk(x, kind);
+    out.seconds[t] = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  });
+  for (double s : sums) out.mean_sum += s / threads;
+  return out;
+}
+
+namespace detail {
 template <SumKind K>
 double v9_independent_copies(std::span<const float> x, unsigned threads) {
-  std::vector<double> sums(threads, 0.0);
-  fork_join(threads, [&](unsigned t) { sums[t] = sum_chunk<K>(x.data(), x.size()); });
-  double mean = 0;
-  for (double s : sums) mean += s / threads;
-  return mean;
+  return independent_copies(x, threads, K).mean_sum;
 }
 
 }  // namespace detail
@@ -355,7 +381,8 @@ inline constexpr std::array<SumVariant, 10> kSumVariants = {{
      CDL_SUM_VARIANT(v8_std_par_unseq)},
     {"v9_independent_copies", "std::thread",
      "not a reduction: the ceiling. Each thread sums the whole array alone (threads x the work, "
-     "nothing shared or combined): what the machine's threads can do with this kernel",
+     "nothing shared or combined) and times itself: the sum of their rates is what the "
+     "machine's threads can do with this kernel",
      CDL_SUM_VARIANT(v9_independent_copies), true},
 }};
 
