@@ -13,6 +13,19 @@
 set_property(GLOBAL PROPERTY CONCURDL_CHAPTER_TARGETS "")
 set(CONCURDL_TEST_TIMEOUT 120 CACHE STRING "Per-test timeout in seconds")
 
+# Give every test that gtest_discover_tests found in `target` the labels `labels` (a list).
+# Passing them as gtest_discover_tests(PROPERTIES LABELS "a;b") does not work: the list is split
+# on the way and only "a" arrives. So a script that CTest includes after the discovered tests'
+# own sets them.
+function(concurdl_label_discovered target labels)
+  set(script ${CMAKE_CURRENT_BINARY_DIR}/${target}_labels.cmake)
+  file(WRITE ${script}
+       "foreach(t IN LISTS ${target}_TESTS)\n"
+       "  set_tests_properties(\"\${t}\" PROPERTIES LABELS \"${labels}\")\n"
+       "endforeach()\n")
+  set_property(DIRECTORY APPEND PROPERTY TEST_INCLUDE_FILES ${script})
+endfunction()
+
 function(concurdl_add_chapter folder)
   cmake_parse_arguments(CH "" "" "SOURCES;TESTS;RACE_DEMOS;LIBS;LABELS" ${ARGN})
   string(REGEX MATCH "^[0-9]+" num "${folder}")
@@ -32,15 +45,18 @@ function(concurdl_add_chapter folder)
     target_link_libraries(ch${num}_tests PRIVATE ${target} GTest::gtest_main)
     concurdl_warnings(ch${num}_tests)
     gtest_discover_tests(ch${num}_tests
-      PROPERTIES LABELS "ch${num};${CH_LABELS}" TIMEOUT ${CONCURDL_TEST_TIMEOUT}
+      PROPERTIES TIMEOUT ${CONCURDL_TEST_TIMEOUT}
       DISCOVERY_TIMEOUT 60)
+    set(labels ch${num} ${CH_LABELS})
+    concurdl_label_discovered(ch${num}_tests "${labels}")
   endif()
   if(CH_RACE_DEMOS AND CONCURDL_TESTS)
     add_executable(ch${num}_race_demos ${CH_RACE_DEMOS})
     target_link_libraries(ch${num}_race_demos PRIVATE ${target} GTest::gtest_main)
     concurdl_warnings(ch${num}_race_demos)
     gtest_discover_tests(ch${num}_race_demos
-      PROPERTIES LABELS "ch${num};race-demo" TIMEOUT ${CONCURDL_TEST_TIMEOUT}
+      PROPERTIES TIMEOUT ${CONCURDL_TEST_TIMEOUT}
       DISCOVERY_TIMEOUT 60)
+    concurdl_label_discovered(ch${num}_race_demos "ch${num};race-demo")
   endif()
 endfunction()

@@ -16,6 +16,19 @@ set yrange [0:*]
 set xtics ("1" 0, "2" 1, "4" 2, "8" 3) noenhanced
 set xrange [-0.5:3.5]
 set style fill solid 0.75 border -1
+set linetype 1 lc rgb '#1f77b4'
+set linetype 2 lc rgb '#ff7f0e'
+set linetype 3 lc rgb '#2ca02c'
+set linetype 4 lc rgb '#d62728'
+set linetype 5 lc rgb '#9467bd'
+set linetype 6 lc rgb '#8c564b'
+set linetype 7 lc rgb '#e377c2'
+set linetype 8 lc rgb '#7f7f7f'
+set linetype 9 lc rgb '#bcbd22'
+set linetype 10 lc rgb '#17becf'
+set linetype 11 lc rgb '#000080'
+set linetype 12 lc rgb '#808000'
+set linetype cycle 12
 
 plot 'ch01_false_sharing_speedup.dat' index 0 using ($1-0.2667):2:(0.2666666667) with boxes lt 1 title "v1_atomic", \
      'ch01_false_sharing_speedup.dat' index 0 using ($1-0.2667):2:3:4 with yerrorbars lc rgb 'black' lw 1.5 pt 7 ps 0.3 notitle, \

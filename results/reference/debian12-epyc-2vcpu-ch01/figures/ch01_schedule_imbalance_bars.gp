@@ -17,6 +17,19 @@ set xtics ("omp_static" 0, "omp_static_chunk1" 1, "omp_dynamic" 2, "omp_guided" 
 set bmargin 7
 set xrange [-0.5:5.5]
 set style fill solid 0.75 border -1
+set linetype 1 lc rgb '#1f77b4'
+set linetype 2 lc rgb '#ff7f0e'
+set linetype 3 lc rgb '#2ca02c'
+set linetype 4 lc rgb '#d62728'
+set linetype 5 lc rgb '#9467bd'
+set linetype 6 lc rgb '#8c564b'
+set linetype 7 lc rgb '#e377c2'
+set linetype 8 lc rgb '#7f7f7f'
+set linetype 9 lc rgb '#bcbd22'
+set linetype 10 lc rgb '#17becf'
+set linetype 11 lc rgb '#000080'
+set linetype 12 lc rgb '#808000'
+set linetype cycle 12
 
 plot 'ch01_schedule_imbalance_bars.dat' index 0 using ($1+0.0000):2:(0.8) with boxes lt 1 title "rows=192", \
      'ch01_schedule_imbalance_bars.dat' index 0 using ($1+0.0000):2:3:4 with yerrorbars lc rgb 'black' lw 1.5 pt 7 ps 0.3 notitle

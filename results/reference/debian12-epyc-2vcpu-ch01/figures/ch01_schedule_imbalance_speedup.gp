@@ -1,18 +1,18 @@
 # concurdl chart: Mandelbrot rows: speedup vs threads per schedule (experiment ch01/schedule_imbalance)
 # Re-run in the figures directory: gnuplot ch01_schedule_imbalance_speedup.gp
 # It reads ch01_schedule_imbalance_speedup.dat and writes ch01_schedule_imbalance_speedup.svg and ch01_schedule_imbalance_speedup.png; restyle freely.
-# note: Amdahl fit (omp_static): serial fraction f = 0.859, fitted on p <= 2, the core count of vm; points beyond are oversubscribed and not fitted.
-# note: Amdahl fit (omp_static_chunk1): serial fraction f = 0.0255, fitted on p <= 2, the core count of vm; points beyond are oversubscribed and not fitted.
-# note: Amdahl fit (omp_dynamic): serial fraction f = 0.0614, fitted on p <= 2, the core count of vm; points beyond are oversubscribed and not fitted.
-# note: Amdahl fit (omp_guided): serial fraction f = 0.855, fitted on p <= 2, the core count of vm; points beyond are oversubscribed and not fitted.
-# note: Amdahl fit (pool_static_blocks): serial fraction f = 1, fitted on p <= 2, the core count of vm; points beyond are oversubscribed and not fitted.
-# note: Amdahl fit (pool_dynamic_rows): serial fraction f = 0, fitted on p <= 2, the core count of vm; points beyond are oversubscribed and not fitted.
-# note: Karp–Flatt serial fraction e(p) for omp_static: p=2: 0.859, p=4: 0.571, p=8: 0.49.
-# note: Karp–Flatt serial fraction e(p) for omp_static_chunk1: p=2: 0.0255, p=4: 0.438, p=8: 0.532.
-# note: Karp–Flatt serial fraction e(p) for omp_dynamic: p=2: 0.0614, p=4: 0.35, p=8: 0.459.
-# note: Karp–Flatt serial fraction e(p) for omp_guided: p=2: 0.855, p=4: 0.641, p=8: 0.472.
-# note: Karp–Flatt serial fraction e(p) for pool_static_blocks: p=2: 1.02, p=4: 0.426, p=8: 0.46.
-# note: Karp–Flatt serial fraction e(p) for pool_dynamic_rows: p=2: -0.000921, p=4: 0.338, p=8: 0.432.
+# note: Amdahl fit (omp_static): serial fraction f = 0.857, fitted on p <= 2, the core count of vm; points beyond are oversubscribed and not fitted.
+# note: Amdahl fit (omp_static_chunk1): serial fraction f = 0.0406, fitted on p <= 2, the core count of vm; points beyond are oversubscribed and not fitted.
+# note: Amdahl fit (omp_dynamic): serial fraction f = 0.0517, fitted on p <= 2, the core count of vm; points beyond are oversubscribed and not fitted.
+# note: Amdahl fit (omp_guided): serial fraction f = 0.846, fitted on p <= 2, the core count of vm; points beyond are oversubscribed and not fitted.
+# note: Amdahl fit (pool_static_blocks): serial fraction f = 0.828, fitted on p <= 2, the core count of vm; points beyond are oversubscribed and not fitted.
+# note: Amdahl fit (pool_dynamic_rows): serial fraction f = 0.0409, fitted on p <= 2, the core count of vm; points beyond are oversubscribed and not fitted.
+# note: Karp–Flatt serial fraction e(p) for omp_static: p=2: 0.857, p=4: 0.711, p=8: 0.552.
+# note: Karp–Flatt serial fraction e(p) for omp_static_chunk1: p=2: 0.0406, p=4: 0.546, p=8: 0.54.
+# note: Karp–Flatt serial fraction e(p) for omp_dynamic: p=2: 0.0517, p=4: 0.354, p=8: 0.452.
+# note: Karp–Flatt serial fraction e(p) for omp_guided: p=2: 0.846, p=4: 0.772, p=8: 0.525.
+# note: Karp–Flatt serial fraction e(p) for pool_static_blocks: p=2: 0.828, p=4: 0.537, p=8: 0.495.
+# note: Karp–Flatt serial fraction e(p) for pool_dynamic_rows: p=2: 0.0409, p=4: 0.341, p=8: 0.435.
 
 set encoding utf8
 set terminal svg size 800,500 dynamic enhanced font 'sans,11'
@@ -27,6 +27,19 @@ set bmargin 17.2
 set yrange [0:*]
 set xtics (1, 2, 4, 8)
 set offsets graph 0.02, graph 0.02, 0, 0
+set linetype 1 lc rgb '#1f77b4'
+set linetype 2 lc rgb '#ff7f0e'
+set linetype 3 lc rgb '#2ca02c'
+set linetype 4 lc rgb '#d62728'
+set linetype 5 lc rgb '#9467bd'
+set linetype 6 lc rgb '#8c564b'
+set linetype 7 lc rgb '#e377c2'
+set linetype 8 lc rgb '#7f7f7f'
+set linetype 9 lc rgb '#bcbd22'
+set linetype 10 lc rgb '#17becf'
+set linetype 11 lc rgb '#000080'
+set linetype 12 lc rgb '#808000'
+set linetype cycle 12
 
 plot 'ch01_schedule_imbalance_speedup.dat' index 0 using 1:2:3:4 with yerrorlines lt 1 lw 2 pt 7 ps 0.8 title "omp_static", \
      'ch01_schedule_imbalance_speedup.dat' index 1 using 1:2:3:4 with yerrorlines lt 2 lw 2 pt 7 ps 0.8 title "omp_static_chunk1", \
@@ -35,12 +48,12 @@ plot 'ch01_schedule_imbalance_speedup.dat' index 0 using 1:2:3:4 with yerrorline
      'ch01_schedule_imbalance_speedup.dat' index 4 using 1:2:3:4 with yerrorlines lt 5 lw 2 pt 7 ps 0.8 title "pool_static_blocks", \
      'ch01_schedule_imbalance_speedup.dat' index 5 using 1:2:3:4 with yerrorlines lt 6 lw 2 pt 7 ps 0.8 title "pool_dynamic_rows", \
      'ch01_schedule_imbalance_speedup.dat' index 6 using 1:2 with lines lc rgb '#404040' dt 3 lw 1.5 title "ideal (S = p)", \
-     'ch01_schedule_imbalance_speedup.dat' index 7 using 1:2 with lines lt 1 dt 2 lw 1.5 title "Amdahl fit (omp_static): f = 0.859", \
-     'ch01_schedule_imbalance_speedup.dat' index 8 using 1:2 with lines lt 2 dt 2 lw 1.5 title "Amdahl fit (omp_static_chunk1): f = 0.0255", \
-     'ch01_schedule_imbalance_speedup.dat' index 9 using 1:2 with lines lt 3 dt 2 lw 1.5 title "Amdahl fit (omp_dynamic): f = 0.0614", \
-     'ch01_schedule_imbalance_speedup.dat' index 10 using 1:2 with lines lt 4 dt 2 lw 1.5 title "Amdahl fit (omp_guided): f = 0.855", \
-     'ch01_schedule_imbalance_speedup.dat' index 11 using 1:2 with lines lt 5 dt 2 lw 1.5 title "Amdahl fit (pool_static_blocks): f = 1", \
-     'ch01_schedule_imbalance_speedup.dat' index 12 using 1:2 with lines lt 6 dt 2 lw 1.5 title "Amdahl fit (pool_dynamic_rows): f = 0"
+     'ch01_schedule_imbalance_speedup.dat' index 7 using 1:2 with lines lt 1 dt 2 lw 1.5 title "Amdahl fit (omp_static): f = 0.857", \
+     'ch01_schedule_imbalance_speedup.dat' index 8 using 1:2 with lines lt 2 dt 2 lw 1.5 title "Amdahl fit (omp_static_chunk1): f = 0.0406", \
+     'ch01_schedule_imbalance_speedup.dat' index 9 using 1:2 with lines lt 3 dt 2 lw 1.5 title "Amdahl fit (omp_dynamic): f = 0.0517", \
+     'ch01_schedule_imbalance_speedup.dat' index 10 using 1:2 with lines lt 4 dt 2 lw 1.5 title "Amdahl fit (omp_guided): f = 0.846", \
+     'ch01_schedule_imbalance_speedup.dat' index 11 using 1:2 with lines lt 5 dt 2 lw 1.5 title "Amdahl fit (pool_static_blocks): f = 0.828", \
+     'ch01_schedule_imbalance_speedup.dat' index 12 using 1:2 with lines lt 6 dt 2 lw 1.5 title "Amdahl fit (pool_dynamic_rows): f = 0.0409"
 
 set terminal pngcairo size 800,500 enhanced font 'sans,11'
 set output 'ch01_schedule_imbalance_speedup.png'

@@ -11,11 +11,24 @@ set xlabel "threads" noenhanced
 set ylabel "FLOP/s" noenhanced
 set grid
 set key at screen 0.5, screen 0.01 center bottom horizontal maxcols 1 Left reverse noenhanced
-set bmargin 10.8
+set bmargin 11.9
 set logscale y
 set format y "%.0s%c"
 set xtics (1, 2, 4, 8)
 set offsets graph 0.02, graph 0.02, 0, 0
+set linetype 1 lc rgb '#1f77b4'
+set linetype 2 lc rgb '#ff7f0e'
+set linetype 3 lc rgb '#2ca02c'
+set linetype 4 lc rgb '#d62728'
+set linetype 5 lc rgb '#9467bd'
+set linetype 6 lc rgb '#8c564b'
+set linetype 7 lc rgb '#e377c2'
+set linetype 8 lc rgb '#7f7f7f'
+set linetype 9 lc rgb '#bcbd22'
+set linetype 10 lc rgb '#17becf'
+set linetype 11 lc rgb '#000080'
+set linetype 12 lc rgb '#808000'
+set linetype cycle 12
 
 plot 'ch01_sum_compute_bound_flops.dat' index 0 using 1:2:3:4 with yerrorlines lt 1 lw 2 pt 7 ps 0.8 title "v0_serial", \
      'ch01_sum_compute_bound_flops.dat' index 1 using 1:2:3:4 with yerrorlines lt 2 lw 2 pt 7 ps 0.8 title "v4_omp_reduction", \
@@ -23,7 +36,8 @@ plot 'ch01_sum_compute_bound_flops.dat' index 0 using 1:2:3:4 with yerrorlines l
      'ch01_sum_compute_bound_flops.dat' index 3 using 1:2:3:4 with yerrorlines lt 4 lw 2 pt 7 ps 0.8 title "v6_pool", \
      'ch01_sum_compute_bound_flops.dat' index 4 using 1:2:3:4 with yerrorlines lt 5 lw 2 pt 7 ps 0.8 title "v7_local_sums", \
      'ch01_sum_compute_bound_flops.dat' index 5 using 1:2:3:4 with yerrorlines lt 6 lw 2 pt 7 ps 0.8 title "v8_std_par_unseq", \
-     'ch01_sum_compute_bound_flops.dat' index 6 using 1:2 with lines lc rgb '#404040' dt 3 lw 1.5 title "measured peak FLOP/s, all cores (calibrate)"
+     'ch01_sum_compute_bound_flops.dat' index 6 using 1:2:3:4 with yerrorlines lt 7 lw 2 pt 7 ps 0.8 title "v9_independent_copies", \
+     'ch01_sum_compute_bound_flops.dat' index 7 using 1:2 with lines lc rgb '#404040' dt 3 lw 1.5 title "measured peak FLOP/s, all cores (calibrate)"
 
 set terminal pngcairo size 800,500 enhanced font 'sans,11'
 set output 'ch01_sum_compute_bound_flops.png'

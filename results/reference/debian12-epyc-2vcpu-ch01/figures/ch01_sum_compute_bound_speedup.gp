@@ -1,12 +1,13 @@
 # concurdl chart: Compute-bound sum: speedup over the same variant on 1 thread (experiment ch01/sum_compute_bound)
 # Re-run in the figures directory: gnuplot ch01_sum_compute_bound_speedup.gp
 # It reads ch01_sum_compute_bound_speedup.dat and writes ch01_sum_compute_bound_speedup.svg and ch01_sum_compute_bound_speedup.png; restyle freely.
-# note: Karp–Flatt serial fraction e(p) for v0_serial: p=2: 0.996, p=4: 0.99, p=8: 0.992.
-# note: Karp–Flatt serial fraction e(p) for v4_omp_reduction: p=2: 0.656, p=4: 0.846, p=8: 0.867.
-# note: Karp–Flatt serial fraction e(p) for v5_std_par: p=2: 0.595, p=4: 0.498, p=8: 0.574.
-# note: Karp–Flatt serial fraction e(p) for v6_pool: p=2: 0.592, p=4: 0.592, p=8: 0.568.
-# note: Karp–Flatt serial fraction e(p) for v7_local_sums: p=2: 0.561, p=4: 0.576, p=8: 0.85.
-# note: Karp–Flatt serial fraction e(p) for v8_std_par_unseq: p=2: 0.59, p=4: 0.728, p=8: 0.774.
+# note: Karp–Flatt serial fraction e(p) for v0_serial: p=2: 0.977, p=4: 1.01, p=8: 0.984.
+# note: Karp–Flatt serial fraction e(p) for v4_omp_reduction: p=2: 0.816, p=4: 0.459, p=8: 0.634.
+# note: Karp–Flatt serial fraction e(p) for v5_std_par: p=2: -0.0191, p=4: 0.342, p=8: 0.439.
+# note: Karp–Flatt serial fraction e(p) for v6_pool: p=2: 0.388, p=4: 0.515, p=8: 0.449.
+# note: Karp–Flatt serial fraction e(p) for v7_local_sums: p=2: 0.156, p=4: 0.355, p=8: 0.565.
+# note: Karp–Flatt serial fraction e(p) for v8_std_par_unseq: p=2: 0.0366, p=4: 0.33, p=8: 0.445.
+# note: Karp–Flatt serial fraction e(p) for v9_independent_copies: p=2: 0.0354, p=4: 0.292, p=8: 0.307.
 
 set encoding utf8
 set terminal svg size 800,500 dynamic enhanced font 'sans,11'
@@ -20,6 +21,19 @@ set key inside top left box opaque noenhanced
 set yrange [0:*]
 set xtics (1, 2, 4, 8)
 set offsets graph 0.02, graph 0.02, 0, 0
+set linetype 1 lc rgb '#1f77b4'
+set linetype 2 lc rgb '#ff7f0e'
+set linetype 3 lc rgb '#2ca02c'
+set linetype 4 lc rgb '#d62728'
+set linetype 5 lc rgb '#9467bd'
+set linetype 6 lc rgb '#8c564b'
+set linetype 7 lc rgb '#e377c2'
+set linetype 8 lc rgb '#7f7f7f'
+set linetype 9 lc rgb '#bcbd22'
+set linetype 10 lc rgb '#17becf'
+set linetype 11 lc rgb '#000080'
+set linetype 12 lc rgb '#808000'
+set linetype cycle 12
 
 plot 'ch01_sum_compute_bound_speedup.dat' index 0 using 1:2:3:4 with yerrorlines lt 1 lw 2 pt 7 ps 0.8 title "v0_serial", \
      'ch01_sum_compute_bound_speedup.dat' index 1 using 1:2:3:4 with yerrorlines lt 2 lw 2 pt 7 ps 0.8 title "v4_omp_reduction", \
@@ -27,7 +41,8 @@ plot 'ch01_sum_compute_bound_speedup.dat' index 0 using 1:2:3:4 with yerrorlines
      'ch01_sum_compute_bound_speedup.dat' index 3 using 1:2:3:4 with yerrorlines lt 4 lw 2 pt 7 ps 0.8 title "v6_pool", \
      'ch01_sum_compute_bound_speedup.dat' index 4 using 1:2:3:4 with yerrorlines lt 5 lw 2 pt 7 ps 0.8 title "v7_local_sums", \
      'ch01_sum_compute_bound_speedup.dat' index 5 using 1:2:3:4 with yerrorlines lt 6 lw 2 pt 7 ps 0.8 title "v8_std_par_unseq", \
-     'ch01_sum_compute_bound_speedup.dat' index 6 using 1:2 with lines lc rgb '#404040' dt 3 lw 1.5 title "ideal (S = p)"
+     'ch01_sum_compute_bound_speedup.dat' index 6 using 1:2:3:4 with yerrorlines lt 7 lw 2 pt 7 ps 0.8 title "v9_independent_copies", \
+     'ch01_sum_compute_bound_speedup.dat' index 7 using 1:2 with lines lc rgb '#404040' dt 3 lw 1.5 title "ideal (S = p)"
 
 set terminal pngcairo size 800,500 enhanced font 'sans,11'
 set output 'ch01_sum_compute_bound_speedup.png'

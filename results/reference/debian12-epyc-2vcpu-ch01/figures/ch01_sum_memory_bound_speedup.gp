@@ -1,12 +1,12 @@
 # concurdl chart: Memory-bound sum: speedup over the same variant on 1 thread (experiment ch01/sum_memory_bound)
 # Re-run in the figures directory: gnuplot ch01_sum_memory_bound_speedup.gp
 # It reads ch01_sum_memory_bound_speedup.dat and writes ch01_sum_memory_bound_speedup.svg and ch01_sum_memory_bound_speedup.png; restyle freely.
-# note: Karp–Flatt serial fraction e(p) for v0_serial: p=2: 1.11, p=4: 1.11, p=8: 1.08.
-# note: Karp–Flatt serial fraction e(p) for v4_omp_reduction: p=2: 0.537, p=4: 0.574, p=8: 0.711.
-# note: Karp–Flatt serial fraction e(p) for v5_std_par: p=2: 0.724, p=4: 0.818, p=8: 0.86.
-# note: Karp–Flatt serial fraction e(p) for v6_pool: p=2: 0.374, p=4: 0.536, p=8: 0.598.
-# note: Karp–Flatt serial fraction e(p) for v7_local_sums: p=2: 0.406, p=4: 0.57, p=8: 0.78.
-# note: Karp–Flatt serial fraction e(p) for v8_std_par_unseq: p=2: 0.195, p=4: 0.499, p=8: 0.616.
+# note: Karp–Flatt serial fraction e(p) for v0_serial: p=2: 0.934, p=4: 0.99, p=8: 0.983.
+# note: Karp–Flatt serial fraction e(p) for v4_omp_reduction: p=2: 0.339, p=4: 0.63, p=8: 0.599.
+# note: Karp–Flatt serial fraction e(p) for v5_std_par: p=2: 0.31, p=4: 0.367, p=8: 0.491.
+# note: Karp–Flatt serial fraction e(p) for v6_pool: p=2: 0.172, p=4: 0.547, p=8: 0.524.
+# note: Karp–Flatt serial fraction e(p) for v7_local_sums: p=2: 0.207, p=4: 0.488, p=8: 0.646.
+# note: Karp–Flatt serial fraction e(p) for v8_std_par_unseq: p=2: 0.133, p=4: 0.366, p=8: 0.547.
 
 set encoding utf8
 set terminal svg size 800,500 dynamic enhanced font 'sans,11'
@@ -20,6 +20,19 @@ set key inside top left box opaque noenhanced
 set yrange [0:*]
 set xtics (1, 2, 4, 8)
 set offsets graph 0.02, graph 0.02, 0, 0
+set linetype 1 lc rgb '#1f77b4'
+set linetype 2 lc rgb '#ff7f0e'
+set linetype 3 lc rgb '#2ca02c'
+set linetype 4 lc rgb '#d62728'
+set linetype 5 lc rgb '#9467bd'
+set linetype 6 lc rgb '#8c564b'
+set linetype 7 lc rgb '#e377c2'
+set linetype 8 lc rgb '#7f7f7f'
+set linetype 9 lc rgb '#bcbd22'
+set linetype 10 lc rgb '#17becf'
+set linetype 11 lc rgb '#000080'
+set linetype 12 lc rgb '#808000'
+set linetype cycle 12
 
 plot 'ch01_sum_memory_bound_speedup.dat' index 0 using 1:2:3:4 with yerrorlines lt 1 lw 2 pt 7 ps 0.8 title "v0_serial", \
      'ch01_sum_memory_bound_speedup.dat' index 1 using 1:2:3:4 with yerrorlines lt 2 lw 2 pt 7 ps 0.8 title "v4_omp_reduction", \

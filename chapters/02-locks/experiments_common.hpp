@@ -1,0 +1,67 @@
+// Helpers shared by chapter 02's experiments_*.cpp: reading the parameters every lock
+// experiment has (cs, duration_ms), thread axes, and turning a table into a variant axis.
+#pragma once
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "concurdl/harness/errors.hpp"
+#include "concurdl/harness/experiment.hpp"
+#include "concurdl/harness/params.hpp"
+#include "concurdl/locks/lock_variants.hpp"
+
+namespace concurdl::locks::experiments {
+
+// The "variant" axis of a table: every row's name, in order.
+template <class Table>
+std::vector<std::string> names_of(const Table& table) {
+  std::vector<std::string> names;
+  for (const auto& row : table) names.emplace_back(row.name);
+  return names;
+}
+
+// A table row by the "variant" parameter; an unknown name (from --set) is bad input, exit 2.
+template <class Table>
+const auto& row_named(const Table& table, const Params& p, std::string_view experiment) {
+  const std::string& name = param_str(p, "variant");
+  for (const auto& row : table)
+    if (row.name == name) return row;
+  throw UsageError(
+      fmt::format("parameter 'variant': '{}' is not a variant of {}", name, experiment));
+}
+
+// The "cs" parameter: a name from kCriticalSections -> cs_work steps on this machine.
+inline std::uint32_t cs_steps_of(const Params& p) {
+  const std::string& name = param_str(p, "cs");
+  for (const CriticalSection& cs : kCriticalSections)
+    if (cs.name == name) return cs_steps_for(cs.ns);
+  throw UsageError(fmt::format("parameter 'cs': '{}' is not one of empty, 100ns, 1us", name));
+}
+
+inline std::vector<std::string> cs_names() {
+  std::vector<std::string> names;
+  for (const CriticalSection& cs : kCriticalSections) names.emplace_back(cs.name);
+  return names;
+}
+
+inline std::chrono::milliseconds duration_of(const Params& p) {
+  const std::int64_t ms = param_int(p, "duration_ms");
+  if (ms > 60'000)
+    throw UsageError(fmt::format("parameter 'duration_ms': {} is more than 60000", ms));
+  return std::chrono::milliseconds(ms);
+}
+
+// thread_counts() without 1 (a fairness index or a producer/consumer pair needs two threads).
+inline std::vector<std::string> thread_counts_from_two() {
+  std::vector<std::string> out;
+  for (const std::string& t : thread_counts())
+    if (t != "1") out.push_back(t);
+  return out;
+}
+
+}  // namespace concurdl::locks::experiments

@@ -1,0 +1,232 @@
+// The locks of spinlocks.hpp (lock_variants.hpp's table) and the RW locks of rw_lock.hpp, under
+// contention:
+//   ch02/lock_throughput  acquisitions/s vs threads, for an empty, a 100 ns and a 1 us critical
+//                         section. Pure spinlocks collapse past the core count (the holder, or
+//                         the next in line, is descheduled while the others spin)
+//   ch02/lock_fairness    Jain's index of the acquisitions per thread: 1 = equal shares
+//   ch02/rw_lock          std::mutex, std::shared_mutex and our writer-preferring lock at 50,
+//                         90 and 99% reads
+// Each run lasts a fixed time (duration_ms) rather than a fixed number of acquisitions, so an
+// oversubscribed spinlock stays bounded in time. Each run checks mutual exclusion: a plain
+// counter incremented under the lock must equal the acquisitions counted.
+// Exercises 2.1 and 2.2 (exercises/student_locks.hpp) are registered here with their timings.
+//   concurdl run ch02/lock_throughput ch02/lock_fairness ch02/rw_lock
+#include <fmt/format.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "concurdl/harness/exercise.hpp"
+#include "concurdl/harness/experiment.hpp"
+#include "concurdl/locks/lock_variants.hpp"
+#include "concurdl/locks/rw_lock.hpp"
+#include "exercises/student_locks.hpp"
+#include "experiments_common.hpp"
+
+namespace {
+
+using namespace concurdl;
+using namespace concurdl::locks;
+using namespace concurdl::locks::experiments;
+
+using ContendFn = ContentionResult (*)(unsigned, std::uint32_t, std::chrono::nanoseconds);
+
+std::string check_contention(const ContentionResult& r, unsigned threads) {
+  if (r.per_thread.size() != threads)
+    return fmt::format("{} per-thread counts for {} threads", r.per_thread.size(), threads);
+  if (r.total() == 0) return "no thread acquired the lock";
+  if (r.protected_count != r.total())
+    return fmt::format(
+        "the plain counter under the lock is {}, but {} acquisitions were made: "
+        "two threads were inside at once",
+        r.protected_count, r.total());
+  return "";
+}
+
+enum class LockMetric { throughput, fairness };
+
+// One fixed-duration run of `contend`; returns acquisitions/s or Jain's index.
+Trial contention_trial(ContendFn contend, const Params& p, LockMetric metric) {
+  const auto threads = static_cast<unsigned>(param_int(p, "threads"));
+  const std::uint32_t steps = cs_steps_of(p);
+  const auto duration = duration_of(p);
+  auto last = std::make_shared<ContentionResult>();
+  Trial t;
+  t.measure = [=] {
+    *last = contend(threads, steps, duration);
+    return metric == LockMetric::throughput ? static_cast<double>(last->total()) / last->seconds
+                                            : jain_index(last->per_thread);
+  };
+  t.check = [last, threads] { return check_contention(*last, threads); };
+  return t;
+}
+
+Trial throughput_trial(const Params& p, GroupCache&) {
+  return contention_trial(row_named(kLockVariants, p, "ch02/lock_throughput").contend, p,
+                          LockMetric::throughput);
+}
+
+Trial fairness_trial(const Params& p, GroupCache&) {
+  return contention_trial(row_named(kLockVariants, p, "ch02/lock_fairness").contend, p,
+                          LockMetric::fairness);
+}
+
+Trial rw_trial(const Params& p, GroupCache&) {
+  const RwVariant& v = row_named(kRwVariants, p, "ch02/rw_lock");
+  const auto threads = static_cast<unsigned>(param_int(p, "threads"));
+  const std::int64_t pct = param_int(p, "read_pct");
+  if (pct < 0 || pct > 100)
+    throw UsageError(fmt::format("parameter 'read_pct': {} is not in [0, 100]", pct));
+  const std::uint32_t steps = cs_steps_of(p);
+  const auto duration = duration_of(p);
+  auto last = std::make_shared<RwResult>();
+  Trial t;
+  t.measure = [=, contend = v.contend] {
+    *last = contend(threads, static_cast<unsigned>(pct * 10), steps, duration);
+    return static_cast<double>(last->reads + last->writes) / last->seconds;
+  };
+  t.check = [last]() -> std::string {
+    if (last->reads + last->writes == 0) return "no operation completed";
+    if (last->torn_reads != 0)
+      return fmt::format("{} reads saw a half-written table: a writer was not exclusive",
+                         last->torn_reads);
+    if (!last->cells_equal || last->final_value != last->writes)
+      return fmt::format("the table ends at {} after {} writes: writes were lost",
+                         last->final_value, last->writes);
+    return "";
+  };
+  return t;
+}
+
+std::vector<Figure> throughput_figures() {
+  std::vector<Figure> figs;
+  for (const CriticalSection& cs : kCriticalSections)
+    figs.push_back(
+        {.id = fmt::format("cs_{}", cs.name),
+         .title = fmt::format("Lock acquisitions/s vs threads, {} critical section", cs.name),
+         .kind = FigureKind::lines,
+         .where = {{"cs", std::string(cs.name)}},
+         .log_y = true,
+         .y_label = "acquisitions/s (log)"});
+  figs.push_back({.id = "vs_mutex",
+                  .title = "Lock throughput relative to std::mutex, 100ns critical section",
+                  .kind = FigureKind::bars,
+                  .y = "speedup",
+                  .where = {{"cs", "100ns"}},
+                  .log_y = true,
+                  .y_label = "throughput / std::mutex's (log)"});
+  return figs;
+}
+
+// Exercise timings: student against reference, fixed duration, 100 ns critical sections.
+template <class Reference, class Student>
+Experiment lock_exercise_timing(const std::string& id, const std::string& title) {
+  return Experiment{
+      .id = id,
+      .chapter = "02-locks",
+      .title = title,
+      .axes = {{"impl", {"reference", "student"}},
+               {"threads", {exercise_threads()}, {}, AxisKind::count},
+               {"cs", {"100ns"}},
+               {"duration_ms", {"100"}, {"50"}, AxisKind::count}},
+      .metric = "acquisitions_per_s",
+      .unit = "1/s",
+      .lower_is_better = false,
+      .interleave = {"impl"},
+      // Spinlock throughput at threads == cores swings with whatever else the machine runs (a
+      // descheduled next-in-line stalls a ticket lock): more repetitions narrow the interval.
+      .repetitions = 10,
+      .prepare = [](const Params& p, GroupCache&) {
+        const ContendFn fn =
+            param_str(p, "impl") == "student" ? &contend<Student> : &contend<Reference>;
+        return contention_trial(fn, p, LockMetric::throughput);
+      }};
+}
+
+const bool registered = [] {
+  register_experiment({
+      .id = "ch02/lock_throughput",
+      .chapter = "02-locks",
+      .title = "Lock throughput: acquisitions/s vs threads for three critical-section lengths",
+      .axes = {{"variant", names_of(kLockVariants)},
+               {"threads", thread_counts(), {}, AxisKind::count},
+               {"cs", cs_names()},
+               {"duration_ms", {"100"}, {"30"}, AxisKind::count}},
+      // "speedup" = this lock's throughput / std::mutex's at the same threads and cs.
+      .baseline = {{"variant", "std_mutex"}},
+      .metric = "acquisitions_per_s",
+      .unit = "1/s",
+      .lower_is_better = false,
+      .prepare = throughput_trial,
+      .figures = throughput_figures(),
+  });
+
+  register_experiment({
+      .id = "ch02/lock_fairness",
+      .chapter = "02-locks",
+      .title = "Fairness: Jain's index of acquisitions per thread (1 = equal, 1/n = one thread "
+               "gets all)",
+      .axes = {{"variant", names_of(kLockVariants)},
+               {"threads", thread_counts_from_two(), {}, AxisKind::count},
+               {"cs", cs_names(), {"empty", "1us"}},
+               // Longer than a scheduler time slice or two: shorter runs measure the scheduler.
+               {"duration_ms", {"200"}, {"50"}, AxisKind::count}},
+      .metric = "jain_index",
+      .unit = "",
+      .lower_is_better = false,
+      .prepare = fairness_trial,
+      .figures = {{.id = "empty",
+                   .title = "Jain's fairness index per lock, empty critical section",
+                   .kind = FigureKind::bars,
+                   .where = {{"cs", "empty"}},
+                   .y_label = "Jain's index (1 = fair)"},
+                  {.id = "1us",
+                   .title = "Jain's fairness index per lock, 1 us critical section",
+                   .kind = FigureKind::bars,
+                   .where = {{"cs", "1us"}},
+                   .y_label = "Jain's index (1 = fair)"}},
+  });
+
+  std::vector<Figure> rw_figures;
+  for (const char* pct : {"50", "90", "99"})
+    rw_figures.push_back({.id = fmt::format("reads_{}", pct),
+                          .title = fmt::format("RW locks, {}% reads: operations/s vs threads", pct),
+                          .kind = FigureKind::lines,
+                          .where = {{"read_pct", pct}},
+                          .y_label = "operations/s"});
+  register_experiment({
+      .id = "ch02/rw_lock",
+      .chapter = "02-locks",
+      .title = "Readers-writer locks vs std::mutex at 50, 90 and 99% reads",
+      .axes = {{"variant", names_of(kRwVariants)},
+               {"threads", thread_counts(), {}, AxisKind::count},
+               {"read_pct", {"50", "90", "99"}, {}, AxisKind::integer},
+               {"cs", {"100ns", "1us"}, {"1us"}},
+               {"duration_ms", {"100"}, {"20"}, AxisKind::count}},
+      .baseline = {{"variant", "std_mutex"}},
+      .metric = "ops_per_s",
+      .unit = "1/s",
+      .lower_is_better = false,
+      .prepare = rw_trial,
+      .figures = rw_figures,
+  });
+
+  register_exercise({.id = "2.1",
+                     .chapter = "02-locks",
+                     .title = "TTAS lock with exponential backoff",
+                     .test_binary = "ch02_tests",
+                     .test_filter = "LockEx2_1/*",
+                     .timing = lock_exercise_timing<TtasBackoffLock, StudentTtasBackoffLock>(
+                         "ch02/exercise_2.1", "TTAS + backoff, student vs v3_ttas_backoff")});
+  register_exercise({.id = "2.2",
+                     .chapter = "02-locks",
+                     .title = "ticket lock",
+                     .test_binary = "ch02_tests",
+                     .test_filter = "LockEx2_2/*:TicketFifo/student.*",
+                     .timing = lock_exercise_timing<TicketLock, StudentTicketLock>(
+                         "ch02/exercise_2.2", "ticket lock, student vs v4_ticket")});
+  return true;
+}();
+
+}  // namespace

@@ -1,0 +1,83 @@
+// The small tools every waiting loop in this chapter uses: how to spin politely (pause), how to
+// back off when spinning does not pay (exponential, randomised), and when to give the core away
+// (yield). The spinlocks use cpu_relax() only: a pure spinlock never yields, which is exactly why
+// it collapses when there are more threads than cores (ch02/lock_throughput shows it). The
+// queues' full/empty waits (SpinWait) spin a little and then yield, because a producer waiting
+// for a descheduled consumer would otherwise burn its whole time slice.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <thread>
+
+namespace concurdl::locks {
+
+// A cache line is 64 bytes on current x86 and most Arm cores (see chapter 01, reduction.hpp, for
+// why std::hardware_destructive_interference_size is not used).
+inline constexpr std::size_t kCacheLine = 64;
+
+// Tells the core "I am spinning". On x86, PAUSE lets the sibling hyperthread run, saves power,
+// and avoids the memory-order machine clear when the awaited line finally changes (without it,
+// leaving a spin loop costs a pipeline flush). Where there is no pause instruction, yield.
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__) || defined(__arm__)
+  asm volatile("yield");
+#else
+  std::this_thread::yield();
+#endif
+}
+
+// A tiny per-thread generator (xorshift64*): random backoff must not go through a shared
+// generator, or the backoff itself would contend.
+inline std::uint64_t thread_random() {
+  thread_local std::uint64_t state =
+      0x9E3779B97F4A7C15ull ^ std::hash<std::thread::id>{}(std::this_thread::get_id());
+  state ^= state >> 12;
+  state ^= state << 25;
+  state ^= state >> 27;
+  return state * 0x2545F4914F6CDD1Dull;
+}
+
+// Exponential backoff with jitter: after each failed attempt, pause for a random number of
+// iterations in [limit/2, limit), then double the limit up to `max`. Doubling spreads the
+// contenders out in time (fewer of them hit the lock's cache line at once); the jitter stops two
+// threads that failed together from retrying together (lockstep, see hazards.hpp's livelock).
+class Backoff {
+ public:
+  explicit Backoff(std::uint32_t min = 4, std::uint32_t max = 1024) : limit_(min), max_(max) {}
+  void pause() {
+    const std::uint32_t half = limit_ / 2;
+    const std::uint32_t spins = half + static_cast<std::uint32_t>(thread_random() % (half + 1));
+    for (std::uint32_t i = 0; i < spins; ++i) cpu_relax();
+    if (limit_ < max_) limit_ *= 2;
+  }
+  std::uint32_t limit() const { return limit_; }
+
+ private:
+  std::uint32_t limit_, max_;
+};
+
+// Waiting for a queue to become non-full or non-empty (not a lock): spin with pause for a while,
+// then yield on every further check so that a descheduled partner gets the core. Used by the
+// non-blocking queues' adapters (queue_variants.hpp) and the tests' start barriers.
+class SpinWait {
+ public:
+  void wait() {
+    if (spins_ < kSpinLimit) {
+      ++spins_;
+      cpu_relax();
+    } else {
+      std::this_thread::yield();
+    }
+  }
+  void reset() { spins_ = 0; }
+
+ private:
+  static constexpr std::uint32_t kSpinLimit = 128;
+  std::uint32_t spins_ = 0;
+};
+
+}  // namespace concurdl::locks
