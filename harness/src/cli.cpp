@@ -218,8 +218,8 @@ int cmd_list(const Args& a) {
       }
       for (const Figure& fig : e->figures) fmt::print("      figure  {}: {}\n", fig.id, fig.title);
     }
-    for (const auto& x : exercises())
-      if (x.chapter == c->folder) fmt::print("  exercise {:<8} {}\n", x.id, x.title);
+    for (const Exercise* x : exercises_of(c->folder))
+      fmt::print("  exercise {:<8} {}\n", x->id, x->title);
   }
   return 0;
 }
@@ -269,27 +269,8 @@ int cmd_exercise(const Args& a) {
   if (a.targets.size() != 1) throw UsageError("exercise: give one chapter, e.g. concurdl exercise ch02");
   const ChapterInfo* c = find_chapter(a.targets[0]);
   if (!c) throw UsageError(fmt::format("unknown chapter '{}' (concurdl list shows them)", a.targets[0]));
-  std::vector<const Exercise*> mine;
-  for (const auto& x : exercises())
-    if (x.chapter == c->folder) mine.push_back(&x);
+  const std::vector<const Exercise*> mine = exercises_of(c->folder);
   if (mine.empty()) throw UsageError(fmt::format("chapter {} has no exercises", c->folder));
-  // In exercise order: "1.2" before "1.10" (registration order depends on the link order).
-  auto numbers = [](const std::string& id) {
-    std::vector<long> v;
-    std::size_t start = 0;
-    while (start <= id.size()) {
-      const std::size_t dot = std::min(id.find('.', start), id.size());
-      const std::string part = id.substr(start, dot - start);
-      const bool digits = !part.empty() && part.size() < 10 &&
-                          part.find_first_not_of("0123456789") == std::string::npos;
-      v.push_back(digits ? std::stol(part) : 0);
-      start = dot + 1;
-    }
-    return v;
-  };
-  std::sort(mine.begin(), mine.end(), [&](const Exercise* x, const Exercise* y) {
-    return numbers(x->id) < numbers(y->id);
-  });
   RunOptions opt = make_options(a);
   bool ok = true;
   for (const Exercise* x : mine) {

@@ -47,6 +47,30 @@ bool register_exercise(Exercise e) {
 
 const std::vector<Exercise>& exercises() { return exercise_list(); }
 
+std::vector<const Exercise*> exercises_of(const std::string& chapter) {
+  std::vector<const Exercise*> mine;
+  for (const auto& x : exercise_list())
+    if (x.chapter == chapter) mine.push_back(&x);
+  // In exercise order: "1.2" before "1.10" (registration order depends on the link order).
+  auto numbers = [](const std::string& id) {
+    std::vector<long> v;
+    std::size_t start = 0;
+    while (start <= id.size()) {
+      const std::size_t dot = std::min(id.find('.', start), id.size());
+      const std::string part = id.substr(start, dot - start);
+      const bool digits = !part.empty() && part.size() < 10 &&
+                          part.find_first_not_of("0123456789") == std::string::npos;
+      v.push_back(digits ? std::stol(part) : 0);
+      start = dot + 1;
+    }
+    return v;
+  };
+  std::stable_sort(mine.begin(), mine.end(), [&](const Exercise* x, const Exercise* y) {
+    return numbers(x->id) < numbers(y->id);
+  });
+  return mine;
+}
+
 std::string exercise_threads() { return std::to_string(std::max(2u, hardware_threads())); }
 
 ExerciseOutcome check_exercise(const Exercise& e, const fs::path& bin_dir) {

@@ -29,6 +29,8 @@ bool register_exercise(Exercise e);
 // fewer than two (a lock, a pool or false sharing shows nothing with one thread running).
 std::string exercise_threads();
 const std::vector<Exercise>& exercises();
+// One chapter's exercises in exercise order ("1.2" before "1.10"), whatever the link order.
+std::vector<const Exercise*> exercises_of(const std::string& chapter);
 
 enum class ExerciseState { not_attempted, wrong, correct, error };
 
