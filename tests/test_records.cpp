@@ -45,6 +45,7 @@ RunFile sample_run() {
   bad.params["threads"] = "8";
   bad.valid = false;
   bad.validation = "before timing: sum 3 != 4";
+  bad.notes = {{"direct", "unsupported (tmpfs): buffered reads measured"}};
   f.records.push_back(bad);
   return f;
 }
@@ -82,6 +83,8 @@ TEST(Records, RoundTripKeepsEveryField) {
   EXPECT_EQ(g.records[0].derived, f.records[0].derived);
   EXPECT_FALSE(g.records[1].valid);
   EXPECT_EQ(g.records[1].validation, f.records[1].validation);
+  EXPECT_EQ(g.records[1].notes, f.records[1].notes);
+  EXPECT_FALSE(j["records"][0].contains("notes")) << "notes are written only when there are some";
   EXPECT_EQ(g.command, f.command);
   EXPECT_DOUBLE_EQ(g.calibration.mem_bandwidth_bytes_per_s, 1.2e10);
   EXPECT_EQ(to_json(g).dump(), j.dump());
@@ -108,6 +111,12 @@ TEST(Records, LoaderNamesTheFileAndTheField) {
   write_text(d / "badfield.json", badfield.dump());
   e = load_error(d / "badfield.json");
   EXPECT_NE(e.find("records[1].samples[2]"), std::string::npos) << e;
+
+  nlohmann::json badnote = nlohmann::json::parse(good);
+  badnote["records"][1]["notes"]["direct"] = 3;
+  write_text(d / "badnote.json", badnote.dump());
+  e = load_error(d / "badnote.json");
+  EXPECT_NE(e.find("records[1].notes.direct"), std::string::npos) << e;
 
   std::string huge = good;
   huge.replace(huge.find("0.0101"), 6, "1e400");  // parses as JSON, overflows a double

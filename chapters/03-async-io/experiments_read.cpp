@@ -166,7 +166,10 @@ Trial direct_trial(const Params& p, GroupCache& cache) {
   st->order = shuffled_pieces(f.bytes, request, 7);
   st->run = rp.make({st->fd.get(), st->dst.span(), request, st->order,
                      static_cast<unsigned>(param_int(p, "qd"))});
-  return read_trial(st, f.crc, f.bytes);
+  Trial t = read_trial(st, f.crc, f.bytes);
+  if (st->cold)
+    t.notes["direct"] = "unsupported (" + why + "): buffered reads of a cold file measured instead";
+  return t;
 }
 
 std::vector<std::string> path_names(bool direct_only) {

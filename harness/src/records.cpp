@@ -56,6 +56,7 @@ json to_json(const Record& r) {
             {"derived", r.derived},
             {"valid", r.valid}};
   if (!r.valid) j["validation"] = r.validation;
+  if (!r.notes.empty()) j["notes"] = r.notes;
   return j;
 }
 
@@ -153,6 +154,13 @@ Record record_from_json(const Reader& rd, const json& j, const std::string& path
   if (!valid.is_boolean()) rd.fail(path + ".valid", "expected true or false");
   r.valid = valid.get<bool>();
   if (auto it = j.find("validation"); it != j.end() && it->is_string()) r.validation = *it;
+  if (auto it = j.find("notes"); it != j.end()) {
+    if (!it->is_object()) rd.fail(path + ".notes", "expected an object of strings");
+    for (const auto& [k, v] : it->items()) {
+      if (!v.is_string()) rd.fail(path + ".notes." + k, "expected a string");
+      r.notes[k] = v.get<std::string>();
+    }
+  }
   return r;
 }
 

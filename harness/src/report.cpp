@@ -206,9 +206,10 @@ Table records_table(const std::vector<RunFile>& runs, const std::vector<std::str
       auto it = r->derived.find(k);
       row.push_back(it == r->derived.end() ? "—" : fmt::format("{:.4g}", it->second));
     }
-    row.push_back(r->valid
-                      ? "ok"
-                      : "INVALID: " + (r->validation.empty() ? "no reason given" : r->validation));
+    std::string status =
+        r->valid ? "ok" : "INVALID: " + (r->validation.empty() ? "no reason given" : r->validation);
+    for (const auto& [k, v] : r->notes) status += fmt::format("; {}: {}", k, v);
+    row.push_back(std::move(status));
     t.rows.push_back(std::move(row));
   }
   return t;

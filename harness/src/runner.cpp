@@ -224,6 +224,7 @@ std::vector<Record> run_configs(const std::vector<Config>& configs, const RunOpt
           s.trial = e->prepare(c->params, cache);
           if (!s.trial.run && !s.trial.measure)
             throw std::logic_error("prepare returned a trial with neither run nor measure");
+          s.record.notes = s.trial.notes;
         });
         slots.push_back(std::move(s));
       }

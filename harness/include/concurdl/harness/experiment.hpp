@@ -41,6 +41,9 @@ struct Trial {
   std::function<void()> reset;         // untimed, before every run (including warm-up)
   std::function<std::string()> check;  // "" when the last run's output is right, else what is wrong
   Work work;
+  // Facts about how this configuration really ran that its parameters do not say, copied into
+  // its record: {"direct": "unsupported (tmpfs): buffered cold reads measured instead"}.
+  std::map<std::string, std::string> notes;
 };
 
 // Inputs shared by the configurations that are measured together (one group, see

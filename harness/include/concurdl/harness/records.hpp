@@ -29,6 +29,7 @@ struct Record {
   std::map<std::string, double> derived;  // items_per_s, bytes_per_s, speedup, efficiency, ...
   bool valid = true;
   std::string validation;  // what was wrong when !valid
+  std::map<std::string, std::string> notes;  // Trial::notes; written only when not empty
 };
 
 struct Calibration {
