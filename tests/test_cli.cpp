@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -12,6 +13,7 @@
 #include <gtest/gtest.h>
 
 #include "concurdl/harness/calibrate.hpp"
+#include "concurdl/harness/openblas_env.hpp"
 #include "concurdl/harness/records.hpp"
 
 namespace fs = std::filesystem;
@@ -112,6 +114,20 @@ TEST_F(Cli, ListShowsChaptersExperimentsAndExercises) {
   EXPECT_EQ(run("list ch42").rc, 2);
 }
 
+TEST_F(Cli, ARegisteredCommandGetsItsArgumentsHelpIncluded) {
+  const Result r = run("toy-echo a --help --x=1");
+  EXPECT_EQ(r.rc, 0) << r.err;
+  EXPECT_EQ(r.out, "a\n--help\n--x=1\n");
+  EXPECT_EQ(run("toy-echo exit3").rc, 3);
+  expect_usage_error(run("toy-echo fail"), "'fail' was asked for");
+}
+
+TEST_F(Cli, AnExperimentRecordedByACommandIsListedButNotRun) {
+  const Result l = run("list 99");
+  EXPECT_NE(l.out.find("recorded by 'concurdl toy-echo'"), std::string::npos) << l.out;
+  expect_usage_error(run("run ch99/recorded"), "recorded by 'concurdl toy-echo'");
+}
+
 TEST_F(Cli, CalibrateYieldsValidRecordsAndCharts) {
   const Result r = run("calibrate --profile quick --out runs", CONCURDL_BIN);
   ASSERT_EQ(r.rc, 0) << r.err;
@@ -139,6 +155,12 @@ TEST_F(Cli, CalibrateYieldsValidRecordsAndCharts) {
   EXPECT_NE(gp.find("Amdahl"), std::string::npos);
   EXPECT_NE(slurp(run_dir / "report.html").find("<svg"), std::string::npos);
   EXPECT_TRUE(fs::exists(run_dir / "report.md"));
+  // OpenBLAS runs kernels for this CPU's instruction set, not the generic fallback it picks on
+  // virtual machines that hide the CPU model (openblas_env.hpp).
+  if (concurdl::openblas_core_for_this_cpu() && !std::getenv("OPENBLAS_CORETYPE")) {
+    const std::string blas = f.provenance.at("libraries").at("openblas").get<std::string>();
+    EXPECT_EQ(blas.find("Prescott"), std::string::npos) << blas;
+  }
 }
 
 TEST_F(Cli, RunMeasuresSpeedupAndAFailedValidationExitsOne) {
@@ -224,4 +246,73 @@ TEST_F(Cli, ExerciseReportsEachOutcomeAndTimesTheCorrectOne) {
   EXPECT_NE(r.out.find("exercise 99.4 endless loop: WRONG"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("did not finish within 3 s"), std::string::npos) << r.out;
   expect_usage_error(run("exercise ch00"), "no exercises");
+}
+
+// `concurdl train` (the training stack's command): bad flags are usage errors; a short run on
+// the first images of Fashion-MNIST records its curve; a run resumed from its checkpoint ends
+// with the checkpoint an uninterrupted run writes, byte for byte; a damaged checkpoint is
+// refused by name.
+TEST_F(Cli, TrainRejectsBadFlags) {
+  const char* bin = CONCURDL_BIN;
+  expect_usage_error(run("train --epochs 0", bin), "--epochs");
+  expect_usage_error(run("train --arch 784-64-9", bin), "--arch");
+  expect_usage_error(run("train --arch 784-x-10", bin), "--arch");
+  expect_usage_error(run("train --gemm v9_magic", bin), "v9_magic");
+  expect_usage_error(run("train --lr -1", bin), "--lr");
+  expect_usage_error(run("train --momentum 1.5", bin), "--momentum");
+  expect_usage_error(run("train --resume no-such.ckpt", bin), "no-such.ckpt");
+  expect_usage_error(run("train --checkpoint no-such-dir/ck", bin), "no-such-dir");
+  expect_usage_error(run("train --frobnicate", bin), "frobnicate");
+  expect_usage_error(run("train --data /nonexistent", bin), "/nonexistent");
+  EXPECT_FALSE(fs::exists(dir_ / "results"));
+  const Result h = run("train --help", bin);
+  EXPECT_EQ(h.rc, 0);
+  EXPECT_NE(h.out.find("--resume"), std::string::npos) << h.out;
+}
+
+TEST_F(Cli, TrainRecordsItsCurveAndResumesToTheSameCheckpoint) {
+  if (!fs::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz") &&
+      !std::getenv("CONCURDL_FASHION_MNIST"))
+    GTEST_SKIP() << "Fashion-MNIST not installed (apt-get install dataset-fashion-mnist)";
+  const char* bin = CONCURDL_BIN;
+  const std::string common = " --train-limit 640 --test-limit 200 --batch 64 --threads 2 --quiet --out runs";
+  const Result two = run("train --epochs 2 --checkpoint a.ckpt" + common, bin);
+  ASSERT_EQ(two.rc, 0) << two.err;
+  const RunFile f = load_run(dir_ / two.last_line());
+  ASSERT_EQ(f.records.size(), 3u);  // epoch 0 (before training), 1, 2
+  for (std::size_t i = 0; i < f.records.size(); ++i) {
+    const auto& r = f.records[i];
+    EXPECT_EQ(r.experiment, "kernels/train");
+    EXPECT_EQ(r.params.at("epoch"), std::to_string(i));
+    EXPECT_EQ(r.metric, "test_accuracy");
+    ASSERT_EQ(r.samples.size(), 1u);
+    EXPECT_GE(r.samples[0], 0.0);
+    EXPECT_LE(r.samples[0], 1.0);
+    EXPECT_TRUE(r.derived.count("test_loss"));
+  }
+  EXPECT_TRUE(f.records[2].derived.count("train_loss"));
+  EXPECT_GT(f.records[2].derived.at("samples_per_s"), 0);
+  EXPECT_GT(f.records[2].samples[0], 0.3);  // well above chance (0.1) after 20 steps
+  EXPECT_EQ(f.provenance.at("training").at("train_samples"), 640);
+  EXPECT_TRUE(fs::exists(dir_ / two.last_line() / "report.md"));
+
+  const Result resumed = run("train --epochs 3 --resume a.ckpt --checkpoint b.ckpt" + common, bin);
+  ASSERT_EQ(resumed.rc, 0) << resumed.err;
+  const RunFile g = load_run(dir_ / resumed.last_line());
+  ASSERT_EQ(g.records.size(), 1u);
+  EXPECT_EQ(g.records[0].params.at("epoch"), "3");
+  const Result straight = run("train --epochs 3 --checkpoint c.ckpt" + common, bin);
+  ASSERT_EQ(straight.rc, 0) << straight.err;
+  EXPECT_EQ(slurp(dir_ / "b.ckpt"), slurp(dir_ / "c.ckpt"));
+  EXPECT_NE(slurp(dir_ / "a.ckpt"), slurp(dir_ / "c.ckpt"));
+
+  // A flipped byte, a truncated file, another architecture: refused, naming the file.
+  std::string bytes = slurp(dir_ / "a.ckpt");
+  std::string flipped = bytes;
+  flipped[bytes.size() / 2] = static_cast<char>(flipped[bytes.size() / 2] ^ 0x40);
+  std::ofstream(dir_ / "flipped.ckpt", std::ios::binary) << flipped;
+  std::ofstream(dir_ / "cut.ckpt", std::ios::binary) << bytes.substr(0, bytes.size() / 3);
+  expect_usage_error(run("train --epochs 3 --resume flipped.ckpt" + common, bin), "flipped.ckpt");
+  expect_usage_error(run("train --epochs 3 --resume cut.ckpt" + common, bin), "cut.ckpt");
+  expect_usage_error(run("train --epochs 3 --arch 784-32-10 --resume a.ckpt" + common, bin), "784-32-10");
 }

@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -11,6 +13,8 @@
 #include <regex>
 #include <sstream>
 #include <tuple>
+
+#include <fmt/format.h>
 
 #include "concurdl/build_info.hpp"
 #include "concurdl/harness/report.hpp"
@@ -416,6 +420,112 @@ TEST(ReportCharts, GustafsonAndComputeCeilingOverlays) {
   const ChartSeries* ceiling = find_series(*f, "measured peak FLOP/s, all cores (calibrate)");
   ASSERT_NE(ceiling, nullptr);
   EXPECT_DOUBLE_EQ(ceiling->points.front().y, 1e11);
+}
+
+// A roofline (x = the derived arithmetic intensity) and a training curve (x = elapsed time, a
+// derived metric, with the epoch varying along it).
+constexpr const char* kRoofId = "test/report_roofline";
+constexpr const char* kCurveId = "test/report_curve";
+void register_roofline_and_curve() {
+  static const bool registered = [] {
+    register_experiment({
+        .id = kRoofId,
+        .chapter = "99-test",
+        .title = "Report roofline",
+        .axes = {{.name = "variant", .values = {"v1", "v2"}},
+                 {.name = "n", .values = {"64", "1024"}, .kind = AxisKind::size}},
+        .prepare = [](const Params&, GroupCache&) { return Trial{.run = [] {}}; },
+        .figures = {{.id = "roofline", .x = "intensity", .y = "flops_per_s", .log_x = true,
+                     .log_y = true, .overlays = {Overlay::roofline}, .along_x = {"n"}}},
+    });
+    register_experiment({
+        .id = kCurveId,
+        .chapter = "99-test",
+        .title = "Report curve",
+        .axes = {{.name = "arch", .values = {"4-3-2"}},
+                 {.name = "epoch", .values = {"0"}, .kind = AxisKind::integer}},
+        .metric = "test_accuracy",
+        .unit = "fraction",
+        .lower_is_better = false,
+        .figures = {{.id = "vs_time", .x = "elapsed_s", .series = "arch", .along_x = {"epoch"}},
+                    {.id = "vs_epoch", .x = "epoch", .y = "test_loss", .series = "arch"}},
+        .derived = {"elapsed_s", "test_loss"},
+        .recorded_by = "test",
+    });
+    return true;
+  }();
+  (void)registered;
+}
+
+TEST(ReportCharts, RooflineIsTheMinimumOfTheCalibratedCeilingsOverIntensity) {
+  register_roofline_and_curve();
+  RunFile run = demo_run("alpha");  // calibrated: 20 GB/s, 100 GFLOP/s (ridge at 5 FLOP/byte)
+  run.records.clear();
+  for (const char* v : {"v1", "v2"})
+    for (double n : {64.0, 1024.0}) {
+      Record r = make_record(v, 1, static_cast<long>(n), 1.0);
+      r.experiment = kRoofId;
+      r.params = {{"variant", v}, {"n", fmt::format("{}", n)}};
+      r.derived = {{"intensity", n / 6}, {"flops_per_s", (v[1] == '1' ? 1e9 : 5e10) * n / 1024}};
+      run.records.push_back(r);
+    }
+  const auto charts = build_charts({run});
+  const ChartSpec* c = find_chart(charts, "test_report_roofline_roofline");
+  ASSERT_NE(c, nullptr);
+  const ChartSeries* v2 = find_series(*c, "v2");
+  ASSERT_NE(v2, nullptr);
+  ASSERT_EQ(v2->points.size(), 2u);
+  EXPECT_NEAR(v2->points.front().x, 64.0 / 6, 1e-9);  // x is the intensity, sorted
+  EXPECT_NEAR(v2->points.back().x, 1024.0 / 6, 1e-9);
+  const ChartSeries* roof = nullptr;
+  for (const auto& s : c->series)
+    if (s.is_model && s.label.rfind("roofline", 0) == 0) roof = &s;
+  ASSERT_NE(roof, nullptr);
+  bool has_ridge = false;
+  for (const auto& p : roof->points) {
+    EXPECT_NEAR(p.y, std::min(1e11, p.x * 2e10), 1e-6 * p.y);
+    has_ridge = has_ridge || std::abs(p.x - 5.0) < 1e-12;
+  }
+  EXPECT_TRUE(has_ridge);
+  EXPECT_LE(roof->points.front().x, 5.0 / 4 + 1e-12);  // spans the ridge even left of the data
+  // Without a calibration there is no roof, and the chart says why.
+  RunFile bare = run;
+  bare.calibration = {};
+  const auto c2 = build_charts({bare});
+  const ChartSpec* b = find_chart(c2, "test_report_roofline_roofline");
+  ASSERT_NE(b, nullptr);
+  for (const auto& s : b->series) EXPECT_FALSE(s.is_model);
+  EXPECT_NE(fmt::format("{}", fmt::join(b->notes, " ")).find("no calibration"), std::string::npos);
+}
+
+TEST(ReportCharts, ADerivedXWithTheEpochAlongItIsOneCurve) {
+  register_roofline_and_curve();
+  RunFile run = demo_run("alpha");
+  run.records.clear();
+  for (int epoch = 0; epoch <= 3; ++epoch) {
+    Record r;
+    r.experiment = kCurveId;
+    r.chapter = "99-test";
+    r.params = {{"arch", "4-3-2"}, {"epoch", std::to_string(epoch)}};
+    r.metric = "test_accuracy";
+    r.lower_is_better = false;
+    r.samples = {0.1 + 0.2 * epoch};
+    r.stats = summarize(r.samples);
+    r.derived = {{"elapsed_s", 1.5 * epoch}, {"test_loss", 2.3 - 0.5 * epoch}};
+    run.records.push_back(r);
+  }
+  const auto charts = build_charts({run});
+  const ChartSpec* t = find_chart(charts, "test_report_curve_vs_time");
+  ASSERT_NE(t, nullptr);
+  ASSERT_EQ(t->series.size(), 1u);  // not one series per epoch
+  EXPECT_EQ(t->series[0].label, "4-3-2");
+  ASSERT_EQ(t->series[0].points.size(), 4u);
+  EXPECT_DOUBLE_EQ(t->series[0].points[3].x, 4.5);
+  EXPECT_DOUBLE_EQ(t->series[0].points[3].y, 0.7);
+  const ChartSpec* e = find_chart(charts, "test_report_curve_vs_epoch");
+  ASSERT_NE(e, nullptr);
+  ASSERT_EQ(e->series.size(), 1u);
+  EXPECT_DOUBLE_EQ(e->series[0].points[1].y, 1.8);
 }
 
 TEST(ReportCharts, UnregisteredExperimentsHaveNoCharts) {

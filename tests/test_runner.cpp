@@ -200,3 +200,53 @@ TEST(Runner, ThreadCountsGoBeyondTheCoresButNeverAssumeTwo) {
   const auto c = thread_counts_up_to_cores();
   EXPECT_EQ(std::stoi(c.back()), static_cast<int>(hardware_threads()));
 }
+
+namespace {
+const bool registered_intensity = [] {
+  register_experiment({
+      .id = "test/runner_intensity",
+      .chapter = "98-runner-test",
+      .title = "declared FLOPs and bytes",
+      .axes = {{"variant", {"kernel"}}},
+      .prepare = [](const Params&, GroupCache&) {
+        Trial t;
+        t.run = [] {};
+        t.work = {.items = 0, .bytes = 400, .flops = 1000};
+        return t;
+      },
+  });
+  return true;
+}();
+}  // namespace
+
+TEST(Runner, DeclaredFlopsAndBytesGiveTheArithmeticIntensity) {
+  RunOptions opt;
+  opt.progress = false;
+  opt.repeat = 2;
+  const auto records = run_configs(configs_of("test/runner_intensity", opt), opt, {});
+  ASSERT_EQ(records.size(), 1u);
+  ASSERT_TRUE(records[0].valid) << records[0].validation;
+  EXPECT_DOUBLE_EQ(records[0].derived.at("intensity"), 2.5);
+  EXPECT_GT(records[0].derived.at("flops_per_s"), 0);
+}
+
+TEST(Registry, AFigureMayNameADerivedMetricAsXButNotAnUnknownName) {
+  Experiment ok{.id = "test/registry_derived_x", .chapter = "98-runner-test", .title = "x"};
+  ok.axes = {{"variant", {"a"}}};
+  ok.prepare = [](const Params&, GroupCache&) { return Trial{.run = [] {}}; };
+  ok.derived = {"elapsed_s"};
+  ok.figures = {{.id = "roof", .x = "intensity", .y = "flops_per_s"},
+                {.id = "curve", .x = "elapsed_s"}};
+  EXPECT_NO_THROW(register_experiment(ok));
+  Experiment bad = ok;
+  bad.id = "test/registry_unknown_x";
+  bad.figures = {{.id = "typo", .x = "elapsed"}};
+  EXPECT_THROW(register_experiment(bad), std::logic_error);
+  Experiment recorded{.id = "test/registry_recorded", .chapter = "98-runner-test", .title = "r"};
+  recorded.recorded_by = "train";  // no prepare: a command writes its records
+  EXPECT_NO_THROW(register_experiment(recorded));
+  Experiment neither = recorded;
+  neither.id = "test/registry_no_prepare";
+  neither.recorded_by.clear();
+  EXPECT_THROW(register_experiment(neither), std::logic_error);
+}

@@ -160,6 +160,15 @@ std::optional<ChartPoint> y_of(const Record& r, const std::string& y) {
   return pt;
 }
 
+// x for one record: the parameter named x, or else the derived metric of that name (the
+// arithmetic intensity of a roofline, the elapsed time of a training curve).
+std::optional<std::string> x_of(const Record& r, const std::string& x) {
+  if (auto it = r.params.find(x); it != r.params.end()) return it->second;
+  if (auto it = r.derived.find(x); it != r.derived.end() && std::isfinite(it->second))
+    return fmt::format("{}", it->second);  // shortest text that reads back the same double
+  return std::nullopt;
+}
+
 bool matches(const Params& params, const Params& where) {
   for (const auto& [k, v] : where) {
     auto it = params.find(k);
@@ -210,6 +219,8 @@ std::string overlay_name(Overlay o) {
       return "mem_ceiling";
     case Overlay::flops_ceiling:
       return "flops_ceiling";
+    case Overlay::roofline:
+      return "roofline";
   }
   return "?";
 }
@@ -222,7 +233,7 @@ std::optional<ChartSpec> build_one(const std::vector<RunFile>& runs,
   chart.title = fig.title.empty() ? e.title + " (" + fig.id + ")" : fig.title;
   chart.experiment = e.id;
   chart.kind = fig.kind;
-  chart.x_label = fig.x;
+  chart.x_label = fig.x_label.empty() ? fig.x : fig.x_label;
   chart.log_x = fig.log_x && fig.kind != FigureKind::bars;
   chart.log_y = fig.log_y;
 
@@ -240,7 +251,7 @@ std::optional<ChartSpec> build_one(const std::vector<RunFile>& runs,
   std::size_t invalid = 0;
   for (std::size_t ri = 0; ri < runs.size(); ++ri) {
     for (const Record& r : runs[ri].records) {
-      if (r.experiment != e.id || !matches(r.params, fig.where) || !r.params.count(fig.x)) continue;
+      if (r.experiment != e.id || !matches(r.params, fig.where) || !x_of(r, fig.x)) continue;
       if (!r.valid) {
         ++invalid;
         continue;
@@ -262,6 +273,7 @@ std::optional<ChartSpec> build_one(const std::vector<RunFile>& runs,
   std::vector<std::string> folded;
   for (const auto& [k, vs] : values) {
     if (k == fig.x || k == fig.series) continue;
+    if (std::find(fig.along_x.begin(), fig.along_x.end(), k) != fig.along_x.end()) continue;
     bool everywhere = true;
     for (const Sel& s : sel) everywhere = everywhere && s.rec->params.count(k);
     if (vs.size() > 1 || !everywhere) folded.push_back(k);
@@ -270,14 +282,14 @@ std::optional<ChartSpec> build_one(const std::vector<RunFile>& runs,
   // x: numbers, or categories for bars and for axes that are not numeric.
   bool categorical = fig.kind == FigureKind::bars;
   for (const Sel& s : sel)
-    if (!parse_number(s.rec->params.at(fig.x))) categorical = true;
+    if (!parse_number(*x_of(*s.rec, fig.x))) categorical = true;
   if (categorical && fig.kind != FigureKind::bars) {
     chart.notes.push_back("'" + fig.x + "' is not numeric, so it is drawn as categories.");
     chart.log_x = false;
   }
   std::vector<std::string> categories;
   for (const Sel& s : sel) {
-    const std::string& v = s.rec->params.at(fig.x);
+    const std::string v = *x_of(*s.rec, fig.x);
     if (std::find(categories.begin(), categories.end(), v) == categories.end())
       categories.push_back(v);
   }
@@ -300,7 +312,7 @@ std::optional<ChartSpec> build_one(const std::vector<RunFile>& runs,
     }
     std::string label = parts.empty() ? "measured" : fmt::format("{}", fmt::join(parts, ", "));
     if (runs.size() > 1) label = labels[s.run] + ": " + label;
-    const std::string& xv = s.rec->params.at(fig.x);
+    const std::string xv = *x_of(*s.rec, fig.x);
     // The same configuration measured again in one run is a second series, not a zigzag.
     if (const int k = seen[{label, xv}]++; k > 0) label += fmt::format(" (repeat {})", k + 1);
 
@@ -422,6 +434,38 @@ std::optional<ChartSpec> build_one(const std::vector<RunFile>& runs,
           const double lo = categorical ? -0.5 : xmin;
           const double hi = categorical ? static_cast<double>(categories.size()) - 0.5 : xmax;
           chart.series.push_back(model(label, {lo, hi}, [&](double) { return c; }));
+        }
+        break;
+      case Overlay::roofline:
+        if (categorical || fig.x != "intensity" || y != "flops_per_s") {
+          chart.notes.push_back("The roofline overlay needs x = intensity and y = flops_per_s; skipped.");
+          break;
+        }
+        for (std::size_t ri = 0; ri < runs.size(); ++ri) {
+          if (std::none_of(measured.begin(), measured.end(),
+                           [&](const Building& b) { return b.run == ri; }))
+            continue;  // a merged run with no points in this chart
+          const double peak = runs[ri].calibration.peak_flops;
+          const double bw = runs[ri].calibration.mem_bandwidth_bytes_per_s;
+          if (peak <= 0 || bw <= 0) {
+            chart.notes.push_back("No roofline for " + labels[ri] +
+                                  ": the run has no calibration (run without --no-calibrate).");
+            continue;
+          }
+          // The ridge point: the intensity where the memory roof meets the compute roof.
+          const double ridge = peak / bw;
+          std::string label = fmt::format("roofline: min({} GFLOP/s, {} GB/s × intensity)",
+                                          fmt_f(peak / 1e9), fmt_f(bw / 1e9));
+          if (runs.size() > 1) label = labels[ri] + ": " + label;
+          const double lo = std::min(xmin, ridge / 4), hi = std::max(xmax, ridge * 4);
+          std::vector<double> xs = sample_range(lo, hi, chart.log_x);
+          xs.push_back(ridge);
+          std::sort(xs.begin(), xs.end());
+          chart.series.push_back(model(label, xs, [&](double x) { return std::min(peak, x * bw); }));
+          chart.notes.push_back(fmt::format(
+              "Roofline of {} from its calibration: ridge at {} FLOP/byte; to the left of it a "
+              "kernel moving only its compulsory bytes is bound by memory, to the right by compute.",
+              labels[ri], fmt_f(ridge)));
         }
         break;
     }

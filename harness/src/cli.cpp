@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <iostream>
 #include <set>
+#include <stdexcept>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
@@ -19,6 +20,7 @@
 #include "concurdl/harness/compare.hpp"
 #include "concurdl/harness/errors.hpp"
 #include "concurdl/harness/exercise.hpp"
+#include "concurdl/harness/openblas_env.hpp"
 #include "concurdl/harness/provenance.hpp"
 #include "concurdl/harness/report.hpp"
 #include "concurdl/harness/runner.hpp"
@@ -90,14 +92,18 @@ std::vector<const Experiment*> select(const std::vector<std::string>& targets) {
   };
   if (targets.empty()) {
     for (const auto& e : experiments())
-      if (e.chapter != kCalibrationChapter) add(&e);
+      if (e.chapter != kCalibrationChapter && e.recorded_by.empty()) add(&e);
     return out;
   }
   for (const auto& t : targets) {
     if (const Experiment* e = find_experiment(t)) {
+      if (!e->recorded_by.empty())
+        throw UsageError(fmt::format("{} is recorded by 'concurdl {}', not measured by run", t,
+                                     e->recorded_by));
       add(e);
     } else if (const ChapterInfo* c = find_chapter(t)) {
-      for (const Experiment* x : chapter_experiments(c->folder)) add(x);
+      for (const Experiment* x : chapter_experiments(c->folder))
+        if (x->recorded_by.empty()) add(x);
     } else {
       throw UsageError(fmt::format("unknown chapter or experiment '{}' (concurdl list shows them)", t));
     }
@@ -207,7 +213,9 @@ int cmd_list(const Args& a) {
     fmt::print("{}  {}\n", c->folder, c->title);
     for (const Experiment* e : chapter_experiments(c->folder)) {
       fmt::print("  {:<32} {}\n", e->id, e->title);
-      if (!e->microbenchmark_filter.empty()) {
+      if (!e->recorded_by.empty()) {
+        fmt::print("      recorded by 'concurdl {}' (not measured by run)\n", e->recorded_by);
+      } else if (!e->microbenchmark_filter.empty()) {
         fmt::print("      micro-benchmarks matching '{}' (Google Benchmark)\n", e->microbenchmark_filter);
       } else {
         for (const Axis& ax : e->axes) {
@@ -332,9 +340,24 @@ void add_run_flags(CLI::App* app, Args& a) {
   app->add_flag("--quiet", a.quiet, "no progress line");
 }
 
+std::vector<Command>& command_list() {
+  static std::vector<Command> list;  // filled during static initialisation
+  return list;
+}
+
 }  // namespace
 
+bool register_command(Command c) {
+  for (const auto& existing : command_list())
+    if (existing.name == c.name) throw std::logic_error("command '" + c.name + "' registered twice");
+  command_list().push_back(std::move(c));
+  return true;
+}
+
+const std::vector<Command>& commands() { return command_list(); }
+
 int cli_main(int argc, char** argv) {
+  reexec_for_openblas_kernels(argv);  // OpenBLAS's fair kernels on CPUs it cannot place
   Args a;
   CLI::App app{"concurdl: the concurrency that deep-learning systems are built on, measured"};
   app.require_subcommand(1);
@@ -370,6 +393,15 @@ int cli_main(int argc, char** argv) {
   exercise->add_flag("--no-timing", a.no_timing, "tests only");
   exercise->add_flag("--quiet", a.quiet, "no progress line");
 
+  // Registered commands parse their own arguments: everything after the name, --help included.
+  std::vector<std::pair<const Command*, CLI::App*>> extra;
+  for (const Command& c : commands()) {
+    auto* sub = app.add_subcommand(c.name, c.summary);
+    sub->prefix_command();
+    sub->set_help_flag();
+    extra.emplace_back(&c, sub);
+  }
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::Success& e) {
@@ -388,6 +420,8 @@ int cli_main(int argc, char** argv) {
     if (*report) return cmd_report(a);
     if (*compare) return cmd_compare(a);
     if (*exercise) return cmd_exercise(a);
+    for (auto& [c, sub] : extra)
+      if (*sub) return c->run(sub->remaining());
   } catch (const UsageError& e) {
     std::fprintf(stderr, "concurdl: %s\n", e.what());
     return 2;

@@ -238,6 +238,8 @@ std::vector<Record> run_configs(const std::vector<Config>& configs, const RunOpt
           if (w.bytes > 0) s.record.derived["bytes_per_s"] = w.bytes / t;
           if (w.flops > 0) s.record.derived["flops_per_s"] = w.flops / t;
         }
+        // Arithmetic intensity (FLOP per byte moved): where the run sits on a roofline.
+        if (w.flops > 0 && w.bytes > 0) s.record.derived["intensity"] = w.flops / w.bytes;
         done.push_back(std::move(s.record));
       }
     }

@@ -10,6 +10,12 @@
 
 #include <fmt/format.h>
 
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "concurdl/harness/cli.hpp"
+#include "concurdl/harness/errors.hpp"
 #include "concurdl/harness/exercise.hpp"
 #include "concurdl/harness/experiment.hpp"
 #include "concurdl/harness/gbench.hpp"
@@ -99,5 +105,23 @@ void BM_toy_no_real_time(benchmark::State& state) {
   for (auto _ : state) benchmark::DoNotOptimize(state.iterations());
 }
 BENCHMARK(BM_toy_no_real_time)->Threads(2);
+
+// A command of the toy chapter's own (as the training stack registers `train`), and an
+// experiment that only it records: `run` must leave that one out.
+int toy_echo(const std::vector<std::string>& args) {
+  if (!args.empty() && args[0] == "fail") throw UsageError("toy-echo: 'fail' was asked for");
+  for (const auto& a : args) std::printf("%s\n", a.c_str());
+  return args.size() == 1 && args[0] == "exit3" ? 3 : 0;
+}
+
+const bool registered_command = [] {
+  register_command({"toy-echo", "prints its arguments, one per line", &toy_echo});
+  register_experiment({.id = "ch99/recorded",
+                       .chapter = "99-selftest",
+                       .title = "Recorded by toy-echo",
+                       .axes = {{.name = "epoch", .values = {"0"}, .kind = AxisKind::integer}},
+                       .recorded_by = "toy-echo"});
+  return true;
+}();
 
 }  // namespace

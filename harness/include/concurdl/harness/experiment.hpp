@@ -75,13 +75,16 @@ enum class Overlay {
   gustafson,      // weak scaling with the Amdahl-fitted fraction
   mem_ceiling,    // calibrated memory bandwidth (y must be bytes_per_s)
   flops_ceiling,  // calibrated peak FLOP/s (y must be flops_per_s)
+  roofline,       // min(peak FLOP/s, x * memory bandwidth): x must be "intensity" (FLOP/byte)
+                  // and y flops_per_s; drawn from the run's calibration
 };
 
 struct Figure {
   std::string id;                  // file stem, unique within the experiment
   std::string title;
   FigureKind kind = FigureKind::lines;
-  std::string x = "threads";       // parameter on the x axis
+  std::string x = "threads";       // parameter on the x axis, or else a derived metric
+                                   // ("intensity", "elapsed_s"): records without it are left out
   std::string y = "median";        // "median" (the metric) or a derived metric's name
   std::string series = "variant";  // parameter naming the series; other varying parameters
                                    // are folded into the series label, never averaged away
@@ -89,6 +92,10 @@ struct Figure {
   bool log_x = false, log_y = false;
   std::vector<Overlay> overlays;   // empty: speedup gets {ideal, amdahl}; others none
   std::string y_label;             // default: the metric and its unit
+  std::string x_label;             // default: x's name
+  // Parameters that vary along x rather than between series (the epoch, when x is the elapsed
+  // time): left out of the series labels instead of making one series per point.
+  std::vector<std::string> along_x;
 };
 
 enum class Ceiling { none, mem_bandwidth, peak_flops };
@@ -117,6 +124,12 @@ struct Experiment {
   // micro-benchmarks selected by this regex, run through the bridge instead of `prepare`.
   std::string microbenchmark_filter;
   std::vector<std::string> microbenchmark_args;
+  // Derived metrics this experiment's records carry beyond the harness's own (items_per_s,
+  // speedup, intensity, ...): a figure's x or y may name them.
+  std::vector<std::string> derived;
+  // Recorded by a command of its own (`concurdl train`), not measured by `run`: it has no
+  // `prepare`, `run` leaves it out, and its figures chart the records that command writes.
+  std::string recorded_by;
 };
 
 // Registration from a chapter's experiments.cpp:

@@ -1,0 +1,63 @@
+// Single-precision GEMM, row-major: C = alpha * op(A) * op(B) + beta * C, where op(A) is M x K
+// and op(B) is K x N. Four versions of the suite's own, each a step of the lesson, and
+// OpenBLAS's cblas_sgemm as the peer:
+//   v1_naive      i-j-k loops: the inner loop walks B down a column (stride N): a cache miss
+//                 per multiply-add once B outgrows the cache
+//   v2_ikj        i-k-j loops: the inner loop walks B and C along rows (unit stride), so it
+//                 vectorises; no reuse beyond one row
+//   v3_blocked    cache blocking: C is computed in tiles whose A and B panels stay in cache
+//   v4_register   blocking with packed panels and an MR x NR register tile (the micro-kernel
+//                 keeps the C tile in vector registers across the K loop), OpenMP over tiles
+//   openblas      cblas_sgemm
+// Every version takes the same arguments (transposes, leading dimensions, alpha, beta) and is
+// validated against a double-precision reference (reference.hpp). Threads: v4 and OpenBLAS
+// use compute_threads() (threads.hpp); v1-v3 are single-threaded by design.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "concurdl/kernels/cost.hpp"
+
+namespace concurdl::kernels {
+
+enum class Trans : bool { no = false, yes = true };
+
+enum class GemmVersion { v1_naive, v2_ikj, v3_blocked, v4_register, openblas };
+
+// "v1_naive", ... "openblas"; and back (nullopt-like: returns false on an unknown name).
+std::string_view gemm_version_name(GemmVersion v);
+bool parse_gemm_version(std::string_view name, GemmVersion& out);
+const std::vector<GemmVersion>& gemm_versions();  // all five, in lesson order
+
+// Row-major: op(A) is m x k, stored as A (m x k, lda >= k) or, transposed, A (k x m, lda >= m);
+// likewise B; C is m x n with ldc >= n. m, n or k may be 0. beta == 0 means C is written, never
+// read (so it may hold NaN or garbage). Throws std::invalid_argument on a leading dimension
+// smaller than its row. Safe to call from several threads at once (v4's packing buffers are per
+// thread). v4 gives the same bits for any compute_threads().
+void gemm(GemmVersion v, Trans ta, Trans tb, std::size_t m, std::size_t n, std::size_t k,
+          float alpha, const float* a, std::size_t lda, const float* b, std::size_t ldb, float beta,
+          float* c, std::size_t ldc);
+
+// 2mnk FLOPs (plus mn for beta != 0 is not counted, as BLAS benchmarks do not); bytes: A and B
+// read once, C read (beta != 0) and written once.
+Cost gemm_cost(std::size_t m, std::size_t n, std::size_t k, bool reads_c = true);
+
+// v4's blocking as compiled for this target (-march decides the vector width): the register
+// tile is mr x nr, the A micro-panel mr x kc, the B block kc x nc, the A block mc x kc.
+struct GemmBlocking {
+  std::size_t mr, nr, kc, mc, nc, lanes;
+};
+GemmBlocking gemm_v4_blocking();
+
+// The kernel family OpenBLAS picked for this CPU ("SkylakeX", "Haswell", ...). A build with
+// DYNAMIC_ARCH falls back to "Prescott" (SSE3) on a CPU it does not recognise, e.g. a VM that
+// hides the CPU model: then it is no fair peer, and OPENBLAS_CORETYPE=SkylakeX (or Haswell)
+// in the environment of the program fixes it.
+std::string openblas_core();
+// True when openblas_core() names a kernel older than the vector extensions this CPU has.
+bool openblas_core_is_generic();
+
+}  // namespace concurdl::kernels

@@ -1,0 +1,342 @@
+// GEMM v3 (cache blocking) and v4 (packed panels, register tile, OpenMP).
+//
+// v4 follows BLIS/GotoBLAS: the five loops around a micro-kernel. Row-major, so the vector
+// lanes run along a row of C (the N dimension); that makes op(B) the operand whose micro-panels
+// stream from L2 and op(A) the one whose micro-panel stays in L1:
+//
+//   for ic in M step MC            A block (MC x KC) packed into MR-row panels     -> L3
+//     for pc in K step KC            (beta applies on the first pc, then C += ...)
+//       for jc in N step NC          B block (KC x NC) packed into NR-column panels -> L2
+//         for ir in MC step MR       A micro-panel (MR x KC)                         -> L1
+//           for jr in NC step NR     B micro-panel (KC x NR), streamed from L2
+//             micro-kernel: C[MR x NR] (+)= A-panel * B-panel, the C tile in registers
+//
+// Packing copies each operand once per block into the order the micro-kernel reads it (unit
+// stride, aligned, zero-padded to whole panels), whatever its transpose and leading dimension:
+// the micro-kernel sees one layout. Threads split C statically into rectangles of whole tiles
+// (one each, no barriers); each C element is computed by one thread with the same K order and
+// the same instructions, so the result has the same bits for any thread count.
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <new>
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include "concurdl/kernels/threads.hpp"
+#include "gemm_impl.hpp"
+
+namespace concurdl::kernels::detail {
+
+// ---------------------------------------------------------------------------------------------
+// v3: cache blocking. The i-k-j loops of v2, run over blocks: a KB x NB block of B (256 KiB)
+// stays in L2 while MB rows of A use it, and the NB-wide row of C being updated stays in L1.
+// v2 streams all of B from memory once per row of C; v3 once per MB rows. How much that buys
+// depends on where v2's B came from: on a server whose L3 holds B (n = 1024 is 4 MiB) v2 reads
+// it at L3 speed and v3 gains little, because both are then held back by the inner loop
+// itself: a load and a store of C for every multiply-add. v4 keeps C in registers instead.
+// Block sizes: MB, KB and NB from 16 to 256 (B blocks of 64 KiB to 512 KiB) measured within
+// 10 % of each other at n = 1024 on Sapphire Rapids.
+namespace {
+constexpr std::size_t kV3RowsA = 64;   // MB
+constexpr std::size_t kV3Depth = 128;  // KB
+constexpr std::size_t kV3Cols = 512;   // NB
+
+template <Trans TA, Trans TB>
+void v3_blocks(const GemmArgs& g) {
+  scale_c(g);
+  for (std::size_t i0 = 0; i0 < g.m; i0 += kV3RowsA) {
+    const std::size_t i1 = std::min(g.m, i0 + kV3RowsA);
+    for (std::size_t p0 = 0; p0 < g.k; p0 += kV3Depth) {
+      const std::size_t p1 = std::min(g.k, p0 + kV3Depth);
+      for (std::size_t j0 = 0; j0 < g.n; j0 += kV3Cols) {
+        const std::size_t j1 = std::min(g.n, j0 + kV3Cols);
+        for (std::size_t i = i0; i < i1; ++i) {
+          float* __restrict crow = g.c + i * g.ldc;
+          for (std::size_t p = p0; p < p1; ++p) {
+            const float aip = g.alpha * (TA == Trans::no ? g.a[i * g.lda + p] : g.a[p * g.lda + i]);
+            if constexpr (TB == Trans::no) {
+              const float* __restrict brow = g.b + p * g.ldb;
+              for (std::size_t j = j0; j < j1; ++j) crow[j] += aip * brow[j];
+            } else {
+              for (std::size_t j = j0; j < j1; ++j) crow[j] += aip * g.b[j * g.ldb + p];
+            }
+          }
+        }
+      }
+    }
+  }
+}
+}  // namespace
+
+void gemm_v3(const GemmArgs& g) {
+  if (g.ta == Trans::no)
+    g.tb == Trans::no ? v3_blocks<Trans::no, Trans::no>(g) : v3_blocks<Trans::no, Trans::yes>(g);
+  else
+    g.tb == Trans::no ? v3_blocks<Trans::yes, Trans::no>(g) : v3_blocks<Trans::yes, Trans::yes>(g);
+}
+
+// ---------------------------------------------------------------------------------------------
+// v4: packed panels and a register tile.
+namespace {
+
+// The register tile, from the vector registers the target has (set at compile time, so
+// -march decides): MR rows x NR columns of C in MR * NR / kLanes accumulators, plus NR / kLanes
+// registers for a row of the B panel and one for a broadcast element of A.
+//   AVX-512: 32 registers of 16 floats: 14 x 32 tile = 28 accumulators + 2 for B + 1 for A
+//   AVX/AVX2: 16 registers of 8 floats:  6 x 16 tile = 12 accumulators + 2 + 1
+//   SSE2:     16 registers of 4 floats:  6 x 8 tile  = 12 accumulators + 2 + 1
+// The cache blocks:
+//   KC: an A micro-panel (MR x KC floats: 28 KiB for AVX-512) stays in L1 (48 KiB on Ice Lake
+//       and later) while B micro-panels stream past it;
+//   NC: a B block (KC x NC: 512 KiB) stays in L2 (2 MiB per core on Sapphire Rapids, 1-2 MiB
+//       on most AVX-512 parts) while every A micro-panel of the A block uses it;
+//   MC: an A block (MC x KC: 4 MiB) is read from L3 once per B block.
+// Measured on Sapphire Rapids (2 vCPUs of a busy shared VM, 1 thread, CPU time, n = 512-2048):
+// tiles 12 x 32 and 14 x 32 with KC 384-512 and NC 256-512 all reached 130-150 GFLOP/s, about
+// OpenBLAS's own AVX-512 kernel (135-155); these values were the steadiest of that set. The
+// AVX2 values are BLIS's Haswell ones (its MC and NC swap roles here: BLIS is column-major);
+// on the same CPU built for AVX2 they reach 0.9x OpenBLAS's Haswell kernel.
+#if defined(__AVX512F__)
+constexpr std::size_t kLanes = 16, kMR = 14, kNR = 32, kKC = 512, kNC = 256, kMC = 2016;
+#elif defined(__AVX__)
+constexpr std::size_t kLanes = 8, kMR = 6, kNR = 16, kKC = 256, kNC = 144, kMC = 4080;
+#else
+constexpr std::size_t kLanes = 4, kMR = 6, kNR = 8, kKC = 256, kNC = 128, kMC = 1020;
+#endif
+constexpr std::size_t kNV = kNR / kLanes;  // vectors per row of the tile
+static_assert(kNR % kLanes == 0 && kMC % kMR == 0 && kNC % kNR == 0);
+
+// A GCC/Clang vector extension: arithmetic on it is element-wise, `float * vec` broadcasts.
+// Unaligned loads and stores go through memcpy, which compiles to one vector move.
+using Vec = float __attribute__((vector_size(kLanes * sizeof(float))));
+inline Vec load(const float* p) {
+  Vec v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+inline void store(float* p, Vec v) { std::memcpy(p, &v, sizeof v); }
+
+// C[MR x NR] = alpha * Ap * Bp + beta * C, where Ap is a packed MR x kc panel (column p at
+// ap + p * MR) and Bp a packed kc x NR panel (row p at bp + p * NR). beta == 0 never reads C.
+// Always a whole tile: edge tiles go through a scratch tile (below), so every element of C is
+// computed by these same instructions.
+void micro_kernel(std::size_t kc, const float* __restrict ap, const float* __restrict bp,
+                  float alpha, float beta, float* __restrict c, std::size_t ldc) {
+  Vec acc[kMR][kNV] = {};
+  for (std::size_t p = 0; p < kc; ++p) {
+    Vec b[kNV];
+#pragma GCC unroll 4
+    for (std::size_t v = 0; v < kNV; ++v) b[v] = load(bp + p * kNR + v * kLanes);
+#pragma GCC unroll 16
+    for (std::size_t i = 0; i < kMR; ++i) {
+      const float a = ap[p * kMR + i];
+#pragma GCC unroll 4
+      for (std::size_t v = 0; v < kNV; ++v) acc[i][v] += a * b[v];
+    }
+  }
+  if (beta == 0.0f) {
+#pragma GCC unroll 16
+    for (std::size_t i = 0; i < kMR; ++i)
+#pragma GCC unroll 4
+      for (std::size_t v = 0; v < kNV; ++v) store(c + i * ldc + v * kLanes, alpha * acc[i][v]);
+  } else {
+#pragma GCC unroll 16
+    for (std::size_t i = 0; i < kMR; ++i)
+#pragma GCC unroll 4
+      for (std::size_t v = 0; v < kNV; ++v) {
+        float* cv = c + i * ldc + v * kLanes;
+        store(cv, alpha * acc[i][v] + beta * load(cv));
+      }
+  }
+}
+
+// A tile that sticks out of C (the last rows or columns): compute the whole tile into scratch,
+// with C's values copied in when beta reads them, and copy back the part that exists.
+void edge_tile(std::size_t kc, const float* ap, const float* bp, float alpha, float beta, float* c,
+               std::size_t ldc, std::size_t rows, std::size_t cols) {
+  alignas(64) float tile[kMR * kNR];
+  if (beta != 0.0f) {  // the rows and columns that do not exist are read too: make them zeros
+    std::fill(tile, tile + kMR * kNR, 0.0f);
+    for (std::size_t i = 0; i < rows; ++i)
+      std::memcpy(tile + i * kNR, c + i * ldc, cols * sizeof(float));
+  }
+  micro_kernel(kc, ap, bp, alpha, beta, tile, kNR);
+  for (std::size_t i = 0; i < rows; ++i)
+    std::memcpy(c + i * ldc, tile + i * kNR, cols * sizeof(float));
+}
+
+// op(A)[i0 .. i0+mc, p0 .. p0+kc] into MR-row panels: panel r holds rows r*MR.., column by
+// column (MR consecutive floats per p); rows past mc are zero.
+template <Trans TA>
+void pack_a_panel(const GemmArgs& g, std::size_t i0, std::size_t rows, std::size_t p0,
+                  std::size_t kc, float* __restrict dst) {
+  if constexpr (TA == Trans::no) {  // A(i, p) = a[i * lda + p]: read along rows of A
+    for (std::size_t i = 0; i < rows; ++i) {
+      const float* src = g.a + (i0 + i) * g.lda + p0;
+      for (std::size_t p = 0; p < kc; ++p) dst[p * kMR + i] = src[p];
+    }
+  } else {  // A(i, p) = a[p * lda + i]: a column of op(A) is contiguous
+    for (std::size_t p = 0; p < kc; ++p) {
+      const float* src = g.a + (p0 + p) * g.lda + i0;
+      for (std::size_t i = 0; i < rows; ++i) dst[p * kMR + i] = src[i];
+    }
+  }
+  for (std::size_t i = rows; i < kMR; ++i)
+    for (std::size_t p = 0; p < kc; ++p) dst[p * kMR + i] = 0.0f;
+}
+
+// op(B)[p0 .. p0+kc, j0 .. j0+cols] into one NR-column panel, row by row; columns past cols
+// are zero.
+template <Trans TB>
+void pack_b_panel(const GemmArgs& g, std::size_t p0, std::size_t kc, std::size_t j0,
+                  std::size_t cols, float* __restrict dst) {
+  if constexpr (TB == Trans::no) {  // B(p, j) = b[p * ldb + j]: a row of op(B) is contiguous
+    for (std::size_t p = 0; p < kc; ++p) {
+      const float* src = g.b + (p0 + p) * g.ldb + j0;
+      for (std::size_t j = 0; j < cols; ++j) dst[p * kNR + j] = src[j];
+      for (std::size_t j = cols; j < kNR; ++j) dst[p * kNR + j] = 0.0f;
+    }
+  } else {  // B(p, j) = b[j * ldb + p]: read along rows of B
+    for (std::size_t j = 0; j < cols; ++j) {
+      const float* src = g.b + (j0 + j) * g.ldb + p0;
+      for (std::size_t p = 0; p < kc; ++p) dst[p * kNR + j] = src[p];
+    }
+    for (std::size_t p = 0; p < kc; ++p)
+      for (std::size_t j = cols; j < kNR; ++j) dst[p * kNR + j] = 0.0f;
+  }
+}
+
+// Packing buffers, one pair per thread (OpenMP keeps its workers alive between regions),
+// grown on demand: a fresh allocation per call would page-fault megabytes on every call.
+struct AlignedFree {
+  void operator()(float* p) const { ::operator delete[](p, std::align_val_t{64}); }
+};
+struct PackBuffer {
+  std::unique_ptr<float[], AlignedFree> data;
+  std::size_t size = 0;
+  float* get(std::size_t n) {
+    if (n > size) {
+      data.reset(static_cast<float*>(::operator new[](n * sizeof(float), std::align_val_t{64})));
+      size = n;
+    }
+    return data.get();
+  }
+};
+
+constexpr std::size_t ceil_div(std::size_t x, std::size_t d) { return (x + d - 1) / d; }
+
+// One thread's share: the BLIS loops over the block C[i0 .. i1, j0 .. j1], with its own packed
+// panels, so threads never wait for each other's packing.
+template <Trans TA, Trans TB>
+void v4_rectangle(const GemmArgs& g, std::size_t i0, std::size_t i1, std::size_t j0,
+                  std::size_t j1) {
+  thread_local PackBuffer a_buf, b_buf;
+  const std::size_t kc_max = std::min(kKC, g.k);
+  float* const a_pack = a_buf.get(ceil_div(std::min(kMC, i1 - i0), kMR) * kMR * kc_max);
+  float* const b_pack = b_buf.get(kc_max * ceil_div(std::min(kNC, j1 - j0), kNR) * kNR);
+  for (std::size_t ic = i0; ic < i1; ic += kMC) {
+    const std::size_t mc = std::min(kMC, i1 - ic);
+    for (std::size_t pc = 0; pc < g.k; pc += kKC) {
+      const std::size_t kc = std::min(kKC, g.k - pc);
+      const float beta = pc == 0 ? g.beta : 1.0f;  // later K blocks add to what the first wrote
+      for (std::size_t r = 0; r * kMR < mc; ++r)
+        pack_a_panel<TA>(g, ic + r * kMR, std::min(kMR, mc - r * kMR), pc, kc,
+                         a_pack + r * kMR * kc);
+      for (std::size_t jc = j0; jc < j1; jc += kNC) {
+        const std::size_t nc = std::min(kNC, j1 - jc);
+        for (std::size_t s = 0; s * kNR < nc; ++s)
+          pack_b_panel<TB>(g, pc, kc, jc + s * kNR, std::min(kNR, nc - s * kNR),
+                           b_pack + s * kNR * kc);
+        for (std::size_t i = 0; i < mc; i += kMR) {  // A micro-panel stays in L1 across this row
+          const float* ap = a_pack + i * kc;
+          for (std::size_t j = 0; j < nc; j += kNR) {
+            const float* bp = b_pack + j * kc;
+            float* c = g.c + (ic + i) * g.ldc + jc + j;
+            const std::size_t rows = std::min(kMR, mc - i), cols = std::min(kNR, nc - j);
+            if (rows == kMR && cols == kNR)
+              micro_kernel(kc, ap, bp, g.alpha, beta, c, g.ldc);
+            else
+              edge_tile(kc, ap, bp, g.alpha, beta, c, g.ldc, rows, cols);
+          }
+        }
+      }
+    }
+  }
+}
+
+// How `threads` threads split C: a grid of tm x tn rectangles (tm * tn = threads), each a whole
+// number of MR x NR tiles, chosen to minimise the tiles of the largest rectangle, then the
+// panels it packs. Depends on the shape and the count only, never on timing.
+struct Grid {
+  std::size_t tm = 1, tn = 1;
+};
+Grid split(std::size_t m, std::size_t n, std::size_t threads) {
+  const std::size_t mp = ceil_div(m, kMR), np = ceil_div(n, kNR);
+  Grid best;
+  std::size_t best_area = SIZE_MAX, best_edge = SIZE_MAX;
+  for (std::size_t tm = 1; tm <= threads; ++tm) {
+    if (threads % tm != 0) continue;
+    const std::size_t tn = threads / tm;
+    const std::size_t rows = ceil_div(mp, tm), cols = ceil_div(np, tn);
+    const std::size_t area = rows * cols, edge = rows * kMR + cols * kNR;
+    if (area < best_area || (area == best_area && edge < best_edge)) {
+      best = {tm, tn};
+      best_area = area;
+      best_edge = edge;
+    }
+  }
+  return best;
+}
+
+// Below this many multiply-adds (~60 us on one core) a team costs more than it saves, and on a
+// busy machine a worker that has to wait for a core can cost milliseconds.
+constexpr double kParallelMinMacs = 1 << 22;
+
+template <Trans TA, Trans TB>
+void v4_packed(const GemmArgs& g) {
+  const double macs =
+      static_cast<double>(g.m) * static_cast<double>(g.n) * static_cast<double>(g.k);
+  const int threads = macs >= kParallelMinMacs ? compute_threads() : 1;
+  // Each thread takes one rectangle of C: no barriers, no shared buffers. The team may be
+  // smaller than asked (nested regions), so the grid is made from the team's real size.
+#pragma omp parallel num_threads(threads) if (threads > 1)
+  {
+    std::size_t team = 1, me = 0;
+#ifdef _OPENMP
+    team = static_cast<std::size_t>(omp_get_num_threads());
+    me = static_cast<std::size_t>(omp_get_thread_num());
+#endif
+    const Grid grid = split(g.m, g.n, team);
+    const std::size_t mp = ceil_div(g.m, kMR), np = ceil_div(g.n, kNR);
+    const std::size_t ti = me / grid.tn, tj = me % grid.tn;
+    // Rectangle ti of tm: tiles [ti * mp / tm, (ti + 1) * mp / tm), in elements, clipped to C.
+    const std::size_t i0 = std::min(g.m, ti * mp / grid.tm * kMR);
+    const std::size_t i1 = std::min(g.m, (ti + 1) * mp / grid.tm * kMR);
+    const std::size_t j0 = std::min(g.n, tj * np / grid.tn * kNR);
+    const std::size_t j1 = std::min(g.n, (tj + 1) * np / grid.tn * kNR);
+    if (i0 < i1 && j0 < j1) v4_rectangle<TA, TB>(g, i0, i1, j0, j1);
+  }
+}
+
+}  // namespace
+
+void gemm_v4(const GemmArgs& g) {
+  if (g.k == 0) return scale_c(g);
+  if (g.ta == Trans::no)
+    g.tb == Trans::no ? v4_packed<Trans::no, Trans::no>(g) : v4_packed<Trans::no, Trans::yes>(g);
+  else
+    g.tb == Trans::no ? v4_packed<Trans::yes, Trans::no>(g) : v4_packed<Trans::yes, Trans::yes>(g);
+}
+
+}  // namespace concurdl::kernels::detail
+
+namespace concurdl::kernels {
+GemmBlocking gemm_v4_blocking() {
+  using namespace detail;
+  return {.mr = kMR, .nr = kNR, .kc = kKC, .mc = kMC, .nc = kNC, .lanes = kLanes};
+}
+}  // namespace concurdl::kernels

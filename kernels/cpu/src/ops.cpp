@@ -1,0 +1,262 @@
+// Reductions, element-wise ops and softmax cross-entropy (ops.hpp). Each parallel loop is a
+// static OpenMP loop over a fixed partition (chunks of kReduceChunk elements, blocks of rows or
+// columns) whose size never depends on the thread count, so every result is bit-identical at
+// any number of threads; `if(...)` keeps inputs too small to pay for the team on one thread.
+#include "concurdl/kernels/ops.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "concurdl/kernels/threads.hpp"
+
+namespace concurdl::kernels {
+
+namespace {
+
+constexpr std::size_t kLanes = 8;  // interleaved accumulators: independent adds that vectorise
+
+constexpr double fl(std::size_t n) { return static_cast<double>(n); }
+constexpr double kF = sizeof(float);
+
+// Sums f(begin, end) over fixed chunks of [0, n), the partials added in chunk order.
+template <class ChunkFn>
+double reduce_chunks(std::size_t n, std::size_t chunk, bool parallel, ChunkFn f) {
+  const std::size_t chunks = (n + chunk - 1) / chunk;
+  if (chunks <= 1) return n == 0 ? 0.0 : f(std::size_t{0}, n);
+  std::vector<double> partial(chunks);
+#pragma omp parallel for num_threads(compute_threads()) schedule(static) if (parallel)
+  for (std::size_t i = 0; i < chunks; ++i) partial[i] = f(i * chunk, std::min(n, (i + 1) * chunk));
+  double s = 0;
+  for (const double p : partial) s += p;
+  return s;
+}
+
+float combine_lanes(const float (&acc)[kLanes]) {
+  return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+}
+
+float chunk_sum(const float* x, std::size_t n) {
+  float acc[kLanes] = {};
+  std::size_t i = 0;
+  for (; i + kLanes <= n; i += kLanes)
+    for (std::size_t j = 0; j < kLanes; ++j) acc[j] += x[i + j];
+  float s = combine_lanes(acc);
+  for (; i < n; ++i) s += x[i];
+  return s;
+}
+
+float chunk_dot(const float* x, const float* y, std::size_t n) {
+  float acc[kLanes] = {};
+  std::size_t i = 0;
+  for (; i + kLanes <= n; i += kLanes)
+    for (std::size_t j = 0; j < kLanes; ++j) acc[j] += x[i + j] * y[i + j];
+  float s = combine_lanes(acc);
+  for (; i < n; ++i) s += x[i] * y[i];
+  return s;
+}
+
+void check_labels(const char* who, const std::uint8_t* labels, std::size_t rows,
+                  std::size_t classes) {
+  if (classes == 0 && rows > 0) throw std::invalid_argument(std::string(who) + ": no classes");
+  for (std::size_t r = 0; r < rows; ++r)
+    if (labels[r] >= classes)
+      throw std::invalid_argument(std::string(who) + ": label " + std::to_string(labels[r]) +
+                                  " of row " + std::to_string(r) + " is not a class (0.." +
+                                  std::to_string(classes - 1) + ")");
+}
+
+}  // namespace
+
+// ---- reductions -------------------------------------------------------------------------
+
+float sum(const float* x, std::size_t n) {
+  return static_cast<float>(
+      reduce_chunks(n, kReduceChunk, n >= kParallelMin,
+                    [x](std::size_t b, std::size_t e) { return double{chunk_sum(x + b, e - b)}; }));
+}
+Cost sum_cost(std::size_t n) { return {fl(n), kF * fl(n)}; }
+
+float dot(const float* x, const float* y, std::size_t n) {
+  return static_cast<float>(reduce_chunks(
+      n, kReduceChunk, n >= kParallelMin,
+      [x, y](std::size_t b, std::size_t e) { return double{chunk_dot(x + b, y + b, e - b)}; }));
+}
+Cost dot_cost(std::size_t n) { return {2 * fl(n), 2 * kF * fl(n)}; }
+
+float max_value(const float* x, std::size_t n) {
+  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+  if (n == 0) return kNegInf;
+  const std::size_t chunks = (n + kReduceChunk - 1) / kReduceChunk;
+  std::vector<float> partial(chunks, kNegInf);
+  std::vector<unsigned char> saw_nan(chunks, 0);
+#pragma omp parallel for num_threads(compute_threads()) schedule(static) if (n >= kParallelMin)
+  for (std::size_t c = 0; c < chunks; ++c) {
+    const std::size_t b = c * kReduceChunk, e = std::min(n, b + kReduceChunk);
+    float acc[kLanes];
+    std::fill(acc, acc + kLanes, kNegInf);
+    bool nan = false;
+    std::size_t i = b;
+    for (; i + kLanes <= e; i += kLanes)
+      for (std::size_t j = 0; j < kLanes; ++j) {
+        const float v = x[i + j];
+        nan |= v != v;
+        acc[j] = v > acc[j] ? v : acc[j];
+      }
+    float m = *std::max_element(acc, acc + kLanes);
+    for (; i < e; ++i) {
+      nan |= x[i] != x[i];
+      m = x[i] > m ? x[i] : m;
+    }
+    partial[c] = m;
+    saw_nan[c] = nan ? 1 : 0;
+  }
+  if (std::find(saw_nan.begin(), saw_nan.end(), 1) != saw_nan.end())
+    return std::numeric_limits<float>::quiet_NaN();
+  return *std::max_element(partial.begin(), partial.end());
+}
+Cost max_cost(std::size_t n) { return {fl(n), kF * fl(n)}; }
+
+void column_sums(const float* x, std::size_t rows, std::size_t cols, std::size_t ldx, float* out,
+                 float beta) {
+  constexpr std::size_t kBlock = 64;  // columns per task: 4 cache lines of each row
+  const std::size_t blocks = (cols + kBlock - 1) / kBlock;
+#pragma omp parallel for num_threads(compute_threads()) \
+    schedule(static) if (rows * cols >= kParallelMin && blocks > 1)
+  for (std::size_t blk = 0; blk < blocks; ++blk) {
+    const std::size_t c0 = blk * kBlock, w = std::min(cols, c0 + kBlock) - c0;
+    float acc[kBlock] = {};
+    for (std::size_t r = 0; r < rows; ++r) {
+      const float* row = x + r * ldx + c0;
+      for (std::size_t j = 0; j < w; ++j) acc[j] += row[j];
+    }
+    for (std::size_t j = 0; j < w; ++j)
+      out[c0 + j] = beta == 0.0f ? acc[j] : beta * out[c0 + j] + acc[j];
+  }
+}
+Cost column_sums_cost(std::size_t rows, std::size_t cols) {
+  return {fl(rows) * fl(cols), kF * (fl(rows) * fl(cols) + fl(cols))};
+}
+
+// ---- element-wise -----------------------------------------------------------------------
+
+void add_bias_rows(float* y, std::size_t rows, std::size_t cols, std::size_t ldy, const float* b) {
+#pragma omp parallel for num_threads(compute_threads()) \
+    schedule(static) if (rows * cols >= kParallelMin)
+  for (std::size_t r = 0; r < rows; ++r) {
+    float* row = y + r * ldy;
+    for (std::size_t c = 0; c < cols; ++c) row[c] += b[c];
+  }
+}
+Cost add_bias_rows_cost(std::size_t rows, std::size_t cols) {
+  return {fl(rows) * fl(cols), kF * (2 * fl(rows) * fl(cols) + fl(cols))};
+}
+
+void relu_forward(const float* x, float* y, std::size_t n) {
+#pragma omp parallel for simd num_threads(compute_threads()) schedule(static) if (n >= kParallelMin)
+  for (std::size_t i = 0; i < n; ++i) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+}
+Cost relu_forward_cost(std::size_t n) { return {fl(n), 2 * kF * fl(n)}; }
+
+void relu_backward(const float* act, float* dx, std::size_t n) {
+#pragma omp parallel for simd num_threads(compute_threads()) schedule(static) if (n >= kParallelMin)
+  for (std::size_t i = 0; i < n; ++i) dx[i] = act[i] > 0.0f ? dx[i] : 0.0f;
+}
+Cost relu_backward_cost(std::size_t n) { return {fl(n), 3 * kF * fl(n)}; }
+
+void axpy(std::size_t n, float a, const float* x, float* y) {
+#pragma omp parallel for simd num_threads(compute_threads()) schedule(static) if (n >= kParallelMin)
+  for (std::size_t i = 0; i < n; ++i) y[i] += a * x[i];
+}
+Cost axpy_cost(std::size_t n) { return {2 * fl(n), 3 * kF * fl(n)}; }
+
+void scale(std::size_t n, float a, float* x) {
+#pragma omp parallel for simd num_threads(compute_threads()) schedule(static) if (n >= kParallelMin)
+  for (std::size_t i = 0; i < n; ++i) x[i] *= a;
+}
+Cost scale_cost(std::size_t n) { return {fl(n), 2 * kF * fl(n)}; }
+
+// ---- softmax cross-entropy ----------------------------------------------------------------
+
+double softmax_xent_forward(const float* logits, const std::uint8_t* labels, std::size_t rows,
+                            std::size_t classes, float* probs) {
+  check_labels("softmax_xent_forward", labels, rows, classes);
+  if (rows == 0) return 0.0;
+  // Rows per chunk: the unit of the loss's summation order, independent of the thread count.
+  const std::size_t chunk =
+      std::max<std::size_t>(1, kReduceChunk / std::max<std::size_t>(1, classes));
+  const std::size_t chunks = (rows + chunk - 1) / chunk;
+  std::vector<double> partial(chunks, 0.0);
+#pragma omp parallel for num_threads(compute_threads()) \
+    schedule(static) if (rows * classes >= kParallelMin)
+  for (std::size_t c = 0; c < chunks; ++c) {
+    double loss = 0;
+    for (std::size_t r = c * chunk; r < std::min(rows, (c + 1) * chunk); ++r) {
+      const float* z = logits + r * classes;
+      float* p = probs + r * classes;
+      float m = z[0];
+      for (std::size_t k = 1; k < classes; ++k) m = z[k] > m ? z[k] : m;
+      const float z_label = z[labels[r]] - m;  // read before p (which may be z) is written
+      float s = 0;
+      for (std::size_t k = 0; k < classes; ++k) {
+        p[k] = std::exp(z[k] - m);
+        s += p[k];
+      }
+      const float inv = 1.0f / s;
+      for (std::size_t k = 0; k < classes; ++k) p[k] *= inv;
+      loss += std::log(double{s}) - double{z_label};
+    }
+    partial[c] = loss;
+  }
+  double total = 0;
+  for (const double p : partial) total += p;
+  return total / fl(rows);
+}
+Cost softmax_xent_forward_cost(std::size_t rows, std::size_t classes) {
+  // per element: max, subtract, exp, add, scale
+  return {5 * fl(rows) * fl(classes), kF * 2 * fl(rows) * fl(classes) + fl(rows)};
+}
+
+void softmax_xent_backward(const float* probs, const std::uint8_t* labels, std::size_t rows,
+                           std::size_t classes, float* dlogits) {
+  check_labels("softmax_xent_backward", labels, rows, classes);
+  if (rows == 0) return;
+  const float inv = 1.0f / static_cast<float>(rows);
+#pragma omp parallel for num_threads(compute_threads()) \
+    schedule(static) if (rows * classes >= kParallelMin)
+  for (std::size_t r = 0; r < rows; ++r) {
+    const float* p = probs + r * classes;
+    float* d = dlogits + r * classes;
+    for (std::size_t k = 0; k < classes; ++k) d[k] = (p[k] - (k == labels[r] ? 1.0f : 0.0f)) * inv;
+  }
+}
+Cost softmax_xent_backward_cost(std::size_t rows, std::size_t classes) {
+  return {2 * fl(rows) * fl(classes), kF * 2 * fl(rows) * fl(classes) + fl(rows)};
+}
+
+std::size_t argmax_correct(const float* scores, const std::uint8_t* labels, std::size_t rows,
+                           std::size_t classes) {
+  if (classes == 0) return 0;
+  const std::size_t chunk = std::max<std::size_t>(1, kReduceChunk / classes);
+  const bool parallel = rows * classes >= kParallelMin;
+  const double n = reduce_chunks(rows, chunk, parallel, [=](std::size_t b, std::size_t e) {
+    std::size_t hits = 0;
+    for (std::size_t r = b; r < e; ++r) {
+      const float* s = scores + r * classes;
+      std::size_t best = 0;
+      for (std::size_t k = 1; k < classes; ++k)
+        if (s[k] > s[best]) best = k;
+      hits += best == labels[r] ? 1 : 0;
+    }
+    return static_cast<double>(hits);
+  });
+  return static_cast<std::size_t>(n);
+}
+Cost argmax_correct_cost(std::size_t rows, std::size_t classes) {
+  return {fl(rows) * fl(classes), kF * fl(rows) * fl(classes) + fl(rows)};
+}
+
+}  // namespace concurdl::kernels

@@ -1,0 +1,267 @@
+// GEMM: every version against the double reference, over the shapes that break blocked code
+// (empty, 1x1x1, odd, non-square, not multiples of the register tile, more than one cache
+// block), all four transposes, alpha/beta variants and padded leading dimensions; v4 gives the
+// same bits at 1, 2, 3, 4 and 8 threads and from concurrent callers.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "concurdl/kernels/gemm.hpp"
+#include "concurdl/kernels/reference.hpp"
+#include "concurdl/kernels/threads.hpp"
+
+namespace concurdl::kernels {
+namespace {
+
+constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+constexpr float kSentinel = 12345.0f;  // in C's padding: a kernel must never write there
+
+// Restores the thread setting a test changes, so that other tests see the default.
+struct ThreadsGuard {
+  int saved = compute_threads();
+  ~ThreadsGuard() { set_compute_threads(saved); }
+};
+
+struct Case {
+  std::size_t m, n, k;
+  Trans ta = Trans::no, tb = Trans::no;
+  float alpha = 1.0f, beta = 0.0f;
+  std::size_t pad = 0;  // leading dimension = row length + pad
+
+  std::string describe() const {
+    char s[160];
+    std::snprintf(s, sizeof s, "m=%zu n=%zu k=%zu ta=%d tb=%d alpha=%g beta=%g pad=%zu", m, n, k,
+                  ta == Trans::yes, tb == Trans::yes, alpha, beta, pad);
+    return s;
+  }
+};
+
+// Operands of a case: A, B with NaN in their padding (a kernel reading it poisons C), C with
+// NaN everywhere when beta == 0 (it must not be read) and the sentinel in its padding.
+struct Operands {
+  std::size_t lda, ldb, ldc;
+  std::vector<float> a, b, c, c0;
+};
+
+Operands make_operands(const Case& t, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  const std::size_t a_rows = t.ta == Trans::no ? t.m : t.k, a_cols = t.ta == Trans::no ? t.k : t.m;
+  const std::size_t b_rows = t.tb == Trans::no ? t.k : t.n, b_cols = t.tb == Trans::no ? t.n : t.k;
+  Operands o;
+  o.lda = a_cols + t.pad;
+  o.ldb = b_cols + t.pad;
+  o.ldc = t.n + t.pad;
+  auto fill = [&](std::vector<float>& x, std::size_t rows, std::size_t cols, std::size_t ld,
+                  float pad_value, bool values) {
+    x.assign(rows * ld, pad_value);
+    for (std::size_t i = 0; i < rows; ++i)
+      for (std::size_t j = 0; j < cols; ++j) x[i * ld + j] = values ? dist(rng) : kNaN;
+  };
+  fill(o.a, a_rows, a_cols, o.lda, kNaN, true);
+  fill(o.b, b_rows, b_cols, o.ldb, kNaN, true);
+  fill(o.c, t.m, t.n, o.ldc, kSentinel, t.beta != 0.0f);
+  o.c0 = o.c;
+  return o;
+}
+
+// Runs one version on one case and checks it against the reference; "" when right.
+std::string run_and_check(GemmVersion v, const Case& t, unsigned seed = 1) {
+  Operands o = make_operands(t, seed);
+  const GemmReference ref = reference_gemm(t.ta, t.tb, t.m, t.n, t.k, t.alpha, o.a.data(), o.lda,
+                                           o.b.data(), o.ldb, t.beta, o.c0.data(), o.ldc);
+  gemm(v, t.ta, t.tb, t.m, t.n, t.k, t.alpha, o.a.data(), o.lda, o.b.data(), o.ldb, t.beta,
+       o.c.data(), o.ldc);
+  std::string why = check_gemm(ref, o.c.data(), o.ldc);
+  for (std::size_t i = 0; i < t.m && why.empty(); ++i)
+    for (std::size_t j = t.n; j < o.ldc; ++j)
+      if (o.c[i * o.ldc + j] != kSentinel) {
+        why = "wrote C's padding at (" + std::to_string(i) + ", " + std::to_string(j) + ")";
+        break;
+      }
+  return why;
+}
+
+class GemmVersions : public ::testing::TestWithParam<GemmVersion> {};
+
+std::string version_label(const ::testing::TestParamInfo<GemmVersion>& info) {
+  return std::string(gemm_version_name(info.param));
+}
+
+const Trans kTrans[2] = {Trans::no, Trans::yes};
+
+// Odd, non-square, thin and tile-edge shapes; the last ones span more than one KC, NC or MC
+// block of v4 (K 1100 > 2 x KC, N 600 > 2 x NC, M 2100 > MC on AVX-512).
+TEST_P(GemmVersions, MatchesReferenceOnAwkwardShapesAllTransposes) {
+  const std::vector<Case> shapes = {{1, 1, 1},      {17, 33, 9},    {127, 5, 300}, {1, 1000, 1},
+                                    {1000, 1, 7},   {257, 129, 65}, {15, 33, 1},   {13, 31, 2},
+                                    {20, 70, 1100}, {30, 600, 40},  {2100, 40, 20}};
+  for (Case t : shapes)
+    for (Trans ta : kTrans)
+      for (Trans tb : kTrans) {
+        t.ta = ta;
+        t.tb = tb;
+        EXPECT_EQ(run_and_check(GetParam(), t), "") << t.describe();
+      }
+}
+
+TEST_P(GemmVersions, AlphaBetaAndLeadingDimensions) {
+  struct AB {
+    float alpha, beta;
+  };
+  const AB abs[] = {{1.0f, 0.0f}, {1.0f, 1.0f}, {-2.0f, -0.5f}, {0.5f, 1.0f}, {0.0f, 2.0f}};
+  for (const AB ab : abs)
+    for (std::size_t pad : {0, 3, 17})
+      for (Trans ta : kTrans)
+        for (Trans tb : kTrans) {
+          const Case t{45, 67, 530, ta, tb, ab.alpha, ab.beta, pad};
+          EXPECT_EQ(run_and_check(GetParam(), t, 7), "") << t.describe();
+        }
+}
+
+// m or n = 0: nothing happens; k = 0: C = beta * C (zeros for beta == 0, even over NaN).
+TEST_P(GemmVersions, ZeroDimensions) {
+  for (float beta : {0.0f, 1.0f, -0.5f})
+    for (Trans ta : kTrans)
+      for (Trans tb : kTrans)
+        for (const Case shape :
+             {Case{0, 5, 3}, Case{4, 0, 3}, Case{4, 5, 0}, Case{0, 0, 0}, Case{19, 37, 0}}) {
+          Case t = shape;
+          t.ta = ta;
+          t.tb = tb;
+          t.beta = beta;
+          t.alpha = 1.5f;
+          t.pad = 2;
+          EXPECT_EQ(run_and_check(GetParam(), t), "") << t.describe();
+        }
+}
+
+TEST_P(GemmVersions, BadLeadingDimensionThrows) {
+  std::vector<float> a(100, 1.0f), b(100, 1.0f), c(100, 0.0f);
+  const GemmVersion v = GetParam();
+  // A is 4 x 5 (lda >= 5), B is 5 x 6 (ldb >= 6), C is 4 x 6 (ldc >= 6)
+  EXPECT_THROW(gemm(v, Trans::no, Trans::no, 4, 6, 5, 1, a.data(), 4, b.data(), 6, 0, c.data(), 6),
+               std::invalid_argument);
+  EXPECT_THROW(gemm(v, Trans::no, Trans::no, 4, 6, 5, 1, a.data(), 5, b.data(), 5, 0, c.data(), 6),
+               std::invalid_argument);
+  EXPECT_THROW(gemm(v, Trans::no, Trans::no, 4, 6, 5, 1, a.data(), 5, b.data(), 6, 0, c.data(), 5),
+               std::invalid_argument);
+  // transposed: A stored 5 x 4 (lda >= 4), B stored 6 x 5 (ldb >= 5)
+  EXPECT_THROW(gemm(v, Trans::yes, Trans::no, 4, 6, 5, 1, a.data(), 3, b.data(), 6, 0, c.data(), 6),
+               std::invalid_argument);
+  EXPECT_THROW(gemm(v, Trans::no, Trans::yes, 4, 6, 5, 1, a.data(), 5, b.data(), 4, 0, c.data(), 6),
+               std::invalid_argument);
+  EXPECT_NO_THROW(
+      gemm(v, Trans::yes, Trans::yes, 4, 6, 5, 1, a.data(), 4, b.data(), 5, 0, c.data(), 6));
+}
+
+INSTANTIATE_TEST_SUITE_P(All, GemmVersions, ::testing::ValuesIn(gemm_versions()), version_label);
+
+// The work split depends on the thread count, the arithmetic must not: every element is
+// computed by one thread with the same K order. 3 threads gives an uneven grid; 8 is more than
+// the cores of most CI machines.
+TEST(GemmV4, SameBitsForAnyThreadCount) {
+  ThreadsGuard guard;
+  for (Trans ta : kTrans)
+    for (Trans tb : kTrans) {
+      const Case t{100, 300, 700, ta, tb, 0.75f, -0.5f, 1};
+      Operands o = make_operands(t, 3);
+      std::vector<float> first;
+      for (int threads : {1, 2, 3, 4, 8}) {
+        set_compute_threads(threads);
+        std::vector<float> c = o.c0;
+        gemm(GemmVersion::v4_register, ta, tb, t.m, t.n, t.k, t.alpha, o.a.data(), o.lda,
+             o.b.data(), o.ldb, t.beta, c.data(), o.ldc);
+        if (first.empty()) {
+          first = c;
+          continue;
+        }
+        EXPECT_EQ(std::memcmp(first.data(), c.data(), c.size() * sizeof(float)), 0)
+            << t.describe() << ": threads=" << threads << " differs from threads=1";
+      }
+    }
+}
+
+// Two threads of the program call v4 at once, each with a team of its own: packing buffers are
+// per thread, nothing else is shared.
+TEST(GemmV4, ConcurrentCallersGetTheirOwnResults) {
+  ThreadsGuard guard;
+  set_compute_threads(2);
+  const Case t{160, 192, 160, Trans::no, Trans::yes, 1.0f, 0.0f, 0};  // big enough for a team
+  Operands o1 = make_operands(t, 11), o2 = make_operands(t, 12);
+  auto solo = [&](Operands& o) {
+    std::vector<float> c(o.c0.size());
+    gemm(GemmVersion::v4_register, t.ta, t.tb, t.m, t.n, t.k, 1, o.a.data(), o.lda, o.b.data(),
+         o.ldb, 0, c.data(), o.ldc);
+    return c;
+  };
+  const std::vector<float> want1 = solo(o1), want2 = solo(o2);
+  std::vector<float> got1(want1.size()), got2(want2.size());
+  bool same1 = true, same2 = true;
+  {
+    auto caller = [&](Operands& o, std::vector<float>& got, const std::vector<float>& want,
+                      bool& same) {
+      for (int rep = 0; rep < 5; ++rep) {
+        gemm(GemmVersion::v4_register, t.ta, t.tb, t.m, t.n, t.k, 1, o.a.data(), o.lda, o.b.data(),
+             o.ldb, 0, got.data(), o.ldc);
+        same = same && std::memcmp(got.data(), want.data(), got.size() * sizeof(float)) == 0;
+      }
+    };
+    std::jthread x([&] { caller(o1, got1, want1, same1); });
+    std::jthread y([&] { caller(o2, got2, want2, same2); });
+  }
+  EXPECT_TRUE(same1);
+  EXPECT_TRUE(same2);
+}
+
+TEST(GemmReference, CheckerNamesTheWorstElement) {
+  const Case t{9, 11, 40, Trans::no, Trans::no, 1.0f, 0.0f, 0};
+  Operands o = make_operands(t, 5);
+  const GemmReference ref = reference_gemm(t.ta, t.tb, t.m, t.n, t.k, 1, o.a.data(), o.lda,
+                                           o.b.data(), o.ldb, 0, nullptr, o.ldc);
+  gemm(GemmVersion::v4_register, t.ta, t.tb, t.m, t.n, t.k, 1, o.a.data(), o.lda, o.b.data(), o.ldb,
+       0, o.c.data(), o.ldc);
+  ASSERT_EQ(check_gemm(ref, o.c.data(), o.ldc), "");
+  // A large slip in C(3, 4), a smaller one in C(1, 1): the message names C(3, 4).
+  o.c[3 * o.ldc + 4] += 0.5f;
+  o.c[1 * o.ldc + 1] += 1e-3f;
+  const std::string why = check_gemm(ref, o.c.data(), o.ldc);
+  EXPECT_NE(why.find("C(3, 4)"), std::string::npos) << why;
+  EXPECT_NE(why.find("tolerance"), std::string::npos) << why;
+  o.c[3 * o.ldc + 4] = kNaN;
+  EXPECT_NE(check_gemm(ref, o.c.data(), o.ldc).find("C(3, 4) = nan"), std::string::npos);
+}
+
+TEST(GemmReference, ToleranceIsTheFloatErrorBound) {
+  // 1 + k * 2^-24 rounds in float accumulation: within (k + 3) u * sum |a b| of the exact sum.
+  const std::size_t k = 1000;
+  std::vector<float> a(k, 1.0f), b(k, 1.0f);
+  const GemmReference ref =
+      reference_gemm(Trans::no, Trans::yes, 1, 1, k, 1, a.data(), k, b.data(), k, 0, nullptr, 1);
+  EXPECT_EQ(ref.value[0], 1000.0);
+  const double u = std::numeric_limits<float>::epsilon() / 2;
+  EXPECT_NEAR(ref.tolerance[0], (k + 3) * u * 1000.0, 1e-3 * (k + 3) * u * 1000.0);
+}
+
+TEST(Gemm, NamesRoundTrip) {
+  for (GemmVersion v : gemm_versions()) {
+    GemmVersion back{};
+    ASSERT_TRUE(parse_gemm_version(gemm_version_name(v), back));
+    EXPECT_EQ(back, v);
+  }
+  GemmVersion ignored{};
+  EXPECT_FALSE(parse_gemm_version("v9_magic", ignored));
+  const Cost c = gemm_cost(2, 3, 4);
+  EXPECT_EQ(c.flops, 48);
+  EXPECT_EQ(c.bytes, 4 * (8 + 12 + 2 * 6));
+}
+
+}  // namespace
+}  // namespace concurdl::kernels

@@ -1,0 +1,196 @@
+// The training stack's entries in the harness:
+//   kernels/train             the curve `concurdl train` records (not measured by `run`): test
+//                             accuracy and loss against epochs and against training time
+//   kernels/train_throughput  training samples/s against threads, with OpenBLAS and with the
+//                             suite's own GEMM v4, on the first images of Fashion-MNIST
+#include <cmath>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "concurdl/data/idx.hpp"
+#include "concurdl/harness/errors.hpp"
+#include "concurdl/harness/experiment.hpp"
+#include "concurdl/harness/stats.hpp"
+#include "concurdl/kernels/gemm.hpp"
+#include "concurdl/kernels/threads.hpp"
+#include "concurdl/nn/trainer.hpp"
+#include "train_record.hpp"
+
+namespace concurdl::nn {
+
+namespace {
+
+std::string num(double v) { return fmt::format("{}", v); }
+
+Params curve_params(const TrainRecordContext& c, std::size_t epoch) {
+  return {{"arch", c.config.spec.describe()},
+          {"batch", std::to_string(c.config.batch)},
+          {"lr", num(c.config.sgd.lr)},
+          {"lr_decay", num(c.config.lr_decay)},
+          {"momentum", num(c.config.sgd.momentum)},
+          {"weight_decay", num(c.config.sgd.weight_decay)},
+          {"threads", std::to_string(c.config.threads)},
+          {"seed", std::to_string(c.config.seed)},
+          {"gemm", std::string(kernels::gemm_version_name(c.config.gemm))},
+          {"train_samples", std::to_string(c.train_samples)},
+          {"epoch", std::to_string(epoch)}};
+}
+
+// FLOPs of one training sample through the GEMMs: forward 2*in*out per layer; backward the
+// weight gradient (2*in*out) and the input gradient (2*in*out, not needed for the first layer).
+// Element-wise work (bias, ReLU, softmax) is O(widths) and left out.
+double training_flops_per_sample(const MlpSpec& s) {
+  double f = 0;
+  for (std::size_t l = 0; l + 1 < s.widths.size(); ++l) {
+    const double io = static_cast<double>(s.widths[l]) * static_cast<double>(s.widths[l + 1]);
+    f += 2 * io * (l == 0 ? 2 : 3);
+  }
+  return f;
+}
+
+}  // namespace
+
+Record curve_record(const TrainRecordContext& c, std::size_t epoch, const EvalResult& test,
+                    const EpochResult* r, double elapsed_s, std::uint64_t step) {
+  Record rec;
+  rec.experiment = kTrainExperiment;
+  rec.chapter = "kernels";
+  rec.params = curve_params(c, epoch);
+  rec.metric = "test_accuracy";
+  rec.unit = "fraction";
+  rec.lower_is_better = false;
+  rec.samples = {test.accuracy};
+  rec.stats = summarize(rec.samples);
+  rec.derived["test_loss"] = test.loss;
+  rec.derived["elapsed_s"] = elapsed_s;
+  rec.derived["step"] = static_cast<double>(step);
+  if (r) {
+    rec.derived["train_loss"] = r->loss;
+    rec.derived["train_accuracy"] = r->accuracy;
+    if (r->seconds > 0) rec.derived["samples_per_s"] = static_cast<double>(r->samples) / r->seconds;
+  }
+  return rec;
+}
+
+nlohmann::json training_provenance(const TrainRecordContext& c, const std::filesystem::path& data,
+                                   const std::string& resumed_from, const std::string& checkpoint) {
+  nlohmann::json j = {{"arch", c.config.spec.describe()},
+                      {"batch", c.config.batch},
+                      {"lr", c.config.sgd.lr},
+                      {"lr_decay", c.config.lr_decay},
+                      {"momentum", c.config.sgd.momentum},
+                      {"weight_decay", c.config.sgd.weight_decay},
+                      {"seed", c.config.seed},
+                      {"threads", c.config.threads},
+                      {"gemm", std::string(kernels::gemm_version_name(c.config.gemm))},
+                      {"train_samples", c.train_samples},
+                      {"test_samples", c.test_samples},
+                      {"data", std::filesystem::absolute(data).string()},
+                      {"flops_per_training_sample", training_flops_per_sample(c.config.spec)}};
+  if (!resumed_from.empty()) j["resumed_from"] = std::filesystem::absolute(resumed_from).string();
+  if (!checkpoint.empty()) j["checkpoint"] = std::filesystem::absolute(checkpoint).string();
+  return j;
+}
+
+namespace {
+
+const bool registered_curve = register_experiment({
+    .id = kTrainExperiment,
+    .chapter = "kernels",
+    .title = "Training the MLP on Fashion-MNIST: test accuracy and loss per epoch (concurdl train)",
+    // Declared for the record's vocabulary; `concurdl train` sets them from its flags.
+    .axes = {{.name = "arch", .values = {MlpSpec{}.describe()}},
+             {.name = "batch", .values = {"64"}, .kind = AxisKind::count},
+             {.name = "threads", .values = {"1"}, .kind = AxisKind::count},
+             {.name = "seed", .values = {"1"}, .kind = AxisKind::count},
+             {.name = "gemm", .values = {"openblas"}},
+             {.name = "epoch", .values = {"0"}, .kind = AxisKind::integer}},
+    .metric = "test_accuracy",
+    .unit = "fraction",
+    .lower_is_better = false,
+    .figures = {{.id = "accuracy", .title = "Test accuracy per epoch", .x = "epoch",
+                 .y = "median", .series = "arch", .y_label = "test accuracy"},
+                {.id = "accuracy_vs_time", .title = "Test accuracy against training time",
+                 .x = "elapsed_s", .y = "median", .series = "arch",
+                 .y_label = "test accuracy", .x_label = "training time (s), evaluation excluded",
+                 .along_x = {"epoch"}},
+                {.id = "train_loss", .title = "Training loss per epoch (mean over the epoch's batches)",
+                 .x = "epoch", .y = "train_loss", .series = "arch", .y_label = "cross-entropy"},
+                {.id = "test_loss", .title = "Test loss per epoch", .x = "epoch", .y = "test_loss",
+                 .series = "arch", .y_label = "cross-entropy"}},
+    .derived = {"test_loss", "train_loss", "train_accuracy", "elapsed_s", "samples_per_s", "step"},
+    .recorded_by = "train",
+});
+
+// One epoch over the first `images` training images, from the same initial model every
+// repetition (reset rebuilds the trainer, untimed).
+struct ThroughputState {
+  std::shared_ptr<const Dataset> data;
+  std::unique_ptr<Trainer> trainer;
+  EpochResult last;
+};
+
+Trial throughput_trial(const Params& p, GroupCache& cache) {
+  const auto images = static_cast<std::size_t>(param_int(p, "images"));
+  auto data = cache.get<std::shared_ptr<const Dataset>>(fmt::format("fashion-mnist:{}", images), [&] {
+    const data::FashionMnist fm = data::load_fashion_mnist();
+    return std::make_shared<const Dataset>(to_dataset(fm.train, images));
+  });
+  TrainConfig config;
+  config.batch = static_cast<std::size_t>(param_int(p, "batch"));
+  config.threads = static_cast<int>(param_int(p, "threads"));
+  if (!kernels::parse_gemm_version(param_str(p, "gemm"), config.gemm))
+    throw UsageError(fmt::format("gemm: '{}' is not a GEMM version", param_str(p, "gemm")));
+  auto st = std::make_shared<ThroughputState>();
+  st->data = data;
+  Trial t;
+  t.reset = [st, config] {
+    st->trainer = std::make_unique<Trainer>(config, *st->data);
+  };
+  t.run = [st] { st->last = st->trainer->run_epoch(); };
+  t.check = [st]() -> std::string {
+    // From the same initial model, one pass must leave a finite loss below chance (ln 10).
+    if (!std::isfinite(st->last.loss)) return "the loss is not finite";
+    if (st->last.loss >= std::log(10.0))
+      return fmt::format("mean loss {:.3f} is not below chance level (ln 10 = 2.303)", st->last.loss);
+    if (st->last.samples != st->data->n)
+      return fmt::format("{} samples trained, {} in the epoch", st->last.samples, st->data->n);
+    return "";
+  };
+  t.work.items = static_cast<double>(data->n);
+  t.work.flops = static_cast<double>(data->n) * training_flops_per_sample(config.spec);
+  return t;
+}
+
+// Quick profile: 1 .. the hardware threads, and twice that (one oversubscribed point).
+std::vector<std::string> quick_threads() {
+  std::vector<std::string> v = thread_counts_up_to_cores();
+  v.push_back(std::to_string(2 * hardware_threads()));
+  return v;
+}
+
+const bool registered_throughput = register_experiment({
+    .id = "kernels/train_throughput",
+    .chapter = "kernels",
+    .title = "Training throughput of the MLP (samples/s) against threads: OpenBLAS vs GEMM v4",
+    .axes = {{.name = "gemm", .values = {"openblas", "v4_register"}},
+             {.name = "threads", .values = thread_counts(), .quick = quick_threads(),
+              .kind = AxisKind::count},
+             {.name = "batch", .values = {"64", "256"}, .quick = {"64"}, .kind = AxisKind::count},
+             {.name = "images", .values = {"12800"}, .quick = {"6400"}, .kind = AxisKind::count}},
+    .baseline = {{"threads", "1"}},
+    .interleave = {"gemm", "threads"},
+    .prepare = throughput_trial,
+    .figures = {{.id = "samples_per_s", .title = "Training samples/s against threads",
+                 .x = "threads", .y = "items_per_s", .series = "gemm",
+                 .y_label = "training samples/s"},
+                {.id = "speedup", .title = "Training speedup against threads (vs 1 thread)",
+                 .kind = FigureKind::speedup, .x = "threads", .series = "gemm"}},
+});
+
+}  // namespace
+
+}  // namespace concurdl::nn

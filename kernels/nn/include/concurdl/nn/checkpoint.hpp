@@ -1,0 +1,43 @@
+// Checkpoints: the model's parameters, the optimiser's velocity and where training was, in one
+// versioned, checksummed file written atomically (temporary file, fsync, rename: a crash
+// leaves the old checkpoint or none, never half of one).
+//
+// Layout (little-endian): magic "CDLCKPT1", u32 format version, u32 header length, header
+// (text: "arch=784-256-128-10 epoch=3 step=2814 seed=1 ..."), u64 parameter count, parameters
+// (float), velocity (float), u32 CRC-32 of every byte before it.
+// Loading refuses, with a CheckpointError naming the file and what is wrong: a missing or
+// truncated file, a foreign magic, an unsupported version, a checksum mismatch (corruption),
+// and a checkpoint of another architecture ("checkpoint is for 784-128-10, the model is
+// 784-256-128-10").
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <stdexcept>
+#include <string>
+
+#include "concurdl/nn/mlp.hpp"
+#include "concurdl/nn/sgd.hpp"
+
+namespace concurdl::nn {
+
+inline constexpr std::uint32_t kCheckpointVersion = 1;
+
+class CheckpointError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+struct TrainState {
+  std::uint64_t epoch = 0;  // epochs completed
+  std::uint64_t step = 0;   // optimiser steps taken
+  std::uint64_t seed = 0;
+};
+
+void save_checkpoint(const std::filesystem::path& path, const Mlp& model, const Sgd& opt,
+                     const TrainState& state);
+// Loads into `model` and `opt` (which must have the checkpoint's architecture); returns the
+// state. On any error nothing is changed and a CheckpointError is thrown.
+TrainState load_checkpoint(const std::filesystem::path& path, Mlp& model, Sgd& opt);
+
+}  // namespace concurdl::nn

@@ -1,0 +1,33 @@
+// SGD with momentum and (decoupled-from-the-loss, L2-style) weight decay, over the flat
+// parameter and gradient buffers:  v = momentum * v + (g + weight_decay * p);  p -= lr * v.
+// Weight decay applies to every parameter (biases too) to keep the update one loop.
+#pragma once
+
+#include <cstddef>
+#include <span>
+#include <vector>
+
+namespace concurdl::nn {
+
+struct SgdOptions {
+  float lr = 0.02f;
+  float momentum = 0.9f;
+  float weight_decay = 5e-4f;
+};
+
+class Sgd {
+ public:
+  Sgd(std::size_t parameters, SgdOptions options);
+  void step(std::span<float> params, std::span<const float> grads);
+  // Overrides the learning rate for the next steps (schedules).
+  void set_lr(float lr) { options_.lr = lr; }
+  const SgdOptions& options() const { return options_; }
+  std::span<float> velocity() { return velocity_; }
+  std::span<const float> velocity() const { return velocity_; }
+
+ private:
+  SgdOptions options_;
+  std::vector<float> velocity_;
+};
+
+}  // namespace concurdl::nn

@@ -1,0 +1,87 @@
+// The training loop: epochs over a data set shuffled by a permutation drawn from (seed, epoch)
+// alone, so a run resumed from a checkpoint at an epoch boundary takes exactly the steps the
+// uninterrupted run would have taken; and with the same seed and the same thread count, the
+// same result bit for bit.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+
+#include "concurdl/kernels/gemm.hpp"
+#include "concurdl/nn/checkpoint.hpp"
+#include "concurdl/nn/dataset.hpp"
+#include "concurdl/nn/mlp.hpp"
+#include "concurdl/nn/sgd.hpp"
+
+namespace concurdl::nn {
+
+struct TrainConfig {
+  MlpSpec spec;
+  std::size_t batch = 64;
+  SgdOptions sgd;
+  std::uint64_t seed = 1;
+  int threads = 0;  // 0: kernels::compute_threads() as it is
+  kernels::GemmVersion gemm = kernels::GemmVersion::openblas;
+  // Learning-rate schedule: epoch e (0-based) runs at sgd.lr * lr_decay^e. A function of the
+  // epoch alone, so a resumed run gets the same rates. 1: constant (and the trainer leaves the
+  // optimiser's rate alone, so a caller may drive it with Sgd::set_lr). The defaults (batch 64,
+  // lr 0.02, momentum 0.9, decay 0.8) take 784-256-128-10 to ~0.89 test accuracy on
+  // Fashion-MNIST in 10 epochs; constant rates end lower and noisier (0.05: 0.867, 0.01: 0.885).
+  float lr_decay = 0.8f;
+};
+
+// The learning rate of epoch `epoch` under config's schedule (sgd.lr * lr_decay^epoch).
+float epoch_lr(const TrainConfig& config, std::uint64_t epoch);
+
+struct StepProgress {
+  std::uint64_t epoch = 0;       // the epoch running (0-based)
+  std::size_t step_in_epoch = 0, steps_per_epoch = 0;
+  std::uint64_t step = 0;        // optimiser steps taken in all
+  double loss = 0;               // mean loss of the batches since the last report
+  double accuracy = 0;           // their training accuracy
+  double seconds = 0;            // since the epoch started
+  std::size_t samples = 0;       // samples processed in this epoch so far
+};
+
+struct EpochResult {
+  double loss = 0, accuracy = 0;  // means over the epoch's batches (training mode)
+  std::size_t samples = 0;
+  double seconds = 0;             // wall time of the epoch's steps (no evaluation)
+};
+
+class Trainer {
+ public:
+  Trainer(TrainConfig config, const Dataset& train);
+
+  // One epoch: the permutation for (seed, epoch), batches of config.batch (the last partial
+  // batch is used too), one SGD step each. on_progress (may be empty) is called about every
+  // `report_every` steps and at the end.
+  EpochResult run_epoch(const std::function<void(const StepProgress&)>& on_progress = {},
+                        std::size_t report_every = 50);
+
+  EvalResult evaluate(const Dataset& d, std::size_t batch = 1000);
+
+  void save(const std::filesystem::path& checkpoint) const;
+  // Restores model, optimiser and state; throws CheckpointError (the architecture must match).
+  void resume(const std::filesystem::path& checkpoint);
+
+  const TrainState& state() const { return state_; }
+  Mlp& model() { return model_; }
+  const Mlp& model() const { return model_; }
+  Sgd& optimizer() { return opt_; }
+  const TrainConfig& config() const { return config_; }
+
+ private:
+  TrainConfig config_;
+  const Dataset& train_;
+  Mlp model_;
+  Sgd opt_;
+  TrainState state_;
+  std::vector<std::uint32_t> order_;
+  std::vector<float> batch_x_;
+  std::vector<std::uint8_t> batch_y_;
+};
+
+}  // namespace concurdl::nn

@@ -1,0 +1,131 @@
+// The training loop (trainer.hpp). Everything that decides the numbers — the initial weights,
+// the epoch's permutation, the batches, the kernels' work split — is a function of the seed,
+// the epoch and the thread count, never of timing or of the history of this process.
+#include "concurdl/nn/trainer.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+
+#include "concurdl/kernels/threads.hpp"
+#include "concurdl/nn/random.hpp"
+
+namespace concurdl::nn {
+
+namespace {
+
+void check_dataset(const char* who, const Dataset& d, const MlpSpec& spec) {
+  if (d.dim != spec.widths.front())
+    throw std::invalid_argument(std::string(who) + ": the data set's samples have " +
+                                std::to_string(d.dim) + " features, the model " + spec.describe() +
+                                " takes " + std::to_string(spec.widths.front()));
+  if (d.classes > spec.widths.back())
+    throw std::invalid_argument(std::string(who) + ": the data set has " +
+                                std::to_string(d.classes) + " classes, the model " +
+                                spec.describe() + " predicts " +
+                                std::to_string(spec.widths.back()));
+  if (d.x.size() != d.n * d.dim || d.y.size() != d.n)
+    throw std::invalid_argument(std::string(who) + ": the data set's buffers do not hold n = " +
+                                std::to_string(d.n) + " samples");
+}
+
+}  // namespace
+
+float epoch_lr(const TrainConfig& config, std::uint64_t epoch) {
+  float lr = config.sgd.lr;  // repeated multiplication, not std::pow: the same float everywhere
+  for (std::uint64_t e = 0; e < epoch && lr > 0.0f; ++e) lr *= config.lr_decay;
+  return lr;
+}
+
+Trainer::Trainer(TrainConfig config, const Dataset& train)
+    : config_(std::move(config)),
+      train_(train),
+      model_(config_.spec, config_.seed, config_.gemm),
+      opt_(model_.parameters().size(), config_.sgd) {
+  if (config_.batch == 0) throw std::invalid_argument("Trainer: batch size 0");
+  check_dataset("Trainer", train_, config_.spec);
+  if (train_.n > std::size_t{UINT32_MAX})
+    throw std::invalid_argument("Trainer: more than 2^32 samples");
+  if (config_.threads > 0) kernels::set_compute_threads(config_.threads);
+  state_.seed = config_.seed;
+}
+
+EpochResult Trainer::run_epoch(const std::function<void(const StepProgress&)>& on_progress,
+                               std::size_t report_every) {
+  using Clock = std::chrono::steady_clock;
+  if (config_.threads > 0) kernels::set_compute_threads(config_.threads);
+  const std::size_t n = train_.n, dim = train_.dim, batch = config_.batch;
+  const std::size_t steps = (n + batch - 1) / batch;
+  if (config_.lr_decay != 1.0f) opt_.set_lr(epoch_lr(config_, state_.epoch));
+  epoch_permutation(n, state_.seed, state_.epoch, order_);
+  batch_x_.resize(std::min(batch, n) * dim);
+  batch_y_.resize(std::min(batch, n));
+
+  EpochResult result;
+  double loss_sum = 0, window_loss = 0;
+  std::size_t correct_sum = 0, window_correct = 0, window_samples = 0;
+  const auto start = Clock::now();
+  for (std::size_t s = 0; s < steps; ++s) {
+    const std::size_t first = s * batch, rows = std::min(batch, n - first);
+    for (std::size_t i = 0; i < rows; ++i) {
+      const std::uint32_t idx = order_[first + i];
+      std::memcpy(batch_x_.data() + i * dim, train_.row(idx), dim * sizeof(float));
+      batch_y_[i] = train_.y[idx];
+    }
+    std::size_t correct = 0;
+    const float loss = model_.forward_backward(batch_x_.data(), batch_y_.data(), rows, &correct);
+    opt_.step(model_.parameters(), model_.gradients());
+    ++state_.step;
+
+    const double weighted = static_cast<double>(loss) * static_cast<double>(rows);
+    loss_sum += weighted;
+    correct_sum += correct;
+    window_loss += weighted;
+    window_correct += correct;
+    window_samples += rows;
+    const bool last = s + 1 == steps;
+    if (on_progress && (last || (report_every > 0 && (s + 1) % report_every == 0))) {
+      StepProgress p;
+      p.epoch = state_.epoch;
+      p.step_in_epoch = s + 1;
+      p.steps_per_epoch = steps;
+      p.step = state_.step;
+      p.loss = window_loss / static_cast<double>(window_samples);
+      p.accuracy = static_cast<double>(window_correct) / static_cast<double>(window_samples);
+      p.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+      p.samples = first + rows;
+      on_progress(p);
+      window_loss = 0;
+      window_correct = 0;
+      window_samples = 0;
+    }
+  }
+  result.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  result.samples = n;
+  if (n > 0) {
+    result.loss = loss_sum / static_cast<double>(n);
+    result.accuracy = static_cast<double>(correct_sum) / static_cast<double>(n);
+  }
+  ++state_.epoch;
+  return result;
+}
+
+EvalResult Trainer::evaluate(const Dataset& d, std::size_t batch) {
+  check_dataset("Trainer::evaluate", d, config_.spec);
+  if (config_.threads > 0) kernels::set_compute_threads(config_.threads);
+  return model_.evaluate(d.x.data(), d.y.data(), d.n, batch);
+}
+
+void Trainer::save(const std::filesystem::path& checkpoint) const {
+  save_checkpoint(checkpoint, model_, opt_, state_);
+}
+
+void Trainer::resume(const std::filesystem::path& checkpoint) {
+  // The checkpoint's seed wins over config().seed: it continues the run that wrote it, whose
+  // shuffles were drawn from that seed.
+  state_ = load_checkpoint(checkpoint, model_, opt_);
+}
+
+}  // namespace concurdl::nn

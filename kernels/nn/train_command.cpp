@@ -1,0 +1,255 @@
+// `concurdl train`: trains the MLP on Fashion-MNIST with progress on stderr, records the run (a
+// curve of loss and test accuracy against epochs and time, experiment "kernels/train") in the
+// result schema, charts it, and prints the run directory last on stdout, like `concurdl run`.
+//
+//   concurdl train --epochs 10 --threads 2 --checkpoint ck.bin
+//   concurdl train --epochs 20 --resume ck.bin --checkpoint ck.bin   # 10 more epochs
+//
+// --epochs is the epoch count to reach: a run resumed from a checkpoint taken after epoch 10
+// with --epochs 20 trains epochs 11 to 20 and ends with the parameters an uninterrupted
+// 20-epoch run would have (same seed, batch and threads). Exit codes as for every command:
+// 0 done, 1 training failed (a loss that is not finite), 2 bad input (a flag, the data set, a
+// checkpoint), with one line on stderr naming what was wrong.
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include "concurdl/build_info.hpp"
+#include "concurdl/data/error.hpp"
+#include "concurdl/data/idx.hpp"
+#include "concurdl/harness/cli.hpp"
+#include "concurdl/harness/errors.hpp"
+#include "concurdl/harness/experiment.hpp"
+#include "concurdl/harness/provenance.hpp"
+#include "concurdl/harness/records.hpp"
+#include "concurdl/harness/report.hpp"
+#include "concurdl/harness/stats.hpp"
+#include "concurdl/kernels/threads.hpp"
+#include "concurdl/nn/trainer.hpp"
+#include "train_record.hpp"
+
+namespace concurdl::nn {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+struct TrainArgs {
+  std::size_t epochs = 10;
+  std::size_t batch = TrainConfig{}.batch;
+  float lr = SgdOptions{}.lr, momentum = SgdOptions{}.momentum,
+        weight_decay = SgdOptions{}.weight_decay, lr_decay = TrainConfig{}.lr_decay;
+  int threads = static_cast<int>(hardware_threads());
+  std::uint64_t seed = 1;
+  std::string arch = MlpSpec{}.describe();
+  std::string gemm = "openblas";
+  std::size_t train_limit = 0, test_limit = 0;
+  std::string data, checkpoint, resume, out = "results/runs";
+  bool no_report = false, quiet = false;
+};
+
+// A flag's value outside its range: the message names the flag and the value.
+template <class T>
+void require(bool ok, const char* flag, const T& value, const char* need) {
+  if (!ok) throw UsageError(fmt::format("{}: '{}' is not allowed ({})", flag, value, need));
+}
+
+TrainConfig make_config(const TrainArgs& a) {
+  require(a.epochs >= 1, "--epochs", a.epochs, "need >= 1");
+  require(a.batch >= 1, "--batch", a.batch, "need >= 1");
+  require(std::isfinite(a.lr) && a.lr > 0, "--lr", a.lr, "need > 0");
+  require(std::isfinite(a.momentum) && a.momentum >= 0 && a.momentum < 1, "--momentum",
+          a.momentum, "need 0 <= momentum < 1");
+  require(std::isfinite(a.weight_decay) && a.weight_decay >= 0, "--weight-decay", a.weight_decay,
+          "need >= 0");
+  require(std::isfinite(a.lr_decay) && a.lr_decay > 0 && a.lr_decay <= 1, "--lr-decay",
+          a.lr_decay, "need 0 < decay <= 1");
+  require(a.threads >= 1, "--threads", a.threads, "need >= 1");
+  TrainConfig c;
+  try {
+    c.spec = MlpSpec::parse(a.arch);
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(fmt::format("--arch: '{}': {}", a.arch, e.what()));
+  }
+  const std::size_t in = data::kFashionMnistSide * data::kFashionMnistSide;
+  if (c.spec.widths.front() != in || c.spec.widths.back() != data::kFashionMnistClasses)
+    throw UsageError(fmt::format(
+        "--arch: '{}' must start with {} (28 x 28 pixels) and end with {} (the classes)", a.arch,
+        in, data::kFashionMnistClasses));
+  if (!kernels::parse_gemm_version(a.gemm, c.gemm)) {
+    std::vector<std::string> names;
+    for (auto v : kernels::gemm_versions()) names.emplace_back(kernels::gemm_version_name(v));
+    throw UsageError(fmt::format("--gemm: '{}' is not a GEMM version ({})", a.gemm,
+                                 fmt::join(names, ", ")));
+  }
+  c.batch = a.batch;
+  c.sgd = {a.lr, a.momentum, a.weight_decay};
+  c.lr_decay = a.lr_decay;
+  c.seed = a.seed;
+  c.threads = a.threads;
+  return c;
+}
+
+void check_writable_parent(const std::string& flag, const fs::path& p) {
+  const fs::path parent = p.has_parent_path() ? p.parent_path() : fs::path(".");
+  if (!fs::is_directory(parent))
+    throw UsageError(fmt::format("{}: '{}': directory '{}' does not exist", flag, p.string(),
+                                 parent.string()));
+}
+
+// Progress on stderr: rewritten in place on a terminal, one line per epoch otherwise.
+class Progress {
+ public:
+  explicit Progress(bool quiet) : quiet_(quiet), tty_(isatty(STDERR_FILENO) != 0) {}
+  void step(const StepProgress& p, std::size_t epochs) {
+    if (quiet_ || !tty_) return;
+    const double rate = p.seconds > 0 ? static_cast<double>(p.samples) / p.seconds : 0;
+    std::fprintf(stderr, "\r  epoch %llu/%zu  step %zu/%zu  loss %.4f  acc %.4f  %.0f samples/s   ",
+                 static_cast<unsigned long long>(p.epoch + 1), epochs, p.step_in_epoch,
+                 p.steps_per_epoch, p.loss, p.accuracy, rate);
+    std::fflush(stderr);
+  }
+  void line(const std::string& text) {
+    if (quiet_) return;
+    std::fprintf(stderr, "%s%s\n", tty_ ? "\r\033[K" : "", text.c_str());
+  }
+
+ private:
+  bool quiet_, tty_;
+};
+
+int train_main(const std::vector<std::string>& args) {
+  TrainArgs a;
+  CLI::App app{"concurdl train: the MLP on Fashion-MNIST, recorded and charted", "concurdl train"};
+  app.add_option("--epochs", a.epochs, "epochs to reach (a resumed run continues to this count)");
+  app.add_option("--batch", a.batch, "mini-batch size");
+  app.add_option("--lr", a.lr, "learning rate of the first epoch");
+  app.add_option("--lr-decay", a.lr_decay, "epoch e runs at lr * decay^e (1: constant)");
+  app.add_option("--momentum", a.momentum, "SGD momentum");
+  app.add_option("--weight-decay", a.weight_decay, "L2 weight decay");
+  app.add_option("--threads", a.threads, "compute threads (GEMM, element-wise ops); default: all");
+  app.add_option("--seed", a.seed, "initialisation and shuffling seed");
+  app.add_option("--arch", a.arch, "layer widths, e.g. 784-256-128-10");
+  app.add_option("--gemm", a.gemm, "GEMM: openblas (default) or the suite's v1_naive .. v4_register");
+  app.add_option("--train-limit", a.train_limit, "train on the first N images only (0: all 60000)");
+  app.add_option("--test-limit", a.test_limit, "evaluate on the first N test images (0: all 10000)");
+  app.add_option("--data", a.data, "Fashion-MNIST directory (default $CONCURDL_FASHION_MNIST or Debian's)");
+  app.add_option("--checkpoint", a.checkpoint, "write a checkpoint here after every epoch");
+  app.add_option("--resume", a.resume, "continue from this checkpoint");
+  app.add_option("--out", a.out, "parent directory of the run directory (default results/runs)");
+  app.add_flag("--no-report", a.no_report, "write results.json only");
+  app.add_flag("--quiet", a.quiet, "no progress on stderr");
+  std::vector<std::string> reversed(args.rbegin(), args.rend());  // CLI11 takes them reversed
+  try {
+    app.parse(reversed);
+  } catch (const CLI::CallForHelp&) {
+    std::cout << app.help();
+    return 0;
+  } catch (const CLI::ParseError& e) {
+    throw UsageError(fmt::format("train: {} (concurdl train --help shows the usage)", e.what()));
+  }
+
+  const TrainConfig config = make_config(a);
+  if (!a.checkpoint.empty()) check_writable_parent("--checkpoint", a.checkpoint);
+  if (!a.resume.empty() && !fs::is_regular_file(a.resume))
+    throw UsageError(fmt::format("--resume: '{}' is not a readable file", a.resume));
+
+  const fs::path dir = a.data.empty() ? data::fashion_mnist_dir() : fs::path(a.data);
+  std::string why;
+  if (!data::fashion_mnist_present(dir, &why)) throw UsageError(why);
+  Progress progress(a.quiet);
+  progress.line(fmt::format("concurdl: loading Fashion-MNIST from {}", dir.string()));
+  data::FashionMnist fm;
+  try {
+    fm = data::load_fashion_mnist(dir);
+  } catch (const data::DataError& e) {
+    throw UsageError(e.what());
+  }
+  const Dataset train = to_dataset(fm.train, a.train_limit);
+  const Dataset test = to_dataset(fm.test, a.test_limit);
+
+  Trainer trainer(config, train);
+  if (!a.resume.empty()) {
+    try {
+      trainer.resume(a.resume);
+    } catch (const CheckpointError& e) {
+      throw UsageError(e.what());
+    }
+    if (trainer.state().seed != config.seed)
+      progress.line(fmt::format("concurdl: warning: the checkpoint was trained with seed {}; the "
+                                "run continues with it (--seed {} is not used)",
+                                trainer.state().seed, config.seed));
+  }
+
+  // The run directory and its record, rewritten (atomically) after every epoch.
+  RunFile f;
+  f.concurdl_version = build::version;
+  f.command = {"concurdl", "train"};
+  f.command.insert(f.command.end(), args.begin(), args.end());
+  f.provenance = collect_provenance();
+  TrainRecordContext ctx{config, train.n, test.n};
+  ctx.config.seed = trainer.state().seed;  // a resumed run shuffles with its checkpoint's seed
+  f.provenance["training"] = training_provenance(ctx, dir, a.resume, a.checkpoint);
+  const fs::path run_dir = make_run_dir(a.out, f.provenance["host"].get<std::string>(), short_commit());
+  write_run(run_dir, f);
+
+  const std::size_t start_epoch = trainer.state().epoch;
+  double elapsed = 0;  // training time of this run, evaluation excluded
+  if (start_epoch == 0) {
+    const EvalResult e0 = trainer.evaluate(test);
+    f.records.push_back(curve_record(ctx, 0, e0, nullptr, 0, trainer.state().step));
+    write_run(run_dir, f);
+  }
+  if (start_epoch >= a.epochs)
+    progress.line(fmt::format("concurdl: the checkpoint has {} epochs already; --epochs {} asks "
+                              "for no more", start_epoch, a.epochs));
+  progress.line(fmt::format("concurdl: training {} on {} images ({} test), batch {}, {} thread{}, "
+                            "GEMM {}, seed {}",
+                            config.spec.describe(), train.n, test.n, config.batch, config.threads,
+                            config.threads == 1 ? "" : "s", a.gemm, config.seed));
+  bool finite = true;
+  for (std::size_t epoch = start_epoch; epoch < a.epochs && finite; ++epoch) {
+    const EpochResult r = trainer.run_epoch([&](const StepProgress& p) { progress.step(p, a.epochs); });
+    elapsed += r.seconds;
+    const EvalResult e = trainer.evaluate(test);
+    finite = std::isfinite(r.loss) && std::isfinite(e.loss);
+    f.records.push_back(curve_record(ctx, epoch + 1, e, &r, elapsed, trainer.state().step));
+    if (!finite) {
+      f.records.back().valid = false;
+      f.records.back().validation = "the loss is not finite: training diverged (try a smaller --lr)";
+    }
+    write_run(run_dir, f);
+    if (!a.checkpoint.empty() && finite) trainer.save(a.checkpoint);
+    progress.line(fmt::format("  epoch {:>3}/{}  train loss {:.4f} acc {:.4f}  test loss {:.4f} "
+                              "acc {:.4f}  {:.0f} samples/s  {:.1f} s",
+                              epoch + 1, a.epochs, r.loss, r.accuracy, e.loss, e.accuracy,
+                              r.seconds > 0 ? static_cast<double>(r.samples) / r.seconds : 0.0,
+                              elapsed));
+  }
+  f.provenance["finished"] = utc_now_iso();
+  write_run(run_dir, f);
+  if (!a.no_report) {
+    const ReportFiles rep = write_report({f}, {}, run_dir);
+    for (const auto& w : rep.warnings) std::fprintf(stderr, "concurdl: warning: %s\n", w.c_str());
+  }
+  if (!finite)
+    std::fprintf(stderr, "concurdl: INVALID kernels/train: the loss is not finite (diverged)\n");
+  std::cout << run_dir.string() << std::endl;
+  return finite ? 0 : 1;
+}
+
+const bool registered = register_command(
+    {"train", "train the MLP on Fashion-MNIST with progress; record and chart the run", &train_main});
+
+}  // namespace
+
+}  // namespace concurdl::nn

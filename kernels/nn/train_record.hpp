@@ -1,0 +1,36 @@
+// The records `concurdl train` writes (experiment "kernels/train", declared with its figures in
+// experiments_train.cpp): one record per evaluation of the test set, at epoch 0 (before any
+// step) and after every epoch.
+//   params   arch, batch, lr, momentum, weight_decay, threads, seed, gemm, train_samples, epoch
+//   metric   test_accuracy (fraction, higher is better), one sample
+//   derived  test_loss, train_loss, train_accuracy (the epoch's running means), elapsed_s
+//            (training time of this run so far, evaluation excluded), samples_per_s (the
+//            epoch's), step (optimiser steps in all)
+#pragma once
+
+#include <cstddef>
+#include <filesystem>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "concurdl/harness/records.hpp"
+#include "concurdl/nn/trainer.hpp"
+
+namespace concurdl::nn {
+
+inline constexpr const char* kTrainExperiment = "kernels/train";
+
+struct TrainRecordContext {
+  TrainConfig config;
+  std::size_t train_samples = 0, test_samples = 0;
+};
+
+// `epoch` evaluations done so far; `r` is the epoch just trained (nullptr for epoch 0).
+Record curve_record(const TrainRecordContext& c, std::size_t epoch, const EvalResult& test,
+                    const EpochResult* r, double elapsed_s, std::uint64_t step);
+
+nlohmann::json training_provenance(const TrainRecordContext& c, const std::filesystem::path& data,
+                                   const std::string& resumed_from, const std::string& checkpoint);
+
+}  // namespace concurdl::nn
