@@ -165,7 +165,14 @@ Trial mem_trial(const Params& p, GroupCache& cache, bool triad) {
 
 // Enough independent chains to cover FMA latency x FMA units on current cores (4 x 2 = 8).
 constexpr int kChains = 12;
-constexpr int kLanes = 8;  // 8 floats = one AVX register; the compiler keeps each chain in one
+// One chain is one vector register of the build's target: 16 floats with AVX-512 (measured on
+// a Sapphire-Rapids-class VM: 8-float chains reached only 187 of the ~300 GFLOP/s that GEMM
+// kernels achieve there), 8 floats otherwise (AVX, or pairs of SSE registers).
+#if defined(__AVX512F__)
+constexpr int kLanes = 16;
+#else
+constexpr int kLanes = 8;
+#endif
 using Vec = float __attribute__((vector_size(kLanes * sizeof(float))));
 
 float fma_chains(std::int64_t iterations, float seed) {

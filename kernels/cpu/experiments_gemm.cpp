@@ -92,17 +92,25 @@ Trial gemm_trial(const Params& p, GroupCache& cache) {
   const Inputs& in = inputs_for(cache, n);
   auto c = std::make_shared<std::vector<float>>(n * n);
   Trial t;
-  t.reset = [c, threads] {
+  t.reset = [c, threads, v] {
     kernels::set_compute_threads(threads);
+    kernels::settle_runtime(v == GemmVersion::openblas ? kernels::ThreadRuntime::openblas
+                                                       : kernels::ThreadRuntime::openmp);
     std::fill(c->begin(), c->end(), std::numeric_limits<float>::quiet_NaN());
   };
-  t.run = [c, v, n, &in] {
-    kernels::gemm(v, Trans::no, Trans::no, n, n, n, 1.0f, in.a.data(), n, in.b.data(), n, 0.0f,
-                  c->data(), n);
+  // Small products take microseconds, which the clock and a thread wake-up would dominate: one
+  // timed run makes (512 / n)^3 calls (at least one), as much work as one call at n = 512.
+  const std::size_t calls = n >= 512 ? 1 : (512 / n) * (512 / n) * (512 / n);
+  t.run = [c, v, n, calls, &in] {
+    for (std::size_t i = 0; i < calls; ++i)
+      kernels::gemm(v, Trans::no, Trans::no, n, n, n, 1.0f, in.a.data(), n, in.b.data(), n, 0.0f,
+                    c->data(), n);
   };
   t.check = [c, n, &in] { return kernels::check_gemm(in.ref, c->data(), n); };
   const kernels::Cost cost = kernels::gemm_cost(n, n, n, /*reads_c=*/false);
-  t.work = {.bytes = cost.bytes, .flops = cost.flops};
+  t.work = {.bytes = cost.bytes * static_cast<double>(calls),
+            .flops = cost.flops * static_cast<double>(calls)};
+  if (calls > 1) t.notes["calls_per_run"] = std::to_string(calls);
   if (v == GemmVersion::v4_register) {
     const kernels::GemmBlocking b = kernels::gemm_v4_blocking();
     t.notes["blocking"] =

@@ -149,6 +149,9 @@ Trial throughput_trial(const Params& p, GroupCache& cache) {
   Trial t;
   t.reset = [st, config] {
     st->trainer = std::make_unique<Trainer>(config, *st->data);
+    kernels::settle_runtime(config.gemm == kernels::GemmVersion::openblas
+                                ? kernels::ThreadRuntime::openblas
+                                : kernels::ThreadRuntime::openmp);
   };
   t.run = [st] { st->last = st->trainer->run_epoch(); };
   t.check = [st]() -> std::string {

@@ -4,6 +4,7 @@
 #include <sched.h>
 
 #include <atomic>
+#include <chrono>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -38,5 +39,12 @@ void set_compute_threads(int n) {
 }
 
 int compute_threads() { return setting().load(std::memory_order_relaxed); }
+
+void settle_runtime(ThreadRuntime next) {
+  static std::atomic<int> last{-1};
+  const int was = last.exchange(static_cast<int>(next));
+  // 2^28 cycles is 0.13 s at 2 GHz: OpenBLAS's default THREAD_TIMEOUT before a worker sleeps.
+  if (was != -1 && was != static_cast<int>(next)) std::this_thread::sleep_for(std::chrono::milliseconds(250));
+}
 
 }  // namespace concurdl::kernels

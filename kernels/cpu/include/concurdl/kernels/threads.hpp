@@ -12,4 +12,13 @@ void set_compute_threads(int n);
 // The current setting; initially the hardware threads of this process (its affinity mask).
 int compute_threads();
 
+// Measuring OpenBLAS right after the suite's OpenMP kernels, or the other way round: the
+// runtime that ran last keeps its workers spinning after its call (OpenBLAS for 2^28 cycles,
+// about 0.1 s; libgomp briefly), and on a machine with few cores they take the cores from the
+// one measured next (seen: OpenBLAS at n = 256 on 2 threads at 13 instead of 130 GFLOP/s right
+// after GEMM v4). Experiments call this, untimed, before each run: when the runtime differs from
+// the one used last, it sleeps long enough for the other's workers to stop spinning.
+enum class ThreadRuntime { openmp, openblas };
+void settle_runtime(ThreadRuntime next);
+
 }  // namespace concurdl::kernels
