@@ -1,7 +1,8 @@
 // Checkpoints: a round trip restores every bit; every kind of damage (missing, truncated at
-// several points, a flipped byte, a foreign magic, a future version, another architecture) is
-// refused with a CheckpointError naming the file and the problem, and leaves the model and the
-// optimiser as they were; saving is atomic (no temporary left, an old checkpoint replaced).
+// several points, trailing bytes, an absurd count, a flipped byte, a foreign magic, a future
+// version, another architecture) is refused with a CheckpointError naming the file and the
+// problem, and leaves the model and the optimiser as they were; saving is atomic (no temporary
+// left, an old checkpoint replaced).
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -115,6 +116,22 @@ TEST_F(Checkpoint, TruncatedFileIsRefusedAtEveryCut) {
     write_bytes(cut_file, Bytes(whole.begin(), whole.begin() + static_cast<std::ptrdiff_t>(cut)));
     expect_refused(cut_file, "truncated: file is " + std::to_string(cut) + " bytes");
   }
+}
+
+TEST_F(Checkpoint, TrailingBytesAndAnAbsurdCountAreRefused) {
+  Bytes b = read_bytes(file);
+  b.push_back('\0');
+  write_bytes(file, b);
+  expect_refused(file, "trailing bytes: file is " + std::to_string(b.size()) + " bytes");
+  // A parameter count far beyond the file (as a damaged length field would give): refused by
+  // size before any arithmetic on it can overflow.
+  b.pop_back();
+  std::uint32_t header_len = 0;
+  std::memcpy(&header_len, b.data() + 12, 4);
+  const std::uint64_t absurd = ~std::uint64_t{0} / 2;
+  std::memcpy(b.data() + 16 + header_len, &absurd, 8);
+  write_bytes(file, b);
+  expect_refused(file, std::to_string(absurd) + " parameters");
 }
 
 TEST_F(Checkpoint, AFlippedByteFailsTheChecksum) {
