@@ -5,6 +5,8 @@
 #include <stdexcept>
 #include <thread>
 
+#include "concurdl/harness/hardware.hpp"
+
 namespace concurdl::threads {
 
 namespace {
@@ -19,13 +21,6 @@ thread_local std::size_t tls_lane = 0;
 constexpr auto kSpin = std::chrono::microseconds(50);
 constexpr unsigned kPauses = 64;  // spins before the first yield
 
-inline void cpu_relax() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  asm volatile("yield");
-#endif
-}
 
 }  // namespace
 

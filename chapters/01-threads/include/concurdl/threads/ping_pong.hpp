@@ -28,6 +28,7 @@
 #include <string_view>
 #include <thread>
 
+#include "concurdl/harness/hardware.hpp"
 #include "concurdl/threads/processes.hpp"
 
 namespace concurdl::threads {
@@ -56,15 +57,6 @@ inline void check_round_trips(std::int64_t round_trips) {
     throw std::invalid_argument("ping_pong: round_trips must be in [1, 2^29]");
 }
 
-// Tells the core "I am spinning": lets the sibling hyperthread run, saves power, and avoids the
-// pipeline flush when the awaited value finally changes.
-inline void cpu_relax() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  asm volatile("yield");
-#endif
-}
 
 // While SIGPIPE is blocked, writing to a pipe whose reader died fails with EPIPE instead of
 // killing this whole process; a SIGPIPE raised meanwhile is consumed before unblocking.

@@ -38,6 +38,8 @@
 #include <utility>
 #include <vector>
 
+#include "concurdl/harness/hardware.hpp"
+
 extern char** environ;
 
 namespace concurdl::threads {
@@ -265,7 +267,7 @@ using ReduceFn = std::int64_t (*)(std::span<const std::int32_t> x, int workers,
 inline std::int64_t reduce_threads(std::span<const std::int32_t> x, int workers,
                                    const FailureInjection& fail) {
   detail::check_workers(workers);
-  struct alignas(64) Slot {
+  struct alignas(kCacheLine) Slot {
     std::int64_t sum = 0;
     std::exception_ptr error;
   };
@@ -306,7 +308,7 @@ inline std::int64_t reduce_threads(std::span<const std::int32_t> x, int workers,
 inline std::int64_t reduce_fork_shared(std::span<const std::int32_t> x, int workers,
                                        const FailureInjection& fail) {
   detail::check_workers(workers);
-  struct alignas(64) Slot {
+  struct alignas(kCacheLine) Slot {
     std::int64_t sum;
     std::int64_t written;  // 1 once the child stored its sum
   };

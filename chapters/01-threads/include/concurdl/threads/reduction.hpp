@@ -37,6 +37,7 @@
 #include <utility>
 #include <vector>
 
+#include "concurdl/harness/hardware.hpp"
 #include "concurdl/threads/thread_pool.hpp"
 
 namespace concurdl::threads {
@@ -125,11 +126,9 @@ struct alignas(Align) Slot {
   double value = 0.0;
 };
 
-// A cache line is 64 bytes on current x86 and most Arm cores. std::hardware_destructive_
-// interference_size says the same, but GCC warns that its value may change between compiler
-// versions and clang 14 with libstdc++ does not provide it. (Intel's adjacent-line prefetcher
-// pairs lines, so some codebases pad to 128.)
-inline constexpr std::size_t kCacheLine = 64;
+// The cache line to pad to: 64 bytes (concurdl/harness/hardware.hpp says why not
+// std::hardware_destructive_interference_size).
+using concurdl::kCacheLine;
 
 namespace detail {
 

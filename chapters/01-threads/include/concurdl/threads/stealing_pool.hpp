@@ -45,6 +45,8 @@
 #include <utility>
 #include <vector>
 
+#include "concurdl/harness/hardware.hpp"
+
 namespace concurdl::threads {
 
 class StealingPool {
@@ -73,7 +75,7 @@ class StealingPool {
 
  private:
   // One per thread, on its own cache lines so that two lanes' mutexes never share one.
-  struct alignas(64) Lane {
+  struct alignas(kCacheLine) Lane {
     std::mutex mu;
     std::deque<std::function<void()>> tasks;  // guarded by mu
     // tasks.size(), written under mu and read without it: a thief skips empty lanes without

@@ -11,24 +11,14 @@
 #include <functional>
 #include <thread>
 
+#include "concurdl/harness/hardware.hpp"
+
 namespace concurdl::locks {
 
-// A cache line is 64 bytes on current x86 and most Arm cores (see chapter 01, reduction.hpp, for
-// why std::hardware_destructive_interference_size is not used).
-inline constexpr std::size_t kCacheLine = 64;
-
-// Tells the core "I am spinning". On x86, PAUSE lets the sibling hyperthread run, saves power,
-// and avoids the memory-order machine clear when the awaited line finally changes (without it,
-// leaving a spin loop costs a pipeline flush). Where there is no pause instruction, yield.
-inline void cpu_relax() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__) || defined(__arm__)
-  asm volatile("yield");
-#else
-  std::this_thread::yield();
-#endif
-}
+// The cache line to pad to, and cpu_relax(): the core's "I am spinning" (PAUSE on x86, which lets
+// the sibling hyperthread run and avoids the pipeline flush when the awaited line changes).
+using concurdl::cpu_relax;
+using concurdl::kCacheLine;
 
 // A tiny per-thread generator (xorshift64*): random backoff must not go through a shared
 // generator, or the backoff itself would contend.
