@@ -9,8 +9,8 @@
 // core and the CPU has AVX-512 (or AVX2 + FMA), it re-executes itself once with
 // OPENBLAS_CORETYPE=SkylakeX (or Haswell), which OpenBLAS reads at load. A user's own
 // OPENBLAS_CORETYPE always wins; CONCURDL_OPENBLAS_AUTO=0 turns this off. The provenance records
-// the OPENBLAS_* environment, CONCURDL_OPENBLAS_REEXEC (the core detected first) and the core
-// that ran (libraries.openblas_core).
+// the OPENBLAS_* environment, CONCURDL_OPENBLAS_REEXEC (the core detected first) and OpenBLAS's
+// configuration, which names the core that ran (libraries.openblas).
 #pragma once
 
 #include <string>
