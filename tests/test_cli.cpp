@@ -255,6 +255,10 @@ TEST_F(Cli, ExerciseReportsEachOutcomeAndTimesTheCorrectOne) {
 TEST_F(Cli, TrainRejectsBadFlags) {
   const char* bin = CONCURDL_BIN;
   expect_usage_error(run("train --epochs 0", bin), "--epochs");
+  expect_usage_error(run("train --epochs -1", bin), "'-1' is not allowed");  // not 2^64 - 1 epochs
+  expect_usage_error(run("train --seed -3", bin), "--seed");
+  expect_usage_error(run("train --threads 0", bin), "--threads");
+  expect_usage_error(run("train --batch 2.5", bin), "--batch");
   expect_usage_error(run("train --arch 784-64-9", bin), "--arch");
   expect_usage_error(run("train --arch 784-x-10", bin), "--arch");
   expect_usage_error(run("train --gemm v9_magic", bin), "v9_magic");

@@ -12,8 +12,10 @@
 // checkpoint), with one line on stderr naming what was wrong.
 #include <unistd.h>
 
+#include <charconv>
 #include <chrono>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
@@ -99,6 +101,22 @@ TrainConfig make_config(const TrainArgs& a) {
   return c;
 }
 
+// A whole-number flag: digits only (CLI11 would read "-1" into an unsigned as 2^64 - 1, and
+// --epochs -1 would train for ever), within [lo, hi]. The message names the value and the range;
+// CLI11 prefixes the flag.
+CLI::Validator whole_number(std::uint64_t lo, std::uint64_t hi) {
+  return CLI::Validator(
+      [lo, hi](std::string& text) -> std::string {
+        std::uint64_t v = 0;
+        const char* end = text.data() + text.size();
+        const auto [stop, ec] = std::from_chars(text.data(), end, v);  // digits only, no sign
+        if (text.empty() || ec != std::errc{} || stop != end || v < lo || v > hi)
+          return fmt::format("'{}' is not allowed (need a whole number in [{}, {}])", text, lo, hi);
+        return {};
+      },
+      "INT", "whole_number");
+}
+
 void check_writable_parent(const std::string& flag, const fs::path& p) {
   const fs::path parent = p.has_parent_path() ? p.parent_path() : fs::path(".");
   if (!fs::is_directory(parent))
@@ -130,18 +148,23 @@ class Progress {
 int train_main(const std::vector<std::string>& args) {
   TrainArgs a;
   CLI::App app{"concurdl train: the MLP on Fashion-MNIST, recorded and charted", "concurdl train"};
-  app.add_option("--epochs", a.epochs, "epochs to reach (a resumed run continues to this count)");
-  app.add_option("--batch", a.batch, "mini-batch size");
+  app.add_option("--epochs", a.epochs, "epochs to reach (a resumed run continues to this count)")
+      ->check(whole_number(1, 1000000));
+  app.add_option("--batch", a.batch, "mini-batch size")->check(whole_number(1, 1u << 30));
   app.add_option("--lr", a.lr, "learning rate of the first epoch");
   app.add_option("--lr-decay", a.lr_decay, "epoch e runs at lr * decay^e (1: constant)");
   app.add_option("--momentum", a.momentum, "SGD momentum");
   app.add_option("--weight-decay", a.weight_decay, "L2 weight decay");
-  app.add_option("--threads", a.threads, "compute threads (GEMM, element-wise ops); default: all");
-  app.add_option("--seed", a.seed, "initialisation and shuffling seed");
+  app.add_option("--threads", a.threads, "compute threads (GEMM, element-wise ops); default: all")
+      ->check(whole_number(1, 4096));
+  app.add_option("--seed", a.seed, "initialisation and shuffling seed")
+      ->check(whole_number(0, UINT64_MAX));
   app.add_option("--arch", a.arch, "layer widths, e.g. 784-256-128-10");
   app.add_option("--gemm", a.gemm, "GEMM: openblas (default) or the suite's v1_naive .. v4_register");
-  app.add_option("--train-limit", a.train_limit, "train on the first N images only (0: all 60000)");
-  app.add_option("--test-limit", a.test_limit, "evaluate on the first N test images (0: all 10000)");
+  app.add_option("--train-limit", a.train_limit, "train on the first N images only (0: all 60000)")
+      ->check(whole_number(0, UINT32_MAX));
+  app.add_option("--test-limit", a.test_limit, "evaluate on the first N test images (0: all 10000)")
+      ->check(whole_number(0, UINT32_MAX));
   app.add_option("--data", a.data, "Fashion-MNIST directory (default $CONCURDL_FASHION_MNIST or Debian's)");
   app.add_option("--checkpoint", a.checkpoint, "write a checkpoint here after every epoch");
   app.add_option("--resume", a.resume, "continue from this checkpoint");
