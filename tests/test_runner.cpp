@@ -27,7 +27,7 @@ const bool registered = [] {
       .chapter = "98-runner-test",
       .title = "simulated Amdahl timings",
       .axes = {{"variant", {"a", "b"}}, {"threads", {"1", "2", "4"}, {"1", "2"}, AxisKind::count},
-               {"n", {"100", "200"}, {"100"}, AxisKind::size}},
+               {"n", {"100", "200"}, {"100"}, AxisKind::size, std::int64_t{1} << 20}},
       .baseline = {{"threads", "1"}},
       .repetitions = 4,
       .prepare = [](const Params& p, GroupCache& cache) {
@@ -115,6 +115,21 @@ TEST(Runner, BadOverridesAreUsageErrors) {
   RunOptions zero;
   zero.threads = std::vector<std::string>{"0"};
   EXPECT_THROW(configs_of("test/runner_amdahl", zero), UsageError);
+}
+
+TEST(Runner, AnAxisMaxIsAUsageErrorNamingTheLimit) {
+  RunOptions at_max;
+  at_max.set["n"] = {"1M"};
+  EXPECT_EQ(configs_of("test/runner_amdahl", at_max).size(), 2u * 2u);
+  RunOptions over;
+  over.set["n"] = {"1M", "1048577"};
+  try {
+    configs_of("test/runner_amdahl", over);
+    ADD_FAILURE() << "n above the axis max was accepted";
+  } catch (const UsageError& e) {
+    EXPECT_STREQ(e.what(), "parameter 'n': '1048577' is more than 1048576, the most this "
+                           "experiment takes");
+  }
 }
 
 TEST(Runner, RepetitionsAreInterleavedRoundRobinWithinAGroup) {
@@ -249,4 +264,15 @@ TEST(Registry, AFigureMayNameADerivedMetricAsXButNotAnUnknownName) {
   neither.id = "test/registry_no_prepare";
   neither.recorded_by.clear();
   EXPECT_THROW(register_experiment(neither), std::logic_error);
+}
+
+TEST(Registry, AnAxisMaxMustHoldForTheDeclaredValuesAndNeedsAnIntegerAxis) {
+  Experiment over{.id = "test/registry_max_over", .chapter = "98-runner-test", .title = "m"};
+  over.axes = {{"n", {"64", "128"}, {}, AxisKind::size, 100}};
+  over.prepare = [](const Params&, GroupCache&) { return Trial{.run = [] {}}; };
+  EXPECT_THROW(register_experiment(over), UsageError);  // its own value 128 is over the max
+  Experiment text = over;
+  text.id = "test/registry_max_text";
+  text.axes = {{"variant", {"a"}, {}, AxisKind::text, 100}};
+  EXPECT_THROW(register_experiment(text), std::logic_error);
 }

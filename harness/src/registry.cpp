@@ -9,9 +9,20 @@
 
 #include <fmt/format.h>
 
+#include "concurdl/harness/errors.hpp"
 #include "concurdl/harness/experiment.hpp"
 
 namespace concurdl {
+
+void check_axis_value(const Axis& a, std::string_view text) {
+  check_value(a.name, a.kind, text);
+  if (a.max == 0 || a.kind == AxisKind::text || a.kind == AxisKind::real) return;
+  const std::int64_t v = a.kind == AxisKind::integer ? parse_integer(a.name, text)
+                                                     : parse_size(a.name, text);
+  if (v > a.max)
+    throw UsageError(fmt::format("parameter '{}': '{}' is more than {}, the most this experiment "
+                                 "takes", a.name, text, a.max));
+}
 
 namespace {
 
@@ -36,8 +47,10 @@ void check_declaration(const Experiment& e) {
     fail("no prepare function");
   for (const Axis& a : e.axes) {
     if (a.values.empty()) fail("axis '" + a.name + "' has no values");
-    for (const auto& v : a.values) check_value(a.name, a.kind, v);
-    for (const auto& v : a.quick) check_value(a.name, a.kind, v);
+    if (a.max != 0 && (a.kind == AxisKind::text || a.kind == AxisKind::real))
+      fail("axis '" + a.name + "' has a max but is not an integer axis");
+    for (const auto& v : a.values) check_axis_value(a, v);
+    for (const auto& v : a.quick) check_axis_value(a, v);
   }
   auto has_axis = [&](const std::string& n) {
     return std::any_of(e.axes.begin(), e.axes.end(), [&](const Axis& a) { return a.name == n; });

@@ -48,7 +48,7 @@ std::vector<Config> expand(const std::vector<const Experiment*>& selected, const
       }
       if (a.name == "threads" && opt.threads) values = *opt.threads;
       if (a.name == "ranks" && opt.ranks) values = *opt.ranks;
-      for (const auto& v : values) check_value(a.name, a.kind, v);
+      for (const auto& v : values) check_axis_value(a, v);
       std::vector<Params> next;
       for (const Params& p : partial)
         for (const auto& v : values) {

@@ -31,6 +31,10 @@ using namespace concurdl;
 using kernels::GemmVersion;
 using kernels::Trans;
 
+// The largest n any GEMM experiment takes: three n x n float matrices are then 3 GiB, and n * n
+// is far from overflowing. `--set n=99999999999` is a usage error naming this limit.
+constexpr std::int64_t kMaxN = 16384;
+
 void note_once(const std::string& what) {
   static std::mutex mu;
   static std::set<std::string> said;
@@ -168,7 +172,7 @@ const bool registered = [] {
       .chapter = "kernels",
       .title = "GEMM v1-v4 vs OpenBLAS: FLOP/s vs n on all cores, against the roofline",
       .axes = {{"variant", version_names(true)},
-               {"n", {"64", "128", "256", "512", "1024"}, {"128", "256", "512"}, AxisKind::size},
+               {"n", {"64", "128", "256", "512", "1024"}, {"128", "256", "512"}, AxisKind::size, kMaxN},
                {"threads", {all_cores}, {}, AxisKind::count}},
       .baseline = {{"variant", "openblas"}},
       .ceiling = Ceiling::peak_flops,
@@ -181,7 +185,7 @@ const bool registered = [] {
       .chapter = "kernels",
       .title = "GEMM v2-v4 vs OpenBLAS at large n on all cores (v1 left out: seconds a call)",
       .axes = {{"variant", version_names(false)},
-               {"n", {"1024", "2048", "3072"}, {"1024"}, AxisKind::size},
+               {"n", {"1024", "2048", "3072"}, {"1024"}, AxisKind::size, kMaxN},
                {"threads", {all_cores}, {}, AxisKind::count}},
       .baseline = {{"variant", "openblas"}},
       .ceiling = Ceiling::peak_flops,
@@ -194,7 +198,7 @@ const bool registered = [] {
       .chapter = "kernels",
       .title = "GEMM v4 and OpenBLAS at n = 1024: speedup vs threads, past the cores",
       .axes = {{"variant", {"v4_register", "openblas"}},
-               {"n", {"1024", "2048"}, {"1024"}, AxisKind::size},
+               {"n", {"1024", "2048"}, {"1024"}, AxisKind::size, kMaxN},
                {"threads", thread_counts(), {}, AxisKind::count}},
       .baseline = {{"threads", "1"}},
       .ceiling = Ceiling::peak_flops,

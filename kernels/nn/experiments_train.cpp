@@ -182,8 +182,10 @@ const bool registered_throughput = register_experiment({
     .axes = {{.name = "gemm", .values = {"openblas", "v4_register"}},
              {.name = "threads", .values = thread_counts(), .quick = quick_threads(),
               .kind = AxisKind::count},
-             {.name = "batch", .values = {"64", "256"}, .quick = {"64"}, .kind = AxisKind::count},
-             {.name = "images", .values = {"12800"}, .quick = {"6400"}, .kind = AxisKind::count}},
+             {.name = "batch", .values = {"64", "256"}, .quick = {"64"}, .kind = AxisKind::count,
+              .max = data::kFashionMnistTrain},
+             {.name = "images", .values = {"12800"}, .quick = {"6400"}, .kind = AxisKind::count,
+              .max = data::kFashionMnistTrain}},  // the training set has no more
     .baseline = {{"threads", "1"}},
     .interleave = {"gemm", "threads"},
     .prepare = throughput_trial,

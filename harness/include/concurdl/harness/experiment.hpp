@@ -22,7 +22,14 @@ struct Axis {
   std::vector<std::string> values;  // the full profile's values
   std::vector<std::string> quick;   // the quick profile's values; empty = same as `values`
   AxisKind kind = AxisKind::text;
+  // count, size, integer: the largest value the experiment takes (0: any that fits in 64 bits).
+  // Set it wherever a value's square or product could overflow or could never fit in memory, so
+  // that `--set n=99999999999` is a usage error naming the limit, not a failed allocation.
+  std::int64_t max = 0;
 };
+
+// check_value() for this axis, and its `max`.
+void check_axis_value(const Axis& a, std::string_view text);
 
 // The work one run does, declared once next to the code; the harness derives items/s, bytes/s
 // and FLOP/s from it and the measured time. Zero means "not meaningful here".
