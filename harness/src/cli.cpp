@@ -221,6 +221,7 @@ int cmd_list(const Args& a) {
         for (const Axis& ax : e->axes) {
           fmt::print("      {:<12} {}", ax.name, fmt::join(ax.values, ","));
           if (!ax.quick.empty()) fmt::print("   (quick: {})", fmt::join(ax.quick, ","));
+          if (ax.max != 0) fmt::print("   (at most {})", ax.max);
           fmt::print("\n");
         }
       }
