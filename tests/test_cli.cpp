@@ -133,7 +133,7 @@ TEST_F(Cli, CalibrateYieldsValidRecordsAndCharts) {
   ASSERT_EQ(r.rc, 0) << r.err;
   const fs::path run_dir = dir_ / r.last_line();
   const RunFile f = load_run(run_dir);
-  EXPECT_EQ(f.schema_version, 1);
+  EXPECT_EQ(f.schema_version, concurdl::kSchemaVersion);
   for (const char* k : {"cpu_model", "compiler", "git_commit", "cores", "started", "finished", "libraries"})
     EXPECT_TRUE(f.provenance.contains(k)) << k;
   EXPECT_GT(f.calibration.mem_bandwidth_bytes_per_s, 0);

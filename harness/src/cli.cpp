@@ -42,7 +42,8 @@ struct Args {
 Profile parse_profile(const std::string& s) {
   if (s == "quick") return Profile::quick;
   if (s == "full") return Profile::full;
-  throw UsageError(fmt::format("--profile: '{}' is not a profile (quick or full)", s));
+  if (s == "smoke") return Profile::smoke;
+  throw UsageError(fmt::format("--profile: '{}' is not a profile (quick, full or smoke)", s));
 }
 
 std::vector<std::string> parse_counts(const std::string& flag, const std::string& text) {
@@ -161,7 +162,7 @@ int measure(const std::vector<std::string>& command, const std::vector<const Exp
   });
   if (calibrate_first && !selects_calibration) {
     RunOptions copt;
-    copt.profile = Profile::quick;
+    copt.profile = opt.profile == Profile::smoke ? Profile::smoke : Profile::quick;
     copt.progress = opt.progress;
     if (opt.progress) std::fprintf(stderr, "concurdl: calibrating this machine\n");
     std::vector<Record> calib = run_configs(expand(chapter_experiments(kCalibrationChapter), copt), copt, {});

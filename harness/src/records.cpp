@@ -1,4 +1,4 @@
-// Result records (schema v1): JSON in and out, atomic writes, and a loader whose every error
+// Result records (schema v2, reads v1): JSON in and out, atomic writes, and a loader whose every error
 // names the file and the field.
 #include "concurdl/harness/records.hpp"
 
@@ -7,6 +7,8 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cmath>
+#include <cstdlib>
 #include <chrono>
 #include <cstring>
 #include <ctime>
@@ -24,13 +26,33 @@ using nlohmann::json;
 
 namespace {
 
-// Integer-looking parameter values are written as JSON numbers ("threads": 2), everything else
-// as strings; reading turns numbers back into the same text, so a round trip is exact.
+// Parameter values that are numbers in their shortest exact form ("2", "0.02", "1e-05") are
+// written as JSON numbers; everything else ("16M", "v1_naive", "007") as strings. Reading turns
+// a number back into that same text, so a round trip is exact.
 json param_value(const std::string& v) {
-  if (!v.empty() && v.size() < 19 &&
-      v.find_first_not_of("0123456789") == std::string::npos && (v.size() == 1 || v[0] != '0'))
-    return std::stoll(v);
-  return v;
+  if (v.empty() || v.size() > 24) return v;
+  if (v.find_first_not_of("0123456789") == std::string::npos) {
+    if (v.size() < 19 && (v.size() == 1 || v[0] != '0')) return std::stoll(v);
+    return v;
+  }
+  if (v.find_first_not_of("0123456789.-+e") != std::string::npos) return v;
+  char* end = nullptr;
+  errno = 0;
+  const double d = std::strtod(v.c_str(), &end);
+  if (errno != 0 || end != v.c_str() + v.size() || !std::isfinite(d)) return v;
+  if (fmt::format("{}", d) != v) return v;  // "1.50", "+2": keep what was typed
+  return d;
+}
+
+std::string param_text(double d) { return fmt::format("{}", d); }
+
+json stats_json(const Summary& s) {
+  return {{"median", s.n ? json(s.median) : json(nullptr)},
+          {"min", s.min},
+          {"max", s.max},
+          {"mean", s.mean},
+          {"stdev", s.stdev},
+          {"ci95", {s.ci95_lo, s.ci95_hi}}};
 }
 
 json summary_json(const Record& r) { return r.stats.n ? json(r.stats.median) : json(nullptr); }
@@ -55,6 +77,18 @@ json to_json(const Record& r) {
             {"ci95", {r.stats.ci95_lo, r.stats.ci95_hi}},
             {"derived", r.derived},
             {"valid", r.valid}};
+  if (!r.metrics.empty()) {
+    json m = json::object();
+    for (const auto& [name, series] : r.metrics) {
+      json one = {{"unit", series.unit},
+                  {"lower_is_better", series.lower_is_better},
+                  {"samples", series.samples}};
+      one.update(stats_json(series.stats));
+      m[name] = one;
+    }
+    j["metrics"] = m;
+  }
+  if (!r.timer.empty()) j["timer"] = r.timer;
   if (!r.valid) j["validation"] = r.validation;
   if (!r.notes.empty()) j["notes"] = r.notes;
   return j;
@@ -126,7 +160,7 @@ Record record_from_json(const Reader& rd, const json& j, const std::string& path
   for (const auto& [k, v] : params.items()) {
     if (v.is_string()) r.params[k] = v.get<std::string>();
     else if (v.is_number_integer()) r.params[k] = std::to_string(v.get<long long>());
-    else if (v.is_number()) r.params[k] = fmt::format("{}", v.get<double>());
+    else if (v.is_number()) r.params[k] = param_text(v.get<double>());
     else if (v.is_boolean()) r.params[k] = v.get<bool>() ? "true" : "false";
     else rd.fail(path + ".params." + k, "expected a string or a number");
   }
@@ -154,6 +188,26 @@ Record record_from_json(const Reader& rd, const json& j, const std::string& path
   if (!valid.is_boolean()) rd.fail(path + ".valid", "expected true or false");
   r.valid = valid.get<bool>();
   if (auto it = j.find("validation"); it != j.end() && it->is_string()) r.validation = *it;
+  if (auto it = j.find("metrics"); it != j.end()) {
+    if (!it->is_object()) rd.fail(path + ".metrics", "expected an object");
+    for (const auto& [name, m] : it->items()) {
+      const std::string mp = path + ".metrics." + name;
+      MetricSeries series;
+      series.unit = rd.str(m, "unit", mp);
+      if (auto b = m.find("lower_is_better"); b != m.end() && b->is_boolean())
+        series.lower_is_better = *b;
+      const json& ms = rd.at(m, "samples", mp);
+      if (!ms.is_array()) rd.fail(mp + ".samples", "expected an array of numbers");
+      for (std::size_t i = 0; i < ms.size(); ++i)
+        series.samples.push_back(rd.num(ms[i], fmt::format("{}.samples[{}]", mp, i)));
+      if (!series.samples.empty()) series.stats = summarize(series.samples);
+      r.metrics[name] = std::move(series);
+    }
+  }
+  if (auto it = j.find("timer"); it != j.end()) {
+    if (!it->is_string()) rd.fail(path + ".timer", "expected a string");
+    r.timer = it->get<std::string>();
+  }
   if (auto it = j.find("notes"); it != j.end()) {
     if (!it->is_object()) rd.fail(path + ".notes", "expected an object of strings");
     for (const auto& [k, v] : it->items()) {
@@ -173,9 +227,10 @@ RunFile run_from_json(const json& j, const std::string& where) {
   const json& version = rd.at(j, "schema_version", "");
   if (!version.is_number_integer()) rd.fail("schema_version", "expected an integer");
   f.schema_version = version.get<int>();
-  if (f.schema_version != kSchemaVersion)
-    rd.fail("schema_version", fmt::format("{} is not supported (this concurdl reads version {})",
-                                          f.schema_version, kSchemaVersion));
+  if (f.schema_version < kOldestSchemaVersion || f.schema_version > kSchemaVersion)
+    rd.fail("schema_version",
+            fmt::format("{} is not supported (this concurdl reads versions {} to {})",
+                        f.schema_version, kOldestSchemaVersion, kSchemaVersion));
   f.concurdl_version = rd.str(j, "concurdl_version", "");
   const json& cmd = rd.at(j, "command", "");
   if (!cmd.is_array()) rd.fail("command", "expected an array of strings");

@@ -23,13 +23,68 @@ double now_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-const std::vector<std::string>& axis_values(const Axis& a, Profile p) {
+// The smoke profile: every quick value of a text axis (each variant's glue runs once), the
+// smallest quick value of a numeric one, unless the axis names its own.
+std::vector<std::string> smoke_values(const Axis& a) {
+  if (!a.smoke.empty()) return a.smoke;
+  const std::vector<std::string>& q = a.quick.empty() ? a.values : a.quick;
+  if (a.kind == AxisKind::text) return q;
+  auto number = [&](const std::string& v) {
+    return a.kind == AxisKind::real ? parse_real(a.name, v)
+                                    : static_cast<double>(a.kind == AxisKind::integer
+                                                              ? parse_integer(a.name, v)
+                                                              : parse_size(a.name, v));
+  };
+  return {*std::min_element(q.begin(), q.end(), [&](const std::string& x, const std::string& y) {
+    return number(x) < number(y);
+  })};
+}
+
+std::vector<std::string> axis_values(const Axis& a, Profile p) {
+  if (p == Profile::smoke) return smoke_values(a);
   return p == Profile::quick && !a.quick.empty() ? a.quick : a.values;
+}
+
+bool matches(const Params& p, const Params& when) {
+  for (const auto& [k, v] : when) {
+    auto it = p.find(k);
+    if (it == p.end() || it->second != v) return false;
+  }
+  return true;
 }
 
 }  // namespace
 
-int default_repetitions(Profile p) { return p == Profile::quick ? 5 : 10; }
+class HostTimer final : public Timer {
+ public:
+  std::string name() const override { return "host"; }
+  double time(const std::function<void()>& run) override {
+    const auto start = std::chrono::steady_clock::now();
+    run();
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  }
+};
+
+std::shared_ptr<Timer> host_timer() {
+  static const std::shared_ptr<Timer> t = std::make_shared<HostTimer>();
+  return t;
+}
+
+int default_repetitions(Profile p) {
+  switch (p) {
+    case Profile::smoke: return 1;
+    case Profile::quick: return 5;
+    case Profile::full: return 10;
+  }
+  return 5;
+}
+
+Params applicable_params(const Experiment& e, Params p) {
+  for (const Inapplicable& rule : e.inapplicable)
+    if (matches(p, rule.when))
+      for (const auto& axis : rule.axes) p.erase(axis);
+  return p;
+}
 
 std::vector<Config> expand(const std::vector<const Experiment*>& selected, const RunOptions& opt) {
   std::set<std::string> used_keys;
@@ -58,7 +113,13 @@ std::vector<Config> expand(const std::vector<const Experiment*>& selected, const
         }
       partial = std::move(next);
     }
-    for (auto& p : partial) out.push_back({e, std::move(p)});
+    // Inapplicable axes are dropped, and the configurations that then coincide measured once.
+    std::vector<Params> kept;
+    for (auto& p : partial) {
+      Params q = applicable_params(*e, std::move(p));
+      if (std::find(kept.begin(), kept.end(), q) == kept.end()) kept.push_back(std::move(q));
+    }
+    for (auto& p : kept) out.push_back({e, std::move(p)});
   }
   for (const auto& [key, values] : opt.set)
     if (!used_keys.count(key))
@@ -112,21 +173,41 @@ struct Slot {
   const Config* config;
   Trial trial;
   Record record;
+  Timer* timer = nullptr;
 };
 
-double run_once(Trial& t) {
+Sample run_once(Trial& t, Timer& timer) {
   if (t.reset) t.reset();
-  double value = 0;
+  Sample sample;
   if (t.measure) {
-    value = t.measure();
+    sample = t.measure();
   } else {
-    const auto start = std::chrono::steady_clock::now();
-    t.run();
-    value = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    sample.value = timer.time(t.run);
+    if (t.observe) t.observe(sample);
   }
   // A NaN or infinite sample would poison the statistics and cannot be stored as JSON.
-  if (!std::isfinite(value)) throw std::runtime_error(fmt::format("the measurement is {}", value));
-  return value;
+  if (!std::isfinite(sample.value))
+    throw std::runtime_error(fmt::format("the measurement is {}", sample.value));
+  for (const auto& [name, v] : sample.metrics)
+    if (!std::isfinite(v)) throw std::runtime_error(fmt::format("metric '{}' is {}", name, v));
+  return sample;
+}
+
+// Every declared metric in every sample, and nothing undeclared: a metric missing from one
+// repetition would silently shift its samples against the others.
+void add_sample(const Experiment& e, Record& r, Sample&& s) {
+  for (const Metric& m : e.metrics)
+    if (!s.metrics.count(m.name))
+      throw std::runtime_error(fmt::format("the sample has no metric '{}'", m.name));
+  for (const auto& [name, v] : s.metrics) {
+    auto it = r.metrics.find(name);
+    if (it == r.metrics.end())
+      throw std::logic_error(fmt::format("the sample has metric '{}', which the experiment does "
+                                         "not declare",
+                                         name));
+    it->second.samples.push_back(v);
+  }
+  r.samples.push_back(s.value);
 }
 
 // Anything a chapter's code throws becomes the record's reason; bad input stays a usage error.
@@ -161,9 +242,9 @@ void measure_group(std::vector<Slot>& slots, int repetitions, int warmup, Progre
     progress.step(fmt::format("{} {}", s.config->experiment->id, describe(s.config->params)));
     if (!s.record.valid) continue;  // prepare failed; its reason stays in the record
     guarded(s, "failed", [&] {
-      run_once(s.trial);
+      run_once(s.trial, *s.timer);
       check(s, "before timing");
-      for (int w = 1; w < warmup && s.record.valid; ++w) run_once(s.trial);
+      for (int w = 1; w < warmup && s.record.valid; ++w) run_once(s.trial, *s.timer);
     });
   }
   // Timing, round-robin: repetition r runs every configuration once, starting at a rotating
@@ -173,7 +254,9 @@ void measure_group(std::vector<Slot>& slots, int repetitions, int warmup, Progre
     for (std::size_t i = 0; i < n; ++i) {
       Slot& s = slots[(i + static_cast<std::size_t>(r)) % n];
       if (!s.record.valid) continue;
-      guarded(s, "failed during timing", [&] { s.record.samples.push_back(run_once(s.trial)); });
+      guarded(s, "failed during timing", [&] {
+        add_sample(*s.config->experiment, s.record, run_once(s.trial, *s.timer));
+      });
     }
   }
   // After timing: the last timed run's output must still be right.
@@ -220,17 +303,23 @@ std::vector<Record> run_configs(const std::vector<Config>& configs, const RunOpt
         s.record.metric = e->metric;
         s.record.unit = e->unit;
         s.record.lower_is_better = e->lower_is_better;
+        for (const Metric& m : e->metrics) s.record.metrics[m.name] = {m.unit, m.lower_is_better, {}, {}};
         guarded(s, "prepare failed", [&] {
           s.trial = e->prepare(c->params, cache);
           if (!s.trial.run && !s.trial.measure)
             throw std::logic_error("prepare returned a trial with neither run nor measure");
+          if (!s.trial.timer) s.trial.timer = host_timer();
           s.record.notes = s.trial.notes;
         });
+        s.timer = s.trial.timer ? s.trial.timer.get() : host_timer().get();
+        s.record.timer = s.trial.measure ? "measured by the trial" : s.timer->name();
         slots.push_back(std::move(s));
       }
       measure_group(slots, reps, std::max(1, e->warmup), progress);
       for (Slot& s : slots) {
         if (!s.record.samples.empty()) s.record.stats = summarize(s.record.samples);
+        for (auto& [name, m] : s.record.metrics)
+          if (!m.samples.empty()) m.stats = summarize(m.samples);
         const Work& w = s.trial.work;
         const double t = s.record.stats.median;
         if (e->metric == "time" && t > 0) {
@@ -240,6 +329,8 @@ std::vector<Record> run_configs(const std::vector<Config>& configs, const RunOpt
         }
         // Arithmetic intensity (FLOP per byte moved): where the run sits on a roofline.
         if (w.flops > 0 && w.bytes > 0) s.record.derived["intensity"] = w.flops / w.bytes;
+        if (e->derive && s.record.valid && s.record.stats.n > 0)
+          guarded(s, "derive failed", [&] { e->derive(s.record.params, w, s.record); });
         done.push_back(std::move(s.record));
       }
     }
@@ -254,18 +345,15 @@ std::vector<Record> run_configs(const std::vector<Config>& configs, const RunOpt
 
 namespace {
 
-double workers(const Params& p) {
-  for (const char* k : {"threads", "ranks", "workers"}) {
-    auto it = p.find(k);
-    if (it != p.end()) {
-      try {
-        return static_cast<double>(std::stoll(it->second));
-      } catch (const std::exception&) {
-        return 0;
-      }
-    }
+// The worker count along the experiment's scaling axis, or 0 where it has none.
+double workers(const Params& p, const std::string& axis) {
+  auto it = p.find(axis);
+  if (it == p.end()) return 0;
+  try {
+    return static_cast<double>(std::stoll(it->second));
+  } catch (const std::exception&) {
+    return 0;
   }
-  return 0;
 }
 
 }  // namespace
@@ -277,6 +365,7 @@ void derive_metrics(std::vector<Record>& records, const Calibration& calib) {
     if (e && !e->baseline.empty()) {
       Params base = r.params;
       for (const auto& [k, v] : e->baseline) base[k] = v;
+      base = applicable_params(*e, std::move(base));
       auto it = std::find_if(records.begin(), records.end(), [&](const Record& b) {
         return b.experiment == r.experiment && b.params == base && b.valid && b.stats.n > 0;
       });
@@ -294,7 +383,7 @@ void derive_metrics(std::vector<Record>& records, const Calibration& calib) {
           }
         }
         r.derived["speedup"] = s;
-        const double p = workers(r.params), p0 = workers(base);
+        const double p = workers(r.params, e->scaling_axis), p0 = workers(base, e->scaling_axis);
         if (p > 0 && p0 > 0 && p != p0) {
           r.derived["efficiency"] = s * p0 / p;
           if (p0 == 1 && p > 1) r.derived["karp_flatt"] = karp_flatt(s, p);

@@ -8,6 +8,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -15,7 +16,9 @@
 
 namespace concurdl {
 
-enum class Profile { quick, full };
+// quick: the default, minutes for the whole suite; full: the reference sweep; smoke: every
+// configuration's glue once at the smallest sizes (CI runs every experiment this way).
+enum class Profile { quick, full, smoke };
 
 struct Axis {
   std::string name;
@@ -26,6 +29,9 @@ struct Axis {
   // Set it wherever a value's square or product could overflow or could never fit in memory, so
   // that `--set n=99999999999` is a usage error naming the limit, not a failed allocation.
   std::int64_t max = 0;
+  // The smoke profile's values; empty: every quick value of a text axis (each variant's glue
+  // runs), the smallest quick value of a numeric one.
+  std::vector<std::string> smoke;
 };
 
 // check_value() for this axis, and its `max`.
@@ -39,12 +45,48 @@ struct Work {
   double flops = 0;
 };
 
-// One prepared configuration. `run` is timed by the harness with a steady clock; an experiment
-// that must time itself (per-operation latency measured inside, a fairness index) sets
-// `measure` instead, which returns the experiment's metric directly.
+// A value a trial yields besides the experiment's main metric: Jain's index beside the
+// acquisitions/s, the overlap efficiency beside the epoch time, a count of wrong elements.
+// Every sample carries every declared metric; each gets its own statistics in the record.
+struct Metric {
+  std::string name;  // "jain_index"
+  std::string unit;  // "" for a ratio or a count
+  bool lower_is_better = false;
+  std::string what;  // one line: what it is and what a good value looks like
+};
+
+// What one repetition yields: the main metric (the time, unless the experiment declares
+// another) and the named metrics.
+struct Sample {
+  double value = 0;
+  std::map<std::string, double> metrics;
+  Sample() = default;
+  Sample(double v) : value(v) {}  // NOLINT(google-explicit-constructor): a bare number is fine
+  Sample(double v, std::map<std::string, double> named) : value(v), metrics(std::move(named)) {}
+};
+
+// How a trial's `run` is timed. The harness's host steady clock by default; a CUDA chapter
+// passes cuda_event_timer(stream) (cuda_timer.hpp): events around the run, and the time is
+// known only once the device work is done. Under `--ranks` the runner wraps the timer so that
+// the sample is the max over the ranks of each rank's time (ranks.hpp).
+class Timer {
+ public:
+  virtual ~Timer() = default;
+  virtual std::string name() const = 0;  // recorded with the configuration: "host", ...
+  // Seconds one call of `run` took; returns when the timed work is complete.
+  virtual double time(const std::function<void()>& run) = 0;
+};
+std::shared_ptr<Timer> host_timer();
+
+// One prepared configuration. `run` is timed by `timer`; an experiment that must time itself
+// (per-operation latency measured inside, a fairness index) sets `measure` instead, which
+// returns the sample directly.
 struct Trial {
   std::function<void()> run;
-  std::function<double()> measure;
+  std::function<Sample()> measure;
+  // After each timed `run`, untimed: adds the named metrics of that repetition to the sample.
+  std::function<void(Sample&)> observe;
+  std::shared_ptr<Timer> timer;        // null: host_timer()
   std::function<void()> reset;         // untimed, before every run (including warm-up)
   std::function<std::string()> check;  // "" when the last run's output is right, else what is wrong
   Work work;
@@ -86,13 +128,34 @@ enum class Overlay {
                   // and y flops_per_s; drawn from the run's calibration
 };
 
+struct Record;
+struct Calibration;
+
+// Where a model is evaluated: an x of the figure, the measured records there (of the model's
+// series, or all of the figure's), and the run's calibration (α and β, peak FLOP/s, ...).
+struct ModelPoint {
+  double x = 0;
+  std::vector<const Record*> records;
+  const Calibration* calibration = nullptr;
+};
+
+// An analytical model drawn beside the measurements: dashed, labelled "model: LABEL" in the
+// legend, and never a row of the results (the report lists it under the figure as a model).
+struct Model {
+  std::string label;   // "max(io, compute)", "alpha-beta ring", "bubble (p-1)/(m+p-1)"
+  std::string series;  // evaluated at the x values of this measured series ("" = every x)
+  // The model's y at a point, or nullopt where it has no value (a component not measured).
+  std::function<std::optional<double>(const ModelPoint&)> y;
+};
+
 struct Figure {
   std::string id;                  // file stem, unique within the experiment
   std::string title;
   FigureKind kind = FigureKind::lines;
   std::string x = "threads";       // parameter on the x axis, or else a derived metric
                                    // ("intensity", "elapsed_s"): records without it are left out
-  std::string y = "median";        // "median" (the metric) or a derived metric's name
+  std::string y = "median";        // "median" (the metric), a declared Metric's name (its
+                                   // median and interval) or a derived metric's name
   std::string series = "variant";  // parameter naming the series; other varying parameters
                                    // are folded into the series label, never averaged away
   Params where;                    // only records with these parameter values
@@ -103,9 +166,18 @@ struct Figure {
   // Parameters that vary along x rather than between series (the epoch, when x is the elapsed
   // time): left out of the series labels instead of making one series per point.
   std::vector<std::string> along_x;
+  std::vector<Model> models;       // analytical curves drawn dashed beside the series
 };
 
 enum class Ceiling { none, mem_bandwidth, peak_flops };
+
+// Configurations that do not apply: for those matching `when`, the listed axes mean nothing
+// (the sync loader has no workers), so the sweep keeps one configuration instead of measuring
+// the same thing once per value, and the record leaves those parameters out.
+struct Inapplicable {
+  Params when;                     // {{"loader", "sync"}}
+  std::vector<std::string> axes;   // {"workers"}
+};
 
 struct Experiment {
   std::string id;       // "ch01/parallel_sum"
@@ -118,6 +190,16 @@ struct Experiment {
   std::string metric = "time";
   std::string unit = "s";
   bool lower_is_better = true;
+  // Named values every sample carries besides `metric` (see Metric).
+  std::vector<Metric> metrics;
+  // Experiment-specific derived metrics, computed once the statistics are known from the
+  // parameters, the declared work and the record (algbw and busbw beside a collective, as
+  // nccl-tests keeps getBw beside each one). Their names go in `derived` below.
+  std::function<void(const Params&, const Work&, Record&)> derive;
+  // The axis that counts the workers: efficiency = speedup x base / workers along it, and
+  // the Amdahl fits of speedup figures use it. "threads", "ranks", "workers", "gpus", "stages".
+  std::string scaling_axis = "threads";
+  std::vector<Inapplicable> inapplicable;
   Ceiling ceiling = Ceiling::none;
   // Axes whose configurations are prepared together and measured round-robin, repetition by
   // repetition, so that drift on a shared machine hits them alike. Other axes (sizes) form

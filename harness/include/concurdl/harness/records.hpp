@@ -1,5 +1,6 @@
-// Result records, schema v1 (docs/results-schema.md). The field names are a promise to outside
-// tools: fields may be added, but these keep their meaning.
+// Result records, schema v2 (docs/results-schema.md). The field names are a promise to outside
+// tools: fields may be added, but these keep their meaning. Version 1 files (no `metrics`,
+// no `timer`) still load.
 #pragma once
 
 #include <filesystem>
@@ -15,7 +16,17 @@
 
 namespace concurdl {
 
-inline constexpr int kSchemaVersion = 1;
+inline constexpr int kSchemaVersion = 2;
+inline constexpr int kOldestSchemaVersion = 1;
+
+// One named metric of a record (Experiment::metrics): its samples, in the order measured, and
+// their statistics.
+struct MetricSeries {
+  std::string unit;
+  bool lower_is_better = false;
+  std::vector<double> samples;
+  Summary stats;
+};
 
 struct Record {
   std::string experiment;  // "ch01/parallel_sum"
@@ -27,6 +38,8 @@ struct Record {
   std::vector<double> samples;  // every repetition's raw value, in the order measured
   Summary stats;
   std::map<std::string, double> derived;  // items_per_s, bytes_per_s, speedup, efficiency, ...
+  std::map<std::string, MetricSeries> metrics;  // the named metrics beside `metric`
+  std::string timer;  // how the samples were timed: "host", "cuda_events", "max_over_ranks(host)"
   bool valid = true;
   std::string validation;  // what was wrong when !valid
   std::map<std::string, std::string> notes;  // Trial::notes; written only when not empty

@@ -63,4 +63,7 @@ void derive_metrics(std::vector<Record>& records, const Calibration& calib);
 
 int default_repetitions(Profile p);
 
+// `p` without the parameters that the experiment's Inapplicable rules say mean nothing there.
+Params applicable_params(const Experiment& e, Params p);
+
 }  // namespace concurdl
