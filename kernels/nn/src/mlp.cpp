@@ -3,10 +3,12 @@
 // major; layer l maps A_{l-1} (batch x in) to A_l (batch x out):
 //   forward   Z = A_{l-1} W^T + b          gemm(no, yes): W is stored out x in
 //             A_l = relu(Z)                (not on the last layer: Z are the logits)
-//   backward  dW = dZ^T A_{l-1}            gemm(yes, no): out x in, like W
+//   backward  dZ = dA_l * (A_l > 0)        (not on the last layer: dZ are the dlogits)
+//             dW = dZ^T A_{l-1}            gemm(yes, no): out x in, like W
 //             db = column sums of dZ       (over the batch)
 //             dA_{l-1} = dZ W              gemm(no, no)
-//             dZ_{l-1} = dA_{l-1} * (A_{l-1} > 0)
+// Each layer's backward starts with its own ReLU, so a range of layers needs only its input and
+// its layers' outputs, and hands dA of its input to the range below.
 #include "concurdl/nn/mlp.hpp"
 
 #include <algorithm>
@@ -74,7 +76,6 @@ Mlp::Mlp(MlpSpec spec, std::uint64_t seed, kernels::GemmVersion gemm)
   }
   params_.assign(offsets_.back(), 0.0f);
   grads_.assign(offsets_.back(), 0.0f);
-  acts_.resize(layers());
   // He-uniform: W ~ U(-sqrt(6 / in), sqrt(6 / in)) keeps the ReLU activations' variance steady
   // from layer to layer; biases start at 0. One stream per layer, so widening one layer does not
   // change the others' initial weights.
@@ -101,27 +102,118 @@ LayerView Mlp::layer_gradient(std::size_t l) {
   return {{base, out, in, in}, {base + out * in, out}};
 }
 
-// Runs the layers on x; the last layer's output goes to `logits` (batch x classes), the hidden
-// activations stay in acts_ for backward().
-void Mlp::forward(const float* x, std::size_t batch, float* logits) {
+const float* Activations::output(std::size_t l) const {
+  if (batch_ == 0 || l < first_ || l >= last_)
+    throw std::out_of_range("Activations::output: no output of layer " + std::to_string(l) +
+                            (batch_ == 0 ? " (nothing ran forward yet)"
+                                         : " (these hold layers [" + std::to_string(first_) + ", " +
+                                               std::to_string(last_) + "))"));
+  return outputs_[l - first_].data();
+}
+
+LossResult softmax_xent_loss(const float* logits, const std::uint8_t* labels, std::size_t rows,
+                             std::size_t classes, float* dlogits, std::size_t total_rows) {
+  if (rows > 0 && (logits == nullptr || labels == nullptr || dlogits == nullptr))
+    throw std::invalid_argument("softmax_xent_loss: null buffer");
+  LossResult r;
+  // Counted first: dlogits may be the logits, overwritten below.
+  r.correct = kernels::argmax_correct(logits, labels, rows, classes);
+  r.loss = kernels::softmax_xent_forward(logits, labels, rows, classes, dlogits);
+  kernels::softmax_xent_backward(dlogits, labels, rows, classes, dlogits);  // / rows
+  if (total_rows != 0 && total_rows != rows)
+    kernels::scale(rows * classes, static_cast<float>(rows) / static_cast<float>(total_rows),
+                   dlogits);
+  return r;
+}
+
+void Mlp::check_range(const char* who, std::size_t first, std::size_t last) const {
+  if (first >= last || last > layers())
+    throw std::invalid_argument(std::string(who) + ": bad layer range [" + std::to_string(first) +
+                                ", " + std::to_string(last) +
+                                "): want first < last <= " + std::to_string(layers()) + " (" +
+                                spec_.describe() + " has " + std::to_string(layers()) + " layers)");
+}
+
+void Mlp::forward_layers(std::size_t first, std::size_t last, const float* in, std::size_t batch,
+                         Activations& a) const {
+  check_range("Mlp::forward_layers", first, last);
+  if (batch == 0) throw std::invalid_argument("Mlp::forward_layers: empty batch");
+  if (in == nullptr) throw std::invalid_argument("Mlp::forward_layers: null input");
+  a.first_ = first;
+  a.last_ = last;
+  a.batch_ = batch;
+  a.input_ = in;
+  a.outputs_.resize(last - first);
+  const float* in_act = in;
+  for (std::size_t l = first; l < last; ++l) {
+    const std::size_t in_w = spec_.widths[l], out = spec_.widths[l + 1];
+    const float* w = weights(l);
+    std::vector<float>& out_act = a.outputs_[l - first];
+    out_act.resize(batch * out);
+    kernels::gemm(gemm_, Trans::no, Trans::yes, batch, out, in_w, 1.0f, in_act, in_w, w, in_w, 0.0f,
+                  out_act.data(), out);
+    kernels::add_bias_rows(out_act.data(), batch, out, out, w + out * in_w);
+    if (l + 1 < layers()) kernels::relu_forward(out_act.data(), out_act.data(), batch * out);
+    in_act = out_act.data();
+  }
+}
+
+void Mlp::backward_layers(std::size_t first, std::size_t last, Activations& a, const float* dout,
+                          float* din, bool accumulate,
+                          const std::function<void(std::size_t)>& on_layer_done) {
+  check_range("Mlp::backward_layers", first, last);
+  if (a.batch_ == 0 || first < a.first_ || last > a.last_)
+    throw std::invalid_argument(
+        "Mlp::backward_layers: layer range [" + std::to_string(first) + ", " +
+        std::to_string(last) + ") did not run forward in these activations (they hold " +
+        (a.batch_ == 0 ? std::string("none")
+                       : "[" + std::to_string(a.first_) + ", " + std::to_string(a.last_) + ")") +
+        ")");
+  if (dout == nullptr) throw std::invalid_argument("Mlp::backward_layers: null dout");
+  const std::size_t batch = a.batch_;
+  const float beta = accumulate ? 1.0f : 0.0f;
+  // delta is dZ of the layer at hand; it starts as dout itself when no ReLU is in the way
+  // (the logits), else in one of a's two scratch buffers, and the buffers alternate below.
+  const float* delta = dout;
+  std::size_t spare = 0;
+  if (last < layers()) {
+    const std::size_t n = batch * spec_.widths[last];
+    a.delta_[0].assign(dout, dout + n);
+    kernels::relu_backward(a.output(last - 1), a.delta_[0].data(), n);
+    delta = a.delta_[0].data();
+    spare = 1;
+  }
+  for (std::size_t l = last; l-- > first;) {
+    const std::size_t in = spec_.widths[l], out = spec_.widths[l + 1];
+    const float* w = weights(l);
+    float* gw = grads_.data() + offsets_[l];
+    const float* in_act = l == a.first_ ? a.input_ : a.output(l - 1);
+    kernels::gemm(gemm_, Trans::yes, Trans::no, out, in, batch, 1.0f, delta, out, in_act, in, beta,
+                  gw, in);
+    kernels::column_sums(delta, batch, out, out, gw + out * in, beta);
+    if (on_layer_done) on_layer_done(l);
+    if (l == first) {  // the input's gradient only when asked for: nothing in range needs it
+      if (din != nullptr)
+        kernels::gemm(gemm_, Trans::no, Trans::no, batch, in, out, 1.0f, delta, out, w, in, 0.0f,
+                      din, in);
+      break;
+    }
+    std::vector<float>& next = a.delta_[spare];
+    next.resize(batch * in);
+    kernels::gemm(gemm_, Trans::no, Trans::no, batch, in, out, 1.0f, delta, out, w, in, 0.0f,
+                  next.data(), in);
+    kernels::relu_backward(in_act, next.data(), batch * in);  // layer l - 1's ReLU
+    delta = next.data();
+    spare ^= 1;
+  }
+}
+
+void Mlp::forward(const float* x, std::size_t batch, float* logits) const {
   if (batch == 0) return;
   if (x == nullptr || logits == nullptr) throw std::invalid_argument("Mlp::forward: null buffer");
-  const float* in_act = x;
-  for (std::size_t l = 0; l < layers(); ++l) {
-    const LayerView v = layer(l);
-    const std::size_t in = v.w.cols, out = v.w.rows;
-    const bool last = l + 1 == layers();
-    float* out_act = logits;
-    if (!last) {
-      acts_[l].resize(batch * out);
-      out_act = acts_[l].data();
-    }
-    kernels::gemm(gemm_, Trans::no, Trans::yes, batch, out, in, 1.0f, in_act, in, v.w.data, in,
-                  0.0f, out_act, out);
-    kernels::add_bias_rows(out_act, batch, out, out, v.b.data());
-    if (!last) kernels::relu_forward(out_act, out_act, batch * out);
-    in_act = out_act;
-  }
+  Activations a;
+  forward_layers(0, layers(), x, batch, a);
+  std::copy_n(a.output(), batch * spec_.widths.back(), logits);
 }
 
 float Mlp::forward_backward(const float* x, const std::uint8_t* labels, std::size_t batch,
@@ -133,53 +225,33 @@ float Mlp::forward_backward(const float* x, const std::uint8_t* labels, std::siz
                             std::size_t* correct, float* dx) {
   if (batch == 0) throw std::invalid_argument("Mlp::forward_backward: empty batch");
   if (labels == nullptr) throw std::invalid_argument("Mlp::forward_backward: null labels");
-  const std::size_t classes = spec_.widths.back();
-  probs_.resize(batch * classes);
-  forward(x, batch, probs_.data());  // logits, turned into probabilities in place below
-  if (correct != nullptr) *correct = kernels::argmax_correct(probs_.data(), labels, batch, classes);
-  const double loss =
-      kernels::softmax_xent_forward(probs_.data(), labels, batch, classes, probs_.data());
-  delta_.resize(batch * classes);
-  kernels::softmax_xent_backward(probs_.data(), labels, batch, classes, delta_.data());
-
-  for (std::size_t l = layers(); l-- > 0;) {
-    const LayerView v = layer(l), g = layer_gradient(l);
-    const std::size_t in = v.w.cols, out = v.w.rows;
-    const float* in_act = l == 0 ? x : acts_[l - 1].data();
-    kernels::gemm(gemm_, Trans::yes, Trans::no, out, in, batch, 1.0f, delta_.data(), out, in_act,
-                  in, 0.0f, g.w.data, in);
-    kernels::column_sums(delta_.data(), batch, out, out, g.b.data());
-    if (l == 0) {  // the input's gradient only when asked for: nothing below uses it
-      if (dx != nullptr)
-        kernels::gemm(gemm_, Trans::no, Trans::no, batch, in, out, 1.0f, delta_.data(), out,
-                      v.w.data, in, 0.0f, dx, in);
-      break;
-    }
-    delta_prev_.resize(batch * in);
-    kernels::gemm(gemm_, Trans::no, Trans::no, batch, in, out, 1.0f, delta_.data(), out, v.w.data,
-                  in, 0.0f, delta_prev_.data(), in);
-    kernels::relu_backward(in_act, delta_prev_.data(), batch * in);
-    std::swap(delta_, delta_prev_);
-  }
-  return static_cast<float>(loss);
+  if (x == nullptr) throw std::invalid_argument("Mlp::forward_backward: null input");
+  forward_layers(0, layers(), x, batch, step_acts_);
+  dlogits_.resize(batch * spec_.widths.back());
+  const LossResult head =
+      softmax_xent_loss(step_acts_.output(), labels, batch, spec_.widths.back(), dlogits_.data());
+  if (correct != nullptr) *correct = head.correct;
+  backward_layers(0, layers(), step_acts_, dlogits_.data(), dx);
+  return static_cast<float>(head.loss);
 }
 
 EvalResult Mlp::evaluate(const float* x, const std::uint8_t* labels, std::size_t n,
-                         std::size_t batch) {
+                         std::size_t batch) const {
   EvalResult r;
   if (n == 0) return r;
   if (batch == 0) throw std::invalid_argument("Mlp::evaluate: batch of 0");
   const std::size_t in = spec_.widths.front(), classes = spec_.widths.back();
-  std::vector<float> scores(std::min(batch, n) * classes);
+  Activations a;
+  std::vector<float> dlogits(std::min(batch, n) * classes);  // the head writes it; unused here
   double loss_sum = 0;
   std::size_t hits = 0;
   for (std::size_t b = 0; b < n; b += batch) {
     const std::size_t rows = std::min(batch, n - b);
-    forward(x + b * in, rows, scores.data());
-    hits += kernels::argmax_correct(scores.data(), labels + b, rows, classes);
-    loss_sum +=
-        kernels::softmax_xent_forward(scores.data(), labels + b, rows, classes, scores.data()) *
-        static_cast<double>(rows);
+    forward_layers(0, layers(), x + b * in, rows, a);
+    const LossResult head =
+        softmax_xent_loss(a.output(), labels + b, rows, classes, dlogits.data());
+    hits += head.correct;
+    loss_sum += head.loss * static_cast<double>(rows);
   }
   r.samples = n;
   r.loss = loss_sum / static_cast<double>(n);

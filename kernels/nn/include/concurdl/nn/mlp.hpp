@@ -5,10 +5,25 @@
 // same way (layer by layer: W then b, W row-major out x in), with per-layer views into both.
 // So one all-reduce over gradients() moves every gradient, and buckets of it (layer_offsets())
 // move them in pieces, as data-parallel training does in chapter 05.
+//
+// Layer l is Linear, then ReLU unless l is the last layer. forward_layers / backward_layers run
+// any range [first, last) of layers on caller-owned Activations, so a pipeline stage (chapter
+// 06) runs only its layers and keeps one Activations per micro-batch in flight, a data-parallel
+// step (chapter 05) hears about each layer's finished gradient, and a dataflow graph (chapter
+// 08) makes each layer a node. forward_backward, forward and evaluate are built on them.
+//
+// Threads: the const methods only read the parameters, so any number of threads may run them
+// at once on one model, each with its own Activations and output buffers, while nothing
+// changes the parameters (an optimiser step, a checkpoint load, writes through layer()).
+// backward_layers writes only its own layers' gradients (and its Activations): calls on disjoint
+// layer ranges with their own Activations may run at once with each other and with forward;
+// overlapping ranges may not. forward_backward uses buffers of the model: one call at a time,
+// alone. kernels::set_compute_threads must not change while any of them runs.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -21,7 +36,7 @@ namespace concurdl::nn {
 
 struct MlpSpec {
   std::vector<std::size_t> widths = {784, 256, 128, 10};  // input, hidden..., classes
-  std::string describe() const;                            // "784-256-128-10"
+  std::string describe() const;                           // "784-256-128-10"
   // "784-256-128-10"; throws std::invalid_argument naming what is wrong (fewer than two
   // widths, a zero, not a number).
   static MlpSpec parse(std::string_view text);
@@ -39,6 +54,45 @@ struct EvalResult {
   std::size_t samples = 0;
 };
 
+// Softmax cross-entropy on the logits: what the loss head returns.
+struct LossResult {
+  double loss = 0;          // mean cross-entropy over the rows
+  std::size_t correct = 0;  // rows whose largest logit is the label
+};
+
+// The loss head. logits and dlogits are rows x classes, labels in [0, classes) (else
+// std::invalid_argument). dlogits receives the gradient of (sum of the rows' losses) /
+// total_rows; it may alias logits. total_rows 0 means rows: the gradient of this batch's mean
+// loss. A micro-batch of a larger batch passes the larger batch's size, so that gradients
+// accumulated over its micro-batches are the gradient of the whole batch's mean loss.
+LossResult softmax_xent_loss(const float* logits, const std::uint8_t* labels, std::size_t rows,
+                             std::size_t classes, float* dlogits, std::size_t total_rows = 0);
+
+// One batch's activations through layers [first, last) of an Mlp: the range's input (borrowed,
+// not copied) and every layer's output, which is all that backward needs. Owned by the caller,
+// one per micro-batch in flight; forward_layers fills it, backward_layers reads it (and keeps
+// its gradient scratch here, so that neither allocates once the sizes have been seen). Used by
+// one thread at a time.
+class Activations {
+ public:
+  std::size_t first() const { return first_; }
+  std::size_t last() const { return last_; }
+  std::size_t batch() const { return batch_; }  // 0 until forward_layers ran
+  // The range's input as given to forward_layers: batch x widths[first].
+  const float* input() const { return input_; }
+  // The output of layer l in [first, last): batch x widths[l + 1], after its ReLU if it has one.
+  const float* output(std::size_t l) const;
+  // The range's output (layer last - 1's): what a pipeline stage sends on, or the logits.
+  const float* output() const { return output(last_ - 1); }
+
+ private:
+  friend class Mlp;
+  std::size_t first_ = 0, last_ = 0, batch_ = 0;
+  const float* input_ = nullptr;
+  std::vector<std::vector<float>> outputs_;  // outputs_[i]: layer first + i's output
+  std::vector<float> delta_[2];              // backward's ping-pong gradient buffers
+};
+
 class Mlp {
  public:
   // Deterministic initialisation from `seed` (He-uniform weights, zero biases), the same on
@@ -53,12 +107,37 @@ class Mlp {
   std::span<const float> parameters() const { return params_; }
   std::span<float> gradients() { return grads_; }
   std::span<const float> gradients() const { return grads_; }
-  LayerView layer(std::size_t l);                  // views into parameters()
-  LayerView layer_gradient(std::size_t l);         // views into gradients()
+  LayerView layer(std::size_t l);           // views into parameters()
+  LayerView layer_gradient(std::size_t l);  // views into gradients()
   // Where layer l's parameters start in the flat buffers, plus the total at the end
   // (layers() + 1 entries): the natural bucket boundaries for an all-reduce.
   const std::vector<std::size_t>& layer_offsets() const { return offsets_; }
 
+  // ---- by layer ---------------------------------------------------------------------------
+  // Forward through layers [first, last) (first < last <= layers(), else std::invalid_argument
+  // naming the range): in is batch x widths[first], batch >= 1; the output lands in
+  // a.output(), batch x widths[last]. `in` is not copied: keep it alive and unchanged until
+  // backward_layers on `a` is done (layer first's weight gradient reads it).
+  void forward_layers(std::size_t first, std::size_t last, const float* in, std::size_t batch,
+                      Activations& a) const;
+  // Backward through layers [first, last), last to first, after forward_layers ran a range
+  // containing them on `a`. dout (batch x widths[last]) is the loss's gradient with respect to
+  // layer last - 1's output; the ReLU of that layer, if any, is applied here. Writes the
+  // gradients of layers [first, last) into gradients(): overwriting them, or adding to them
+  // when `accumulate` (micro-batches: the first overwrites, the others add; scale each
+  // micro-batch's dout by its rows / the batch's rows, as softmax_xent_loss's total_rows does,
+  // and the sum is the whole batch's mean-loss gradient). din, when not null, receives the
+  // gradient with respect to the range's input (batch x widths[first]); the ReLU that produced
+  // that input belongs to layer first - 1, whose backward applies it.
+  // on_layer_done(l), when given, runs once per layer, l = last - 1 down to first, as soon as
+  // layer l's gradient is final: the hook for all-reducing it while backward goes on below. It
+  // may hand that gradient to another thread (backward does not touch it again), but must not
+  // change the parameters before backward_layers returns.
+  void backward_layers(std::size_t first, std::size_t last, Activations& a, const float* dout,
+                       float* din, bool accumulate = false,
+                       const std::function<void(std::size_t)>& on_layer_done = {});
+
+  // ---- whole model, built on the above ----------------------------------------------------
   // Forward and backward on one batch: x is batch x widths[0], labels batch values in
   // [0, classes). Overwrites gradients() with the mean-loss gradient; returns the mean loss.
   // `correct`, when given, receives how many predictions were right.
@@ -69,18 +148,21 @@ class Mlp {
   float forward_backward(const float* x, const std::uint8_t* labels, std::size_t batch,
                          std::size_t* correct, float* dx);
   // Forward only: logits (batch x classes) into `logits`.
-  void forward(const float* x, std::size_t batch, float* logits);
+  void forward(const float* x, std::size_t batch, float* logits) const;
   // Mean loss and accuracy over n samples, in batches of `batch`.
   EvalResult evaluate(const float* x, const std::uint8_t* labels, std::size_t n,
-                      std::size_t batch = 1000);
+                      std::size_t batch = 1000) const;
 
  private:
   MlpSpec spec_;
   kernels::GemmVersion gemm_;
   std::vector<float> params_, grads_;
   std::vector<std::size_t> offsets_;
-  std::vector<std::vector<float>> acts_;  // activations per layer, sized for the last batch
-  std::vector<float> probs_, delta_, delta_prev_;
+  Activations step_acts_;  // forward_backward's, kept so that a training step does not allocate
+  std::vector<float> dlogits_;
+
+  void check_range(const char* who, std::size_t first, std::size_t last) const;
+  const float* weights(std::size_t l) const { return params_.data() + offsets_[l]; }
 };
 
 }  // namespace concurdl::nn
