@@ -1,4 +1,11 @@
-# concurdl_add_chapter(NN-topic SOURCES ... [TESTS ...] [RACE_DEMOS ...] [LIBS ...] [LABELS ...])
+# concurdl_add_chapter(NN-topic SOURCES ... [CUDA_SOURCES ...] [TESTS ...] [RACE_DEMOS ...]
+#                      [LIBS ...] [LABELS ...] [REQUIRES cap ...] [OPTIONAL cap ...])
+#
+# Capabilities (cap): cuda, nccl, mpi, uring. REQUIRES: the chapter is built only where all of
+# them were found (the configure summary says which chapter was left out and why). OPTIONAL:
+# the chapter builds either way and links each one where found. Either way every chapter target
+# gets CONCURDL_HAVE_CUDA/NCCL/MPI/URING defined as 1 or 0 (per target, not globally), so code
+# tests `#if CONCURDL_HAVE_MPI`. CUDA_SOURCES (.cu) are compiled only where CUDA was found.
 #
 # One call per chapter. It makes:
 #   concurdl_chNN   an OBJECT library with the chapter's sources and experiments.cpp; object
@@ -26,16 +33,63 @@ function(concurdl_label_discovered target labels)
   set_property(DIRECTORY APPEND PROPERTY TEST_INCLUDE_FILES ${script})
 endfunction()
 
+# The imported target that brings capability `cap`, in `out` ("" for cuda: CUDA sources and
+# CUDA::cudart are added apart).
+function(concurdl_capability_libs cap out)
+  if(cap STREQUAL "mpi")
+    set(${out} MPI::MPI_C PARENT_SCOPE)
+  elseif(cap STREQUAL "nccl")
+    set(${out} NCCL::nccl CUDA::cudart PARENT_SCOPE)
+  elseif(cap STREQUAL "uring")
+    set(${out} PkgConfig::URING PARENT_SCOPE)
+  elseif(cap STREQUAL "cuda")
+    set(${out} CUDA::cudart PARENT_SCOPE)
+  else()
+    message(FATAL_ERROR "concurdl_add_chapter: unknown capability '${cap}' (cuda, nccl, mpi, uring)")
+  endif()
+endfunction()
+
 function(concurdl_add_chapter folder)
-  cmake_parse_arguments(CH "" "" "SOURCES;TESTS;RACE_DEMOS;LIBS;LABELS" ${ARGN})
+  cmake_parse_arguments(CH "" ""
+    "SOURCES;CUDA_SOURCES;TESTS;RACE_DEMOS;LIBS;LABELS;REQUIRES;OPTIONAL" ${ARGN})
   string(REGEX MATCH "^[0-9]+" num "${folder}")
   if(num STREQUAL "")
     message(FATAL_ERROR "concurdl_add_chapter(${folder}): the folder must be named NN-topic")
   endif()
+  set(missing "")
+  foreach(cap IN LISTS CH_REQUIRES)
+    concurdl_capability_libs(${cap} unused)  # checks the name
+    string(TOUPPER ${cap} CAP)
+    if(NOT CONCURDL_HAVE_${CAP})
+      list(APPEND missing ${cap})
+    endif()
+  endforeach()
+  if(missing)
+    string(REPLACE ";" ", " missing "${missing}")
+    set_property(GLOBAL APPEND PROPERTY CONCURDL_CHAPTERS_OFF "${folder} (needs ${missing})")
+    return()
+  endif()
+
   set(target concurdl_ch${num})
-  add_library(${target} OBJECT ${CH_SOURCES})
+  set(sources ${CH_SOURCES})
+  if(CONCURDL_HAVE_CUDA)
+    list(APPEND sources ${CH_CUDA_SOURCES})
+  endif()
+  add_library(${target} OBJECT ${sources})
   target_include_directories(${target} PUBLIC ${CMAKE_CURRENT_SOURCE_DIR}/include)
   target_link_libraries(${target} PUBLIC concurdl::harness ${CH_LIBS})
+  foreach(cap cuda nccl mpi uring)
+    string(TOUPPER ${cap} CAP)
+    if(CONCURDL_HAVE_${CAP} AND (cap IN_LIST CH_REQUIRES OR cap IN_LIST CH_OPTIONAL))
+      concurdl_capability_libs(${cap} libs)
+      target_link_libraries(${target} PUBLIC ${libs})
+    endif()
+    if(CONCURDL_HAVE_${CAP})
+      target_compile_definitions(${target} PUBLIC CONCURDL_HAVE_${CAP}=1)
+    else()
+      target_compile_definitions(${target} PUBLIC CONCURDL_HAVE_${CAP}=0)
+    endif()
+  endforeach()
   concurdl_warnings(${target})
   set_property(GLOBAL APPEND PROPERTY CONCURDL_CHAPTER_TARGETS ${target})
   set_property(GLOBAL APPEND PROPERTY CONCURDL_CHAPTERS ${folder})

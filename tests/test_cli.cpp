@@ -12,6 +12,7 @@
 
 #include <gtest/gtest.h>
 
+#include "concurdl/build_info.hpp"
 #include "concurdl/harness/calibrate.hpp"
 #include "concurdl/harness/openblas_env.hpp"
 #include "concurdl/harness/records.hpp"
@@ -126,6 +127,42 @@ TEST_F(Cli, AnExperimentRecordedByACommandIsListedButNotRun) {
   const Result l = run("list 99");
   EXPECT_NE(l.out.find("recorded by 'concurdl toy-echo'"), std::string::npos) << l.out;
   expect_usage_error(run("run ch99/recorded"), "recorded by 'concurdl toy-echo'");
+}
+
+// --ranks starts mpirun; every rank measures, rank 0 alone writes one run whose samples are the
+// max over the ranks (rank 1 sleeps twice as long as rank 0).
+TEST_F(Cli, RanksLaunchMpirunAndRankZeroWritesTheMaxOverRanks) {
+  if (!concurdl::build::have_mpi) GTEST_SKIP() << "built without MPI";
+  const Result r = run("run --ranks 2 ch99/ranks_sleep --no-calibrate --no-report --quiet --out runs");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  ASSERT_EQ(std::distance(fs::directory_iterator(dir_ / "runs"), fs::directory_iterator{}), 1)
+      << "one results directory, written by rank 0 alone";
+  const RunFile f = load_run(dir_ / r.last_line());
+  EXPECT_EQ(f.provenance.at("mpi_world_size"), 2);
+  ASSERT_EQ(f.records.size(), 2u);
+  for (const auto& rec : f.records) {
+    ASSERT_TRUE(rec.valid) << rec.validation;
+    EXPECT_EQ(rec.params.at("ranks"), "2");
+    ASSERT_EQ(rec.samples.size(), 3u);
+    if (rec.params.at("variant") == "timed") {
+      EXPECT_EQ(rec.timer, "max_over_ranks(host)");
+      for (double s : rec.samples) EXPECT_GE(s, 0.010) << "rank 1's 10 ms, not rank 0's 5 ms";
+    } else {
+      for (double s : rec.samples) EXPECT_DOUBLE_EQ(s, 0.010);
+    }
+  }
+}
+
+TEST_F(Cli, RanksAndTheExperimentsMustAgree) {
+  expect_usage_error(run("run ch99/ranks_sleep"), "give --ranks N");
+  expect_usage_error(run("run --hostfile nowhere ch99/sum"), "--hostfile");
+  if (!concurdl::build::have_mpi) {
+    expect_usage_error(run("run --ranks 2 ch99/ranks_sleep"), "without MPI");
+    return;
+  }
+  expect_usage_error(run("run --ranks 2 ch99/sum"), "leave out --ranks");
+  expect_usage_error(run("run --ranks 0 ch99/ranks_sleep"), "--ranks");
+  EXPECT_FALSE(fs::exists(dir_ / "results"));
 }
 
 TEST_F(Cli, CalibrateYieldsValidRecordsAndCharts) {

@@ -2,9 +2,10 @@
 // chapter's thread pool, oneTBB's task_group and OpenMP tasks. With tiny (empty) tasks the
 // time is all overhead, so tasks/s is the inverse of the cost of one task; with medium tasks
 // (about 10 us of arithmetic each) the overhead is amortised and the question is scaling.
-//   concurdl run ch01/task_overhead   figures ch01_task_overhead_{tiny_rate,medium_rate,medium_speedup}
-//   concurdl exercise ch01            exercise 1.3 (exercises/student_pool.hpp), timed here too
-// Variants, one row each in kVariants:
+//   concurdl run ch01/task_overhead   figures
+//   ch01_task_overhead_{tiny_rate,medium_rate,medium_speedup} concurdl exercise ch01 exercise 1.3
+//   (exercises/student_pool.hpp), timed here too
+// Variants, one row each in kPoolVariants:
 //   v0_inline           the tasks called in a plain loop: no concurrency, the floor
 //   v1_thread_per_task  a std::thread created and joined per task, in waves of `threads`
 //   v2_pool             the reference ThreadPool: submit each task, then wait_all()
@@ -12,13 +13,13 @@
 //   v4_omp_tasks        #pragma omp task from one thread of a team of `threads`, then taskwait
 //   v5_stealing_pool    the chapter's StealingPool of `threads`: post each task, then wait_all()
 //                       (lanes per thread, steal half, no future, spin before sleep)
+#include <fmt/format.h>
 #include <omp.h>
 #include <oneapi/tbb/global_control.h>
 #include <oneapi/tbb/task_arena.h>
 #include <oneapi/tbb/task_group.h>
 
 #include <algorithm>
-#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -28,10 +29,9 @@
 #include <thread>
 #include <vector>
 
-#include <fmt/format.h>
-
 #include "concurdl/harness/exercise.hpp"
 #include "concurdl/harness/experiment.hpp"
+#include "concurdl/harness/variants.hpp"
 #include "concurdl/threads/stealing_pool.hpp"
 #include "concurdl/threads/thread_pool.hpp"
 #include "exercises/student_pool.hpp"
@@ -122,22 +122,22 @@ void allow_tbb_threads(unsigned threads) {
 // a pool's or an arena's threads exist before the clock starts; what is timed is dispatch.
 using BatchRunner = std::function<void(Batch&)>;
 
-struct Variant {
-  const char* name;
-  const char* why;  // what changed from the previous row, and what it should do to the numbers
+struct PoolVariant : VariantInfo {
   BatchRunner (*make)(unsigned threads);
 };
 
-const std::array<Variant, 6> kVariants = {{
-    {"v0_inline", "no concurrency: the tasks as plain calls; the floor every other row pays on top of",
+const PoolVariant kPoolRows[] = {
+    {{"v0_inline",
+      "no concurrency: the tasks as plain calls on one thread; the floor every other row pays "
+      "on top of"},
      [](unsigned) -> BatchRunner {
        return [](Batch& b) {
          for (std::size_t i = 0; i < b.n; ++i) b.run_task(i);
        };
      }},
-    {"v1_thread_per_task",
-     "a std::thread per task (created, joined, in waves of `threads`): tens of microseconds of "
-     "kernel work per task, so tiny tasks crawl",
+    {{"v1_thread_per_task",
+      "a std::thread per task (created, joined, in waves of `threads`): tens of microseconds of "
+      "kernel work per task, so tiny tasks crawl"},
      [](unsigned threads) -> BatchRunner {
        return [threads](Batch& b) {
          std::vector<std::jthread> wave;
@@ -149,16 +149,16 @@ const std::array<Variant, 6> kVariants = {{
          }
        };
      }},
-    {"v2_pool",
-     "threads started once and reused: a task is a queue push under one mutex plus a wake-up; "
-     "orders of magnitude cheaper than a thread, but every task crosses one lock",
+    {{"v2_pool",
+      "threads started once and reused: a task is a queue push under one mutex plus a wake-up; "
+      "orders of magnitude cheaper than a thread, but every task crosses one lock"},
      [](unsigned threads) -> BatchRunner {
        auto pool = std::make_shared<ThreadPool>(threads);
        return [pool](Batch& b) { run_on_pool(*pool, b); };
      }},
-    {"v3_tbb_task_group",
-     "work stealing: each thread pushes to its own deque without a lock, idle threads steal, "
-     "and the waiting thread runs tasks itself: the pool's shared lock is gone",
+    {{"v3_tbb_task_group",
+      "work stealing: each thread pushes to its own deque without a lock, idle threads steal, "
+      "and the waiting thread runs tasks itself: the pool's shared lock is gone"},
      [](unsigned threads) -> BatchRunner {
        allow_tbb_threads(threads);
        auto arena = std::make_shared<tbb::task_arena>(static_cast<int>(threads));
@@ -171,9 +171,9 @@ const std::array<Variant, 6> kVariants = {{
          });
        };
      }},
-    {"v4_omp_tasks",
-     "the compiler's runtime: one thread of the team creates the tasks, the others (and, at "
-     "taskwait, the creator) run them; the team is kept between parallel regions",
+    {{"v4_omp_tasks",
+      "the compiler's runtime: one thread of the team creates the tasks, the others (and, at "
+      "taskwait, the creator) run them; the team is kept between parallel regions"},
      [](unsigned threads) -> BatchRunner {
        return [threads](Batch& b) {
 #pragma omp parallel num_threads(static_cast<int>(threads))
@@ -188,10 +188,10 @@ const std::array<Variant, 6> kVariants = {{
          }
        };
      }},
-    {"v5_stealing_pool",
-     "v2 rebuilt the way v3 works: a lane per thread, thieves take half, no future per task, "
-     "idle threads spin before they sleep and the waiting thread runs tasks: a task is an "
-     "uncontended lock and a deque push",
+    {{"v5_stealing_pool",
+      "v2 rebuilt the way v3 works: a lane per thread, thieves take half, no future per task, "
+      "idle threads spin before they sleep and the waiting thread runs tasks: a task is an "
+      "uncontended lock and a deque push"},
      [](unsigned threads) -> BatchRunner {
        auto pool = std::make_shared<StealingPool>(threads);
        return [pool](Batch& b) {
@@ -199,15 +199,8 @@ const std::array<Variant, 6> kVariants = {{
          pool->wait_all();
        };
      }},
-}};
-
-const Variant& find_variant(const std::string& name) {
-  for (const auto& v : kVariants)
-    if (name == v.name) return v;
-  std::string known;
-  for (const auto& v : kVariants) known += std::string(known.empty() ? "" : ", ") + v.name;
-  throw UsageError(fmt::format("parameter 'variant': unknown variant '{}' (known: {})", name, known));
-}
+};
+const VariantTable kPoolVariants{kPoolRows};
 
 TaskSize parse_task_size(const Params& p) {
   const std::string& s = param_str(p, "task");
@@ -240,11 +233,13 @@ BatchTrial make_batch(const Params& p, GroupCache& cache) {
 }
 
 Trial task_overhead_trial(const Params& p, GroupCache& cache) {
-  const Variant& v = find_variant(param_str(p, "variant"));
-  const auto threads = static_cast<unsigned>(param_int(p, "threads"));
+  const PoolVariant& v = kPoolVariants.find(p);
+  // v0_inline has no thread count (Experiment::inapplicable): it runs on the calling thread.
+  const auto threads =
+      has_param(p, "threads") ? static_cast<unsigned>(param_int(p, "threads")) : 1u;
   const BatchTrial bt = make_batch(p, cache);
   BatchRunner run = v.make(threads);
-  const bool omp = std::string(v.name) == "v4_omp_tasks";
+  const bool omp = v.name == "v4_omp_tasks";
   Trial t;
   t.reset = [b = bt.batch] { b->clear(); };
   t.run = [run, b = bt.batch] { run(*b); };
@@ -259,16 +254,10 @@ Trial task_overhead_trial(const Params& p, GroupCache& cache) {
   return t;
 }
 
-std::vector<std::string> variant_names() {
-  std::vector<std::string> names;
-  for (const auto& v : kVariants) names.emplace_back(v.name);
-  return names;
-}
-
 // Exercise 1.3: the student's pool against the reference on a batch of tiny tasks, where the
 // time is all submit, dispatch and wait_all.
-Trial exercise_pool_trial(const Params& p, GroupCache& cache) {
-  const bool student = param_str(p, "impl") == "student";
+Trial exercise_pool_trial(Impl impl, const Params& p, GroupCache& cache) {
+  const bool student = impl == Impl::student;
   const auto threads = static_cast<unsigned>(param_int(p, "threads"));
   const BatchTrial bt = make_batch(p, cache);
   BatchRunner run;
@@ -293,7 +282,7 @@ const bool registered = [] {
       .chapter = "01-threads",
       .title = "Per-task overhead (tiny tasks) and throughput (medium tasks): thread per task, "
                "thread pool, oneTBB task_group, OpenMP tasks",
-      .axes = {{"variant", variant_names()},
+      .axes = {kPoolVariants.axis("ch01/task_overhead"),
                {"threads", thread_counts(), {}, AxisKind::count},
                {"task", {"tiny", "medium"}},
                // Long enough batches that waking the sleeping workers at the start (tens of
@@ -302,26 +291,28 @@ const bool registered = [] {
       // Speedup against running the same tasks inline on one thread: overhead counts against
       // every variant, so tiny tasks show speedups far below 1.
       .baseline = {{"variant", "v0_inline"}, {"threads", "1"}},
+      // The inline loop runs on the calling thread whatever the count: measured once.
+      .inapplicable = kPoolVariants.inapplicable(
+          [](const PoolVariant& v) { return v.name == "v0_inline"; }, {"threads"}),
       .prepare = task_overhead_trial,
-      .figures =
-          {{.id = "tiny_rate",
-            .title = "Tiny (empty) tasks: tasks/s; 1e9 / rate = ns per task",
-            .kind = FigureKind::bars,
-            .y = "items_per_s",
-            .where = {{"task", "tiny"}},
-            .log_y = true,
-            .y_label = "tasks/s (log)"},
-           {.id = "medium_rate",
-            .title = "Medium (~10 us) tasks: tasks/s",
-            .kind = FigureKind::bars,
-            .y = "items_per_s",
-            .where = {{"task", "medium"}},
-            .log_y = true,
-            .y_label = "tasks/s (log)"},
-           {.id = "medium_speedup",
-            .title = "Medium (~10 us) tasks: speedup over the inline loop on 1 thread",
-            .kind = FigureKind::speedup,
-            .where = {{"task", "medium"}}}},
+      .figures = {{.id = "tiny_rate",
+                   .title = "Tiny (empty) tasks: tasks/s; 1e9 / rate = ns per task",
+                   .kind = FigureKind::bars,
+                   .y = "items_per_s",
+                   .where = {{"task", "tiny"}},
+                   .log_y = true,
+                   .y_label = "tasks/s (log)"},
+                  {.id = "medium_rate",
+                   .title = "Medium (~10 us) tasks: tasks/s",
+                   .kind = FigureKind::bars,
+                   .y = "items_per_s",
+                   .where = {{"task", "medium"}},
+                   .log_y = true,
+                   .y_label = "tasks/s (log)"},
+                  {.id = "medium_speedup",
+                   .title = "Medium (~10 us) tasks: speedup over the inline loop on 1 thread",
+                   .kind = FigureKind::speedup,
+                   .where = {{"task", "medium"}}}},
   });
 
   register_exercise({
@@ -330,15 +321,10 @@ const bool registered = [] {
       .title = "thread pool: submit and wait_all",
       .test_binary = "ch01_tests",
       .test_filter = "PoolTyped/student.*",
-      .timing = {.id = "ch01/exercise_1.3",
-                 .chapter = "01-threads",
-                 .title = "thread pool: student vs reference, a batch of tiny tasks",
-                 .axes = {{"impl", {"reference", "student"}},
-                          {"threads", {exercise_threads()}, {}, AxisKind::count},
-                          {"task", {"tiny"}},
-                          {"tasks", {"20K"}, {"5K"}, AxisKind::size}},
-                 .interleave = {"impl"},
-                 .prepare = exercise_pool_trial},
+      .timing =
+          exercise_timing({.title = "thread pool: student vs reference, a batch of tiny tasks",
+                           .axes = {{"task", {"tiny"}}, {"tasks", {"20K"}, {"5K"}, AxisKind::size}},
+                           .prepare = exercise_pool_trial}),
   });
   return true;
 }();

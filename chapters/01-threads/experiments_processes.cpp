@@ -21,21 +21,6 @@ namespace {
 using namespace concurdl;
 using namespace concurdl::threads;
 
-// The variant axis and the lookup, from any of the tables (one row per variant).
-template <class Table>
-std::vector<std::string> names_of(const Table& table) {
-  std::vector<std::string> names;
-  for (const auto& v : table) names.emplace_back(v.name);
-  return names;
-}
-
-template <class Table>
-const auto& row_named(const Table& table, const std::string& name, const char* experiment) {
-  for (const auto& v : table)
-    if (v.name == name) return v;
-  throw UsageError(fmt::format("parameter 'variant': '{}' is not a variant of {}", name, experiment));
-}
-
 // --- ch01/process_reduction --------------------------------------------------------------------
 
 struct IntInput {
@@ -46,8 +31,7 @@ struct IntInput {
 Trial reduction_trial(const Params& p, GroupCache& cache) {
   const auto n = static_cast<std::size_t>(param_int(p, "n"));
   const int workers = static_cast<int>(param_int(p, "workers"));
-  const ReduceFn reduce = row_named(kProcessReduceVariants, param_str(p, "variant"),
-                                    "ch01/process_reduction").reduce;
+  const ReduceFn reduce = kProcessReduceVariants.find(p).reduce;
   const IntInput& in = cache.get<IntInput>("input", [n] {
     IntInput i{make_int_input(n), 0};
     i.sum = sum_serial(i.x);
@@ -78,7 +62,7 @@ Trial spawn_trial(const Params& p, GroupCache& cache) {
   const std::int64_t mib = param_int(p, "parent_mib");
   if (mib < 0 || mib > (1 << 16))
     throw UsageError(fmt::format("parameter 'parent_mib': {} is not in [0, 65536]", mib));
-  const SpawnFn spawn = row_named(kSpawnVariants, param_str(p, "variant"), "ch01/spawn_cost").spawn;
+  const SpawnFn spawn = kSpawnVariants.find(p).spawn;
   // Filled with ones, not zeros, so that every page is really written and mapped.
   cache.get<Ballast>("ballast", [mib] { return Ballast{std::vector<unsigned char>(std::size_t(mib) << 20, 1)}; });
   auto completed = std::make_shared<std::int64_t>(0);
@@ -102,7 +86,7 @@ Trial ping_pong_trial(const Params& p, GroupCache&) {
   const std::int64_t round_trips = param_int(p, "round_trips");
   if (round_trips > (1 << 29))
     throw UsageError(fmt::format("parameter 'round_trips': {} is more than 2^29", round_trips));
-  const PingPongFn run = row_named(kPingPongVariants, param_str(p, "variant"), "ch01/ping_pong").run;
+  const PingPongFn run = kPingPongVariants.find(p).run;
   auto last = std::make_shared<PingPongResult>();
   Trial t;
   // Timed inside: the partner thread or process is started and warmed up by one untimed round
@@ -128,28 +112,37 @@ const bool registered = [] {
       .chapter = "01-threads",
       .title = "Threads vs processes: one integer sum by N threads, N processes over MAP_SHARED "
                "memory, N processes over pipes",
-      .axes = {{"variant", names_of(kProcessReduceVariants)},
+      .axes = {kProcessReduceVariants.axis("ch01/process_reduction"),
                {"workers", thread_counts(), {}, AxisKind::count},
                {"n", {"16M", "64M"}, {"16M"}, AxisKind::size}},
       // Everything against one thread, so the processes' creation cost shows as speedup < 1.
       .baseline = {{"variant", "threads"}, {"workers", "1"}},
+      .scaling_axis = "workers",
       .ceiling = Ceiling::mem_bandwidth,
       .interleave = {"variant", "workers"},
       .prepare = reduction_trial,
-      .figures = {
-          // Ideal line only: against another variant's baseline, an Amdahl fit means nothing.
-          {.id = "speedup", .title = "Sum of n int32: speedup over one thread",
-           .kind = FigureKind::speedup, .x = "workers", .overlays = {Overlay::ideal}},
-          {.id = "bars", .title = "Sum of n int32: time at " + hw + " workers",
-           .kind = FigureKind::bars, .x = "variant", .series = "n", .where = {{"workers", hw}}},
-      },
+      .figures =
+          {
+              // Ideal line only: against another variant's baseline, an Amdahl fit means nothing.
+              {.id = "speedup",
+               .title = "Sum of n int32: speedup over one thread",
+               .kind = FigureKind::speedup,
+               .x = "workers",
+               .overlays = {Overlay::ideal}},
+              {.id = "bars",
+               .title = "Sum of n int32: time at " + hw + " workers",
+               .kind = FigureKind::bars,
+               .x = "variant",
+               .series = "n",
+               .where = {{"workers", hw}}},
+          },
   });
 
   register_experiment({
       .id = "ch01/spawn_cost",
       .chapter = "01-threads",
       .title = "Creation + join cost: a thread, a forked process, a process running /bin/true",
-      .axes = {{"variant", names_of(kSpawnVariants)},
+      .axes = {kSpawnVariants.axis("ch01/spawn_cost"),
                {"parent_mib", {"0", "256", "2048"}, {"0", "256"}, AxisKind::integer},
                {"spawns", {"100"}, {"20"}, AxisKind::count}},
       .baseline = {{"variant", "std_thread"}},
@@ -157,18 +150,23 @@ const bool registered = [] {
       .unit = "s",
       .interleave = {"variant"},
       .prepare = spawn_trial,
-      .figures = {
-          {.id = "bars", .title = "Cost of creating and joining one worker",
-           .kind = FigureKind::bars, .x = "variant", .series = "parent_mib", .log_y = true,
-           .y_label = "seconds per spawn (log)"},
-      },
+      .figures =
+          {
+              {.id = "bars",
+               .title = "Cost of creating and joining one worker",
+               .kind = FigureKind::bars,
+               .x = "variant",
+               .series = "parent_mib",
+               .log_y = true,
+               .y_label = "seconds per spawn (log)"},
+          },
   });
 
   register_experiment({
       .id = "ch01/ping_pong",
       .chapter = "01-threads",
       .title = "Round-trip latency between two threads or two processes",
-      .axes = {{"variant", names_of(kPingPongVariants)},
+      .axes = {kPingPongVariants.axis("ch01/ping_pong"),
                // modest in quick: a spinner without a core of its own can lose a time slice a hop
                {"round_trips", {"20000"}, {"2000"}, AxisKind::count}},
       .baseline = {{"variant", "condvar"}},
@@ -176,11 +174,16 @@ const bool registered = [] {
       .unit = "s",
       .interleave = {"variant"},
       .prepare = ping_pong_trial,
-      .figures = {
-          {.id = "bars", .title = "Ping-pong: time per round trip", .kind = FigureKind::bars,
-           .x = "variant", .series = "round_trips", .log_y = true,
-           .y_label = "seconds per round trip (log)"},
-      },
+      .figures =
+          {
+              {.id = "bars",
+               .title = "Ping-pong: time per round trip",
+               .kind = FigureKind::bars,
+               .x = "variant",
+               .series = "round_trips",
+               .log_y = true,
+               .y_label = "seconds per round trip (log)"},
+          },
   });
   return true;
 }();

@@ -22,7 +22,6 @@
 #include <functional>
 #include <limits>
 #include <memory>
-#include <set>
 #include <span>
 #include <string>
 #include <string_view>
@@ -32,6 +31,7 @@
 #include "concurdl/harness/errors.hpp"
 #include "concurdl/harness/exercise.hpp"
 #include "concurdl/harness/experiment.hpp"
+#include "concurdl/harness/variants.hpp"
 #include "concurdl/threads/omp_team.hpp"
 #include "concurdl/threads/reduction.hpp"
 #include "exercises/student_sum.hpp"
@@ -127,17 +127,12 @@ Trial capacity_trial(const Input& in, unsigned threads, SumKind kind) {
   return t;
 }
 
-const threads::SumVariant& variant_of(const Params& p) {
-  const std::string& name = param_str(p, "variant");
-  const auto* v = threads::find_sum_variant(name);
-  if (!v) throw UsageError(fmt::format("parameter 'variant': unknown variant '{}'", name));
-  return *v;
-}
-
 std::function<Trial(const Params&, GroupCache&)> sum_prepare(SumKind kind) {
   return [kind](const Params& p, GroupCache& cache) {
-    const threads::SumVariant& v = variant_of(p);
-    const auto threads_n = static_cast<unsigned>(param_int(p, "threads"));
+    const threads::SumVariant& v = threads::kSumVariants.find(p);
+    // v0_serial has no thread count (Experiment::inapplicable): it runs on one.
+    const auto threads_n =
+        has_param(p, "threads") ? static_cast<unsigned>(param_int(p, "threads")) : 1u;
     const auto n = static_cast<std::size_t>(param_int(p, "n"));
     const Input& in = input_for(cache, n, kind);
     if (v.whole_array_per_thread) return capacity_trial(in, threads_n, kind);
@@ -145,23 +140,12 @@ std::function<Trial(const Params&, GroupCache&)> sum_prepare(SumKind kind) {
   };
 }
 
-// The table's variant names, in order, without `except`.
-std::vector<std::string> variant_names(const std::set<std::string_view>& except = {}) {
-  std::vector<std::string> names;
-  for (const auto& v : threads::kSumVariants)
-    if (!except.count(v.name)) names.emplace_back(v.name);
-  return names;
-}
-
-// v1 to v3 write shared memory on every element (an atomic, or a slot in memory) and run 8 to
-// 100 times slower than the others, so the quick profile shows them in ch01/false_sharing, on a
-// smaller array, and leaves them out of the two large sums (the full profile has them all).
-const std::set<std::string_view> kPerElementWriters = {"v1_atomic", "v2_adjacent_partials",
-                                                       "v3_padded_partials"};
-// The capacity row belongs to the compute-bound sum only (see v9_independent_copies).
-const std::set<std::string_view> kComputeOnly = {"v9_independent_copies"};
-const std::set<std::string_view> kMemoryQuickExcept = {"v1_atomic", "v2_adjacent_partials",
-                                                       "v3_padded_partials", "v9_independent_copies"};
+// The capacity row belongs to the compute-bound sum only (see v9_independent_copies); the rows
+// that write shared memory per element are what ch01/false_sharing compares, all of them quick.
+bool reduces(const threads::SumVariant& v) { return !v.whole_array_per_thread; }
+bool writes_per_element(const threads::SumVariant& v) { return v.writes_per_element; }
+// The serial row ignores the thread count: measured once, not once per count.
+bool is_serial(const threads::SumVariant& v) { return v.runtime == "none"; }
 
 // "32M" for whole mebi-elements, else the plain number: axis values read as the user types them.
 std::string size_text(std::size_t n) {
@@ -174,21 +158,17 @@ std::string llc_multiple_elements(std::size_t times) {
   return size_text(times * last_level_cache_bytes() / sizeof(float));
 }
 
-Experiment exercise_timing(const std::string& id, const std::string& title, SumFn student,
-                           SumFn reference, SumKind kind, const std::string& n) {
-  return Experiment{.id = id,
-                    .chapter = "01-threads",
-                    .title = title,
-                    .axes = {{"impl", {"reference", "student"}},
-                             {"threads", {exercise_threads()}, {}, AxisKind::count},
-                             {"n", {n}, {}, AxisKind::size}},
-                    .interleave = {"impl", "threads"},
-                    .prepare = [=](const Params& p, GroupCache& cache) {
-                      const SumFn fn = param_str(p, "impl") == "student" ? student : reference;
-                      return sum_trial(
-                          fn, input_for(cache, static_cast<std::size_t>(param_int(p, "n")), kind),
+// Exercises 1.1 and 1.2: the student's sum against the reference row on one array.
+Experiment sum_exercise_timing(const std::string& title, SumFn student, SumFn reference,
+                               SumKind kind, const std::string& n) {
+  return exercise_timing(
+      {.title = title,
+       .axes = {{"n", {n}, {}, AxisKind::size}},
+       .prepare = [=](Impl impl, const Params& p, GroupCache& cache) {
+         return sum_trial(impl == Impl::student ? student : reference,
+                          input_for(cache, static_cast<std::size_t>(param_int(p, "n")), kind),
                           static_cast<unsigned>(param_int(p, "threads")), kind, /*openmp=*/false);
-                    }};
+       }});
 }
 
 const bool registered = [] {
@@ -198,10 +178,11 @@ const bool registered = [] {
       .title = "Parallel sum of a degree-24 polynomial per element: the reduction ladder",
       // 8M elements take about 15 ms on one core here: long enough that where the scheduler
       // first puts a thread (both on one core, until it rebalances) does not decide the result.
-      .axes = {{"variant", variant_names(), variant_names(kPerElementWriters)},
+      .axes = {threads::kSumVariants.axis("ch01/sum_compute_bound"),
                {"threads", thread_counts(), {}, AxisKind::count},
                {"n", {"16M"}, {"8M"}, AxisKind::size}},
       .baseline = {{"threads", "1"}},
+      .inapplicable = threads::kSumVariants.inapplicable(is_serial, {"threads"}),
       .ceiling = Ceiling::peak_flops,
       .prepare = sum_prepare(SumKind::compute_bound),
       // Nine Amdahl fits would bury the data: the ladder gets the ideal line only, and one
@@ -224,11 +205,13 @@ const bool registered = [] {
   register_experiment({
       .id = "ch01/sum_memory_bound",
       .chapter = "01-threads",
-      .title = "Parallel sum of a float array 4x (quick) or 8x (full) the last-level cache: bandwidth",
-      .axes = {{"variant", variant_names(kComputeOnly), variant_names(kMemoryQuickExcept)},
+      .title =
+          "Parallel sum of a float array 4x (quick) or 8x (full) the last-level cache: bandwidth",
+      .axes = {threads::kSumVariants.axis("ch01/sum_memory_bound", {.where = reduces}),
                {"threads", thread_counts(), {}, AxisKind::count},
                {"n", {llc_multiple_elements(8)}, {llc_multiple_elements(4)}, AxisKind::size}},
       .baseline = {{"threads", "1"}},
+      .inapplicable = threads::kSumVariants.inapplicable(is_serial, {"threads"}),
       .ceiling = Ceiling::mem_bandwidth,
       .prepare = sum_prepare(SumKind::memory_bound),
       .figures = {{.id = "bandwidth",
@@ -250,7 +233,8 @@ const bool registered = [] {
       // The quick profile's array (8 MiB) fits in the last-level cache of most servers, so the
       // loads are cheap and the per-element write to shared memory is what is measured. The full
       // profile adds 16 and 64 MiB: from memory, the loads dilute (but do not hide) the effect.
-      .axes = {{"variant", {"v1_atomic", "v2_adjacent_partials", "v3_padded_partials"}},
+      .axes = {threads::kSumVariants.axis("ch01/false_sharing",
+                                          {.where = writes_per_element, .all_quick = true}),
                {"threads", thread_counts(), {}, AxisKind::count},
                {"n", {"4M", "16M"}, {"2M"}, AxisKind::size}},
       .baseline = {{"variant", "v2_adjacent_partials"}},
@@ -265,23 +249,23 @@ const bool registered = [] {
                    .y = "speedup"}},
   });
 
-  const SumFn v7 = threads::find_sum_variant("v7_local_sums")->fn;
-  const SumFn v3 = threads::find_sum_variant("v3_padded_partials")->fn;
-  register_exercise(
-      {.id = "1.1",
-       .chapter = "01-threads",
-       .title = "parallel sum with std::thread",
-       .test_binary = "ch01_tests",
-       .test_filter = "ReductionEx1_1/*",
-       .timing = exercise_timing("ch01/exercise_1.1", "std::thread sum, student vs v7_local_sums",
-                                 &threads::student_thread_sum, v7, SumKind::compute_bound, "2M")});
+  const SumFn v7 = threads::kSumVariants.find("v7_local_sums").fn;
+  const SumFn v3 = threads::kSumVariants.find("v3_padded_partials").fn;
+  register_exercise({.id = "1.1",
+                     .chapter = "01-threads",
+                     .title = "parallel sum with std::thread",
+                     .test_binary = "ch01_tests",
+                     .test_filter = "ReductionEx1_1/*",
+                     .timing = sum_exercise_timing("std::thread sum, student vs v7_local_sums",
+                                                   &threads::student_thread_sum, v7,
+                                                   SumKind::compute_bound, "2M")});
   register_exercise({.id = "1.2",
                      .chapter = "01-threads",
                      .title = "fix the false sharing",
                      .test_binary = "ch01_tests",
                      .test_filter = "ReductionEx1_2/*",
-                     .timing = exercise_timing(
-                         "ch01/exercise_1.2", "per-thread slots, student vs v3_padded_partials",
+                     .timing = sum_exercise_timing(
+                         "per-thread slots, student vs v3_padded_partials",
                          &threads::student_padded_sum, v3, SumKind::memory_bound, "4M")});
   return true;
 }();

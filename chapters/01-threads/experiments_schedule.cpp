@@ -31,18 +31,6 @@ MandelbrotView view_for(std::int64_t rows) {
   return v;
 }
 
-std::vector<std::string> variant_names() {
-  std::vector<std::string> names;
-  for (const ScheduleVariant& v : kScheduleVariants) names.emplace_back(v.name);
-  return names;
-}
-
-const ScheduleVariant& variant_named(const std::string& name) {
-  for (const ScheduleVariant& v : kScheduleVariants)
-    if (v.name == name) return v;
-  throw UsageError(fmt::format("parameter 'variant': '{}' is not a variant of ch01/schedule_imbalance", name));
-}
-
 struct Reference {
   std::vector<std::uint32_t> image;
   std::uint64_t iterations = 0;
@@ -51,7 +39,7 @@ struct Reference {
 Trial schedule_trial(const Params& p, GroupCache& cache) {
   const MandelbrotView view = view_for(param_int(p, "rows"));
   const int threads = static_cast<int>(param_int(p, "threads"));
-  const ScheduleVariant& variant = variant_named(param_str(p, "variant"));
+  const ScheduleVariant& variant = kScheduleVariants.find(p);
   // The serial image, computed once per size and shared by every variant and thread count.
   const Reference& ref = cache.get<Reference>("reference", [&view] {
     Reference r{mandelbrot_serial(view), 0};
@@ -93,7 +81,7 @@ const bool registered = [] {
       .id = "ch01/schedule_imbalance",
       .chapter = "01-threads",
       .title = "Load imbalance: Mandelbrot rows under static, cyclic, dynamic and guided schedules",
-      .axes = {{"variant", variant_names()},
+      .axes = {kScheduleVariants.axis("ch01/schedule_imbalance"),
                {"threads", thread_counts(), {}, AxisKind::count},
                // rows x (2 x rows) pixels, up to 512 iterations each: about 25 ms serial at 192
                {"rows", {"512"}, {"192"}, AxisKind::size}},
@@ -101,15 +89,24 @@ const bool registered = [] {
       // At one thread every schedule does the serial loop plus its own (small) overhead.
       .baseline = {{"threads", "1"}},
       .prepare = schedule_trial,
-      .figures = {
-          {.id = "speedup", .title = "Mandelbrot rows: speedup vs threads per schedule",
-           .kind = FigureKind::speedup},
-          {.id = "bars", .title = "Mandelbrot rows: speedup per schedule at " + hw + " threads",
-           .kind = FigureKind::bars, .x = "variant", .y = "speedup", .series = "rows",
-           .where = {{"threads", hw}}},
-          {.id = "time", .title = "Mandelbrot rows: time per image",
-           .kind = FigureKind::bars, .x = "variant", .series = "threads"},
-      },
+      .figures =
+          {
+              {.id = "speedup",
+               .title = "Mandelbrot rows: speedup vs threads per schedule",
+               .kind = FigureKind::speedup},
+              {.id = "bars",
+               .title = "Mandelbrot rows: speedup per schedule at " + hw + " threads",
+               .kind = FigureKind::bars,
+               .x = "variant",
+               .y = "speedup",
+               .series = "rows",
+               .where = {{"threads", hw}}},
+              {.id = "time",
+               .title = "Mandelbrot rows: time per image",
+               .kind = FigureKind::bars,
+               .x = "variant",
+               .series = "threads"},
+          },
   });
   return true;
 }();

@@ -25,7 +25,7 @@ using namespace concurdl::locks;
 using namespace concurdl::locks::experiments;
 
 Trial counter_trial(const Params& p, GroupCache&) {
-  const CounterVariant& v = row_named(kCounterVariants, p, "ch02/counter");
+  const CounterVariant& v = kCounterVariants.find(p);
   const auto threads = static_cast<unsigned>(param_int(p, "threads"));
   const auto per_thread = static_cast<std::uint64_t>(param_int(p, "increments"));
   auto total = std::make_shared<std::uint64_t>(0);
@@ -55,7 +55,7 @@ const bool registered = [] {
       .id = "ch02/counter",
       .chapter = "02-locks",
       .title = "One shared counter: increments/s vs threads (mutex, fetch_add, CAS loop, sharded)",
-      .axes = {{"variant", names_of(kCounterVariants)},
+      .axes = {kCounterVariants.axis("ch02/counter"),
                {"threads", thread_counts(), {}, AxisKind::count},
                {"increments", {"1M"}, {"200K"}, AxisKind::size}},
       .baseline = {{"variant", "v1_mutex"}},

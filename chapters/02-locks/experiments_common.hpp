@@ -1,5 +1,5 @@
 // Helpers shared by chapter 02's experiments_*.cpp: reading the parameters every lock
-// experiment has (cs, duration_ms), thread axes, and turning a table into a variant axis.
+// experiment has (cs, duration_ms) and thread axes.
 #pragma once
 
 #include <fmt/format.h>
@@ -13,27 +13,10 @@
 #include "concurdl/harness/errors.hpp"
 #include "concurdl/harness/experiment.hpp"
 #include "concurdl/harness/params.hpp"
+#include "concurdl/harness/variants.hpp"
 #include "concurdl/locks/lock_variants.hpp"
 
 namespace concurdl::locks::experiments {
-
-// The "variant" axis of a table: every row's name, in order.
-template <class Table>
-std::vector<std::string> names_of(const Table& table) {
-  std::vector<std::string> names;
-  for (const auto& row : table) names.emplace_back(row.name);
-  return names;
-}
-
-// A table row by the "variant" parameter; an unknown name (from --set) is bad input, exit 2.
-template <class Table>
-const auto& row_named(const Table& table, const Params& p, std::string_view experiment) {
-  const std::string& name = param_str(p, "variant");
-  for (const auto& row : table)
-    if (row.name == name) return row;
-  throw UsageError(
-      fmt::format("parameter 'variant': '{}' is not a variant of {}", name, experiment));
-}
 
 // The "cs" parameter: a name from kCriticalSections -> cs_work steps on this machine.
 inline std::uint32_t cs_steps_of(const Params& p) {

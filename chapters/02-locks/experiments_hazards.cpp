@@ -61,27 +61,26 @@ std::string livelock_demo(RetryPolicy policy, unsigned /*threads: always a polit
   return "";
 }
 
-struct HazardDemo {
-  const char* name;
-  const char* what;
+struct HazardDemo : VariantInfo {
   std::string (*run)(unsigned threads);
 };
 
-const HazardDemo kHazardDemos[] = {
-    {"deadlock_naive",
-     "lock source then destination, both directions: the watchdog reports the cycle",
+const HazardDemo kHazardRows[] = {
+    {{"deadlock_naive",
+      "lock source then destination, both directions: the watchdog reports the cycle"},
      [](unsigned t) { return deadlock_demo(&transfer_naive, true, t); }},
-    {"deadlock_scoped_lock", "std::scoped_lock takes both at once: finishes",
+    {{"deadlock_scoped_lock", "std::scoped_lock takes both at once: finishes"},
      [](unsigned t) { return deadlock_demo(&transfer_ordered, false, t); }},
-    {"livelock_polite",
-     "try the second lock, release and retry in lockstep: 2000 rounds, no progress",
+    {{"livelock_polite",
+      "try the second lock, release and retry in lockstep: 2000 rounds, no progress"},
      [](unsigned t) { return livelock_demo(RetryPolicy::immediate, t); }},
-    {"livelock_randomised", "random, doubling sit-outs after a failure: 200 successes",
+    {{"livelock_randomised", "random, doubling sit-outs after a failure: 200 successes"},
      [](unsigned t) { return livelock_demo(RetryPolicy::randomised, t); }},
 };
+const VariantTable kHazardDemos{kHazardRows};
 
 Trial hazard_trial(const Params& p, GroupCache&) {
-  const HazardDemo& d = row_named(kHazardDemos, p, "ch02/hazards");
+  const HazardDemo& d = kHazardDemos.find(p);
   const auto threads = static_cast<unsigned>(param_int(p, "threads"));
   auto wrong = std::make_shared<std::string>();
   Trial t;
@@ -90,8 +89,8 @@ Trial hazard_trial(const Params& p, GroupCache&) {
   return t;
 }
 
-Trial transfer_exercise_trial(const Params& p, GroupCache&) {
-  const TransferFn fn = param_str(p, "impl") == "student" ? &student_transfer : &transfer_ordered;
+Trial transfer_exercise_trial(Impl impl, const Params& p, GroupCache&) {
+  const TransferFn fn = impl == Impl::student ? &student_transfer : &transfer_ordered;
   TransferOptions o;
   o.threads = static_cast<unsigned>(param_int(p, "threads"));
   o.transfers_per_thread = static_cast<std::uint64_t>(param_int(p, "transfers"));
@@ -113,7 +112,7 @@ const bool registered = [] {
       // The deadlock demonstrations run `threads` transfer threads (pairs in opposite
       // directions; one thread alone cannot deadlock, and its record says so); the livelock is
       // always a pair of polite threads.
-      .axes = {{"variant", names_of(kHazardDemos)}, {"threads", {"2"}, {}, AxisKind::count}},
+      .axes = {kHazardDemos.axis("ch02/hazards"), {"threads", {"2"}, {}, AxisKind::count}},
       .repetitions = 3,
       .prepare = hazard_trial,
       .figures = {{.id = "time",
@@ -125,19 +124,15 @@ const bool registered = [] {
                    .y_label = "seconds (log)"}},
   });
 
-  register_exercise({.id = "2.4",
-                     .chapter = "02-locks",
-                     .title = "fix the deadlock",
-                     .test_binary = "ch02_tests",
-                     .test_filter = "TransferEx2_4/*",
-                     .timing = {.id = "ch02/exercise_2.4",
-                                .chapter = "02-locks",
-                                .title = "deadlock-free transfers, student vs std::scoped_lock",
-                                .axes = {{"impl", {"reference", "student"}},
-                                         {"threads", {exercise_threads()}, {}, AxisKind::count},
-                                         {"transfers", {"20000"}, {"5000"}, AxisKind::count}},
-                                .interleave = {"impl"},
-                                .prepare = transfer_exercise_trial}});
+  register_exercise(
+      {.id = "2.4",
+       .chapter = "02-locks",
+       .title = "fix the deadlock",
+       .test_binary = "ch02_tests",
+       .test_filter = "TransferEx2_4/*",
+       .timing = exercise_timing({.title = "deadlock-free transfers, student vs std::scoped_lock",
+                                  .axes = {{"transfers", {"20000"}, {"5000"}, AxisKind::count}},
+                                  .prepare = transfer_exercise_trial})});
   return true;
 }();
 

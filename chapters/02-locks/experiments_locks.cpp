@@ -2,15 +2,16 @@
 // contention:
 //   ch02/lock_throughput  acquisitions/s vs threads, for an empty, a 100 ns and a 1 us critical
 //                         section. Pure spinlocks collapse past the core count (the holder, or
-//                         the next in line, is descheduled while the others spin)
-//   ch02/lock_fairness    Jain's index of the acquisitions per thread: 1 = equal shares
+//                         the next in line, is descheduled while the others spin). The same runs
+//                         give each lock's fairness: Jain's index of the acquisitions per thread
+//                         (1 = equal shares), a metric of every sample
 //   ch02/rw_lock          std::mutex, std::shared_mutex and our writer-preferring lock at 50,
 //                         90 and 99% reads
 // Each run lasts a fixed time (duration_ms) rather than a fixed number of acquisitions, so an
 // oversubscribed spinlock stays bounded in time. Each run checks mutual exclusion: a plain
 // counter incremented under the lock must equal the acquisitions counted.
 // Exercises 2.1 and 2.2 (exercises/student_locks.hpp) are registered here with their timings.
-//   concurdl run ch02/lock_throughput ch02/lock_fairness ch02/rw_lock
+//   concurdl run ch02/lock_throughput ch02/rw_lock
 #include <fmt/format.h>
 
 #include <memory>
@@ -44,10 +45,9 @@ std::string check_contention(const ContentionResult& r, unsigned threads) {
   return "";
 }
 
-enum class LockMetric { throughput, fairness };
-
-// One fixed-duration run of `contend`; returns acquisitions/s or Jain's index.
-Trial contention_trial(ContendFn contend, const Params& p, LockMetric metric) {
+// One fixed-duration run of `contend`: acquisitions/s, and Jain's index of the acquisitions per
+// thread from the same run.
+Trial contention_trial(ContendFn contend, const Params& p) {
   const auto threads = static_cast<unsigned>(param_int(p, "threads"));
   const std::uint32_t steps = cs_steps_of(p);
   const auto duration = duration_of(p);
@@ -55,25 +55,23 @@ Trial contention_trial(ContendFn contend, const Params& p, LockMetric metric) {
   Trial t;
   t.measure = [=] {
     *last = contend(threads, steps, duration);
-    return metric == LockMetric::throughput ? static_cast<double>(last->total()) / last->seconds
-                                            : jain_index(last->per_thread);
+    return Sample{static_cast<double>(last->total()) / last->seconds,
+                  {{"jain_index", jain_index(last->per_thread)}}};
   };
   t.check = [last, threads] { return check_contention(*last, threads); };
   return t;
 }
 
-Trial throughput_trial(const Params& p, GroupCache&) {
-  return contention_trial(row_named(kLockVariants, p, "ch02/lock_throughput").contend, p,
-                          LockMetric::throughput);
-}
+const Metric kJainIndex{"jain_index", "", false,
+                        "Jain's index of acquisitions per thread: 1 = equal shares, 1/n = one "
+                        "thread gets all"};
 
-Trial fairness_trial(const Params& p, GroupCache&) {
-  return contention_trial(row_named(kLockVariants, p, "ch02/lock_fairness").contend, p,
-                          LockMetric::fairness);
+Trial throughput_trial(const Params& p, GroupCache&) {
+  return contention_trial(kLockVariants.find(p).contend, p);
 }
 
 Trial rw_trial(const Params& p, GroupCache&) {
-  const RwVariant& v = row_named(kRwVariants, p, "ch02/rw_lock");
+  const RwVariant& v = kRwVariants.find(p);
   const auto threads = static_cast<unsigned>(param_int(p, "threads"));
   const std::int64_t pct = param_int(p, "read_pct");
   if (pct < 0 || pct > 100)
@@ -116,76 +114,57 @@ std::vector<Figure> throughput_figures() {
                   .where = {{"cs", "100ns"}},
                   .log_y = true,
                   .y_label = "throughput / std::mutex's (log)"});
+  // Fairness from the same runs. At one thread the index is 1 by definition.
+  for (const char* cs : {"empty", "1us"})
+    figs.push_back({.id = fmt::format("fairness_{}", cs),
+                    .title = fmt::format("Jain's fairness index per lock, {} critical section",
+                                         std::string_view(cs) == "1us" ? "1 us" : cs),
+                    .kind = FigureKind::bars,
+                    .y = "jain_index",
+                    .where = {{"cs", cs}},
+                    .y_label = "Jain's index (1 = fair)"});
   return figs;
 }
 
 // Exercise timings: student against reference, fixed duration, 100 ns critical sections.
 template <class Reference, class Student>
-Experiment lock_exercise_timing(const std::string& id, const std::string& title) {
-  return Experiment{
-      .id = id,
-      .chapter = "02-locks",
-      .title = title,
-      .axes = {{"impl", {"reference", "student"}},
-               {"threads", {exercise_threads()}, {}, AxisKind::count},
-               {"cs", {"100ns"}},
-               {"duration_ms", {"100"}, {"50"}, AxisKind::count}},
-      .metric = "acquisitions_per_s",
-      .unit = "1/s",
-      .lower_is_better = false,
-      .interleave = {"impl"},
-      // Spinlock throughput at threads == cores swings with whatever else the machine runs (a
-      // descheduled next-in-line stalls a ticket lock): more repetitions narrow the interval.
-      .repetitions = 10,
-      .prepare = [](const Params& p, GroupCache&) {
-        const ContendFn fn =
-            param_str(p, "impl") == "student" ? &contend<Student> : &contend<Reference>;
-        return contention_trial(fn, p, LockMetric::throughput);
-      }};
+Experiment lock_exercise_timing(const std::string& title) {
+  return exercise_timing(
+      {.title = title,
+       .axes = {{"cs", {"100ns"}}, {"duration_ms", {"100"}, {"50"}, AxisKind::count}},
+       .metric = "acquisitions_per_s",
+       .unit = "1/s",
+       .lower_is_better = false,
+       .metrics = {kJainIndex},
+       // Spinlock throughput at threads == cores swings with whatever else the machine runs (a
+       // descheduled next-in-line stalls a ticket lock): more repetitions narrow the interval.
+       .repetitions = 10,
+       .prepare = [](Impl impl, const Params& p, GroupCache&) {
+         return contention_trial(impl == Impl::student ? &contend<Student> : &contend<Reference>,
+                                 p);
+       }});
 }
 
 const bool registered = [] {
   register_experiment({
       .id = "ch02/lock_throughput",
       .chapter = "02-locks",
-      .title = "Lock throughput: acquisitions/s vs threads for three critical-section lengths",
-      .axes = {{"variant", names_of(kLockVariants)},
+      .title = "Lock throughput and fairness: acquisitions/s and Jain's index vs threads for "
+               "three critical-section lengths",
+      .axes = {kLockVariants.axis("ch02/lock_throughput"),
                {"threads", thread_counts(), {}, AxisKind::count},
                {"cs", cs_names()},
-               {"duration_ms", {"100"}, {"30"}, AxisKind::count}},
+               // Longer than a scheduler time slice or two, so that the fairness index measures
+               // the lock, not the scheduler.
+               {"duration_ms", {"200"}, {"50"}, AxisKind::count}},
       // "speedup" = this lock's throughput / std::mutex's at the same threads and cs.
       .baseline = {{"variant", "std_mutex"}},
       .metric = "acquisitions_per_s",
       .unit = "1/s",
       .lower_is_better = false,
+      .metrics = {kJainIndex},
       .prepare = throughput_trial,
       .figures = throughput_figures(),
-  });
-
-  register_experiment({
-      .id = "ch02/lock_fairness",
-      .chapter = "02-locks",
-      .title = "Fairness: Jain's index of acquisitions per thread (1 = equal, 1/n = one thread "
-               "gets all)",
-      .axes = {{"variant", names_of(kLockVariants)},
-               {"threads", thread_counts_from_two(), {}, AxisKind::count},
-               {"cs", cs_names(), {"empty", "1us"}},
-               // Longer than a scheduler time slice or two: shorter runs measure the scheduler.
-               {"duration_ms", {"200"}, {"50"}, AxisKind::count}},
-      .metric = "jain_index",
-      .unit = "",
-      .lower_is_better = false,
-      .prepare = fairness_trial,
-      .figures = {{.id = "empty",
-                   .title = "Jain's fairness index per lock, empty critical section",
-                   .kind = FigureKind::bars,
-                   .where = {{"cs", "empty"}},
-                   .y_label = "Jain's index (1 = fair)"},
-                  {.id = "1us",
-                   .title = "Jain's fairness index per lock, 1 us critical section",
-                   .kind = FigureKind::bars,
-                   .where = {{"cs", "1us"}},
-                   .y_label = "Jain's index (1 = fair)"}},
   });
 
   std::vector<Figure> rw_figures;
@@ -199,7 +178,7 @@ const bool registered = [] {
       .id = "ch02/rw_lock",
       .chapter = "02-locks",
       .title = "Readers-writer locks vs std::mutex at 50, 90 and 99% reads",
-      .axes = {{"variant", names_of(kRwVariants)},
+      .axes = {kRwVariants.axis("ch02/rw_lock"),
                {"threads", thread_counts(), {}, AxisKind::count},
                {"read_pct", {"50", "90", "99"}, {}, AxisKind::integer},
                {"cs", {"100ns", "1us"}, {"1us"}},
@@ -218,14 +197,14 @@ const bool registered = [] {
                      .test_binary = "ch02_tests",
                      .test_filter = "LockEx2_1/*",
                      .timing = lock_exercise_timing<TtasBackoffLock, StudentTtasBackoffLock>(
-                         "ch02/exercise_2.1", "TTAS + backoff, student vs v3_ttas_backoff")});
+                         "TTAS + backoff, student vs v3_ttas_backoff")});
   register_exercise({.id = "2.2",
                      .chapter = "02-locks",
                      .title = "ticket lock",
                      .test_binary = "ch02_tests",
                      .test_filter = "LockEx2_2/*:TicketFifo/student.*",
                      .timing = lock_exercise_timing<TicketLock, StudentTicketLock>(
-                         "ch02/exercise_2.2", "ticket lock, student vs v4_ticket")});
+                         "ticket lock, student vs v4_ticket")});
   return true;
 }();
 

@@ -66,7 +66,7 @@ Trial mpmc_trial(MpmcFn run, bool fifo, const Params& p) {
 }
 
 Trial queue_trial(const Params& p, GroupCache&) {
-  const QueueVariant& v = row_named(kQueueVariants, p, "ch02/queue_throughput");
+  const QueueVariant& v = kQueueVariants.find(p);
   return mpmc_trial(v.run, v.fifo_per_producer, p);
 }
 
@@ -98,13 +98,13 @@ Trial stack_run_trial(StackFn run, const Params& p) {
 }
 
 Trial stack_trial(const Params& p, GroupCache&) {
-  return stack_run_trial(row_named(kStackVariants, p, "ch02/stack_throughput").run, p);
+  return stack_run_trial(kStackVariants.find(p).run, p);
 }
 
 // --- message passing ---------------------------------------------------------------------------
 
 Trial message_trial(const Params& p, GroupCache&) {
-  const MessagePassingVariant& v = row_named(kMessagePassingVariants, p, "ch02/message_passing");
+  const MessagePassingVariant& v = kMessagePassingVariants.find(p);
   const auto producers = static_cast<unsigned>(param_int(p, "threads"));
   const auto items = static_cast<std::uint64_t>(param_int(p, "items"));
   const std::uint64_t per_producer = std::max<std::uint64_t>(1, items / producers);
@@ -128,7 +128,7 @@ const bool registered = [] {
       .id = "ch02/queue_throughput",
       .chapter = "02-locks",
       .title = "MPMC queues: items/s with threads/2 producers and the rest consumers",
-      .axes = {{"variant", names_of(kQueueVariants)},
+      .axes = {kQueueVariants.axis("ch02/queue_throughput"),
                {"threads", thread_counts_from_two(), {}, AxisKind::count},
                {"items", {"1M"}, {"200K"}, AxisKind::size},
                {"capacity", {"1024"}, {}, AxisKind::size}},
@@ -153,7 +153,7 @@ const bool registered = [] {
       .id = "ch02/stack_throughput",
       .chapter = "02-locks",
       .title = "Stacks: push+pop operations/s, mutex stack vs Treiber stack",
-      .axes = {{"variant", names_of(kStackVariants)},
+      .axes = {kStackVariants.axis("ch02/stack_throughput"),
                {"threads", thread_counts(), {}, AxisKind::count},
                {"rounds", {"100K"}, {"10K"}, AxisKind::size}},
       .baseline = {{"variant", "locked_stack"}},
@@ -170,7 +170,7 @@ const bool registered = [] {
       .chapter = "02-locks",
       .title = "Message passing vs shared memory: a histogram under a lock vs an owner thread "
                "fed through a channel",
-      .axes = {{"variant", names_of(kMessagePassingVariants)},
+      .axes = {kMessagePassingVariants.axis("ch02/message_passing"),
                {"threads", thread_counts(), {}, AxisKind::count},
                {"items", {"2M"}, {"200K"}, AxisKind::size}},
       .baseline = {{"variant", "v1_shared_state"}},
@@ -189,40 +189,32 @@ const bool registered = [] {
        .title = "bounded blocking queue",
        .test_binary = "ch02_tests",
        .test_filter = "QueueEx2_3/*:BlockingQueueTyped/student.*",
-       .timing = {.id = "ch02/exercise_2.3",
-                  .chapter = "02-locks",
-                  .title = "blocking queue, student vs v1_blocking_queue",
-                  .axes = {{"impl", {"reference", "student"}},
-                           {"threads", {exercise_threads()}, {}, AxisKind::count},
-                           {"items", {"200K"}, {"100K"}, AxisKind::size},
-                           {"capacity", {"1024"}, {}, AxisKind::size}},
-                  .interleave = {"impl"},
-                  .prepare = [](const Params& p, GroupCache&) {
-                    const MpmcFn fn =
-                        param_str(p, "impl") == "student"
-                            ? &run_mpmc<BlockingAdapter<StudentBlockingQueue<std::uint64_t>>>
-                            : &run_mpmc<BlockingAdapter<BoundedBlockingQueue<std::uint64_t>>>;
-                    return mpmc_trial(fn, true, p);
-                  }}});
-  register_exercise({.id = "2.5",
-                     .chapter = "02-locks",
-                     .title = "Treiber stack push and pop",
-                     .test_binary = "ch02_tests",
-                     .test_filter = "StackEx2_5/*",
-                     .timing = {.id = "ch02/exercise_2.5",
-                                .chapter = "02-locks",
-                                .title = "Treiber stack, student vs reference",
-                                .axes = {{"impl", {"reference", "student"}},
-                                         {"threads", {exercise_threads()}, {}, AxisKind::count},
-                                         {"rounds", {"50K"}, {"10K"}, AxisKind::size}},
-                                .interleave = {"impl"},
-                                .prepare = [](const Params& p, GroupCache&) {
-                                  const StackFn fn =
-                                      param_str(p, "impl") == "student"
-                                          ? &run_stack<StudentTreiberStack<std::uint64_t>>
-                                          : &run_stack<TreiberStack<std::uint64_t>>;
-                                  return stack_run_trial(fn, p);
-                                }}});
+       .timing = exercise_timing(
+           {.title = "blocking queue, student vs v1_blocking_queue",
+            .axes = {{"items", {"200K"}, {"100K"}, AxisKind::size},
+                     {"capacity", {"1024"}, {}, AxisKind::size}},
+            .prepare = [](Impl impl, const Params& p, GroupCache&) {
+              const MpmcFn fn =
+                  impl == Impl::student
+                      ? &run_mpmc<BlockingAdapter<StudentBlockingQueue<std::uint64_t>>>
+                      : &run_mpmc<BlockingAdapter<BoundedBlockingQueue<std::uint64_t>>>;
+              return mpmc_trial(fn, true, p);
+            }})});
+  register_exercise(
+      {.id = "2.5",
+       .chapter = "02-locks",
+       .title = "Treiber stack push and pop",
+       .test_binary = "ch02_tests",
+       .test_filter = "StackEx2_5/*",
+       .timing = exercise_timing({.title = "Treiber stack, student vs reference",
+                                  .axes = {{"rounds", {"50K"}, {"10K"}, AxisKind::size}},
+                                  .prepare = [](Impl impl, const Params& p, GroupCache&) {
+                                    const StackFn fn =
+                                        impl == Impl::student
+                                            ? &run_stack<StudentTreiberStack<std::uint64_t>>
+                                            : &run_stack<TreiberStack<std::uint64_t>>;
+                                    return stack_run_trial(fn, p);
+                                  }})});
   return true;
 }();
 

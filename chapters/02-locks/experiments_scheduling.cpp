@@ -62,7 +62,7 @@ double statistic(const ScheduleResult& r, const std::vector<Job>& trace, const s
 }
 
 Trial simulation_trial(const Params& p, GroupCache& cache) {
-  const SchedulingPolicy& policy = row_named(kSchedulingPolicies, p, "ch02/scheduling_sim");
+  const SchedulingPolicy& policy = scheduling_policies().find(p);
   const int jobs = static_cast<int>(param_int(p, "jobs"));
   if (jobs > 1'000'000) throw UsageError("parameter 'jobs': at most 1000000");
   const std::string stat = param_str(p, "stat");
@@ -94,15 +94,14 @@ Trial simulation_trial(const Params& p, GroupCache& cache) {
 
 // --- the executor ------------------------------------------------------------------------------
 
-struct ExecutorPolicy {
-  const char* name;
-  const char* what;
+struct ExecutorPolicy : VariantInfo {
   bool by_length;  // priority = task length (SJF); otherwise submission order (FCFS)
 };
-const ExecutorPolicy kExecutorPolicies[] = {
-    {"fcfs", "priority = submission order: the executor is a FIFO queue", false},
-    {"sjf", "priority = task length: short tasks first", true},
+const ExecutorPolicy kExecutorRows[] = {
+    {{"fcfs", "priority = submission order: the executor is a FIFO queue"}, false},
+    {{"sjf", "priority = task length: short tasks first"}, true},
 };
+const VariantTable kExecutorPolicies{kExecutorRows};
 
 // Every fifth task is long (200 us of work), the others short (20 us).
 constexpr double kShortNs = 20'000, kLongNs = 200'000;
@@ -117,7 +116,7 @@ struct ExecutorRun {
 };
 
 Trial executor_trial(const Params& p, GroupCache&) {
-  const ExecutorPolicy& policy = row_named(kExecutorPolicies, p, "ch02/executor_policies");
+  const ExecutorPolicy& policy = kExecutorPolicies.find(p);
   const auto workers = static_cast<unsigned>(param_int(p, "workers"));
   const auto tasks = static_cast<std::size_t>(param_int(p, "tasks"));
   if (tasks > 100'000) throw UsageError("parameter 'tasks': at most 100000");
@@ -181,7 +180,7 @@ const bool registered = [] {
       .id = "ch02/scheduling_sim",
       .chapter = "02-locks",
       .title = "Scheduling policies simulated on one CPU: waiting and turnaround times (ticks)",
-      .axes = {{"variant", names_of(kSchedulingPolicies)},
+      .axes = {scheduling_policies().axis("ch02/scheduling_sim"),
                {"stat", {"avg_waiting", "avg_waiting_urgent", "avg_turnaround", "max_waiting"}},
                {"jobs", {"2000"}, {"500"}, AxisKind::count}},
       .metric = "sim_time",
@@ -203,7 +202,7 @@ const bool registered = [] {
       .chapter = "02-locks",
       .title = "PriorityExecutor: average waiting time of a burst of short and long tasks, "
                "FCFS vs SJF priorities",
-      .axes = {{"variant", names_of(kExecutorPolicies)},
+      .axes = {kExecutorPolicies.axis("ch02/executor_policies"),
                {"workers", {"1", exercise_threads()}, {}, AxisKind::count},
                {"tasks", {"1000"}, {"200"}, AxisKind::count}},
       .baseline = {{"variant", "fcfs"}},

@@ -9,6 +9,7 @@
 //                       completing thread: no hand-back, nobody blocked).
 // Both check every byte / every step.
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -22,13 +23,12 @@
 #include <thread>
 #include <vector>
 
-#include <fmt/format.h>
-
 #include "concurdl/async_io/event_loop.hpp"
 #include "concurdl/async_io/future.hpp"
 #include "concurdl/async_io/uring.hpp"
 #include "concurdl/harness/errors.hpp"
 #include "concurdl/harness/experiment.hpp"
+#include "concurdl/harness/variants.hpp"
 
 namespace {
 
@@ -168,25 +168,36 @@ void consume_uring(Pipes& p) {
     io_uring_cq_advance(r, seen);
   }
 }
+#else
+void consume_uring(Pipes&) { throw std::runtime_error(capability_missing(Capability::uring)); }
 #endif
 
+struct Consumer : VariantInfo {
+  void (*consume)(Pipes& p);
+};
+
+const Consumer kConsumerRows[] = {
+    {{"threads",
+      "a thread per pipe, each blocked in read(): blocking I/O, N stacks and N sleeping threads"},
+     consume_threads},
+    {{"epoll",
+      "one thread told which pipes are readable (readiness), then reading each until EAGAIN: "
+      "the event loop of libuv, asyncio, Netty"},
+     consume_epoll},
+    {{"uring",
+      "one thread with a read per pipe always in flight on io_uring; the kernel says how many "
+      "bytes arrived (completion)",
+      Capability::uring},
+     consume_uring},
+};
+const VariantTable kConsumers{kConsumerRows};
+
 Trial fan_in_trial(const Params& params, GroupCache&) {
-  const std::string& variant = param_str(params, "variant");
+  void (*consume)(Pipes&) = kConsumers.find(params).consume;
   const auto n = static_cast<std::size_t>(param_int(params, "pipes"));
   const auto total = static_cast<std::uint64_t>(param_int(params, "bytes"));
   const auto message = static_cast<std::size_t>(param_int(params, "message"));
   const std::uint64_t per_pipe = total / n;
-  void (*consume)(Pipes&) = nullptr;
-  if (variant == "threads") consume = consume_threads;
-  else if (variant == "epoll") consume = consume_epoll;
-#if CONCURDL_HAVE_URING
-  else if (variant == "uring") {
-    if (std::string why; !uring_available(&why))
-      throw UsageError("parameter 'variant': 'uring' cannot run here: " + why);
-    consume = consume_uring;
-  }
-#endif
-  else throw UsageError(fmt::format("parameter 'variant': unknown consumer '{}'", variant));
   auto p = std::make_shared<Pipes>();
   Trial t;
   t.reset = [p, n] { make_pipes(*p, n); };
@@ -267,8 +278,53 @@ class SerialExecutor {
 
 int step(int v) { return v * 3 + 1; }  // the work of one step (mod 2^32 wrap is fine)
 
+// A chain of `steps` dependent steps, run to the end; the result is the last step's value.
+using ChainFn = int (*)(SerialExecutor& io, int steps);
+
+struct ContinuationVariant : VariantInfo {
+  ChainFn run;
+};
+
+const ContinuationVariant kContinuationRows[] = {
+    {{"blocking_get",
+      "each step posted to the I/O thread, then std::future::get() blocks until it is done: "
+      "two thread switches per step"},
+     [](SerialExecutor& io, int steps) {
+       int v = 0;
+       for (int i = 0; i < steps; ++i) {
+         // The job owns the promise: set_value may still be returning when get() wakes here.
+         auto p = std::make_shared<std::promise<int>>();
+         std::future<int> f = p->get_future();
+         io.post([p, v] { p->set_value(step(v)); });
+         v = f.get();
+       }
+       return v;
+     }},
+    {{"std_async",
+      "the only continuation std::future has: std::async blocking on the previous step, a "
+      "thread per pending step"},
+     [](SerialExecutor&, int steps) {
+       std::promise<int> first;
+       std::future<int> f = first.get_future();
+       for (int i = 0; i < steps; ++i) f = blocking_then(std::move(f), step);
+       first.set_value(0);
+       return f.get();
+     }},
+    {{"continuation",
+      "Future::then: the chain attached up front, and the thread that completes a step runs the "
+      "next; nobody blocks until the last get()"},
+     [](SerialExecutor& io, int steps) {
+       Promise<int> first;
+       Future<int> f = first.get_future();
+       for (int i = 0; i < steps; ++i) f = std::move(f).then(step);
+       io.post([first]() mutable { first.set_value(0); });
+       return f.get();
+     }},
+};
+const VariantTable kContinuations{kContinuationRows};
+
 Trial continuations_trial(const Params& params, GroupCache&) {
-  const std::string& variant = param_str(params, "variant");
+  const ChainFn chain = kContinuations.find(params).run;
   const auto steps = static_cast<int>(param_int(params, "steps"));
   int expected = 0;
   for (int i = 0; i < steps; ++i) expected = static_cast<int>(static_cast<unsigned>(step(expected)));
@@ -276,42 +332,7 @@ Trial continuations_trial(const Params& params, GroupCache&) {
   auto io = std::make_shared<SerialExecutor>();
   Trial t;
   t.reset = [result] { *result = -1; };
-  if (variant == "blocking_get") {
-    // Each step: post to the I/O thread, block in get() until it is done. Two thread switches
-    // per step.
-    t.run = [io, result, steps] {
-      int v = 0;
-      for (int i = 0; i < steps; ++i) {
-        // The job owns the promise: set_value may still be returning when get() wakes here.
-        auto p = std::make_shared<std::promise<int>>();
-        std::future<int> f = p->get_future();
-        io->post([p, v] { p->set_value(step(v)); });
-        v = f.get();
-      }
-      *result = v;
-    };
-  } else if (variant == "std_async") {
-    // blocking_then: the only continuation std::future has; a thread per pending step.
-    t.run = [result, steps] {
-      std::promise<int> first;
-      std::future<int> f = first.get_future();
-      for (int i = 0; i < steps; ++i) f = blocking_then(std::move(f), step);
-      first.set_value(0);
-      *result = f.get();
-    };
-  } else if (variant == "continuation") {
-    // Future::then: the chain is attached up front; the I/O thread sets the first value and
-    // runs every continuation itself, one after the other. Nobody blocks until the last get().
-    t.run = [io, result, steps] {
-      Promise<int> first;
-      Future<int> f = first.get_future();
-      for (int i = 0; i < steps; ++i) f = std::move(f).then(step);
-      io->post([first]() mutable { first.set_value(0); });
-      *result = f.get();
-    };
-  } else {
-    throw UsageError(fmt::format("parameter 'variant': unknown variant '{}'", variant));
-  }
+  t.run = [io, result, chain, steps] { *result = chain(*io, steps); };
   t.check = [result, expected] {
     return *result == expected ? std::string()
                                : fmt::format("chain gave {}, expected {}", *result, expected);
@@ -320,19 +341,13 @@ Trial continuations_trial(const Params& params, GroupCache&) {
   return t;
 }
 
-std::vector<std::string> consumers() {
-  std::vector<std::string> v = {"threads", "epoll"};
-  if (uring_available()) v.emplace_back("uring");
-  return v;
-}
-
 const bool registered = [] {
   register_experiment({
       .id = "ch03/fan_in",
       .chapter = "03-async-io",
       .title = "Reading N pipes: a thread per pipe (blocking), epoll (readiness), io_uring "
                "(completion)",
-      .axes = {{"variant", consumers()},
+      .axes = {kConsumers.axis("ch03/fan_in"),
                {"pipes", {"1", "4", "16", "64", "256"}, {"4", "64"}, AxisKind::count},
                {"bytes", {"64M"}, {"16M"}, AxisKind::size},
                {"message", {"4K"}, {}, AxisKind::size}},
@@ -353,7 +368,7 @@ const bool registered = [] {
       .id = "ch03/continuations",
       .chapter = "03-async-io",
       .title = "K dependent asynchronous steps: blocking get, std::async per step, Future::then",
-      .axes = {{"variant", {"blocking_get", "std_async", "continuation"}},
+      .axes = {kContinuations.axis("ch03/continuations"),
                {"steps", {"1000"}, {"500"}, AxisKind::count}},
       .baseline = {{"variant", "blocking_get"}},
       .prepare = continuations_trial,

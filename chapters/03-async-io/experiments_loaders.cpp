@@ -3,25 +3,27 @@
 // header) is read through a Throttle that gives every record read `latency_us` of simulated
 // device latency, so that the page cache cannot hide the I/O. Each batch is then "trained on":
 // a spin of a fixed time, set to compute_ratio x the measured I/O time per batch.
-//   concurdl run ch03/loader_epoch          epoch time per loader vs compute/io, beside the models
+//   concurdl run ch03/loader_epoch          epoch time per loader vs compute/io, and from the
+//                                           same epochs the overlap efficiency
+//                                           (io + compute - epoch) / min(io, compute): 0 = no
+//                                           overlap, 1 = perfect; beside the models
 //                                           io + compute (no overlap) and max(io, compute)
-//   concurdl run ch03/overlap_efficiency    (io + compute - epoch) / min(io, compute): 0 = no
-//                                           overlap, 1 = perfect
 //   concurdl run ch03/loader_workers        samples/s vs workers (reads in flight for uring)
 //   concurdl exercise ch03                  exercises 3.1 and 3.3 are timed here
-// The model rows of ch03/loader_epoch (loader = model_no_overlap, model_perfect_overlap) are
-// measured, not assumed: each repetition times an epoch of the sync loader without compute
-// (io) and the compute alone, and reports io + compute, or max(io, compute).
+// The models are computed from measured components, not assumed: each group times an epoch of
+// the sync loader without compute (io, the median of three), and every sample carries that io
+// (io_s) and the compute it spun (compute_s).
 // Every run checks that every sample of the epoch arrived exactly once (the decode step checks
 // each record's id and CRC too).
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
-
-#include <fmt/format.h>
 
 #include "concurdl/async_io/file.hpp"
 #include "concurdl/async_io/loaders.hpp"
@@ -31,6 +33,8 @@
 #include "concurdl/harness/errors.hpp"
 #include "concurdl/harness/exercise.hpp"
 #include "concurdl/harness/experiment.hpp"
+#include "concurdl/harness/records.hpp"
+#include "concurdl/harness/variants.hpp"
 #include "exercises/student_prefetch.hpp"
 #include "exercises/student_reorder.hpp"
 
@@ -92,10 +96,15 @@ void run_epoch(Loader& loader, std::uint64_t epoch, double compute, Tally& t) {
   }
 }
 
+// The "workers" parameter; the loaders it means nothing to (sync, prefetch) have none.
+unsigned workers_of(const Params& p) {
+  return has_param(p, "workers") ? static_cast<unsigned>(param_int(p, "workers")) : 1;
+}
+
 LoaderOptions base_options(const Params& p) {
   LoaderOptions opt;
   opt.batch_size = static_cast<std::size_t>(param_int(p, "batch"));
-  opt.workers = static_cast<unsigned>(param_int(p, "workers"));
+  opt.workers = workers_of(p);
   opt.prefetch = 2;  // double buffering
   opt.seed = 1234;
   return opt;
@@ -131,25 +140,14 @@ Setup& setup_for(const Params& p, GroupCache& cache) {
   });
 }
 
-std::vector<std::string> loader_names() {
-  std::vector<std::string> names;
-  for (const LoaderKind& k : loader_kinds())
-    if (!k.needs_uring || uring_available()) names.emplace_back(k.name);
-  return names;
+std::unique_ptr<Loader> make_loader(const Params& p, const RecordStore& store, LoaderOptions opt) {
+  const LoaderKind& kind = loader_kinds().find(p);
+  opt.workers = workers_of(p);
+  return kind.make(store, opt);
 }
 
-std::unique_ptr<Loader> make_loader(const std::string& name, const RecordStore& store,
-                                    const LoaderOptions& opt) {
-  const LoaderKind* k = find_loader_kind(name);
-  if (k == nullptr) {
-    std::string known;
-    for (const LoaderKind& kind : loader_kinds()) known += (known.empty() ? "" : ", ") + std::string(kind.name);
-    throw UsageError(fmt::format("parameter 'loader': unknown loader '{}' (known: {})", name, known));
-  }
-  if (std::string why; k->needs_uring && !uring_available(&why))
-    throw UsageError(fmt::format("parameter 'loader': '{}' cannot run here: {}", name, why));
-  return k->make(store, opt);
-}
+bool without_workers(const LoaderKind& k) { return !k.uses_workers; }
+bool with_workers(const LoaderKind& k) { return k.uses_workers; }
 
 // A loader's epoch with compute, timed by the harness.
 Trial loader_trial(Setup& s, std::unique_ptr<Loader> loader, double compute) {
@@ -170,72 +168,69 @@ double compute_per_batch(const Setup& s, const Params& p) {
   return ratio * s.io_epoch / static_cast<double>(s.batches);
 }
 
+// One epoch with compute, timed by the harness; each sample also carries the overlap
+// efficiency (io + compute - T) / min(io, compute), the fraction of the shorter of the two that
+// the loader hid behind the longer, and the components the models are drawn from. io is the
+// group's measured serial I/O time, compute the spin this configuration asked for.
 Trial epoch_trial(const Params& p, GroupCache& cache) {
+  // Checked before the data set is written: without compute there is nothing to overlap.
+  if (param_real(p, "compute_ratio") <= 0)
+    throw UsageError(
+        "parameter 'compute_ratio': ch03/loader_epoch needs it > 0 (the overlap "
+        "efficiency divides by the compute; ch03/loader_workers measures the "
+        "loaders without compute)");
   Setup& s = setup_for(p, cache);
   const double compute = compute_per_batch(s, p);
-  const std::string& name = param_str(p, "loader");
-  LoaderOptions opt = s.opt;
-  opt.workers = static_cast<unsigned>(param_int(p, "workers"));
-  if (name == "model_no_overlap" || name == "model_perfect_overlap") {
-    // Measured components, combined by the model: io = an epoch of the sync loader without
-    // compute, compute = the same number of spins alone.
-    const bool overlap = name == "model_perfect_overlap";
-    auto sync = std::make_shared<SyncLoader>(*s.store, opt);
-    auto tally = std::make_shared<Tally>(Tally{std::vector<std::uint8_t>(s.spec.records)});
-    auto epoch = std::make_shared<std::uint64_t>(0);
-    Trial t;
-    t.reset = [tally] { tally->clear(); };
-    t.measure = [sync, tally, epoch, compute, overlap, n = s.batches] {
-      const auto t0 = Clock::now();
-      run_epoch(*sync, (*epoch)++, 0, *tally);
-      const double io = seconds_since(t0);
-      const auto t1 = Clock::now();
-      for (std::size_t b = 0; b < n; ++b) spin_for(compute);
-      const double c = seconds_since(t1);
-      return overlap ? std::max(io, c) : io + c;
-    };
-    t.check = [tally, n = s.batches] { return tally->check(n); };
-    return t;
-  }
-  return loader_trial(s, make_loader(name, *s.store, opt), compute);
+  Trial t = loader_trial(s, make_loader(p, *s.store, s.opt), compute);
+  const double io = s.io_epoch, c = compute * static_cast<double>(s.batches);
+  t.observe = [io, c](Sample& sample) {
+    sample.metrics["overlap_efficiency"] = (io + c - sample.value) / std::min(io, c);
+    sample.metrics["io_s"] = io;
+    sample.metrics["compute_s"] = c;
+  };
+  return t;
 }
 
-// (io + compute - T) / min(io, compute): the fraction of the shorter of the two that the loader
-// hid behind the longer. io is the group's measured serial I/O time, compute is known.
-Trial efficiency_trial(const Params& p, GroupCache& cache) {
-  Setup& s = setup_for(p, cache);
-  const double compute = compute_per_batch(s, p);
-  if (compute <= 0) throw UsageError("ch03/overlap_efficiency needs compute_ratio > 0");
-  LoaderOptions opt = s.opt;
-  opt.workers = static_cast<unsigned>(param_int(p, "workers"));
-  std::shared_ptr<Loader> loader = make_loader(param_str(p, "loader"), *s.store, opt);
-  auto tally = std::make_shared<Tally>(Tally{std::vector<std::uint8_t>(s.spec.records)});
-  auto epoch = std::make_shared<std::uint64_t>(0);
-  const double io = s.io_epoch, c = compute * static_cast<double>(s.batches);
-  Trial t;
-  t.reset = [tally] { tally->clear(); };
-  t.measure = [loader, tally, epoch, compute, io, c] {
-    const auto t0 = Clock::now();
-    run_epoch(*loader, (*epoch)++, compute, *tally);
-    return (io + c - seconds_since(t0)) / std::min(io, c);
-  };
-  t.check = [tally, n = s.batches] { return tally->check(n); };
-  return t;
+// The mean over the records at a point of one component's median; nullopt where none has it.
+std::optional<double> component(const ModelPoint& at, const std::string& metric) {
+  double sum = 0;
+  int n = 0;
+  for (const Record* r : at.records)
+    if (auto it = r->metrics.find(metric); it != r->metrics.end() && it->second.stats.n > 0) {
+      sum += it->second.stats.median;
+      ++n;
+    }
+  if (n == 0) return std::nullopt;
+  return sum / n;
+}
+
+// The two bounds every loader's epoch lies between: nothing overlapped, everything overlapped.
+std::vector<Model> overlap_models() {
+  return {{.label = "io + compute (no overlap)",
+           .y = [](const ModelPoint& at) -> std::optional<double> {
+             const auto io = component(at, "io_s"), c = component(at, "compute_s");
+             if (!io || !c) return std::nullopt;
+             return *io + *c;
+           }},
+          {.label = "max(io, compute) (perfect overlap)",
+           .y = [](const ModelPoint& at) -> std::optional<double> {
+             const auto io = component(at, "io_s"), c = component(at, "compute_s");
+             if (!io || !c) return std::nullopt;
+             return std::max(*io, *c);
+           }}};
 }
 
 Trial workers_trial(const Params& p, GroupCache& cache) {
   Setup& s = setup_for(p, cache);
-  LoaderOptions opt = s.opt;
-  opt.workers = static_cast<unsigned>(param_int(p, "workers"));
-  return loader_trial(s, make_loader(param_str(p, "loader"), *s.store, opt), 0);
+  return loader_trial(s, make_loader(p, *s.store, s.opt), 0);
 }
 
 // Exercises 3.1 and 3.3: the student's loader against the reference, same store, same compute.
-Trial exercise_trial(const Params& p, GroupCache& cache, bool prefetch_exercise) {
+Trial exercise_trial(Impl impl, const Params& p, GroupCache& cache, bool prefetch_exercise) {
   Setup& s = setup_for(p, cache);
   LoaderOptions opt = s.opt;
-  opt.workers = static_cast<unsigned>(param_int(p, "workers"));
-  const bool student = param_str(p, "impl") == "student";
+  opt.workers = workers_of(p);
+  const bool student = impl == Impl::student;
   std::unique_ptr<Loader> loader;
   if (prefetch_exercise)
     loader = student ? std::unique_ptr<Loader>(std::make_unique<StudentPrefetchLoader>(*s.store, opt))
@@ -248,82 +243,80 @@ Trial exercise_trial(const Params& p, GroupCache& cache, bool prefetch_exercise)
   return loader_trial(s, std::move(loader), prefetch_exercise ? compute_per_batch(s, p) : 0);
 }
 
-std::vector<std::string> with_models(std::vector<std::string> names) {
-  names.emplace_back("model_no_overlap");
-  names.emplace_back("model_perfect_overlap");
-  return names;
-}
-
 const bool registered = [] {
   const Axis records{"records", {"4096"}, {"2048"}, AxisKind::size};
   const Axis batch{"batch", {"64"}, {}, AxisKind::count};
   const Axis latency{"latency_us", {"50", "200"}, {"50"}, AxisKind::real};
 
+  const Metric io_s{"io_s", "s", true,
+                    "the group's serial I/O time per epoch: the sync loader without compute"};
+  const Metric compute_s{"compute_s", "s", true, "the compute spun per epoch"};
+  const Metric overlap{"overlap_efficiency", "", false,
+                       "(io + compute - epoch) / min(io, compute): 0 = no overlap, 1 = the "
+                       "shorter of the two completely hidden"};
+  // One chart of epoch time vs compute/io per latency: the models hold for one latency only.
+  std::vector<Figure> epoch_figures;
+  for (const std::string& lat : latency.values)
+    epoch_figures.push_back({.id = lat == latency.values.front() ? std::string("vs_compute")
+                                                                 : "vs_compute_" + lat + "us",
+                             .title = "Epoch time vs compute/io per batch, " + lat +
+                                      " us a read, beside the "
+                                      "no-overlap and perfect-overlap models",
+                             .kind = FigureKind::lines,
+                             .x = "compute_ratio",
+                             .series = "loader",
+                             .where = {{"latency_us", lat}},
+                             .log_x = true,
+                             .y_label = "epoch time (s)",
+                             .models = overlap_models()});
+  epoch_figures.push_back({.id = "at_equal",
+                           .title = "Epoch time per loader, compute = io per batch",
+                           .kind = FigureKind::bars,
+                           .x = "loader",
+                           .series = "latency_us",
+                           .where = {{"compute_ratio", "1"}},
+                           .y_label = "epoch time (s)"});
+  epoch_figures.push_back({.id = "overlap",
+                           .title = "Overlap efficiency per loader (1 = I/O completely hidden)",
+                           .kind = FigureKind::bars,
+                           .x = "loader",
+                           .y = "overlap_efficiency",
+                           .series = "compute_ratio",
+                           .y_label = "overlap efficiency"});
+
   register_experiment({
       .id = "ch03/loader_epoch",
       .chapter = "03-async-io",
-      .title = "Epoch time per loader vs compute/io, latency-bound storage (model rows: measured "
-               "io-only and compute-only epochs as io + compute and max(io, compute))",
-      .axes = {{"loader", with_models(loader_names())},
+      .title = "Epoch time and overlap efficiency per loader vs compute/io, latency-bound "
+               "storage, beside the no-overlap and perfect-overlap models",
+      .axes = {loader_kinds().axis("ch03/loader_epoch"),
                {"workers", {"4"}, {}, AxisKind::count},
                {"compute_ratio", {"0.25", "0.5", "1", "2", "4"}, {"0.5", "1", "2"}, AxisKind::real},
-               latency, records, batch},
+               latency,
+               records,
+               batch},
       .baseline = {{"loader", "sync"}},
-      .interleave = {"loader", "workers"},
+      .metrics = {overlap, io_s, compute_s},
+      .inapplicable = loader_kinds().inapplicable(without_workers, {"workers"}),
+      // One group per latency and size: one data set and one measured io for every loader and
+      // compute ratio, measured round-robin.
+      .interleave = {"loader", "workers", "compute_ratio"},
       .prepare = epoch_trial,
-      .figures = {{.id = "vs_compute",
-                   .title = "Epoch time vs compute/io per batch (model_*: no overlap, perfect "
-                            "overlap)",
-                   .kind = FigureKind::lines,
-                   .x = "compute_ratio",
-                   .series = "loader",
-                   .log_x = true,
-                   .y_label = "epoch time (s)"},
-                  {.id = "at_equal",
-                   .title = "Epoch time per loader, compute = io per batch",
-                   .kind = FigureKind::bars,
-                   .x = "loader",
-                   .series = "latency_us",
-                   .where = {{"compute_ratio", "1"}},
-                   .y_label = "epoch time (s)"}},
+      .figures = epoch_figures,
   });
 
-  std::vector<std::string> overlapping;
-  for (const std::string& n : loader_names()) overlapping.push_back(n);
-  register_experiment({
-      .id = "ch03/overlap_efficiency",
-      .chapter = "03-async-io",
-      .title = "Overlap efficiency (io + compute - epoch) / min(io, compute): 0 = none, 1 = perfect",
-      .axes = {{"loader", overlapping},
-               {"workers", {"4"}, {}, AxisKind::count},
-               {"compute_ratio", {"0.25", "0.5", "1", "2", "4"}, {"1"}, AxisKind::real},
-               latency, records, batch},
-      .metric = "overlap_efficiency",
-      .unit = "",
-      .lower_is_better = false,
-      .interleave = {"loader", "workers"},
-      .prepare = efficiency_trial,
-      .figures = {{.id = "bars",
-                   .title = "Overlap efficiency per loader (1 = I/O completely hidden)",
-                   .kind = FigureKind::bars,
-                   .x = "loader",
-                   .series = "compute_ratio",
-                   .y_label = "overlap efficiency"}},
-  });
-
-  std::vector<std::string> parallel;
-  for (const std::string& n : loader_names())
-    if (n != "sync" && n != "prefetch") parallel.push_back(n);
   register_experiment({
       .id = "ch03/loader_workers",
       .chapter = "03-async-io",
       .title = "Samples/s vs workers (threads; for uring: reads in flight on one thread), "
                "latency-bound storage, no compute",
-      .axes = {{"loader", parallel},
+      .axes = {loader_kinds().axis("ch03/loader_workers", {.where = with_workers}),
                {"workers", {"1", "2", "4", "8", "16", "32"}, {"1", "2", "4", "8"}, AxisKind::count},
                {"latency_us", {"50"}, {}, AxisKind::real},
-               records, batch},
+               records,
+               batch},
       .baseline = {{"workers", "1"}},
+      .scaling_axis = "workers",
       .interleave = {"loader", "workers"},
       .prepare = workers_trial,
       .figures = {{.id = "speedup",
@@ -342,38 +335,32 @@ const bool registered = [] {
                    .y_label = "samples/s"}},
   });
 
-  auto exercise_timing = [&](const char* id, const char* title, bool prefetch) {
-    return Experiment{
-        .id = id,
-        .chapter = "03-async-io",
-        .title = title,
-        .axes = {{"impl", {"reference", "student"}},
-                 {"workers", {prefetch ? std::string("1") : exercise_threads()}, {}, AxisKind::count},
-                 {"compute_ratio", {prefetch ? "1" : "0"}, {}, AxisKind::real},
-                 {"latency_us", {"50"}, {}, AxisKind::real},
-                 {"records", {"2048"}, {"1024"}, AxisKind::size},
-                 batch},
-        .interleave = {"impl"},
-        .prepare = [prefetch](const Params& p, GroupCache& c) { return exercise_trial(p, c, prefetch); }};
+  // 3.1: one prefetching loader (no workers) with compute = io; 3.3: N workers, no compute.
+  auto loader_exercise = [&](const char* title, bool prefetch) {
+    return exercise_timing({.title = title,
+                            .threads_axis = prefetch ? "" : "workers",
+                            .axes = {{"compute_ratio", {prefetch ? "1" : "0"}, {}, AxisKind::real},
+                                     {"latency_us", {"50"}, {}, AxisKind::real},
+                                     {"records", {"2048"}, {"1024"}, AxisKind::size},
+                                     batch},
+                            .prepare = [prefetch](Impl impl, const Params& p, GroupCache& c) {
+                              return exercise_trial(impl, p, c, prefetch);
+                            }});
   };
-  register_exercise({.id = "3.1",
-                     .chapter = "03-async-io",
-                     .title = "prefetching loader with a bounded queue",
-                     .test_binary = "ch03_tests",
-                     .test_filter = "LoaderTyped/student_prefetch.*",
-                     .timing = exercise_timing("ch03/exercise_3.1",
-                                               "prefetching loader, student vs reference, "
-                                               "compute = io",
-                                               true)});
+  register_exercise(
+      {.id = "3.1",
+       .chapter = "03-async-io",
+       .title = "prefetching loader with a bounded queue",
+       .test_binary = "ch03_tests",
+       .test_filter = "LoaderTyped/student_prefetch.*",
+       .timing = loader_exercise("prefetching loader, student vs reference, compute = io", true)});
   register_exercise({.id = "3.3",
                      .chapter = "03-async-io",
                      .title = "ordered delivery from N workers (reorder buffer)",
                      .test_binary = "ch03_tests",
                      .test_filter = "ReorderTyped/student.*:LoaderTyped/student_ordered.*",
-                     .timing = exercise_timing("ch03/exercise_3.3",
-                                               "ordered worker loader, student vs reference "
-                                               "reorder buffer",
-                                               false)});
+                     .timing = loader_exercise(
+                         "ordered worker loader, student vs reference reorder buffer", false)});
   return true;
 }();
 

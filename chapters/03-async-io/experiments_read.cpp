@@ -64,18 +64,6 @@ TestFile& file_for(const Params& p, GroupCache& cache) {
   });
 }
 
-const ReadPath& path_named(const std::string& name) {
-  const ReadPath* rp = find_read_path(name);
-  if (rp == nullptr) {
-    std::string known;
-    for (const ReadPath& r : read_paths()) known += (known.empty() ? "" : ", ") + std::string(r.name);
-    throw UsageError(fmt::format("parameter 'variant': unknown read path '{}' (known: {})", name, known));
-  }
-  if (std::string why; rp->needs_uring && !uring_available(&why))
-    throw UsageError(fmt::format("parameter 'variant': '{}' cannot run here: {}", name, why));
-  return *rp;
-}
-
 // The state one configuration keeps between runs.
 struct ReadState {
   UniqueFd fd;
@@ -117,7 +105,7 @@ std::size_t request_of(const Params& p) {
 }
 
 Trial buffered_trial(const Params& p, GroupCache& cache) {
-  const ReadPath& rp = path_named(param_str(p, "variant"));
+  const ReadPath& rp = read_paths().find(p);
   TestFile& f = file_for(p, cache);
   const std::string& cache_state = param_str(p, "cache");
   if (cache_state != "page_cache" && cache_state != "cold")
@@ -143,7 +131,7 @@ Trial buffered_trial(const Params& p, GroupCache& cache) {
 }
 
 Trial direct_trial(const Params& p, GroupCache& cache) {
-  const ReadPath& rp = path_named(param_str(p, "variant"));
+  const ReadPath& rp = read_paths().find(p);
   if (!rp.direct_ok)
     throw UsageError(fmt::format("parameter 'variant': '{}' cannot read O_DIRECT", rp.name));
   TestFile& f = file_for(p, cache);
@@ -172,20 +160,14 @@ Trial direct_trial(const Params& p, GroupCache& cache) {
   return t;
 }
 
-std::vector<std::string> path_names(bool direct_only) {
-  std::vector<std::string> names;
-  for (const ReadPath& r : read_paths())
-    if ((!r.needs_uring || uring_available()) && (!direct_only || r.direct_ok))
-      names.emplace_back(r.name);
-  return names;
-}
+bool reads_direct(const ReadPath& r) { return r.direct_ok; }
 
 #if CONCURDL_HAVE_URING
 // Exercise 3.2: the student's batched read against the reference, 64 KiB pieces at depth 8.
-Trial exercise_uring_trial(const Params& p, GroupCache& cache) {
+Trial exercise_uring_trial(Impl impl, const Params& p, GroupCache& cache) {
   if (std::string why; !uring_available(&why)) throw std::runtime_error(why);
   TestFile& f = file_for(p, cache);
-  const bool student = param_str(p, "impl") == "student";
+  const bool student = impl == Impl::student;
   const auto depth = static_cast<unsigned>(param_int(p, "qd"));
   const std::size_t request = request_of(p);
   auto st = std::make_shared<ReadState>();
@@ -217,49 +199,81 @@ const bool registered = [] {
       .chapter = "03-async-io",
       .title = "Read throughput vs request size and queue depth: pread, mmap, io_uring; page "
                "cache and cold",
-      .axes = {{"variant", path_names(false)},
+      .axes = {read_paths().axis("ch03/read_throughput"),
                {"cache", {"page_cache", "cold"}},
-               qd, request, file},
+               qd,
+               request,
+               file},
       .baseline = {{"variant", "pread"}, {"qd", "1"}},
       // One group per cache state and file size: one file on disk and one buffer in memory at a
       // time; every path, depth and request size of the group is measured round-robin.
       .interleave = {"variant", "qd", "request"},
       .prepare = buffered_trial,
-      .figures =
-          {{.id = "page_cache_size",
-            .title = "Page cache: bytes/s vs request size (shuffled whole-file read)",
-            .kind = FigureKind::lines, .x = "request", .y = "bytes_per_s", .series = "variant",
-            .where = {{"cache", "page_cache"}}, .log_x = true, .y_label = "bytes/s"},
-           {.id = "cold_size",
-            .title = "Cold (dropped from the page cache): bytes/s vs request size",
-            .kind = FigureKind::lines, .x = "request", .y = "bytes_per_s", .series = "variant",
-            .where = {{"cache", "cold"}}, .log_x = true, .log_y = true, .y_label = "bytes/s (log)"},
-           {.id = "page_cache_qd",
-            .title = "Page cache, 4 KiB requests: bytes/s vs queue depth",
-            .kind = FigureKind::lines, .x = "qd", .y = "bytes_per_s", .series = "variant",
-            .where = {{"cache", "page_cache"}, {"request", "4K"}}, .log_x = true, .y_label = "bytes/s"},
-           {.id = "cold_qd",
-            .title = "Cold, 4 KiB requests: bytes/s vs queue depth",
-            .kind = FigureKind::lines, .x = "qd", .y = "bytes_per_s", .series = "variant",
-            .where = {{"cache", "cold"}, {"request", "4K"}}, .log_x = true, .y_label = "bytes/s"}},
+      .figures = {{.id = "page_cache_size",
+                   .title = "Page cache: bytes/s vs request size (shuffled whole-file read)",
+                   .kind = FigureKind::lines,
+                   .x = "request",
+                   .y = "bytes_per_s",
+                   .series = "variant",
+                   .where = {{"cache", "page_cache"}},
+                   .log_x = true,
+                   .y_label = "bytes/s"},
+                  {.id = "cold_size",
+                   .title = "Cold (dropped from the page cache): bytes/s vs request size",
+                   .kind = FigureKind::lines,
+                   .x = "request",
+                   .y = "bytes_per_s",
+                   .series = "variant",
+                   .where = {{"cache", "cold"}},
+                   .log_x = true,
+                   .log_y = true,
+                   .y_label = "bytes/s (log)"},
+                  {.id = "page_cache_qd",
+                   .title = "Page cache, 4 KiB requests: bytes/s vs queue depth",
+                   .kind = FigureKind::lines,
+                   .x = "qd",
+                   .y = "bytes_per_s",
+                   .series = "variant",
+                   .where = {{"cache", "page_cache"}, {"request", "4K"}},
+                   .log_x = true,
+                   .y_label = "bytes/s"},
+                  {.id = "cold_qd",
+                   .title = "Cold, 4 KiB requests: bytes/s vs queue depth",
+                   .kind = FigureKind::lines,
+                   .x = "qd",
+                   .y = "bytes_per_s",
+                   .series = "variant",
+                   .where = {{"cache", "cold"}, {"request", "4K"}},
+                   .log_x = true,
+                   .y_label = "bytes/s"}},
   });
 
   register_experiment({
       .id = "ch03/read_direct",
       .chapter = "03-async-io",
       .title = "O_DIRECT read throughput vs request size and queue depth: pread vs io_uring",
-      .axes = {{"variant", path_names(true)}, qd, request, file},
+      .axes = {read_paths().axis("ch03/read_direct", {.where = reads_direct}), qd, request, file},
       .baseline = {{"variant", "pread"}, {"qd", "1"}},
       .interleave = {"variant", "qd", "request"},
       .prepare = direct_trial,
       .figures = {{.id = "size",
                    .title = "O_DIRECT: bytes/s vs request size",
-                   .kind = FigureKind::lines, .x = "request", .y = "bytes_per_s",
-                   .series = "variant", .log_x = true, .log_y = true, .y_label = "bytes/s (log)"},
+                   .kind = FigureKind::lines,
+                   .x = "request",
+                   .y = "bytes_per_s",
+                   .series = "variant",
+                   .log_x = true,
+                   .log_y = true,
+                   .y_label = "bytes/s (log)"},
                   {.id = "qd",
                    .title = "O_DIRECT, 4 KiB requests: bytes/s vs queue depth",
-                   .kind = FigureKind::lines, .x = "qd", .y = "bytes_per_s", .series = "variant",
-                   .where = {{"request", "4K"}}, .log_x = true, .y_label = "bytes/s"}},
+                   .kind = FigureKind::lines,
+                   .x = "qd",
+                   .y = "bytes_per_s",
+                   .series = "variant",
+                   .where = {{"request", "4K"}},
+                   .log_x = true,
+                   .y_label = "bytes/s"}},
   });
 
 #if CONCURDL_HAVE_URING
@@ -268,16 +282,14 @@ const bool registered = [] {
                      .title = "batched io_uring read",
                      .test_binary = "ch03_tests",
                      .test_filter = "UringBatch/student.*",
-                     .timing = {.id = "ch03/exercise_3.2",
-                                .chapter = "03-async-io",
-                                .title = "batched io_uring read, student vs reference, 64 KiB "
-                                         "pieces at depth 8, page cache",
-                                .axes = {{"impl", {"reference", "student"}},
-                                         {"qd", {"8"}, {}, AxisKind::count},
-                                         {"request", {"64K"}, {}, AxisKind::size},
-                                         {"file", {"64M"}, {"16M"}, AxisKind::size}},
-                                .interleave = {"impl"},
-                                .prepare = exercise_uring_trial}});
+                     .timing = exercise_timing(
+                         {.title = "batched io_uring read, student vs reference, 64 KiB pieces "
+                                   "at depth 8, page cache",
+                          .threads_axis = "",
+                          .axes = {{"qd", {"8"}, {}, AxisKind::count},
+                                   {"request", {"64K"}, {}, AxisKind::size},
+                                   {"file", {"64M"}, {"16M"}, AxisKind::size}},
+                          .prepare = exercise_uring_trial})});
 #else
   register_exercise({.id = "3.2",
                      .chapter = "03-async-io",

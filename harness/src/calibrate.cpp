@@ -408,6 +408,24 @@ Calibration calibration_from_records(const std::vector<Record>& records) {
         r.params.at("threads") == "1" && r.derived.count("flops_per_s"))
       c.peak_flops_1core = r.derived.at("flops_per_s");
   c.thread_copy_bytes_per_s = best(records, "calibrate/thread_copy", "bytes_per_s");
+  // alpha: the one-way time of the smallest message; beta: the least-squares slope of the
+  // one-way time over the sizes with the intercept held at alpha (large messages dominate it,
+  // as they should: beta is the inverse of the bandwidth they reach).
+  double smallest = 0, sxx = 0, sxy = 0;
+  std::vector<std::pair<double, double>> pingpong;  // bytes, one-way seconds
+  for (const Record& r : records)
+    if (r.experiment == "calibrate/rank_pingpong" && r.valid && r.derived.count("one_way_s"))
+      pingpong.emplace_back(static_cast<double>(param_int(r.params, "bytes")), r.derived.at("one_way_s"));
+  std::sort(pingpong.begin(), pingpong.end());
+  if (!pingpong.empty()) {
+    smallest = pingpong.front().second;
+    for (const auto& [x, t] : pingpong) {
+      sxx += x * x;
+      sxy += x * (t - smallest);
+    }
+    c.rank_alpha_s = smallest;
+    c.rank_beta_s_per_byte = sxx > 0 ? std::max(0.0, sxy / sxx) : 0;
+  }
   c.detail = {{"mem_copy_bytes_per_s_by_threads", copy},
               {"mem_triad_bytes_per_s_by_threads", triad},
               {"fma_flops_per_s_by_threads", fma},

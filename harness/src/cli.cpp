@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
+#include <optional>
 #include <set>
 #include <stdexcept>
 
@@ -23,7 +24,9 @@
 #include "concurdl/harness/openblas_env.hpp"
 #include "concurdl/harness/provenance.hpp"
 #include "concurdl/harness/report.hpp"
+#include "concurdl/harness/ranks.hpp"
 #include "concurdl/harness/runner.hpp"
+#include "list.hpp"
 
 namespace concurdl {
 
@@ -37,6 +40,7 @@ struct Args {
   std::string threads, repeat, ranks, hostfile, out;
   std::vector<std::string> set;
   bool no_calibrate = false, no_report = false, quiet = false, no_timing = false;
+  bool markdown = false;
 };
 
 Profile parse_profile(const std::string& s) {
@@ -78,22 +82,26 @@ RunOptions make_options(const Args& a) {
   return opt;
 }
 
-std::vector<const Experiment*> chapter_experiments(const std::string& folder) {
+// A chapter's experiments: those across MPI ranks (Experiment::mpi) with --ranks, the others
+// without it.
+std::vector<const Experiment*> chapter_experiments(const std::string& folder, bool across_ranks) {
   std::vector<const Experiment*> out;
   for (const auto& e : experiments())
-    if (e.chapter == folder) out.push_back(&e);
+    if (e.chapter == folder && e.mpi == across_ranks) out.push_back(&e);
   return out;
 }
 
 // Chapters, chapter numbers ("ch01", "01", "1") and experiment ids; nothing = every chapter.
-std::vector<const Experiment*> select(const std::vector<std::string>& targets) {
+// With --ranks only the experiments across MPI ranks run, and without it only the others.
+std::vector<const Experiment*> select(const std::vector<std::string>& targets, bool across_ranks) {
   std::vector<const Experiment*> out;
   auto add = [&](const Experiment* e) {
     if (std::find(out.begin(), out.end(), e) == out.end()) out.push_back(e);
   };
   if (targets.empty()) {
     for (const auto& e : experiments())
-      if (e.chapter != kCalibrationChapter && e.recorded_by.empty()) add(&e);
+      if (e.chapter != kCalibrationChapter && e.recorded_by.empty() && e.mpi == across_ranks)
+        add(&e);
     return out;
   }
   for (const auto& t : targets) {
@@ -101,9 +109,16 @@ std::vector<const Experiment*> select(const std::vector<std::string>& targets) {
       if (!e->recorded_by.empty())
         throw UsageError(fmt::format("{} is recorded by 'concurdl {}', not measured by run", t,
                                      e->recorded_by));
+      if (e->mpi && !across_ranks)
+        throw UsageError(fmt::format("{} runs across MPI ranks: give --ranks N", t));
+      if (!e->mpi && across_ranks)
+        throw UsageError(fmt::format("{} does not run across MPI ranks: leave out --ranks", t));
       add(e);
     } else if (const ChapterInfo* c = find_chapter(t)) {
-      for (const Experiment* x : chapter_experiments(c->folder))
+      const auto in_chapter = chapter_experiments(c->folder, across_ranks);
+      if (in_chapter.empty() && across_ranks)
+        throw UsageError(fmt::format("chapter {} has no experiments across MPI ranks", c->folder));
+      for (const Experiment* x : in_chapter)
         if (x->recorded_by.empty()) add(x);
     } else {
       throw UsageError(fmt::format("unknown chapter or experiment '{}' (concurdl list shows them)", t));
@@ -145,17 +160,26 @@ void report_run(const RunFile& f, const fs::path& dir) {
 // run and calibrate share this: measure, save after every experiment, report, print the path.
 int measure(const std::vector<std::string>& command, const std::vector<const Experiment*>& selected,
             const Args& a, bool calibrate_first) {
-  const RunOptions opt = make_options(a);
+  RunOptions opt = make_options(a);
+  const bool across_ranks = ranks::initialized();
+  // Under --ranks every rank measures; rank 0 alone shows progress and writes the run.
+  const bool writer = ranks::world_rank() == 0;
+  if (!writer) opt.progress = false;
   const std::vector<Config> configs = expand(selected, opt);  // bad input fails before any output
   RunFile f;
   f.concurdl_version = build::version;
   f.command = command;
   f.provenance = collect_provenance();
   if (!a.hostfile.empty()) f.provenance["hostfile"] = fs::absolute(a.hostfile).string();
+  if (across_ranks) f.provenance["mpi_world_size"] = ranks::world_size();
   f.provenance["profile"] = a.profile;
   const fs::path root = a.out.empty() ? fs::path("results/runs") : fs::path(a.out);
-  const fs::path dir = make_run_dir(root, f.provenance["host"].get<std::string>(), short_commit());
-  write_run(dir, f);
+  fs::path dir;
+  auto save = [&] {
+    if (writer) write_run(dir, f);
+  };
+  if (writer) dir = make_run_dir(root, f.provenance["host"].get<std::string>(), short_commit());
+  save();
 
   const bool selects_calibration = std::any_of(selected.begin(), selected.end(), [](const Experiment* e) {
     return e->chapter == kCalibrationChapter;
@@ -165,10 +189,11 @@ int measure(const std::vector<std::string>& command, const std::vector<const Exp
     copt.profile = opt.profile == Profile::smoke ? Profile::smoke : Profile::quick;
     copt.progress = opt.progress;
     if (opt.progress) std::fprintf(stderr, "concurdl: calibrating this machine\n");
-    std::vector<Record> calib = run_configs(expand(chapter_experiments(kCalibrationChapter), copt), copt, {});
+    std::vector<Record> calib = run_configs(
+        expand(chapter_experiments(kCalibrationChapter, across_ranks), copt), copt, {});
     f.calibration = calibration_from_records(calib);
     f.records = std::move(calib);
-    write_run(dir, f);
+    save();
   }
   const std::size_t before = f.records.size();
   std::vector<Record> measured;
@@ -176,12 +201,12 @@ int measure(const std::vector<std::string>& command, const std::vector<const Exp
     measured = run_configs(configs, opt, f.calibration, [&](const std::vector<Record>& so_far) {
       f.records.resize(before);
       f.records.insert(f.records.end(), so_far.begin(), so_far.end());
-      write_run(dir, f);
+      save();
     });
   } catch (const UsageError&) {
     // Bad input found while preparing (an unknown variant given with --set): keep the run
     // directory only if it already holds measurements.
-    if (f.records.empty()) fs::remove_all(dir);
+    if (writer && f.records.empty()) fs::remove_all(dir);
     throw;
   }
   if (selects_calibration) {
@@ -192,47 +217,39 @@ int measure(const std::vector<std::string>& command, const std::vector<const Exp
   f.records.resize(before);
   f.records.insert(f.records.end(), measured.begin(), measured.end());
   f.provenance["finished"] = utc_now_iso();
-  write_run(dir, f);
+  if (!writer) return all_valid(f.records) ? 0 : 1;  // validity is agreed by every rank
+  save();
   if (!a.no_report) report_run(f, dir);
   print_invalid(f.records);
   std::cout << dir.string() << std::endl;
   return all_valid(f.records) ? 0 : 1;
 }
 
-int cmd_list(const Args& a) {
-  std::vector<const ChapterInfo*> shown;
-  if (a.targets.empty()) {
-    for (const auto& c : chapters()) shown.push_back(&c);
-  } else {
-    for (const auto& t : a.targets) {
-      const ChapterInfo* c = find_chapter(t);
-      if (!c) throw UsageError(fmt::format("unknown chapter '{}' (concurdl list shows them)", t));
-      shown.push_back(c);
-    }
+// `concurdl run --ranks N`: outside an MPI launch, start one (mpirun -np N concurdl run ...)
+// and return its exit status; inside one, join it. Bad input fails here, before mpirun starts.
+std::optional<int> launch_ranks(const Args& a, int argc, char** argv) {
+  if (a.ranks.empty()) {
+    if (!a.hostfile.empty()) throw UsageError("--hostfile: only with --ranks N");
+    return std::nullopt;
   }
-  for (const ChapterInfo* c : shown) {
-    fmt::print("{}  {}\n", c->folder, c->title);
-    for (const Experiment* e : chapter_experiments(c->folder)) {
-      fmt::print("  {:<32} {}\n", e->id, e->title);
-      if (!e->recorded_by.empty()) {
-        fmt::print("      recorded by 'concurdl {}' (not measured by run)\n", e->recorded_by);
-      } else if (!e->microbenchmark_filter.empty()) {
-        fmt::print("      micro-benchmarks matching '{}' (Google Benchmark)\n", e->microbenchmark_filter);
-      } else {
-        for (const Axis& ax : e->axes) {
-          fmt::print("      {:<12} {}", ax.name, fmt::join(ax.values, ","));
-          if (!ax.quick.empty()) fmt::print("   (quick: {})", fmt::join(ax.quick, ","));
-          if (ax.max != 0) fmt::print("   (at most {})", ax.max);
-          fmt::print("\n");
-        }
-      }
-      for (const Figure& fig : e->figures) fmt::print("      figure  {}: {}\n", fig.id, fig.title);
-    }
-    for (const Exercise* x : exercises_of(c->folder))
-      fmt::print("  exercise {:<8} {}\n", x->id, x->title);
-  }
-  return 0;
+  const std::vector<std::string> counts = parse_counts("--ranks", a.ranks);
+  if (!ranks::built())
+    throw UsageError(
+        "--ranks: this concurdl was built without MPI (apt-get install libopenmpi-dev "
+        "openmpi-bin, then configure again)");
+  int most = 1;
+  for (const auto& c : counts) most = std::max(most, std::stoi(c));
+  expand(select(a.targets, true), make_options(a));
+  if (!ranks::launched_by_mpi())
+    return ranks::launch(most, a.hostfile, std::vector<std::string>(argv + 1, argv + argc));
+  ranks::init();
+  if (ranks::world_size() < most)
+    throw UsageError(fmt::format("--ranks {}: this MPI launch has only {} rank(s)", a.ranks,
+                                 ranks::world_size()));
+  return std::nullopt;
 }
+
+int cmd_list(const Args& a) { return list_main(a.targets, a.markdown); }
 
 int cmd_report(const Args& a) {
   if (a.targets.empty()) throw UsageError("report: give at least one run directory");
@@ -366,13 +383,17 @@ int cli_main(int argc, char** argv) {
   app.set_version_flag("--version", build::version);
 
   auto* list = app.add_subcommand("list", "chapters, experiments, figures, exercises");
-  list->add_option("chapter", a.targets, "chapters to list");
+  list->add_option("chapter", a.targets, "chapters or experiments to list");
+  list->add_flag("--markdown", a.markdown,
+                 "print the variant tables as the chapter READMEs' generated Markdown blocks");
 
   auto* run = app.add_subcommand("run", "run chapters or experiments (default: every chapter, quick), then the report");
   run->add_option("targets", a.targets, "chapters (ch01, 01-threads) or experiment ids (ch01/parallel_sum)");
   add_run_flags(run, a);
-  run->add_option("--ranks", a.ranks, "rank counts to sweep for multi-rank experiments");
-  run->add_option("--hostfile", a.hostfile, "MPI hostfile for multi-node runs");
+  run->add_option("--ranks", a.ranks,
+                  "run the experiments across MPI ranks under mpirun: rank counts to sweep, e.g. 2 "
+                  "or 1,2,4 (mpirun starts the largest)");
+  run->add_option("--hostfile", a.hostfile, "MPI hostfile for multi-node runs (with --ranks)");
   run->add_flag("--no-calibrate", a.no_calibrate, "skip measuring the machine's ceilings first");
   run->add_flag("--no-report", a.no_report, "write results.json only");
 
@@ -417,8 +438,11 @@ int cli_main(int argc, char** argv) {
   command[0] = "concurdl";
   try {
     if (*list) return cmd_list(a);
-    if (*run) return measure(command, select(a.targets), a, !a.no_calibrate);
-    if (*calibrate) return measure(command, chapter_experiments(kCalibrationChapter), a, false);
+    if (*run) {
+      if (auto launched = launch_ranks(a, argc, argv)) return *launched;
+      return measure(command, select(a.targets, ranks::initialized()), a, !a.no_calibrate);
+    }
+    if (*calibrate) return measure(command, chapter_experiments(kCalibrationChapter, false), a, false);
     if (*report) return cmd_report(a);
     if (*compare) return cmd_compare(a);
     if (*exercise) return cmd_exercise(a);

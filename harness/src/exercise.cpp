@@ -37,10 +37,39 @@ int exercise_timeout_s() {
 
 }  // namespace
 
+Experiment exercise_timing(ExerciseTiming t) {
+  Experiment e;
+  e.title = std::move(t.title);
+  e.axes.push_back({"impl", {"reference", "student"}});
+  if (!t.threads_axis.empty())
+    e.axes.push_back({t.threads_axis, {exercise_threads()}, {}, AxisKind::count});
+  for (Axis& a : t.axes) e.axes.push_back(std::move(a));
+  e.metric = std::move(t.metric);
+  e.unit = std::move(t.unit);
+  e.lower_is_better = t.lower_is_better;
+  e.metrics = std::move(t.metrics);
+  e.interleave = {"impl"};
+  e.repetitions = t.repetitions;
+  if (t.prepare)
+    e.prepare = [prepare = std::move(t.prepare)](const Params& p, GroupCache& cache) {
+      return prepare(param_str(p, "impl") == "student" ? Impl::student : Impl::reference, p, cache);
+    };
+  return e;
+}
+
 bool register_exercise(Exercise e) {
   auto& list = exercise_list();
   for (const auto& x : list)
     if (x.id == e.id) throw std::logic_error("exercise " + e.id + " registered twice");
+  if (e.timing.prepare) {
+    // "02-locks" + "2.2" -> "ch02/exercise_2.2"
+    if (e.timing.id.empty())
+      e.timing.id = "ch" + e.chapter.substr(0, e.chapter.find('-')) + "/exercise_" + e.id;
+    if (e.timing.chapter.empty()) e.timing.chapter = e.chapter;
+    const bool has_impl = std::any_of(e.timing.axes.begin(), e.timing.axes.end(),
+                                      [](const Axis& a) { return a.name == "impl"; });
+    if (!has_impl) throw std::logic_error("exercise " + e.id + ": its timing has no 'impl' axis");
+  }
   list.push_back(std::move(e));
   return true;
 }

@@ -17,6 +17,16 @@ namespace {
   throw UsageError(fmt::format("parameter '{}': '{}' {}", name, text, why));
 }
 
+// The binary suffixes of a size, in either case: 1 << 10, 20 or 30; 1 when `c` is none of them.
+std::int64_t suffix_scale(char c) {
+  switch (c) {
+    case 'K': case 'k': return std::int64_t{1} << 10;
+    case 'M': case 'm': return std::int64_t{1} << 20;
+    case 'G': case 'g': return std::int64_t{1} << 30;
+    default: return 1;
+  }
+}
+
 std::int64_t parse_i64(std::string_view name, std::string_view digits, std::string_view text) {
   std::int64_t v = 0;
   auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), v);
@@ -34,16 +44,8 @@ std::int64_t parse_integer(std::string_view name, std::string_view text) {
 
 std::int64_t parse_size(std::string_view name, std::string_view text) {
   std::string_view digits = text;
-  std::int64_t scale = 1;
-  if (!digits.empty()) {
-    switch (digits.back()) {
-      case 'K': case 'k': scale = std::int64_t{1} << 10; break;
-      case 'M': case 'm': scale = std::int64_t{1} << 20; break;
-      case 'G': case 'g': scale = std::int64_t{1} << 30; break;
-      default: break;
-    }
-    if (scale != 1) digits.remove_suffix(1);
-  }
+  const std::int64_t scale = digits.empty() ? 1 : suffix_scale(digits.back());
+  if (scale != 1) digits.remove_suffix(1);
   if (!digits.empty() && digits.front() == '-') bad(name, text, "must be at least 1");
   const std::int64_t v = parse_i64(name, digits, text);
   if (v < 1) bad(name, text, "must be at least 1");
@@ -78,6 +80,26 @@ void check_value(std::string_view name, AxisKind kind, std::string_view text) {
   }
 }
 
+std::optional<double> number_value(std::string_view text) {
+  if (text.empty()) return std::nullopt;
+  const char* first = text.data();
+  const char* last = text.data() + text.size();
+  if (const std::int64_t scale = suffix_scale(text.back()); scale != 1) {
+    // As parse_size: digits, at least 1, and the scaled value within 64 bits.
+    std::int64_t v = 0;
+    auto [end, ec] = std::from_chars(first, last - 1, v);
+    if (ec != std::errc() || end != last - 1 || v < 1 ||
+        v > std::numeric_limits<std::int64_t>::max() / scale)
+      return std::nullopt;
+    return static_cast<double>(v) * static_cast<double>(scale);
+  }
+  // As parse_integer and parse_real: every integer is also a real, so one parse serves both.
+  double v = 0;
+  auto [end, ec] = std::from_chars(first, last, v);
+  if (ec != std::errc() || end != last || !std::isfinite(v)) return std::nullopt;
+  return v;
+}
+
 bool has_param(const Params& p, std::string_view name) { return p.find(std::string(name)) != p.end(); }
 
 const std::string& param_str(const Params& p, std::string_view name) {
@@ -88,8 +110,7 @@ const std::string& param_str(const Params& p, std::string_view name) {
 
 std::int64_t param_int(const Params& p, std::string_view name) {
   const std::string& v = param_str(p, name);
-  if (!v.empty() && std::string_view("KkMmGg").find(v.back()) != std::string_view::npos)
-    return parse_size(name, v);
+  if (!v.empty() && suffix_scale(v.back()) != 1) return parse_size(name, v);
   return parse_integer(name, v);
 }
 

@@ -100,6 +100,10 @@ json to_json(const Calibration& c) {
   j["peak_flops"] = c.peak_flops;
   j["peak_flops_1core"] = c.peak_flops_1core;
   j["thread_copy_bytes_per_s"] = c.thread_copy_bytes_per_s;
+  if (c.rank_alpha_s > 0 || c.rank_beta_s_per_byte > 0) {
+    j["rank_alpha_s"] = c.rank_alpha_s;
+    j["rank_beta_s_per_byte"] = c.rank_beta_s_per_byte;
+  }
   return j;
 }
 
@@ -251,6 +255,8 @@ RunFile run_from_json(const json& j, const std::string& where) {
     f.calibration.peak_flops = get("peak_flops");
     f.calibration.peak_flops_1core = get("peak_flops_1core");
     f.calibration.thread_copy_bytes_per_s = get("thread_copy_bytes_per_s");
+    f.calibration.rank_alpha_s = get("rank_alpha_s");
+    f.calibration.rank_beta_s_per_byte = get("rank_beta_s_per_byte");
   }
   const json& records = rd.at(j, "records", "");
   if (!records.is_array()) rd.fail("records", "expected an array");

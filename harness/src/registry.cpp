@@ -63,14 +63,36 @@ void check_declaration(const Experiment& e) {
     return std::find(own.begin(), own.end(), n) != own.end() ||
            std::find(e.derived.begin(), e.derived.end(), n) != e.derived.end();
   };
+  auto is_metric = [&](const std::string& n) {
+    return std::any_of(e.metrics.begin(), e.metrics.end(), [&](const Metric& m) { return m.name == n; });
+  };
+  for (const Metric& m : e.metrics) {
+    if (m.name.empty() || m.name == e.metric) fail("a named metric needs a name of its own");
+    if (has_axis(m.name) || is_derived(m.name)) fail("metric '" + m.name + "' shadows an axis or a derived metric");
+  }
   for (const auto& [k, v] : e.baseline)
     if (!has_axis(k)) fail("baseline names '" + k + "', which is not an axis");
+  if (e.mpi && !has_axis("ranks")) fail("an MPI experiment needs a 'ranks' axis");
+  for (const Inapplicable& rule : e.inapplicable) {
+    for (const auto& [k, v] : rule.when)
+      if (!has_axis(k)) fail("an inapplicable rule's condition names '" + k + "', not an axis");
+    for (const auto& a : rule.axes)
+      if (!has_axis(a)) fail("an inapplicable rule names '" + a + "', not an axis");
+  }
   for (const Figure& f : e.figures) {
     if (f.id.empty()) fail("a figure without an id");
     if (!has_axis(f.x) && !is_derived(f.x))
       fail("figure '" + f.id + "' has x = '" + f.x + "', neither an axis nor a derived metric");
     if (!f.series.empty() && !has_axis(f.series))
       fail("figure '" + f.id + "' has series = '" + f.series + "', not an axis");
+    if (f.y != "median" && !is_metric(f.y) && !is_derived(f.y))
+      fail("figure '" + f.id + "' has y = '" + f.y + "', neither the metric, a named metric nor a derived metric");
+    if ((f.kind == FigureKind::speedup || f.kind == FigureKind::efficiency) && has_axis(f.x) &&
+        f.x != e.scaling_axis)
+      fail("figure '" + f.id + "' charts scaling along '" + f.x + "' but the scaling axis is '" +
+           e.scaling_axis + "' (set Experiment::scaling_axis)");
+    for (const Model& m : f.models)
+      if (m.label.empty() || !m.y) fail("figure '" + f.id + "' has a model without a label or a y function");
   }
 }
 

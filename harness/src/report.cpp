@@ -1,6 +1,7 @@
 // The report of one run, or of several merged: runs and their provenance, calibration, then per
-// chapter and experiment its charts, their notes (fits, Karp–Flatt) and a table of every record.
-// Written twice: report.md (figures linked) and report.html (one file, SVG figures inlined).
+// chapter and experiment how it was timed, its charts with the models drawn on them and their
+// notes (fits, Karp–Flatt), and a table of every record with its named metrics. Written twice
+// by report_render.cpp: report.md (figures linked) and report.html (one file, SVG inlined).
 #include "concurdl/harness/report.hpp"
 
 #include <fmt/format.h>
@@ -19,12 +20,13 @@
 
 namespace concurdl {
 
-// Shared with charts.cpp (internal, so not in report.hpp).
-
-
 namespace {
 
+using report_detail::ChapterSection;
+using report_detail::ChartEntry;
+using report_detail::ExperimentSection;
 using report_detail::provenance_text;
+using report_detail::Table;
 
 // ---- numbers ----
 
@@ -64,32 +66,6 @@ std::string utc_now() {
   return buf;
 }
 
-// ---- the report's content, independent of the output format ----
-
-struct Table {
-  std::vector<std::string> head;
-  std::vector<std::vector<std::string>> rows;
-  std::vector<bool> numeric;  // right-aligned columns
-};
-
-struct ChartEntry {
-  const ChartSpec* spec;
-  const ChartFiles* files;
-  std::string why_no_picture;
-};
-
-struct ExperimentSection {
-  std::string id, title;
-  std::vector<ChartEntry> charts;
-  std::vector<std::string> notes;
-  Table records;
-};
-
-struct ChapterSection {
-  std::string heading;
-  std::vector<ExperimentSection> experiments;
-};
-
 std::string value_or_unknown(const nlohmann::json& prov, const std::string& key) {
   const std::string v = provenance_text(prov, key);
   return v.empty() ? "?" : v;
@@ -124,12 +100,25 @@ Table calibration_table(const std::vector<RunFile>& runs, const std::vector<std:
   t.head = {"run", "memory bandwidth (GB/s)", "peak GFLOP/s, 1 core", "peak GFLOP/s, all cores",
             "thread-to-thread copy (GB/s)"};
   t.numeric = {false, true, true, true, true};
+  // The α-β model between MPI ranks, only where a run measured it (under --ranks).
+  const bool ranks = std::any_of(runs.begin(), runs.end(),
+                                 [](const RunFile& r) { return r.calibration.rank_alpha_s > 0; });
+  if (ranks) {
+    t.head.insert(t.head.end(), {"rank-to-rank α (µs)", "rank-to-rank 1/β (GB/s)"});
+    t.numeric.insert(t.numeric.end(), {true, true});
+  }
   auto giga = [](double v) { return v > 0 ? fmt::format("{:.3g}", v / 1e9) : std::string("—"); };
   for (std::size_t i = 0; i < runs.size(); ++i) {
     const Calibration& c = runs[i].calibration;
     if (c.empty() && c.thread_copy_bytes_per_s == 0 && c.peak_flops_1core == 0) continue;
     t.rows.push_back({labels[i], giga(c.mem_bandwidth_bytes_per_s), giga(c.peak_flops_1core),
                       giga(c.peak_flops), giga(c.thread_copy_bytes_per_s)});
+    if (ranks) {
+      t.rows.back().push_back(c.rank_alpha_s > 0 ? fmt::format("{:.3g}", c.rank_alpha_s * 1e6)
+                                                 : std::string("—"));
+      t.rows.back().push_back(c.rank_beta_s_per_byte > 0 ? giga(1 / c.rank_beta_s_per_byte)
+                                                         : std::string("—"));
+    }
   }
   return t;
 }
@@ -149,13 +138,41 @@ const DerivedColumn kDerived[] = {
     {"fraction_of_ceiling", "of ceiling", [](double v) { return pct(v); }},
 };
 
-Table records_table(const std::vector<RunFile>& runs, const std::vector<std::string>& labels,
-                    const std::string& experiment) {
-  std::vector<std::pair<std::size_t, const Record*>> recs;
+using RunRecords = std::vector<std::pair<std::size_t, const Record*>>;  // (run, record)
+
+RunRecords records_of(const std::vector<RunFile>& runs, const std::string& experiment) {
+  RunRecords recs;
   for (std::size_t i = 0; i < runs.size(); ++i)
     for (const auto& r : runs[i].records)
       if (r.experiment == experiment) recs.emplace_back(i, &r);
+  return recs;
+}
 
+// The named metrics of an experiment's records: in the order the experiment declares them, then
+// any others the records carry (an older build's, or an unregistered experiment's), by name.
+std::vector<std::string> metric_names(const RunRecords& recs, const Experiment* e) {
+  std::set<std::string> present;
+  for (const auto& [ri, r] : recs)
+    for (const auto& [k, m] : r->metrics) present.insert(k);
+  std::vector<std::string> names;
+  if (e)
+    for (const Metric& m : e->metrics)
+      if (present.erase(m.name)) names.push_back(m.name);
+  names.insert(names.end(), present.begin(), present.end());
+  return names;
+}
+
+// "12.0 ms [11.8 ms, 12.3 ms]": a median with its 95% CI, "—" without samples.
+std::string median_with_ci(const Summary& s, std::size_t n, const std::string& unit) {
+  if (n == 0) return "—";
+  std::string out = si(s.median, unit);
+  if (s.ci95_lo != 0 || s.ci95_hi != 0)
+    out += " [" + si(s.ci95_lo, unit) + ", " + si(s.ci95_hi, unit) + "]";
+  return out;
+}
+
+Table records_table(const RunRecords& recs, const std::vector<std::string>& labels, bool several,
+                    const std::vector<std::string>& metrics) {
   std::set<std::string> present;
   for (const auto& [ri, r] : recs)
     for (const auto& [k, v] : r->derived) present.insert(k);
@@ -169,13 +186,16 @@ Table records_table(const std::vector<RunFile>& runs, const std::vector<std::str
       other.push_back(k);
 
   Table t;
-  const bool several = runs.size() > 1;
   if (several) {
     t.head.push_back("run");
     t.numeric.push_back(false);
   }
   for (const char* h : {"parameters", "median", "95% CI", "n"}) t.head.push_back(h);
   for (bool b : {false, true, true, true}) t.numeric.push_back(b);
+  for (const auto& m : metrics) {
+    t.head.push_back(m + " (median [95% CI])");
+    t.numeric.push_back(true);
+  }
   for (const auto* d : known) {
     t.head.push_back(d->head);
     t.numeric.push_back(true);
@@ -198,6 +218,12 @@ Table records_table(const std::vector<RunFile>& runs, const std::vector<std::str
                       ? "[" + si(s.ci95_lo, r->unit) + ", " + si(s.ci95_hi, r->unit) + "]"
                       : "—");
     row.push_back(std::to_string(n));
+    for (const auto& name : metrics) {
+      auto it = r->metrics.find(name);
+      const MetricSeries* m = it == r->metrics.end() ? nullptr : &it->second;
+      row.push_back(
+          m ? median_with_ci(m->stats, m->stats.n ? m->stats.n : m->samples.size(), m->unit) : "—");
+    }
     for (const auto* d : known) {
       auto it = r->derived.find(d->name);
       row.push_back(it == r->derived.end() ? "—" : d->format(it->second));
@@ -213,6 +239,40 @@ Table records_table(const std::vector<RunFile>& runs, const std::vector<std::str
     t.rows.push_back(std::move(row));
   }
   return t;
+}
+
+// How an experiment's samples were timed, when that is worth a line: not the plain host clock.
+// Merged runs that timed it differently say which run used which.
+std::string timed_by(const RunRecords& recs, const std::vector<std::string>& labels) {
+  std::map<std::string, std::set<std::string>> runs_by_timer;  // timer -> run labels
+  for (const auto& [ri, r] : recs)
+    if (!r->timer.empty()) runs_by_timer[r->timer].insert(labels[ri]);
+  if (runs_by_timer.empty() || (runs_by_timer.size() == 1 && runs_by_timer.count("host")))
+    return "";
+  if (runs_by_timer.size() == 1) return runs_by_timer.begin()->first;
+  std::vector<std::string> parts;
+  for (const auto& [timer, runs] : runs_by_timer)
+    parts.push_back(fmt::format("{} ({})", timer, fmt::join(runs, ", ")));
+  return fmt::format("{}", fmt::join(parts, "; "));
+}
+
+// What the experiment says its named metrics are: "jain_index: 1 = fair, 1/n = one wins".
+std::vector<std::string> metric_notes(const Experiment* e, const std::vector<std::string>& names) {
+  std::vector<std::string> out;
+  if (!e) return out;
+  for (const Metric& m : e->metrics)
+    if (!m.what.empty() && std::find(names.begin(), names.end(), m.name) != names.end())
+      out.push_back(m.name + (m.unit.empty() ? "" : " (" + m.unit + ")") + ": " + m.what);
+  return out;
+}
+
+// The models drawn on a chart, each label once (one fit per series may repeat a run's label).
+std::vector<std::string> models_drawn(const ChartSpec& chart) {
+  std::vector<std::string> out;
+  for (const auto& s : chart.series)
+    if (s.is_model && !s.points.empty() && std::find(out.begin(), out.end(), s.label) == out.end())
+      out.push_back(s.label);
+  return out;
 }
 
 std::string chapter_heading(const std::string& folder) {
@@ -255,243 +315,18 @@ std::vector<ChapterSection> sections(const std::vector<RunFile>& runs,
             "are unknown: only its records are shown.");
       for (std::size_t i = 0; i < charts.size(); ++i)
         if (charts[i].experiment == id)
-          es.charts.push_back({&charts[i], &files[i], chart_warnings[i]});
-      es.records = records_table(runs, labels, id);
+          es.charts.push_back({&charts[i], &files[i], chart_warnings[i], models_drawn(charts[i])});
+      // Models are drawn on the charts and listed under them; the table holds records only.
+      const RunRecords recs = records_of(runs, id);
+      const auto metrics = metric_names(recs, e);
+      es.timed_by = timed_by(recs, labels);
+      es.records = records_table(recs, labels, runs.size() > 1, metrics);
+      es.metrics = metric_notes(e, metrics);
       cs.experiments.push_back(std::move(es));
     }
     out.push_back(std::move(cs));
   }
   return out;
-}
-
-std::string read_file(const std::filesystem::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-// ---- Markdown ----
-
-std::string md_cell(std::string s) {
-  std::string out;
-  for (char c : s) {
-    if (c == '|') out += '\\';
-    out += c == '\n' ? ' ' : c;
-  }
-  return out;
-}
-
-std::string md_table(const Table& t, int code_column = -1) {
-  std::string out = "|";
-  for (const auto& h : t.head) out += " " + md_cell(h) + " |";
-  out += "\n|";
-  for (std::size_t i = 0; i < t.head.size(); ++i) out += t.numeric[i] ? "---:|" : "---|";
-  out += "\n";
-  for (const auto& row : t.rows) {
-    out += "|";
-    for (std::size_t i = 0; i < row.size(); ++i) {
-      const bool code = static_cast<int>(i) == code_column && !row[i].empty();
-      out += " " + (code ? "`" + md_cell(row[i]) + "`" : md_cell(row[i])) + " |";
-    }
-    out += "\n";
-  }
-  return out;
-}
-
-std::string md_alt(std::string s) {
-  std::replace(s.begin(), s.end(), '[', '(');
-  std::replace(s.begin(), s.end(), ']', ')');
-  return s;
-}
-
-std::string markdown(const std::string& title, const std::string& subtitle,
-                     const std::vector<std::string>& load_errors,
-                     const std::vector<std::string>& warnings, const Table& runs,
-                     const Table& calibration, const std::vector<ChapterSection>& chapters,
-                     bool several) {
-  std::string md = "# " + title + "\n\n" + subtitle + "\n\n";
-  if (!load_errors.empty()) {
-    md += "## Files that could not be loaded\n\n";
-    for (const auto& e : load_errors) md += "- `" + e + "`\n";
-    md += "\n";
-  }
-  if (!warnings.empty()) {
-    md += "## Warnings\n\n";
-    for (const auto& w : warnings) md += "- " + w + "\n";
-    md += "\n";
-  }
-  md += "## Runs\n\n" + md_table(runs) + "\n";
-  if (!calibration.rows.empty()) md += "## Calibration\n\n" + md_table(calibration) + "\n";
-  for (const auto& ch : chapters) {
-    md += "## " + ch.heading + "\n\n";
-    for (const auto& e : ch.experiments) {
-      md += "### " + e.title + " (`" + e.id + "`)\n\n";
-      for (const auto& n : e.notes) md += "*" + n + "*\n\n";
-      for (const auto& c : e.charts) {
-        const std::string stem = c.spec->stem;
-        if (!c.files->svg.empty())
-          md += "![" + md_alt(c.spec->title) + "](figures/" + stem + ".svg)\n\n";
-        else
-          md += "**" + c.spec->title + "**: no picture (" +
-                (c.why_no_picture.empty() ? "gnuplot produced none" : c.why_no_picture) + ").\n\n";
-        md += "Data [" + stem + ".dat](figures/" + stem + ".dat), gnuplot script [" + stem +
-              ".gp](figures/" + stem + ".gp)";
-        if (!c.files->png.empty()) md += ", [PNG](figures/" + stem + ".png)";
-        md += "\n\n";
-        for (const auto& n : c.spec->notes) md += "- " + n + "\n";
-        if (!c.spec->notes.empty()) md += "\n";
-      }
-      md += md_table(e.records, several ? 1 : 0) + "\n";
-    }
-  }
-  return md;
-}
-
-// ---- HTML ----
-
-std::string esc(std::string_view s) {
-  std::string out;
-  for (char c : s) {
-    switch (c) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      case '\'':
-        out += "&#39;";
-        break;
-      default:
-        out += c;
-    }
-  }
-  return out;
-}
-
-std::string replace_all(std::string s, const std::string& from, const std::string& to) {
-  for (std::size_t pos = 0; (pos = s.find(from, pos)) != std::string::npos; pos += to.size())
-    s.replace(pos, from.size(), to);
-  return s;
-}
-
-// gnuplot's SVG, made fit to sit inside HTML: no XML prolog or DOCTYPE, its ids prefixed with
-// the chart's stem (every gnuplot SVG defines "gpPt0", "gnuplot_canvas", ...), and its title.
-std::string inline_svg(std::string svg, const ChartSpec& chart) {
-  for (const char* open : {"<?xml", "<!DOCTYPE"}) {
-    const auto start = svg.find(open);
-    if (start == std::string::npos) continue;
-    const auto end = svg.find('>', start);
-    if (end == std::string::npos) continue;
-    svg.erase(start, end + 1 - start);
-  }
-  const auto start = svg.find("<svg");
-  if (start != std::string::npos) svg.erase(0, start);
-  const std::string p = chart.stem + "_";
-  for (const char* q : {"'", "\""}) {
-    svg = replace_all(svg, std::string("id=") + q, std::string("id=") + q + p);
-    svg = replace_all(svg, std::string("href=") + q + "#", std::string("href=") + q + "#" + p);
-  }
-  svg = replace_all(svg, "url(#", "url(#" + p);
-  svg = replace_all(svg, "<title>Gnuplot</title>", "<title>" + esc(chart.title) + "</title>");
-  return svg;
-}
-
-std::string html_table(const Table& t, int code_column = -1) {
-  std::string out = "<table>\n<thead><tr>";
-  for (std::size_t i = 0; i < t.head.size(); ++i)
-    out += std::string(t.numeric[i] ? "<th class=\"num\">" : "<th>") + esc(t.head[i]) + "</th>";
-  out += "</tr></thead>\n<tbody>\n";
-  for (const auto& row : t.rows) {
-    out += "<tr>";
-    for (std::size_t i = 0; i < row.size(); ++i) {
-      std::string cls = t.numeric[i] ? "num" : "";
-      if (row[i].rfind("INVALID", 0) == 0) cls = "invalid";
-      out += cls.empty() ? "<td>" : "<td class=\"" + cls + "\">";
-      out += static_cast<int>(i) == code_column ? "<code>" + esc(row[i]) + "</code>" : esc(row[i]);
-      out += "</td>";
-    }
-    out += "</tr>\n";
-  }
-  return out + "</tbody>\n</table>\n";
-}
-
-constexpr const char* kCss = R"css(
-body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; line-height: 1.45;
-       max-width: 1100px; margin: 2em auto; padding: 0 1em; color: #1d1d1f; }
-h1 { font-size: 1.7em; } h2 { border-bottom: 1px solid #ccc; padding-bottom: .2em; margin-top: 2em; }
-h3 code, td code { font-size: .9em; }
-table { border-collapse: collapse; margin: .8em 0 1.5em; font-size: .9em; }
-th, td { border: 1px solid #d0d0d0; padding: .25em .6em; vertical-align: top; }
-th { background: #f3f3f3; text-align: left; }
-.num { text-align: right; font-variant-numeric: tabular-nums; }
-td.invalid { color: #b00020; font-weight: 600; }
-figure { margin: 1em 0; max-width: 820px; }
-figure svg { width: 100%; height: auto; display: block; }
-figcaption { font-size: .85em; color: #555; }
-ul.notes { font-size: .9em; color: #333; }
-.box { border-left: 4px solid #b00020; background: #fff4f4; padding: .4em 1em; margin: 1em 0; }
-.box.warn { border-color: #c77700; background: #fff9ec; }
-.muted { color: #666; }
-)css";
-
-std::string html(const std::string& title, const std::string& subtitle,
-                 const std::vector<std::string>& load_errors,
-                 const std::vector<std::string>& warnings, const Table& runs,
-                 const Table& calibration, const std::vector<ChapterSection>& chapters,
-                 bool several) {
-  std::string h = "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n";
-  h += "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n";
-  h += "<title>" + esc(title) + "</title>\n<style>" + kCss + "</style>\n</head>\n<body>\n";
-  h += "<h1>" + esc(title) + "</h1>\n<p class=\"muted\">" + esc(subtitle) + "</p>\n";
-  if (!load_errors.empty()) {
-    h += "<div class=\"box\">\n<h2>Files that could not be loaded</h2>\n<ul>\n";
-    for (const auto& e : load_errors) h += "<li><code>" + esc(e) + "</code></li>\n";
-    h += "</ul>\n</div>\n";
-  }
-  if (!warnings.empty()) {
-    h += "<div class=\"box warn\">\n<h2>Warnings</h2>\n<ul>\n";
-    for (const auto& w : warnings) h += "<li>" + esc(w) + "</li>\n";
-    h += "</ul>\n</div>\n";
-  }
-  h += "<h2>Runs</h2>\n" + html_table(runs);
-  if (!calibration.rows.empty()) h += "<h2>Calibration</h2>\n" + html_table(calibration);
-  for (const auto& ch : chapters) {
-    h += "<h2>" + esc(ch.heading) + "</h2>\n";
-    for (const auto& e : ch.experiments) {
-      h += "<h3>" + esc(e.title) + " (<code>" + esc(e.id) + "</code>)</h3>\n";
-      for (const auto& n : e.notes) h += "<p><em>" + esc(n) + "</em></p>\n";
-      for (const auto& c : e.charts) {
-        const std::string stem = esc(c.spec->stem);
-        std::string svg = c.files->svg.empty() ? "" : read_file(c.files->svg);
-        h += "<figure>\n";
-        if (!svg.empty())
-          h += inline_svg(std::move(svg), *c.spec) + "\n";
-        else
-          h += "<p><strong>" + esc(c.spec->title) + "</strong>: no picture (" +
-               esc(c.why_no_picture.empty() ? "gnuplot produced none" : c.why_no_picture) +
-               ").</p>\n";
-        h += "<figcaption>Data <a href=\"figures/" + stem + ".dat\">" + stem +
-             ".dat</a>, gnuplot script <a href=\"figures/" + stem + ".gp\">" + stem + ".gp</a>";
-        if (!c.files->png.empty()) h += ", <a href=\"figures/" + stem + ".png\">PNG</a>";
-        h += "</figcaption>\n</figure>\n";
-        if (!c.spec->notes.empty()) {
-          h += "<ul class=\"notes\">\n";
-          for (const auto& n : c.spec->notes) h += "<li>" + esc(n) + "</li>\n";
-          h += "</ul>\n";
-        }
-      }
-      h += html_table(e.records, several ? 1 : 0);
-    }
-  }
-  return h + "</body>\n</html>\n";
 }
 
 }  // namespace
@@ -531,17 +366,20 @@ ReportFiles write_report(const std::vector<RunFile>& runs,
       "Generated {} by concurdl {} from {} record{} in {} run{}.", utc_now(), build::version,
       n_records, n_records == 1 ? "" : "s", runs.size(), runs.size() == 1 ? "" : "s");
 
-  const Table runs_t = runs_table(runs, out_dir);
-  const Table calibration_t = calibration_table(runs, labels);
   const auto chapter_sections = sections(runs, labels, charts, out.charts, chart_warnings);
-  const bool several = runs.size() > 1;
 
+  const report_detail::ReportContent content{.title = title,
+                                             .subtitle = subtitle,
+                                             .load_errors = load_errors,
+                                             .warnings = out.warnings,
+                                             .runs = runs_table(runs, out_dir),
+                                             .calibration = calibration_table(runs, labels),
+                                             .chapters = chapter_sections,
+                                             .several = runs.size() > 1};
   out.md = out_dir / "report.md";
   out.html = out_dir / "report.html";
-  write_file_atomic(out.md, markdown(title, subtitle, load_errors, out.warnings, runs_t,
-                                     calibration_t, chapter_sections, several));
-  write_file_atomic(out.html, html(title, subtitle, load_errors, out.warnings, runs_t,
-                                   calibration_t, chapter_sections, several));
+  write_file_atomic(out.md, report_detail::markdown(content));
+  write_file_atomic(out.html, report_detail::html(content));
   return out;
 }
 

@@ -8,12 +8,15 @@
 #include <cmath>
 #include <chrono>
 #include <cstdio>
+#include <exception>
+#include <limits>
 #include <set>
 
 #include <fmt/format.h>
 
 #include "concurdl/harness/errors.hpp"
 #include "concurdl/harness/gbench.hpp"
+#include "concurdl/harness/ranks.hpp"
 
 namespace concurdl {
 
@@ -166,6 +169,9 @@ Params group_key(const Config& c) {
     if (std::find(c.experiment->interleave.begin(), c.experiment->interleave.end(), k) ==
         c.experiment->interleave.end())
       key[k] = v;
+  // Across MPI ranks a group runs on one set of ranks: configurations of another size are
+  // another group.
+  if (c.experiment->mpi && c.params.count("ranks")) key["ranks"] = c.params.at("ranks");
   return key;
 }
 
@@ -174,12 +180,25 @@ struct Slot {
   Trial trial;
   Record record;
   Timer* timer = nullptr;
+  bool across_ranks = false;
 };
 
-Sample run_once(Trial& t, Timer& timer) {
+Sample run_once(Trial& t, Timer& timer, bool across_ranks = false) {
   if (t.reset) t.reset();
   Sample sample;
-  if (t.measure) {
+  if (t.measure && across_ranks) {
+    // The slowest rank's value; a rank that failed contributes infinity, so that every rank
+    // leaves this repetition as failed and they stay in step.
+    std::exception_ptr failed;
+    try {
+      sample = t.measure();
+    } catch (...) {
+      failed = std::current_exception();
+      sample.value = std::numeric_limits<double>::infinity();
+    }
+    sample.value = ranks::max_over(sample.value);
+    if (failed) std::rethrow_exception(failed);
+  } else if (t.measure) {
     sample = t.measure();
   } else {
     sample.value = timer.time(t.run);
@@ -236,17 +255,35 @@ bool check(Slot& s, const char* when) {
   return s.record.valid;
 }
 
+// Across ranks every rank must leave a step with the same verdict on every configuration, or
+// they would fall out of step in the next collective. A configuration is valid where it is
+// valid on every rank; rank 0's record says which rank found what.
+void agree(std::vector<Slot>& slots) {
+  for (Slot& s : slots) {
+    if (!s.across_ranks) continue;
+    if (ranks::all_true(s.record.valid)) continue;
+    const std::vector<std::string> why = ranks::gather_text(s.record.valid ? "" : s.record.validation);
+    std::string text;
+    for (std::size_t r = 0; r < why.size(); ++r)
+      if (!why[r].empty()) text += fmt::format("{}rank {}: {}", text.empty() ? "" : "; ", r, why[r]);
+    s.record.valid = false;
+    s.record.validation = text;
+  }
+}
+
 void measure_group(std::vector<Slot>& slots, int repetitions, int warmup, Progress& progress) {
+  agree(slots);  // prepare
   // Before timing: each configuration runs once and is checked; a wrong one is never timed.
   for (Slot& s : slots) {
     progress.step(fmt::format("{} {}", s.config->experiment->id, describe(s.config->params)));
     if (!s.record.valid) continue;  // prepare failed; its reason stays in the record
     guarded(s, "failed", [&] {
-      run_once(s.trial, *s.timer);
+      run_once(s.trial, *s.timer, s.across_ranks);
       check(s, "before timing");
-      for (int w = 1; w < warmup && s.record.valid; ++w) run_once(s.trial, *s.timer);
+      for (int w = 1; w < warmup && s.record.valid; ++w) run_once(s.trial, *s.timer, s.across_ranks);
     });
   }
+  agree(slots);
   // Timing, round-robin: repetition r runs every configuration once, starting at a rotating
   // offset so no configuration is always first (or always right after the same neighbour).
   const std::size_t n = slots.size();
@@ -255,12 +292,13 @@ void measure_group(std::vector<Slot>& slots, int repetitions, int warmup, Progre
       Slot& s = slots[(i + static_cast<std::size_t>(r)) % n];
       if (!s.record.valid) continue;
       guarded(s, "failed during timing", [&] {
-        add_sample(*s.config->experiment, s.record, run_once(s.trial, *s.timer));
+        add_sample(*s.config->experiment, s.record, run_once(s.trial, *s.timer, s.across_ranks));
       });
     }
   }
   // After timing: the last timed run's output must still be right.
   for (Slot& s : slots) guarded(s, "check after timing failed", [&] { check(s, "after timing"); });
+  agree(slots);
 }
 
 }  // namespace
@@ -292,6 +330,16 @@ std::vector<Record> run_configs(const std::vector<Config>& configs, const RunOpt
       groups.clear();
     }
     for (auto& [key, members] : groups) {
+      // An MPI experiment's group runs on world ranks 0..ranks-1; the others wait for it.
+      std::optional<ranks::Group> rank_group;
+      if (e->mpi) {
+        rank_group.emplace(key.count("ranks") ? static_cast<int>(param_int(key, "ranks"))
+                                              : ranks::world_size());
+        if (!rank_group->participating()) {
+          for (std::size_t k = 0; k < members.size(); ++k) progress.step(e->id + " (other ranks)");
+          continue;
+        }
+      }
       GroupCache cache;
       std::vector<Slot> slots;
       slots.reserve(members.size());
@@ -311,8 +359,14 @@ std::vector<Record> run_configs(const std::vector<Config>& configs, const RunOpt
           if (!s.trial.timer) s.trial.timer = host_timer();
           s.record.notes = s.trial.notes;
         });
+        if (e->mpi) {
+          s.trial.timer = ranks::max_over_ranks(s.trial.timer ? s.trial.timer : host_timer());
+          s.across_ranks = true;
+        }
         s.timer = s.trial.timer ? s.trial.timer.get() : host_timer().get();
-        s.record.timer = s.trial.measure ? "measured by the trial" : s.timer->name();
+        s.record.timer = s.trial.measure ? (e->mpi ? "max_over_ranks(measured by the trial)"
+                                                   : "measured by the trial")
+                                         : s.timer->name();
         slots.push_back(std::move(s));
       }
       measure_group(slots, reps, std::max(1, e->warmup), progress);

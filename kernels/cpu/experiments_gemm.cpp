@@ -7,6 +7,8 @@
 //   concurdl run kernels/gemm_threads  v4 and OpenBLAS at n = 1024 over 1 .. 2x the cores
 // The first two run on all the cores (v1-v3 use one of them by design: single-threaded code is
 // part of what the lesson measures); speedup there is the fraction of OpenBLAS's speed.
+#include <fmt/format.h>
+
 #include <cmath>
 #include <cstdio>
 #include <limits>
@@ -17,10 +19,9 @@
 #include <string>
 #include <vector>
 
-#include <fmt/format.h>
-
 #include "concurdl/harness/errors.hpp"
 #include "concurdl/harness/experiment.hpp"
+#include "concurdl/harness/variants.hpp"
 #include "concurdl/kernels/gemm.hpp"
 #include "concurdl/kernels/reference.hpp"
 #include "concurdl/kernels/threads.hpp"
@@ -73,23 +74,10 @@ Inputs& inputs_for(GroupCache& cache, std::size_t n) {
   });
 }
 
-GemmVersion version_of(const Params& p) {
-  const std::string& name = param_str(p, "variant");
-  GemmVersion v{};
-  if (!kernels::parse_gemm_version(name, v)) {
-    std::string known;
-    for (GemmVersion k : kernels::gemm_versions())
-      known += (known.empty() ? "" : ", ") + std::string(kernels::gemm_version_name(k));
-    throw UsageError(fmt::format("parameter 'variant': unknown GEMM version '{}' (known: {})",
-                                 name, known));
-  }
-  return v;
-}
-
 // One configuration: C = A * B (beta = 0, so C is only written). C is poisoned with NaN before
 // every run: a version that returned without computing cannot pass on the last run's result.
 Trial gemm_trial(const Params& p, GroupCache& cache) {
-  const GemmVersion v = version_of(p);
+  const GemmVersion v = kernels::gemm_variants().find(p).version;
   const auto n = static_cast<std::size_t>(param_int(p, "n"));
   const int threads = static_cast<int>(param_int(p, "threads"));
   cache.get<RestoreThreads>("restore threads", [] { return RestoreThreads{}; });
@@ -135,12 +123,8 @@ Trial gemm_trial(const Params& p, GroupCache& cache) {
   return t;
 }
 
-std::vector<std::string> version_names(bool with_v1) {
-  std::vector<std::string> names;
-  for (GemmVersion v : kernels::gemm_versions())
-    if (with_v1 || v != GemmVersion::v1_naive) names.emplace_back(kernels::gemm_version_name(v));
-  return names;
-}
+bool fits_large_n(const kernels::GemmVariant& v) { return v.version != GemmVersion::v1_naive; }
+bool multithreaded(const kernels::GemmVariant& v) { return v.multithreaded; }
 
 // The three charts of a size sweep: GFLOP/s vs n, the fraction of OpenBLAS's speed vs n, and
 // the roofline (each size is a point at its compulsory-traffic intensity, n / 6 FLOP/byte).
@@ -171,9 +155,10 @@ const bool registered = [] {
       .id = "kernels/gemm",
       .chapter = "kernels",
       .title = "GEMM v1-v4 vs OpenBLAS: FLOP/s vs n on all cores, against the roofline",
-      .axes = {{"variant", version_names(true)},
-               {"n", {"64", "128", "256", "512", "1024"}, {"128", "256", "512"}, AxisKind::size, kMaxN},
-               {"threads", {all_cores}, {}, AxisKind::count}},
+      .axes =
+          {kernels::gemm_variants().axis("kernels/gemm"),
+           {"n", {"64", "128", "256", "512", "1024"}, {"128", "256", "512"}, AxisKind::size, kMaxN},
+           {"threads", {all_cores}, {}, AxisKind::count}},
       .baseline = {{"variant", "openblas"}},
       .ceiling = Ceiling::peak_flops,
       .prepare = gemm_trial,
@@ -184,7 +169,7 @@ const bool registered = [] {
       .id = "kernels/gemm_large",
       .chapter = "kernels",
       .title = "GEMM v2-v4 vs OpenBLAS at large n on all cores (v1 left out: seconds a call)",
-      .axes = {{"variant", version_names(false)},
+      .axes = {kernels::gemm_variants().axis("kernels/gemm_large", {.where = fits_large_n}),
                {"n", {"1024", "2048", "3072"}, {"1024"}, AxisKind::size, kMaxN},
                {"threads", {all_cores}, {}, AxisKind::count}},
       .baseline = {{"variant", "openblas"}},
@@ -197,7 +182,7 @@ const bool registered = [] {
       .id = "kernels/gemm_threads",
       .chapter = "kernels",
       .title = "GEMM v4 and OpenBLAS at n = 1024: speedup vs threads, past the cores",
-      .axes = {{"variant", {"v4_register", "openblas"}},
+      .axes = {kernels::gemm_variants().axis("kernels/gemm_threads", {.where = multithreaded}),
                {"n", {"1024", "2048"}, {"1024"}, AxisKind::size, kMaxN},
                {"threads", thread_counts(), {}, AxisKind::count}},
       .baseline = {{"threads", "1"}},
@@ -205,11 +190,17 @@ const bool registered = [] {
       .prepare = gemm_trial,
       .figures = {{.id = "speedup",
                    .title = "GEMM: speedup vs threads (v4 and OpenBLAS)",
-                   .kind = FigureKind::speedup, .x = "threads", .series = "variant"},
+                   .kind = FigureKind::speedup,
+                   .x = "threads",
+                   .series = "variant"},
                   {.id = "gflops",
                    .title = "GEMM: FLOP/s vs threads",
-                   .kind = FigureKind::lines, .x = "threads", .y = "flops_per_s",
-                   .series = "variant", .log_x = true, .overlays = {Overlay::flops_ceiling},
+                   .kind = FigureKind::lines,
+                   .x = "threads",
+                   .y = "flops_per_s",
+                   .series = "variant",
+                   .log_x = true,
+                   .overlays = {Overlay::flops_ceiling},
                    .y_label = "FLOP/s"}},
   });
   return true;

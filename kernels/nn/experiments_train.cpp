@@ -23,7 +23,10 @@ namespace concurdl::nn {
 
 namespace {
 
-std::string num(double v) { return fmt::format("{}", v); }
+// Hyperparameters are floats: their shortest text is the float's ("0.02"), not that of the
+// double it widens to ("0.019999999552965164"), and the recorded number is that text's value.
+std::string num(float v) { return fmt::format("{}", v); }
+double shortest(float v) { return std::stod(num(v)); }
 
 Params curve_params(const TrainRecordContext& c, std::size_t epoch) {
   return {{"arch", c.config.spec.describe()},
@@ -79,10 +82,10 @@ nlohmann::json training_provenance(const TrainRecordContext& c, const std::files
                                    const std::string& resumed_from, const std::string& checkpoint) {
   nlohmann::json j = {{"arch", c.config.spec.describe()},
                       {"batch", c.config.batch},
-                      {"lr", c.config.sgd.lr},
-                      {"lr_decay", c.config.lr_decay},
-                      {"momentum", c.config.sgd.momentum},
-                      {"weight_decay", c.config.sgd.weight_decay},
+                      {"lr", shortest(c.config.sgd.lr)},
+                      {"lr_decay", shortest(c.config.lr_decay)},
+                      {"momentum", shortest(c.config.sgd.momentum)},
+                      {"weight_decay", shortest(c.config.sgd.weight_decay)},
                       {"seed", c.config.seed},
                       {"threads", c.config.threads},
                       {"gemm", std::string(kernels::gemm_version_name(c.config.gemm))},

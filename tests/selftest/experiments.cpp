@@ -6,6 +6,8 @@
 #include <omp.h>
 
 #include <atomic>
+#include <chrono>
+#include <thread>
 #include <cstdint>
 
 #include <fmt/format.h>
@@ -19,6 +21,7 @@
 #include "concurdl/harness/exercise.hpp"
 #include "concurdl/harness/experiment.hpp"
 #include "concurdl/harness/gbench.hpp"
+#include "concurdl/harness/ranks.hpp"
 #include "toy_sum.hpp"
 
 namespace {
@@ -105,6 +108,36 @@ void BM_toy_no_real_time(benchmark::State& state) {
   for (auto _ : state) benchmark::DoNotOptimize(state.iterations());
 }
 BENCHMARK(BM_toy_no_real_time)->Threads(2);
+
+// Across MPI ranks (`concurdl-selftest run --ranks 2 ch99/ranks_sleep`): rank k sleeps
+// (k + 1) x 5 ms, so every sample must be the slowest rank's 10 ms, never rank 0's own 5 ms.
+// The `measure` variant reports each rank's own number; the record must hold the largest.
+const bool registered_ranks = [] {
+  register_experiment({
+      .id = "ch99/ranks_sleep",
+      .chapter = "99-selftest",
+      .title = "Each rank sleeps (rank + 1) x 5 ms: the time is the max over ranks",
+      .axes = {{"variant", {"timed", "measured"}}, {"ranks", {"2"}, {}, AxisKind::count}},
+      .scaling_axis = "ranks",
+      .mpi = true,
+      .repetitions = 3,
+      .prepare = [](const Params& p, GroupCache&) {
+        const int me = ranks::comm_rank();
+        const auto nap = std::chrono::milliseconds(5 * (me + 1));
+        Trial t;
+        if (p.at("variant") == "timed")
+          t.run = [nap] { std::this_thread::sleep_for(nap); };
+        else
+          t.measure = [me] { return Sample{0.005 * (me + 1)}; };
+        t.check = [] {
+          return ranks::comm_size() == 2 ? std::string()
+                                         : fmt::format("{} ranks, want 2", ranks::comm_size());
+        };
+        return t;
+      },
+  });
+  return true;
+}();
 
 // A command of the toy chapter's own (as the training stack registers `train`), and an
 // experiment that only it records: `run` must leave that one out.

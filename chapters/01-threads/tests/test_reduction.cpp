@@ -193,9 +193,9 @@ TEST(ReductionTable, RowsAreNamedDescribedAndDistinct) {
     EXPECT_EQ(v.name.substr(0, 1), "v") << v.name;
     EXPECT_FALSE(v.what.empty()) << v.name;
     EXPECT_NE(v.fn, nullptr) << v.name;
-    EXPECT_EQ(ct::find_sum_variant(v.name), &v);
+    EXPECT_EQ(ct::kSumVariants.lookup(v.name), &v);
   }
-  EXPECT_EQ(ct::find_sum_variant("no_such_variant"), nullptr);
+  EXPECT_EQ(ct::kSumVariants.lookup("no_such_variant"), nullptr);
   EXPECT_EQ(ct::kSumVariants.front().name, "v0_serial") << "the baseline comes first";
 }
 

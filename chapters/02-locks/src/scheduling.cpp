@@ -181,25 +181,24 @@ ScheduleResult priority_aging_20(const std::vector<Job>& t) {
 ScheduleResult round_robin_4(const std::vector<Job>& t) { return simulate_round_robin(t, 4); }
 }  // namespace
 
-const SchedulingPolicy kSchedulingPolicies[kSchedulingPolicyCount] = {
-    {"fcfs", "first come, first served: short jobs wait behind long ones (convoy effect)",
-     &simulate_fcfs},
-    {"sjf", "shortest job first, non-preemptive: least average waiting, long jobs can starve",
-     &simulate_sjf},
-    {"priority",
-     "most urgent first, non-preemptive, no aging: urgent jobs are served fast and "
-     "the least urgent can wait without bound",
-     &priority_only},
-    {"priority_aging",
-     "priority, but every 20 ticks of waiting improve a job's priority by one: no starvation",
-     &priority_aging_20},
-    {"round_robin", "4-tick time slices in turn: quick first response, no convoys", &round_robin_4},
-};
-
-const SchedulingPolicy* find_scheduling_policy(std::string_view name) {
-  for (const SchedulingPolicy& p : kSchedulingPolicies)
-    if (p.name == name) return &p;
-  return nullptr;
+const VariantTable<SchedulingPolicy>& scheduling_policies() {
+  static constexpr SchedulingPolicy rows[] = {
+      {{"fcfs", "first come, first served: short jobs wait behind long ones (convoy effect)"},
+       &simulate_fcfs},
+      {{"sjf", "shortest job first, non-preemptive: least average waiting, long jobs can starve"},
+       &simulate_sjf},
+      {{"priority",
+        "most urgent first, non-preemptive, no aging: urgent jobs are served fast and "
+        "the least urgent can wait without bound"},
+       &priority_only},
+      {{"priority_aging",
+        "priority, but every 20 ticks of waiting improve a job's priority by one: no starvation"},
+       &priority_aging_20},
+      {{"round_robin", "4-tick time slices in turn: quick first response, no convoys"},
+       &round_robin_4},
+  };
+  static constexpr VariantTable table{rows};
+  return table;
 }
 
 // --- PriorityExecutor ---------------------------------------------------------------------------

@@ -48,7 +48,7 @@ TEST(CounterTable, RowsAreNamedAndDistinct) {
   for (const CounterVariant& v : kCounterVariants) {
     EXPECT_TRUE(names.insert(v.name).second) << v.name;
     EXPECT_FALSE(v.what.empty());
-    EXPECT_EQ(find_counter_variant(v.name), &v);
+    EXPECT_EQ(kCounterVariants.lookup(v.name), &v);
   }
 }
 

@@ -116,11 +116,11 @@ TEST(LockTable, RowsAreNamedDescribedAndDistinct) {
   for (const LockVariant& v : kLockVariants) {
     EXPECT_TRUE(names.insert(v.name).second) << "duplicate " << v.name;
     EXPECT_FALSE(v.what.empty()) << v.name;
-    EXPECT_EQ(find_lock_variant(v.name), &v);
+    EXPECT_EQ(kLockVariants.lookup(v.name), &v);
   }
   EXPECT_EQ(kLockVariants[0].name, "std_mutex") << "the baseline comes first";
   EXPECT_FALSE(kLockVariants[0].pure_spin);
-  EXPECT_EQ(find_lock_variant("no_such_lock"), nullptr);
+  EXPECT_EQ(kLockVariants.lookup("no_such_lock"), nullptr);
 }
 
 // --- FIFO hand-over: ticket locks --------------------------------------------------------------

@@ -94,7 +94,7 @@ TEST(SchedulingSim, RoundRobinByHand) {
 
 TEST(SchedulingSim, IdleGapsAndOneJob) {
   const std::vector<Job> gaps = {{1, 5, 2, 0}, {2, 20, 1, 0}};
-  for (const SchedulingPolicy& p : kSchedulingPolicies) {
+  for (const SchedulingPolicy& p : scheduling_policies()) {
     const ScheduleResult r = p.simulate(gaps);
     ASSERT_EQ(r.jobs.size(), 2u) << p.name;
     EXPECT_EQ(r.jobs[0].finish, 7) << p.name;
@@ -115,7 +115,7 @@ TEST(SchedulingSim, RandomTraceProperties) {
   EXPECT_LT(sjf.avg_waiting, fcfs.avg_waiting);
   std::int64_t total_burst = 0;
   for (const Job& j : trace) total_burst += j.burst;
-  for (const SchedulingPolicy& p : kSchedulingPolicies) {
+  for (const SchedulingPolicy& p : scheduling_policies()) {
     const ScheduleResult r = p.simulate(trace);
     EXPECT_EQ(r.jobs.size(), trace.size()) << p.name;
     std::int64_t ran = 0;
@@ -127,19 +127,19 @@ TEST(SchedulingSim, RandomTraceProperties) {
     for (const JobTimes& j : r.jobs) m = std::max(m, j.waiting);
     return m;
   };
-  const ScheduleResult priority = find_scheduling_policy("priority")->simulate(trace);
-  const ScheduleResult aging = find_scheduling_policy("priority_aging")->simulate(trace);
+  const ScheduleResult priority = scheduling_policies().find("priority").simulate(trace);
+  const ScheduleResult aging = scheduling_policies().find("priority_aging").simulate(trace);
   EXPECT_LT(worst(aging), worst(priority)) << "aging must bound the worst wait";
   EXPECT_GT(worst(sjf), worst(fcfs)) << "SJF starves long jobs: its worst wait exceeds FCFS's";
 }
 
 TEST(SchedulingSim, TableIsNamedAndDistinct) {
   std::set<std::string_view> names;
-  for (const SchedulingPolicy& p : kSchedulingPolicies) {
+  for (const SchedulingPolicy& p : scheduling_policies()) {
     EXPECT_TRUE(names.insert(p.name).second);
-    EXPECT_EQ(find_scheduling_policy(p.name), &p);
+    EXPECT_EQ(scheduling_policies().lookup(p.name), &p);
   }
-  EXPECT_EQ(find_scheduling_policy("lottery"), nullptr);
+  EXPECT_EQ(scheduling_policies().lookup("lottery"), nullptr);
 }
 
 // --- the executor ------------------------------------------------------------------------------

@@ -61,42 +61,46 @@ std::unique_ptr<Loader> make(const RecordStore& store, const LoaderOptions& opt)
   return std::make_unique<L>(store, opt);
 }
 
-const LoaderKind kLoaderKinds[] = {
-    {"sync", "no concurrency: read and decode a batch when asked; epoch = io + compute", true,
-     false, make<SyncLoader>},
-    {"prefetch",
-     "one producer thread, a bounded queue `prefetch` deep: batch b+1 is read while b is "
-     "computed on; epoch ~ max(io, compute)",
-     true, false, make<PrefetchLoader>},
-    {"workers_unordered",
-     "N producer threads, whole batches each: N batches' reads overlap; delivered as they finish",
-     false, false,
+const LoaderKind kLoaderRows[] = {
+    {{"sync", "no concurrency: read and decode a batch when asked; epoch = io + compute"},
+     true,
+     false,
+     make<SyncLoader>},
+    {{"prefetch",
+      "one producer thread, a bounded queue `prefetch` deep: batch b+1 is read while b is "
+      "computed on; epoch ~ max(io, compute)"},
+     true,
+     false,
+     make<PrefetchLoader>},
+    {{"workers_unordered",
+      "N producer threads, whole batches each: N batches' reads overlap; delivered as they finish"},
+     false,
+     true,
      [](const RecordStore& s, const LoaderOptions& o) -> std::unique_ptr<Loader> {
        return std::make_unique<UnorderedWorkerLoader>(s, o, "workers_unordered");
      }},
-    {"workers_ordered",
-     "the same, delivered in plan order through a reorder buffer: deterministic, but a slow "
-     "batch holds up the ones behind it",
-     true, false,
+    {{"workers_ordered",
+      "the same, delivered in plan order through a reorder buffer: deterministic, but a slow "
+      "batch holds up the ones behind it"},
+     true,
+     true,
      [](const RecordStore& s, const LoaderOptions& o) -> std::unique_ptr<Loader> {
        return std::make_unique<OrderedWorkerLoader>(s, o, "workers_ordered");
      }},
-#if CONCURDL_HAVE_URING
-    {"uring",
-     "one thread, `workers` record reads in flight through io_uring (registered buffers, "
-     "timeouts as simulated latency): N-way concurrency without N threads",
-     true, true, make<UringLoader>},
-#endif
+    {{"uring",
+      "one thread, `workers` record reads in flight through io_uring (registered buffers, "
+      "timeouts as simulated latency): N-way concurrency without N threads",
+      Capability::uring},
+     true,
+     true,
+     make_uring_loader},
 };
 
 }  // namespace
 
-std::span<const LoaderKind> loader_kinds() { return kLoaderKinds; }
-
-const LoaderKind* find_loader_kind(std::string_view name) {
-  for (const LoaderKind& k : kLoaderKinds)
-    if (k.name == name) return &k;
-  return nullptr;
+const VariantTable<LoaderKind>& loader_kinds() {
+  static const VariantTable table{kLoaderRows, "loader"};
+  return table;
 }
 
 }  // namespace concurdl::async_io

@@ -241,6 +241,26 @@ void UringLoader::loop(std::stop_token st) {
   queue_->finish();
 }
 
+std::unique_ptr<Loader> make_uring_loader(const RecordStore& store, const LoaderOptions& opt) {
+  return std::make_unique<UringLoader>(store, opt);
+}
+
+}  // namespace concurdl::async_io
+
+#else
+
+#include <stdexcept>
+
+#include "concurdl/async_io/uring.hpp"
+
+namespace concurdl::async_io {
+
+std::unique_ptr<Loader> make_uring_loader(const RecordStore&, const LoaderOptions&) {
+  std::string why;
+  uring_available(&why);
+  throw std::runtime_error(why);
+}
+
 }  // namespace concurdl::async_io
 
 #endif

@@ -133,37 +133,45 @@ ReadRun make_uring_impl(const ReadJob& job, bool fixed) {
 ReadRun make_uring(const ReadJob& job) { return make_uring_impl(job, false); }
 ReadRun make_uring_fixed(const ReadJob& job) { return make_uring_impl(job, true); }
 
+#else
+
+ReadRun make_uring(const ReadJob&) {
+  throw std::runtime_error(capability_missing(Capability::uring));
+}
+ReadRun make_uring_fixed(const ReadJob& job) { return make_uring(job); }
+
 #endif
 
-constexpr ReadPath kReadPaths[] = {
-    {"pread",
-     "the blocking system call; a queue depth needs that many threads, each waiting in its own "
-     "read",
-     true, false, make_pread},
-    {"mmap",
-     "no system call per read: page faults bring the file in (the kernel reads ahead on its "
-     "own); the copy out of the mapping is the same memcpy pread does",
-     false, false, make_mmap},
-#if CONCURDL_HAVE_URING
-    {"uring",
-     "one thread, `depth` reads in flight: requests go into a shared ring and completions come "
-     "back in another, one system call per batch instead of per read",
-     true, true, make_uring},
-    {"uring_fixed",
-     "as uring, with the destination registered once (READ_FIXED): the kernel no longer pins "
-     "and unpins the user pages on every request",
-     true, true, make_uring_fixed},
-#endif
+constexpr ReadPath kReadPathRows[] = {
+    {{"pread",
+      "the blocking system call; a queue depth needs that many threads, each waiting in its own "
+      "read"},
+     true,
+     make_pread},
+    {{"mmap",
+      "no system call per read: page faults bring the file in (the kernel reads ahead on its "
+      "own); the copy out of the mapping is the same memcpy pread does"},
+     false,
+     make_mmap},
+    {{"uring",
+      "one thread, `depth` reads in flight: requests go into a shared ring and completions come "
+      "back in another, one system call per batch instead of per read",
+      Capability::uring},
+     true,
+     make_uring},
+    {{"uring_fixed",
+      "as uring, with the destination registered once (READ_FIXED): the kernel no longer pins "
+      "and unpins the user pages on every request",
+      Capability::uring},
+     true,
+     make_uring_fixed},
 };
 
 }  // namespace
 
-std::span<const ReadPath> read_paths() { return kReadPaths; }
-
-const ReadPath* find_read_path(std::string_view name) {
-  for (const ReadPath& p : kReadPaths)
-    if (p.name == name) return &p;
-  return nullptr;
+const VariantTable<ReadPath>& read_paths() {
+  static constexpr VariantTable table{kReadPathRows};
+  return table;
 }
 
 }  // namespace concurdl::async_io

@@ -271,11 +271,12 @@ TEST(LoaderTable, EveryKindIsListedOnce) {
   std::set<std::string> names;
   for (const LoaderKind& k : loader_kinds()) {
     EXPECT_TRUE(names.insert(std::string(k.name)).second) << k.name;
-    EXPECT_EQ(find_loader_kind(k.name), &k);
+    EXPECT_EQ(loader_kinds().lookup(k.name), &k);
   }
-  for (const char* n : {"sync", "prefetch", "workers_unordered", "workers_ordered"})
+  for (const char* n : {"sync", "prefetch", "workers_unordered", "workers_ordered", "uring"})
     EXPECT_TRUE(names.count(n)) << n;
-  EXPECT_EQ(find_loader_kind("nope"), nullptr);
+  EXPECT_EQ(loader_kinds().lookup("nope"), nullptr);
+  EXPECT_EQ(loader_kinds().axis_name(), "loader");
 }
 
 }  // namespace

@@ -4,7 +4,6 @@
 
 #include <cblas.h>
 
-#include <array>
 #include <stdexcept>
 
 #include "concurdl/kernels/threads.hpp"
@@ -13,25 +12,54 @@
 namespace concurdl::kernels {
 
 namespace {
-constexpr std::array<std::string_view, 5> kNames = {"v1_naive", "v2_ikj", "v3_blocked",
-                                                    "v4_register", "openblas"};
+// In GemmVersion order: gemm_version_name indexes it.
+constexpr GemmVariant kGemmRows[] = {
+    {{"v1_naive",
+      "i-j-k loops: each C(i,j) a dot product, the inner loop walking B down a column (stride "
+      "N): a cache miss per multiply-add once B outgrows the cache; seconds a call at n = 1024"},
+     GemmVersion::v1_naive,
+     false},
+    {{"v2_ikj",
+      "i-k-j loops: the inner loop runs along rows of B and C, unit stride, so it vectorises; "
+      "no reuse beyond one row"},
+     GemmVersion::v2_ikj,
+     false},
+    {{"v3_blocked",
+      "v2 over cache blocks: C in tiles whose A and B panels stay in cache, so a block of B is "
+      "reused from L2"},
+     GemmVersion::v3_blocked,
+     false},
+    {{"v4_register",
+      "BLIS/GotoBLAS: A and B packed into panels, an MR x NR register tile of C kept in vector "
+      "registers across the K loop, OpenMP over tiles: within reach of OpenBLAS"},
+     GemmVersion::v4_register,
+     true},
+    {{"openblas", "cblas_sgemm: the peer every version is measured against"},
+     GemmVersion::openblas,
+     true},
+};
+constexpr VariantTable kGemmVariants{kGemmRows};
 }  // namespace
 
-std::string_view gemm_version_name(GemmVersion v) { return kNames[static_cast<std::size_t>(v)]; }
+const VariantTable<GemmVariant>& gemm_variants() { return kGemmVariants; }
+
+std::string_view gemm_version_name(GemmVersion v) {
+  return kGemmRows[static_cast<std::size_t>(v)].name;
+}
 
 bool parse_gemm_version(std::string_view name, GemmVersion& out) {
-  for (std::size_t i = 0; i < kNames.size(); ++i)
-    if (kNames[i] == name) {
-      out = static_cast<GemmVersion>(i);
-      return true;
-    }
-  return false;
+  const GemmVariant* row = kGemmVariants.lookup(name);
+  if (row == nullptr) return false;
+  out = row->version;
+  return true;
 }
 
 const std::vector<GemmVersion>& gemm_versions() {
-  static const std::vector<GemmVersion> all = {GemmVersion::v1_naive, GemmVersion::v2_ikj,
-                                               GemmVersion::v3_blocked, GemmVersion::v4_register,
-                                               GemmVersion::openblas};
+  static const std::vector<GemmVersion> all = [] {
+    std::vector<GemmVersion> v;
+    for (const GemmVariant& row : kGemmVariants) v.push_back(row.version);
+    return v;
+  }();
   return all;
 }
 

@@ -18,11 +18,35 @@ struct Exercise {
   std::string title;       // "ticket lock"
   std::string test_binary; // "ch02_tests" (in the directory of the concurdl program)
   std::string test_filter; // gtest filter selecting this exercise's student tests
-  // Timing: an experiment whose "impl" axis is {"reference", "student"}; other axes as the
-  // exercise needs. Empty `timing.prepare` means the exercise has no timing part.
+  // Timing: an experiment whose "impl" axis is {"reference", "student"}, built by
+  // exercise_timing() below. Empty `timing.prepare` means the exercise has no timing part.
   Experiment timing;
 };
 
+// Which implementation a timing configuration runs: the chapter's or the student's.
+enum class Impl { reference, student };
+
+// What an exercise's timing needs from its chapter; exercise_timing() builds the Experiment
+// around it: the "impl" axis {reference, student}, measured interleaved ({"impl"}), the
+// exercise's thread count and the chapter's own axes.
+struct ExerciseTiming {
+  std::string title;  // "ticket lock, student vs v4_ticket"
+  // The axis that carries the thread count, with the one value exercise_threads(); empty: the
+  // exercise has none (one thread, or its concurrency is another axis such as a queue depth).
+  std::string threads_axis = "threads";
+  std::vector<Axis> axes;  // the exercise's other axes: sizes, a critical section, ...
+  std::string metric = "time";
+  std::string unit = "s";
+  bool lower_is_better = true;
+  std::vector<Metric> metrics;  // named metrics the trials' samples carry (Experiment::metrics)
+  int repetitions = 0;          // 0: the profile's default
+  std::function<Trial(Impl, const Params&, GroupCache&)> prepare;
+};
+// The timing Experiment. Its id and chapter are filled in by register_exercise:
+// "ch02/exercise_2.2" and the exercise's chapter.
+Experiment exercise_timing(ExerciseTiming t);
+
+// Throws std::logic_error on a duplicate id, or a timing without the "impl" axis.
 bool register_exercise(Exercise e);
 
 // The thread count an exercise timing runs at, as axis text: every hardware thread, and never

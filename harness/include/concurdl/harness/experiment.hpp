@@ -199,6 +199,9 @@ struct Experiment {
   // The axis that counts the workers: efficiency = speedup x base / workers along it, and
   // the Amdahl fits of speedup figures use it. "threads", "ranks", "workers", "gpus", "stages".
   std::string scaling_axis = "threads";
+  // Its `ranks` axis counts MPI processes: it runs only under `concurdl run --ranks N`, each
+  // configuration on world ranks 0..ranks-1, timed as the max over them (ranks.hpp).
+  bool mpi = false;
   std::vector<Inapplicable> inapplicable;
   Ceiling ceiling = Ceiling::none;
   // Axes whose configurations are prepared together and measured round-robin, repetition by

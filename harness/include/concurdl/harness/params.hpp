@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -28,6 +29,12 @@ std::int64_t parse_size(std::string_view name, std::string_view text);     // si
 std::int64_t parse_integer(std::string_view name, std::string_view text);
 double parse_real(std::string_view name, std::string_view text);
 void check_value(std::string_view name, AxisKind kind, std::string_view text);
+
+// A parameter value as a number, for charts and reports: exactly the numbers some axis kind
+// accepts, so a value the sweep took is never drawn as a category. An integer ("8", "-3"), a
+// finite real ("0.5", "1e-3") or a size with its binary suffix ("16M", "16m", "1k" = 1024);
+// nullopt for anything else ("v1_naive", "1.5K", "12x", "inf", "").
+std::optional<double> number_value(std::string_view text);
 
 // Typed access; throws UsageError naming the parameter when it is missing or malformed.
 std::int64_t param_int(const Params& p, std::string_view name);   // accepts size suffixes

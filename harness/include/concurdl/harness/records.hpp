@@ -50,8 +50,14 @@ struct Calibration {
   double peak_flops = 0;                 // FMA loop, all cores
   double peak_flops_1core = 0;
   double thread_copy_bytes_per_s = 0;
+  // Between two MPI ranks (calibrate/rank_pingpong, under --ranks): the one-way time of a
+  // message of n bytes is about alpha + beta * n.
+  double rank_alpha_s = 0;
+  double rank_beta_s_per_byte = 0;
   nlohmann::json detail = nlohmann::json::object();  // per-thread figures, array sizes, ...
-  bool empty() const { return mem_bandwidth_bytes_per_s == 0 && peak_flops == 0; }
+  bool empty() const {
+    return mem_bandwidth_bytes_per_s == 0 && peak_flops == 0 && rank_alpha_s == 0;
+  }
 };
 
 struct RunFile {

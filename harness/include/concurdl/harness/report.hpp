@@ -13,17 +13,23 @@ namespace concurdl {
 
 struct ChartPoint {
   double x = 0, y = 0;
-  double lo = 0, hi = 0;  // error bar (95% CI); equal to y when there is none
-  std::string x_label;    // category label for bar charts (e.g. the variant)
+  double lo = 0, hi = 0;    // error bar (95% CI); equal to y when there is none
+  std::string x_label;      // category label for bar charts (e.g. the variant)
+  bool gap_before = false;  // a model with no value between the previous point and this one
 };
 
 struct ChartSeries {
   std::string label;
   std::vector<ChartPoint> points;
   bool is_model = false;  // an analytical overlay (drawn dashed, labelled as a model)
+  // One of the experiment's Figure::models ("model: LABEL"), not a harness overlay (ideal line,
+  // fits, ceilings): written to the .dat as a model block and drawn with `dashtype 2`.
+  bool experiment_model = false;
+  std::string owner;  // the measured series whose colour a model takes ("" = its own colour)
 };
 
-// One chart, ready to draw: measured series first, then model overlays.
+// One chart, ready to draw: measured series first, then model overlays (the harness's, then the
+// experiment's Figure::models, one curve per model and run).
 struct ChartSpec {
   std::string stem;  // file name stem: "ch01_parallel_sum_speedup"
   std::string title;

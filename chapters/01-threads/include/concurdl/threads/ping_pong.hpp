@@ -286,25 +286,28 @@ inline PingPongResult ping_pong_pipe_processes(std::int64_t round_trips) {
   return ping_pong_processes(round_trips);
 }
 
-struct PingPongVariant {
-  std::string_view name;
-  std::string_view what_changed;
+struct PingPongVariant : VariantInfo {
   PingPongFn run;
 };
 
 // Slowest mechanism first would be pipes; this order follows the lesson instead: the
 // synchronisation primitives a program uses inside one process, then message passing.
-inline constexpr PingPongVariant kPingPongVariants[] = {
-    {"condvar", "mutex + condition_variable: sleep and wake-up, plus re-taking the mutex",
+inline constexpr PingPongVariant kPingPongRows[] = {
+    {{"condvar", "mutex + condition_variable: sleep and wake-up, plus re-taking the mutex"},
      ping_pong_condvar},
-    {"atomic_wait", "C++20 atomic wait/notify: a futex on the counter itself, no mutex",
+    {{"atomic_wait", "C++20 atomic wait/notify: a futex on the counter itself, no mutex"},
      ping_pong_atomic_wait},
-    {"atomic_spin", "spin on the atomic (bounded, then yield): no system call while both have "
-     "a core", ping_pong_atomic_spin},
-    {"pipe_threads", "two pipes between two threads: a system call and a copy per hop",
+    {{"atomic_spin",
+      "spin on the atomic (bounded, then yield): no system call while both have a core, tens "
+      "of nanoseconds; on a loaded machine it burns the time slice its partner needs"},
+     ping_pong_atomic_spin},
+    {{"pipe_threads", "two pipes between two threads: a system call and a copy per hop"},
      ping_pong_pipe_threads},
-    {"pipe_processes", "two pipes between two processes: as pipe_threads, across address spaces",
+    {{"pipe_processes",
+      "two pipes between two processes: as pipe_threads, across address spaces (the cost is "
+      "the kernel wake-up, not the process boundary)"},
      ping_pong_pipe_processes},
 };
+inline constexpr VariantTable kPingPongVariants{kPingPongRows};
 
 }  // namespace concurdl::threads

@@ -39,6 +39,7 @@
 #include <vector>
 
 #include "concurdl/harness/hardware.hpp"
+#include "concurdl/harness/variants.hpp"
 
 extern char** environ;
 
@@ -374,21 +375,27 @@ inline std::int64_t reduce_fork_pipes(std::span<const std::int32_t> x, int worke
   return total;
 }
 
-struct ProcessReduceVariant {
-  std::string_view name;          // the "variant" parameter, the series label, the test name
-  std::string_view what_changed;  // one line for the README
-  bool uses_processes;            // reports failures as exit statuses and signals
+struct ProcessReduceVariant : VariantInfo {
+  bool uses_processes;  // reports failures as exit statuses and signals
   ReduceFn reduce;
 };
 
-inline constexpr ProcessReduceVariant kProcessReduceVariants[] = {
-    {"threads", "N std::threads in one address space: partial sums are plain memory writes",
-     false, reduce_threads},
-    {"fork_shared", "N fork()ed processes write partial sums to a MAP_SHARED page: isolation, "
-     "plus a fork and a page-table copy per worker", true, reduce_fork_shared},
-    {"fork_pipes", "N processes send partial sums through pipes: message passing, nothing "
-     "shared, a system call per message", true, reduce_fork_pipes},
+inline constexpr ProcessReduceVariant kProcessReduceRows[] = {
+    {{"threads", "N std::threads in one address space: partial sums are plain memory writes"},
+     false,
+     reduce_threads},
+    {{"fork_shared",
+      "N fork()ed processes write partial sums to a MAP_SHARED page: isolation, plus a fork "
+      "and a page-table copy per worker (slower than threads, however few bytes come back)"},
+     true,
+     reduce_fork_shared},
+    {{"fork_pipes",
+      "N processes send partial sums through pipes: message passing, nothing shared, a system "
+      "call per message"},
+     true,
+     reduce_fork_pipes},
 };
+inline constexpr VariantTable kProcessReduceVariants{kProcessReduceRows};
 
 // ---------------------------------------------------------------------------------------------
 // Creation cost: make `count` workers that do nothing, one after another, and wait for each.
@@ -468,21 +475,27 @@ inline SpawnResult spawn_posix_spawn(int count) {
   return {ok, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()};
 }
 
-struct SpawnVariant {
-  std::string_view name;
-  std::string_view what_changed;
+struct SpawnVariant : VariantInfo {
   SpawnFn spawn;
 };
 
-inline constexpr SpawnVariant kSpawnVariants[] = {
-    {"std_thread", "create + join a thread: a new stack and kernel task, memory shared",
+inline constexpr SpawnVariant kSpawnRows[] = {
+    {{"std_thread",
+      "create + join a thread: a new stack and kernel task, memory shared (tens of "
+      "microseconds)"},
      spawn_threads},
-    {"fork_waitpid", "fork + waitpid: a new address space, page tables copied copy-on-write",
+    {{"fork_waitpid",
+      "fork + waitpid: a new address space, page tables copied copy-on-write: costs more the "
+      "more memory the parent has touched"},
      spawn_fork},
-    {"fork_exec_true", "fork + execve(/bin/true): copy the page tables, then discard them for a "
-     "new program", spawn_fork_exec},
-    {"posix_spawn_true", "posix_spawn(/bin/true): vfork-style, no page-table copy, then exec",
+    {{"fork_exec_true",
+      "fork + execve(/bin/true): copy the page tables, then discard them for a new program"},
+     spawn_fork_exec},
+    {{"posix_spawn_true",
+      "posix_spawn(/bin/true): vfork-style, no page-table copy, then exec: flat in the "
+      "parent's size"},
      spawn_posix_spawn},
 };
+inline constexpr VariantTable kSpawnVariants{kSpawnRows};
 
 }  // namespace concurdl::threads

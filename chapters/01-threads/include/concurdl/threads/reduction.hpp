@@ -21,8 +21,8 @@
 #include <tbb/task_arena.h>
 
 #include <array>
-#include <chrono>
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <execution>
 #include <functional>
@@ -38,6 +38,7 @@
 #include <vector>
 
 #include "concurdl/harness/hardware.hpp"
+#include "concurdl/harness/variants.hpp"
 #include "concurdl/threads/thread_pool.hpp"
 
 namespace concurdl::threads {
@@ -335,63 +336,83 @@ double dispatch(std::span<const float> x, unsigned threads, SumKind kind) {
 #define CDL_SUM_VARIANT(fn) \
   &dispatch<&detail::fn<SumKind::memory_bound>, &detail::fn<SumKind::compute_bound>>
 
-struct SumVariant {
-  std::string_view name;
+// A row of the ladder. Rows that write shared memory on every element (v1-v3) run 8 to 100
+// times slower than the others: the quick profile leaves them out of the two large sums and
+// measures them in ch01/false_sharing, on an array that stays in cache.
+struct SumVariant : VariantInfo {
   std::string_view runtime;  // who runs the threads: none, std::thread, OpenMP, oneTBB, ThreadPool
-  std::string_view what;     // what changed from the row before, and what it should do
   SumFn fn;
+  bool writes_per_element = false;  // an atomic or a slot in memory updated per element
   // Each of `threads` threads does all n elements (the capacity row): a run's work is
   // threads x n, not n.
   bool whole_array_per_thread = false;
 };
 
-inline constexpr std::array<SumVariant, 10> kSumVariants = {{
-    {"v0_serial", "none",
-     "one thread, vectorised loop: the baseline every speedup is measured against",
+inline constexpr SumVariant kSumRows[] = {
+    {{"v0_serial",
+      "one thread, one vectorised loop: the baseline every speedup is measured against"},
+     "none",
      CDL_SUM_VARIANT(v0_serial)},
-    {"v1_atomic", "std::thread",
-     "threads add every element to one shared std::atomic<double> (a CAS loop): correct, and "
-     "slower with every thread added",
-     CDL_SUM_VARIANT(v1_atomic)},
-    {"v2_adjacent_partials", "std::thread",
-     "a running sum per thread in adjacent array slots: no logical sharing, but the slots share "
-     "a cache line that ping-pongs between cores (false sharing)",
-     CDL_SUM_VARIANT(v2_adjacent_partials)},
-    {"v3_padded_partials", "std::thread",
-     "the same code with each slot alignas(64), on its own cache line: each core keeps its line, "
-     "so it scales (still a scalar load-add-store per element)",
-     CDL_SUM_VARIANT(v3_padded_partials)},
-    {"v4_omp_reduction", "OpenMP",
-     "#pragma omp parallel for simd reduction(+:s): private vectorised sums, a persistent team",
+    {{"v1_atomic",
+      "threads add every element to one shared std::atomic<double> (a CAS loop: x86 has no "
+      "floating-point atomic add): correct, and slower with every thread added",
+      {},
+      /*quick=*/false},
+     "std::thread",
+     CDL_SUM_VARIANT(v1_atomic),
+     true},
+    {{"v2_adjacent_partials",
+      "a running sum per thread, updated in memory every element, in adjacent array slots: no "
+      "logical sharing, but the slots share a cache line that ping-pongs between cores (false "
+      "sharing)",
+      {},
+      /*quick=*/false},
+     "std::thread",
+     CDL_SUM_VARIANT(v2_adjacent_partials),
+     true},
+    {{"v3_padded_partials",
+      "the same code with each slot alignas(64), on its own cache line: each core keeps its "
+      "line, so it scales (still a scalar load-add-store per element)",
+      {},
+      /*quick=*/false},
+     "std::thread",
+     CDL_SUM_VARIANT(v3_padded_partials),
+     true},
+    {{"v4_omp_reduction",
+      "#pragma omp parallel for simd reduction(+:s): private vectorised sums, a persistent "
+      "team"},
+     "OpenMP",
      CDL_SUM_VARIANT(v4_omp_reduction)},
-    {"v5_std_par", "oneTBB",
-     "std::transform_reduce(std::execution::par) on libstdc++'s oneTBB backend, in an arena of "
-     "`threads`: parallel, but each chunk is a scalar loop (par does not permit SIMD)",
+    {{"v5_std_par",
+      "std::transform_reduce(std::execution::par) on libstdc++'s oneTBB backend, in an arena of "
+      "`threads`: parallel, but each chunk is a scalar loop (par does not permit SIMD)"},
+     "oneTBB",
      CDL_SUM_VARIANT(v5_std_par)},
-    {"v6_pool", "ThreadPool",
-     "one chunk per worker submitted to the chapter's ThreadPool, partial sums through futures",
+    {{"v6_pool",
+      "one chunk per worker submitted to the chapter's ThreadPool, partial sums through "
+      "futures"},
+     "ThreadPool",
      CDL_SUM_VARIANT(v6_pool)},
-    {"v7_local_sums", "std::thread",
-     "std::thread fork-join, sum in a local variable and write the slot once: no sharing at all "
-     "(exercise 1.1's reference)",
+    {{"v7_local_sums",
+      "std::thread per chunk, the sum kept in a local (register) variable and written to its "
+      "slot once: no sharing at all (exercise 1.1's reference)"},
+     "std::thread",
      CDL_SUM_VARIANT(v7_local_sums)},
-    {"v8_std_par_unseq", "oneTBB",
-     "v5 with std::execution::par_unseq: the chunks may also be vectorised, as v4's are",
+    {{"v8_std_par_unseq",
+      "v5 with std::execution::par_unseq: threads and SIMD, the chunks vectorised as v4's are"},
+     "oneTBB",
      CDL_SUM_VARIANT(v8_std_par_unseq)},
-    {"v9_independent_copies", "std::thread",
-     "not a reduction: the ceiling. Each thread sums the whole array alone (threads x the work, "
-     "nothing shared or combined) and times itself: the sum of their rates is what the "
-     "machine's threads can do with this kernel",
-     CDL_SUM_VARIANT(v9_independent_copies), true},
-}};
+    {{"v9_independent_copies",
+      "not a reduction: the measured ceiling. Each thread sums the whole array alone (threads x "
+      "the work, nothing shared or combined) and times itself: the sum of their rates is what "
+      "the machine's threads can do with this kernel"},
+     "std::thread",
+     CDL_SUM_VARIANT(v9_independent_copies),
+     false,
+     true},
+};
+inline constexpr VariantTable kSumVariants{kSumRows};
 
 #undef CDL_SUM_VARIANT
-
-// nullptr when no variant has that name.
-inline const SumVariant* find_sum_variant(std::string_view name) {
-  for (const auto& v : kSumVariants)
-    if (v.name == name) return &v;
-  return nullptr;
-}
 
 }  // namespace concurdl::threads

@@ -20,6 +20,7 @@
 #include <string_view>
 #include <vector>
 
+#include "concurdl/harness/variants.hpp"
 #include "concurdl/threads/thread_pool.hpp"
 
 namespace concurdl::threads {
@@ -156,27 +157,42 @@ inline void render_pool_dynamic_rows(const MandelbrotView& v, std::uint32_t* ima
   for (auto& f : done) f.get();
 }
 
-struct ScheduleVariant {
-  std::string_view name;          // the "variant" parameter, the series label, the test name
-  std::string_view what_changed;  // one line for the README
-  bool uses_pool;                 // needs a ThreadPool of `threads` workers
+struct ScheduleVariant : VariantInfo {
+  bool uses_pool;  // needs a ThreadPool of `threads` workers
   RenderFn render;
 };
 
 // Simplest first. A new schedule is a new function and a new row; nothing else changes.
-inline constexpr ScheduleVariant kScheduleVariants[] = {
-    {"omp_static", "contiguous blocks of rows: no overhead, but heavy rows land on one thread",
-     false, render_omp_static},
-    {"omp_static_chunk1", "rows dealt round-robin: each thread samples heavy and light rows alike",
-     false, render_omp_static_chunk1},
-    {"omp_dynamic", "next free thread takes the next row: balances any load, one atomic per row",
-     false, render_omp_dynamic},
-    {"omp_guided", "shrinking chunks: dynamic's balance with fewer trips to the shared counter",
-     false, render_omp_guided},
-    {"pool_static_blocks", "ThreadPool, one contiguous block per worker: omp_static by hand",
-     true, render_pool_static_blocks},
-    {"pool_dynamic_rows", "ThreadPool, workers pull rows from an atomic counter: dynamic by hand",
-     true, render_pool_dynamic_rows},
+inline constexpr ScheduleVariant kScheduleRows[] = {
+    {{"omp_static",
+      "contiguous blocks of rows: no overhead, but the heavy rows land on one thread and the "
+      "others wait at the join"},
+     false,
+     render_omp_static},
+    {{"omp_static_chunk1",
+      "rows dealt round-robin: each thread samples heavy and light rows alike, so the load "
+      "evens out"},
+     false,
+     render_omp_static_chunk1},
+    {{"omp_dynamic",
+      "the next free thread takes the next row: balances any load, one atomic per row"},
+     false,
+     render_omp_dynamic},
+    {{"omp_guided",
+      "shrinking chunks: dynamic's balance with fewer trips to the shared counter, but the "
+      "first chunk (remaining/threads) can be the heavy half"},
+     false,
+     render_omp_guided},
+    {{"pool_static_blocks",
+      "ThreadPool, one contiguous block per worker: omp_static by hand, and as unbalanced"},
+     true,
+     render_pool_static_blocks},
+    {{"pool_dynamic_rows",
+      "ThreadPool, workers pull rows from an atomic counter (one fetch_add per row): dynamic "
+      "by hand"},
+     true,
+     render_pool_dynamic_rows},
 };
+inline constexpr VariantTable kScheduleVariants{kScheduleRows};
 
 }  // namespace concurdl::threads

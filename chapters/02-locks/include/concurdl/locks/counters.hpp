@@ -23,6 +23,7 @@
 #include <thread>
 #include <vector>
 
+#include "concurdl/harness/variants.hpp"
 #include "concurdl/locks/lock_variants.hpp"
 #include "concurdl/locks/spin.hpp"
 
@@ -118,19 +119,17 @@ std::uint64_t add_uncontended(std::uint64_t n) {
   return counter.total();
 }
 
-struct CounterVariant {
-  std::string_view name;
-  std::string_view what;
+struct CounterVariant : VariantInfo {
   std::uint64_t (*count)(unsigned threads, std::uint64_t per_thread);
   std::uint64_t (*add_uncontended)(std::uint64_t n);
 };
 
 template <class C>
 constexpr CounterVariant counter_row(std::string_view name, std::string_view what) {
-  return {name, what, &count_with<C>, &add_uncontended<C>};
+  return {{name, what}, &count_with<C>, &add_uncontended<C>};
 }
 
-inline constexpr CounterVariant kCounterVariants[] = {
+inline constexpr CounterVariant kCounterRows[] = {
     counter_row<MutexCounter>("v1_mutex", "++value under a std::mutex: a lock and an unlock each"),
     counter_row<FetchAddCounter>(
         "v2_fetch_add", "one atomic fetch_add (lock xadd): no lock, but the line ping-pongs"),
@@ -140,10 +139,6 @@ inline constexpr CounterVariant kCounterVariants[] = {
         "v4_sharded", "a padded slot per thread, summed on read: nothing shared while counting"),
 };
 
-inline const CounterVariant* find_counter_variant(std::string_view name) {
-  for (const CounterVariant& v : kCounterVariants)
-    if (v.name == name) return &v;
-  return nullptr;
-}
+inline constexpr VariantTable kCounterVariants{kCounterRows};
 
 }  // namespace concurdl::locks

@@ -26,7 +26,8 @@
 //   range each time): soon one thread tries alone and succeeds. Ethernet's fix for colliding
 //   senders, and TtasBackoffLock's jitter, are the same idea.
 //
-// Starvation: see ch02/lock_fairness (Jain's index of acquisitions per thread, for every lock).
+// Starvation: see ch02/lock_throughput's jain_index (Jain's index of acquisitions per thread,
+// for every lock).
 // Priority inversion: see the comment in spinlocks.hpp.
 #pragma once
 

@@ -28,6 +28,7 @@
 #include <thread>
 #include <vector>
 
+#include "concurdl/harness/variants.hpp"
 #include "concurdl/locks/spin.hpp"
 #include "concurdl/locks/spinlocks.hpp"
 
@@ -248,9 +249,7 @@ const char* lock_contract_violation() {
 
 // --- the table ---------------------------------------------------------------------------------
 
-struct LockVariant {
-  std::string_view name;  // the "variant" parameter, the series label, the test name
-  std::string_view what;  // what changed from the row before, and what it should do
+struct LockVariant : VariantInfo {
   bool pure_spin;         // never sleeps or yields: collapses with more threads than cores
   bool fifo;              // hands the lock over in arrival order (no starvation)
   ContentionResult (*contend)(unsigned threads, std::uint32_t cs_steps,
@@ -263,8 +262,7 @@ struct LockVariant {
 template <Lockable L>
 constexpr LockVariant lock_row(std::string_view name, std::string_view what, bool pure_spin,
                                bool fifo) {
-  return {name,
-          what,
+  return {{name, what},
           pure_spin,
           fifo,
           &contend<L>,
@@ -274,7 +272,7 @@ constexpr LockVariant lock_row(std::string_view name, std::string_view what, boo
 }
 
 // Simplest first; std::mutex, the baseline, first of all.
-inline constexpr LockVariant kLockVariants[] = {
+inline constexpr LockVariant kLockRows[] = {
     lock_row<StdMutex>("std_mutex",
                        "the baseline: a futex; spins briefly, then sleeps in the kernel and is "
                        "woken by the unlock. Never collapses when oversubscribed",
@@ -302,10 +300,6 @@ inline constexpr LockVariant kLockVariants[] = {
                       true, true),
 };
 
-inline const LockVariant* find_lock_variant(std::string_view name) {
-  for (const LockVariant& v : kLockVariants)
-    if (v.name == name) return &v;
-  return nullptr;
-}
+inline constexpr VariantTable kLockVariants{kLockRows};
 
 }  // namespace concurdl::locks

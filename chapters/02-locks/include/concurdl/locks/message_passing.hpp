@@ -24,6 +24,7 @@
 #include <utility>
 #include <vector>
 
+#include "concurdl/harness/variants.hpp"
 #include "concurdl/locks/blocking_queue.hpp"
 #include "concurdl/locks/lock_variants.hpp"
 
@@ -119,25 +120,18 @@ inline Histogram histogram_channel_batched(unsigned producers, std::uint64_t per
   return h;
 }
 
-struct MessagePassingVariant {
-  std::string_view name;
-  std::string_view what;
+struct MessagePassingVariant : VariantInfo {
   Histogram (*run)(unsigned producers, std::uint64_t per_producer);
 };
 
-inline constexpr MessagePassingVariant kMessagePassingVariants[] = {
-    {"v1_shared_state", "producers lock one mutex and update the shared histogram per item",
+inline constexpr MessagePassingVariant kMessagePassingRows[] = {
+    {{"v1_shared_state", "producers lock one mutex and update the shared histogram per item"},
      &histogram_shared_state},
-    {"v2_channel", "producers send every item through a blocking queue to one owner thread",
+    {{"v2_channel", "producers send every item through a blocking queue to one owner thread"},
      &histogram_channel},
-    {"v3_channel_batched", "the same channel, 256 items per message: the queue cost amortised",
+    {{"v3_channel_batched", "the same channel, 256 items per message: the queue cost amortised"},
      &histogram_channel_batched},
 };
-
-inline const MessagePassingVariant* find_message_passing_variant(std::string_view name) {
-  for (const MessagePassingVariant& v : kMessagePassingVariants)
-    if (v.name == name) return &v;
-  return nullptr;
-}
+inline constexpr VariantTable kMessagePassingVariants{kMessagePassingRows};
 
 }  // namespace concurdl::locks

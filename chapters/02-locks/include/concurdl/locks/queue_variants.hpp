@@ -28,6 +28,7 @@
 #include <thread>
 #include <vector>
 
+#include "concurdl/harness/variants.hpp"
 #include "concurdl/locks/blocking_queue.hpp"
 #include "concurdl/locks/lock_variants.hpp"
 #include "concurdl/locks/ring_queue.hpp"
@@ -261,41 +262,40 @@ MpmcResult run_mpmc(unsigned producers, unsigned consumers, std::uint64_t per_pr
   return r;
 }
 
-struct QueueVariant {
-  std::string_view name;
-  std::string_view what;
+struct QueueVariant : VariantInfo {
   bool fifo_per_producer;       // each producer's items reach any one consumer in order
   std::string_view tsan_blind;  // why ThreadSanitizer cannot check this row ("" if it can)
   MpmcResult (*run)(unsigned producers, unsigned consumers, std::uint64_t per_producer,
                     std::size_t capacity, SeenTable* seen);
 };
 
-inline constexpr QueueVariant kQueueVariants[] = {
-    {"v1_blocking_queue",
-     "std::deque + one mutex + two condition variables: every push and pop takes the lock, and "
-     "waiters sleep (exercise 2.3)",
-     true, "", &run_mpmc<BlockingAdapter<BoundedBlockingQueue<std::uint64_t>>>},
-    {"v2_ring_queue",
-     "Vyukov's bounded ring: a CAS on a position counter and a sequence number per slot; no lock, "
-     "waiting is spinning (then yielding)",
-     true, "", &run_mpmc<RingAdapter>},
-    {"moodycamel",
-     "moodycamel::ConcurrentQueue with tokens: a block list per producer, so producers never "
-     "contend with each other; unbounded",
-     true, "it synchronises with std::atomic_thread_fence, which TSan does not model",
+inline constexpr QueueVariant kQueueRows[] = {
+    {{"v1_blocking_queue",
+      "std::deque + one mutex + two condition variables: every push and pop takes the lock, and "
+      "waiters sleep (exercise 2.3)"},
+     true,
+     "",
+     &run_mpmc<BlockingAdapter<BoundedBlockingQueue<std::uint64_t>>>},
+    {{"v2_ring_queue",
+      "Vyukov's bounded ring: a CAS on a position counter and a sequence number per slot; no lock, "
+      "waiting is spinning (then yielding)"},
+     true,
+     "",
+     &run_mpmc<RingAdapter>},
+    {{"moodycamel",
+      "moodycamel::ConcurrentQueue with tokens: a block list per producer, so producers never "
+      "contend with each other; unbounded"},
+     true,
+     "it synchronises with std::atomic_thread_fence, which TSan does not model",
      &run_mpmc<MoodycamelAdapter>},
-    {"tbb_bounded",
-     "tbb::concurrent_bounded_queue: blocking push and pop, a bounded capacity, TBB's own "
-     "spin-then-sleep monitor",
-     true, "it synchronises inside libtbb, which is not built with TSan",
+    {{"tbb_bounded",
+      "tbb::concurrent_bounded_queue: blocking push and pop, a bounded capacity, TBB's own "
+      "spin-then-sleep monitor"},
+     true,
+     "it synchronises inside libtbb, which is not built with TSan",
      &run_mpmc<TbbBoundedAdapter>},
 };
-
-inline const QueueVariant* find_queue_variant(std::string_view name) {
-  for (const QueueVariant& v : kQueueVariants)
-    if (v.name == name) return &v;
-  return nullptr;
-}
+inline constexpr VariantTable kQueueVariants{kQueueRows};
 
 // --- stacks ------------------------------------------------------------------------------------
 
@@ -460,26 +460,21 @@ StackResult stress_stack(unsigned threads, std::chrono::milliseconds duration) {
   return detail::stack_driver<Stack>(threads, ~std::uint64_t{0}, 1, duration, nullptr);
 }
 
-struct StackVariant {
-  std::string_view name;
-  std::string_view what;
+struct StackVariant : VariantInfo {
   StackResult (*run)(unsigned threads, std::uint64_t rounds, unsigned burst, SeenTable* seen);
   StackResult (*stress)(unsigned threads, std::chrono::milliseconds duration);
 };
 
-inline constexpr StackVariant kStackVariants[] = {
-    {"locked_stack", "std::vector under one std::mutex: simple, and every operation serialises",
-     &run_stack<LockedStack<std::uint64_t>>, &stress_stack<LockedStack<std::uint64_t>>},
-    {"treiber_stack",
-     "Treiber's lock-free stack: one CAS on a tagged {index, tag} head per operation, nodes from "
-     "a lock-free pool (exercise 2.5)",
-     &run_stack<TreiberStack<std::uint64_t>>, &stress_stack<TreiberStack<std::uint64_t>>},
+inline constexpr StackVariant kStackRows[] = {
+    {{"locked_stack", "std::vector under one std::mutex: simple, and every operation serialises"},
+     &run_stack<LockedStack<std::uint64_t>>,
+     &stress_stack<LockedStack<std::uint64_t>>},
+    {{"treiber_stack",
+      "Treiber's lock-free stack: one CAS on a tagged {index, tag} head per operation, nodes from "
+      "a lock-free pool (exercise 2.5)"},
+     &run_stack<TreiberStack<std::uint64_t>>,
+     &stress_stack<TreiberStack<std::uint64_t>>},
 };
-
-inline const StackVariant* find_stack_variant(std::string_view name) {
-  for (const StackVariant& v : kStackVariants)
-    if (v.name == name) return &v;
-  return nullptr;
-}
+inline constexpr VariantTable kStackVariants{kStackRows};
 
 }  // namespace concurdl::locks

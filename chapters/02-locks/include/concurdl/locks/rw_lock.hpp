@@ -23,6 +23,7 @@
 #include <thread>
 #include <vector>
 
+#include "concurdl/harness/variants.hpp"
 #include "concurdl/locks/lock_variants.hpp"
 #include "concurdl/locks/spin.hpp"
 
@@ -204,30 +205,30 @@ RwResult rw_contend(unsigned threads, unsigned read_per_mille, std::uint32_t cs_
   return r;
 }
 
-struct RwVariant {
-  std::string_view name;
-  std::string_view what;
+struct RwVariant : VariantInfo {
   bool shared_readers;     // readers really run side by side
   bool writer_preferring;  // a waiting writer blocks new readers
   RwResult (*contend)(unsigned threads, unsigned read_per_mille, std::uint32_t cs_steps,
                       std::chrono::nanoseconds duration);
 };
 
-inline constexpr RwVariant kRwVariants[] = {
-    {"std_mutex", "one std::mutex for readers and writers alike: reads serialise", false, false,
+inline constexpr RwVariant kRwRows[] = {
+    {{"std_mutex", "one std::mutex for readers and writers alike: reads serialise"},
+     false,
+     false,
      &rw_contend<ExclusiveRwLock>},
-    {"std_shared_mutex",
-     "std::shared_mutex (pthread_rwlock): readers share; glibc prefers readers by default", true,
-     false, &rw_contend<std::shared_mutex>},
-    {"v1_writer_preferring",
-     "ours: one atomic word, a CAS per reader, futex sleep; waiting writers hold new readers back",
-     true, true, &rw_contend<WriterPreferringRwLock>},
+    {{"std_shared_mutex",
+      "std::shared_mutex (pthread_rwlock): readers share; glibc prefers readers by default"},
+     true,
+     false,
+     &rw_contend<std::shared_mutex>},
+    {{"v1_writer_preferring",
+      "ours: one atomic word, a CAS per reader, futex sleep; waiting writers hold new readers "
+      "back"},
+     true,
+     true,
+     &rw_contend<WriterPreferringRwLock>},
 };
-
-inline const RwVariant* find_rw_variant(std::string_view name) {
-  for (const RwVariant& v : kRwVariants)
-    if (v.name == name) return &v;
-  return nullptr;
-}
+inline constexpr VariantTable kRwVariants{kRwRows};
 
 }  // namespace concurdl::locks

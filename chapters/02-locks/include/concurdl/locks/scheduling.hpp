@@ -34,6 +34,8 @@
 #include <thread>
 #include <vector>
 
+#include "concurdl/harness/variants.hpp"
+
 namespace concurdl::locks {
 
 struct Job {
@@ -70,17 +72,13 @@ ScheduleResult simulate_round_robin(const std::vector<Job>& trace, std::int64_t 
 // the policies differ (at mean_gap < 13.6 the queue grows without bound).
 std::vector<Job> random_trace(int n, double mean_gap, std::uint64_t seed);
 
-struct SchedulingPolicy {
-  std::string_view name;
-  std::string_view what;
+struct SchedulingPolicy : VariantInfo {
   ScheduleResult (*simulate)(const std::vector<Job>& trace);
 };
 
 // The table the experiment and the tests iterate over: fcfs, sjf, priority (no aging, for
 // comparison), priority_aging (20 ticks per step) and round_robin (quantum 4).
-inline constexpr int kSchedulingPolicyCount = 5;
-extern const SchedulingPolicy kSchedulingPolicies[kSchedulingPolicyCount];
-const SchedulingPolicy* find_scheduling_policy(std::string_view name);
+const VariantTable<SchedulingPolicy>& scheduling_policies();
 
 // --- the executor -------------------------------------------------------------------------------
 

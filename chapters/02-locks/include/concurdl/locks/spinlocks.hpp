@@ -1,6 +1,6 @@
 // Five spinlocks, simplest first, each one change away from the one before, and std::mutex as
 // the baseline they are measured against (lock_variants.hpp has the table; run
-// `concurdl run ch02/lock_throughput ch02/lock_fairness`).
+// `concurdl run ch02/lock_throughput`: acquisitions/s and Jain's fairness index).
 //
 //   v1 TasLock          every waiter hammers the line with atomic exchanges (writes)
 //   v2 TtasLock         waiters spin on a plain read (the line stays shared in every cache)

@@ -28,6 +28,8 @@
 
 #include "concurdl/async_io/channel.hpp"
 #include "concurdl/async_io/loader.hpp"
+#include "concurdl/async_io/uring.hpp"
+#include "concurdl/harness/variants.hpp"
 
 namespace concurdl::async_io {
 
@@ -131,17 +133,16 @@ class WorkerLoader final : public Loader {
 using UnorderedWorkerLoader = WorkerLoader<BoundedQueue<Batch>>;
 using OrderedWorkerLoader = WorkerLoader<ReorderBuffer<Batch>>;
 
-// The loader table: experiments, tests and the README iterate over it.
-struct LoaderKind {
-  std::string_view name;
-  std::string_view what_changed;
-  bool ordered;      // delivers batches in plan order
-  bool needs_uring;  // only with liburing, and only where io_uring works
+// The loader table: experiments, tests and the README iterate over it. Its parameter is
+// "loader".
+struct LoaderKind : VariantInfo {
+  bool ordered;       // delivers batches in plan order
+  bool uses_workers;  // LoaderOptions::workers means something (threads, or reads in flight)
   std::unique_ptr<Loader> (*make)(const RecordStore& store, const LoaderOptions& opt);
 };
 
-// Every loader built into this program (uring only with liburing), simplest first.
-std::span<const LoaderKind> loader_kinds();
-const LoaderKind* find_loader_kind(std::string_view name);
+// Simplest first; uring needs Capability::uring (without liburing its `make` throws, and the
+// harness never offers it).
+const VariantTable<LoaderKind>& loader_kinds();
 
 }  // namespace concurdl::async_io

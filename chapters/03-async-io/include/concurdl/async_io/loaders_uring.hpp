@@ -16,6 +16,10 @@
 
 namespace concurdl::async_io {
 
+// A UringLoader; without liburing, throws std::runtime_error saying so (the loader table's
+// `uring` row, which the harness offers only where io_uring works).
+std::unique_ptr<Loader> make_uring_loader(const RecordStore& store, const LoaderOptions& opt);
+
 #if CONCURDL_HAVE_URING
 
 class UringLoader final : public Loader {

@@ -21,6 +21,9 @@
 #include <string_view>
 #include <vector>
 
+#include "concurdl/async_io/uring.hpp"
+#include "concurdl/harness/variants.hpp"
+
 namespace concurdl::async_io {
 
 // One job: the whole file behind `fd` into `dst` (dst.size() == the file's size), piece
@@ -41,16 +44,13 @@ std::vector<std::uint32_t> shuffled_pieces(std::uint64_t bytes, std::size_t requ
 // function it returns does the reads, and may be called again for the next run.
 using ReadRun = std::function<void()>;
 
-struct ReadPath {
-  std::string_view name;
-  std::string_view what_changed;  // one line: what changed from the row above and why it matters
-  bool direct_ok;                 // can read an O_DIRECT file descriptor
-  bool needs_uring;
+struct ReadPath : VariantInfo {
+  bool direct_ok;  // can read an O_DIRECT file descriptor
   ReadRun (*make)(const ReadJob& job);
 };
 
-// The rows built into this program (the uring ones only with liburing), simplest first.
-std::span<const ReadPath> read_paths();
-const ReadPath* find_read_path(std::string_view name);
+// Simplest first; the io_uring rows need Capability::uring (without liburing their `make`
+// throws, and the harness never offers them).
+const VariantTable<ReadPath>& read_paths();
 
 }  // namespace concurdl::async_io

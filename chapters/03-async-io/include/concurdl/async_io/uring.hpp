@@ -15,6 +15,8 @@
 #include <sys/uio.h>
 #endif
 
+#include "concurdl/harness/variants.hpp"
+
 namespace concurdl::async_io {
 
 // Whether io_uring can be used in this process: built with liburing, and the kernel lets us
@@ -22,6 +24,14 @@ namespace concurdl::async_io {
 // kernel refuse it) with IORING_OP_READ and IORING_OP_READ_FIXED. Probed once; `why` says what
 // refused it.
 bool uring_available(std::string* why = nullptr);
+
+// Variant rows that need io_uring (Capability::uring) are offered only where this probe says it
+// works. An inline variable: in place before the tables of any file that includes this header
+// are used.
+inline const bool uring_probe_registered = register_capability_probe(Capability::uring, [] {
+  std::string why;
+  return uring_available(&why) ? std::string() : why;
+});
 
 #if CONCURDL_HAVE_URING
 

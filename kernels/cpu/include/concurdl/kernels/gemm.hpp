@@ -19,6 +19,7 @@
 #include <string_view>
 #include <vector>
 
+#include "concurdl/harness/variants.hpp"
 #include "concurdl/kernels/cost.hpp"
 
 namespace concurdl::kernels {
@@ -27,7 +28,15 @@ enum class Trans : bool { no = false, yes = true };
 
 enum class GemmVersion { v1_naive, v2_ikj, v3_blocked, v4_register, openblas };
 
-// "v1_naive", ... "openblas"; and back (nullopt-like: returns false on an unknown name).
+// The versions as a variant table (variants.hpp), in lesson order: the experiments' "variant"
+// axis and the tests iterate over it. CUDA versions will be rows needing Capability::cuda.
+struct GemmVariant : VariantInfo {
+  GemmVersion version;
+  bool multithreaded;  // runs on compute_threads(); v1-v3 use one thread by design
+};
+const VariantTable<GemmVariant>& gemm_variants();
+
+// "v1_naive", ... "openblas" (the table's names); and back (returns false on an unknown name).
 std::string_view gemm_version_name(GemmVersion v);
 bool parse_gemm_version(std::string_view name, GemmVersion& out);
 const std::vector<GemmVersion>& gemm_versions();  // all five, in lesson order

@@ -1,0 +1,269 @@
+// The report's two forms: report.md (figures linked) and report.html (one file, SVG figures
+// inlined, no scripts, nothing fetched from elsewhere). The content is report.cpp's.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <fstream>
+#include <sstream>
+
+#include "report_detail.hpp"
+
+namespace concurdl::report_detail {
+
+namespace {
+
+std::string read_file(const std::filesystem::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::string no_picture(const ChartEntry& c) {
+  return c.why_no_picture.empty() ? "gnuplot produced none" : c.why_no_picture;
+}
+
+// "Models drawn: ideal (S = p); model: alpha-beta ring", or "" when none.
+std::string models_line(const ChartEntry& c) {
+  if (c.models.empty()) return "";
+  std::string out = "Models drawn: ";
+  for (std::size_t i = 0; i < c.models.size(); ++i) out += (i ? "; " : "") + c.models[i];
+  return out;
+}
+
+// ---- Markdown ----
+
+std::string md_cell(std::string s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '|') out += '\\';
+    out += c == '\n' ? ' ' : c;
+  }
+  return out;
+}
+
+// Cells are appended piece by piece: `" " + std::string&&` trips GCC 12's -Wrestrict here.
+std::string md_table(const Table& t, int code_column = -1) {
+  std::string out = "|";
+  for (const auto& h : t.head) out.append(" ").append(md_cell(h)).append(" |");
+  out += "\n|";
+  for (std::size_t i = 0; i < t.head.size(); ++i) out += t.numeric[i] ? "---:|" : "---|";
+  out += "\n";
+  for (const auto& row : t.rows) {
+    out += "|";
+    for (std::size_t i = 0; i < row.size(); ++i) {
+      const bool code = static_cast<int>(i) == code_column && !row[i].empty();
+      const char* quote = code ? "`" : "";
+      out.append(" ").append(quote).append(md_cell(row[i])).append(quote).append(" |");
+    }
+    out += "\n";
+  }
+  return out;
+}
+
+std::string md_alt(std::string s) {
+  std::replace(s.begin(), s.end(), '[', '(');
+  std::replace(s.begin(), s.end(), ']', ')');
+  return s;
+}
+
+std::string md_chart(const ChartEntry& c) {
+  const std::string stem = c.spec->stem;
+  std::string md;
+  if (!c.files->svg.empty())
+    md += "![" + md_alt(c.spec->title) + "](figures/" + stem + ".svg)\n\n";
+  else
+    md += "**" + c.spec->title + "**: no picture (" + no_picture(c) + ").\n\n";
+  md += "Data [" + stem + ".dat](figures/" + stem + ".dat), gnuplot script [" + stem +
+        ".gp](figures/" + stem + ".gp)";
+  if (!c.files->png.empty()) md += ", [PNG](figures/" + stem + ".png)";
+  md += "\n\n";
+  if (!c.models.empty()) md += models_line(c) + "\n\n";
+  for (const auto& n : c.spec->notes) md += "- " + n + "\n";
+  if (!c.spec->notes.empty()) md += "\n";
+  return md;
+}
+
+// ---- HTML ----
+
+std::string esc(std::string_view s) {
+  std::string out;
+  for (char c : s) {
+    switch (c) {
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\'':
+        out += "&#39;";
+        break;
+      default:
+        out += c;
+    }
+  }
+  return out;
+}
+
+std::string replace_all(std::string s, const std::string& from, const std::string& to) {
+  for (std::size_t pos = 0; (pos = s.find(from, pos)) != std::string::npos; pos += to.size())
+    s.replace(pos, from.size(), to);
+  return s;
+}
+
+// gnuplot's SVG, made fit to sit inside HTML: no XML prolog or DOCTYPE, its ids prefixed with
+// the chart's stem (every gnuplot SVG defines "gpPt0", "gnuplot_canvas", ...), and its title.
+std::string inline_svg(std::string svg, const ChartSpec& chart) {
+  for (const char* open : {"<?xml", "<!DOCTYPE"}) {
+    const auto start = svg.find(open);
+    if (start == std::string::npos) continue;
+    const auto end = svg.find('>', start);
+    if (end == std::string::npos) continue;
+    svg.erase(start, end + 1 - start);
+  }
+  const auto start = svg.find("<svg");
+  if (start != std::string::npos) svg.erase(0, start);
+  const std::string p = chart.stem + "_";
+  for (const char* q : {"'", "\""}) {
+    svg = replace_all(svg, std::string("id=") + q, std::string("id=") + q + p);
+    svg = replace_all(svg, std::string("href=") + q + "#", std::string("href=") + q + "#" + p);
+  }
+  svg = replace_all(svg, "url(#", "url(#" + p);
+  svg = replace_all(svg, "<title>Gnuplot</title>", "<title>" + esc(chart.title) + "</title>");
+  return svg;
+}
+
+std::string html_table(const Table& t, int code_column = -1) {
+  std::string out = "<table>\n<thead><tr>";
+  for (std::size_t i = 0; i < t.head.size(); ++i)
+    out += std::string(t.numeric[i] ? "<th class=\"num\">" : "<th>") + esc(t.head[i]) + "</th>";
+  out += "</tr></thead>\n<tbody>\n";
+  for (const auto& row : t.rows) {
+    out += "<tr>";
+    for (std::size_t i = 0; i < row.size(); ++i) {
+      std::string cls = t.numeric[i] ? "num" : "";
+      if (row[i].rfind("INVALID", 0) == 0) cls = "invalid";
+      out += cls.empty() ? "<td>" : "<td class=\"" + cls + "\">";
+      out += static_cast<int>(i) == code_column ? "<code>" + esc(row[i]) + "</code>" : esc(row[i]);
+      out += "</td>";
+    }
+    out += "</tr>\n";
+  }
+  return out + "</tbody>\n</table>\n";
+}
+
+std::string html_chart(const ChartEntry& c) {
+  const std::string stem = esc(c.spec->stem);
+  std::string svg = c.files->svg.empty() ? "" : read_file(c.files->svg);
+  std::string h = "<figure>\n";
+  if (!svg.empty())
+    h += inline_svg(std::move(svg), *c.spec) + "\n";
+  else
+    h += "<p><strong>" + esc(c.spec->title) + "</strong>: no picture (" + esc(no_picture(c)) +
+         ").</p>\n";
+  h += "<figcaption>Data <a href=\"figures/" + stem + ".dat\">" + stem +
+       ".dat</a>, gnuplot script <a href=\"figures/" + stem + ".gp\">" + stem + ".gp</a>";
+  if (!c.files->png.empty()) h += ", <a href=\"figures/" + stem + ".png\">PNG</a>";
+  if (!c.models.empty()) h += "<br>" + esc(models_line(c));
+  h += "</figcaption>\n</figure>\n";
+  if (!c.spec->notes.empty()) {
+    h += "<ul class=\"notes\">\n";
+    for (const auto& n : c.spec->notes) h += "<li>" + esc(n) + "</li>\n";
+    h += "</ul>\n";
+  }
+  return h;
+}
+
+constexpr const char* kCss = R"css(
+body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; line-height: 1.45;
+       max-width: 1100px; margin: 2em auto; padding: 0 1em; color: #1d1d1f; }
+h1 { font-size: 1.7em; } h2 { border-bottom: 1px solid #ccc; padding-bottom: .2em; margin-top: 2em; }
+h3 code, td code { font-size: .9em; }
+table { border-collapse: collapse; margin: .8em 0 1.5em; font-size: .9em; }
+th, td { border: 1px solid #d0d0d0; padding: .25em .6em; vertical-align: top; }
+th { background: #f3f3f3; text-align: left; }
+.num { text-align: right; font-variant-numeric: tabular-nums; }
+td.invalid { color: #b00020; font-weight: 600; }
+figure { margin: 1em 0; max-width: 820px; }
+figure svg { width: 100%; height: auto; display: block; }
+figcaption { font-size: .85em; color: #555; }
+ul.notes { font-size: .9em; color: #333; }
+.box { border-left: 4px solid #b00020; background: #fff4f4; padding: .4em 1em; margin: 1em 0; }
+.box.warn { border-color: #c77700; background: #fff9ec; }
+.muted { color: #666; }
+)css";
+
+}  // namespace
+
+std::string markdown(const ReportContent& r) {
+  std::string md = "# " + r.title + "\n\n" + r.subtitle + "\n\n";
+  if (!r.load_errors.empty()) {
+    md += "## Files that could not be loaded\n\n";
+    for (const auto& e : r.load_errors) md += "- `" + e + "`\n";
+    md += "\n";
+  }
+  if (!r.warnings.empty()) {
+    md += "## Warnings\n\n";
+    for (const auto& w : r.warnings) md += "- " + w + "\n";
+    md += "\n";
+  }
+  md += "## Runs\n\n" + md_table(r.runs) + "\n";
+  if (!r.calibration.rows.empty()) md += "## Calibration\n\n" + md_table(r.calibration) + "\n";
+  for (const auto& ch : r.chapters) {
+    md += "## " + ch.heading + "\n\n";
+    for (const auto& e : ch.experiments) {
+      md += "### " + e.title + " (`" + e.id + "`)\n\n";
+      if (!e.timed_by.empty()) md += "timed by: " + e.timed_by + "\n\n";
+      for (const auto& n : e.notes) md += "*" + n + "*\n\n";
+      for (const auto& c : e.charts) md += md_chart(c);
+      md += md_table(e.records, r.several ? 1 : 0) + "\n";
+      for (const auto& m : e.metrics) md += "- " + m + "\n";
+      if (!e.metrics.empty()) md += "\n";
+    }
+  }
+  return md;
+}
+
+std::string html(const ReportContent& r) {
+  std::string h = "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n";
+  h += "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n";
+  h += "<title>" + esc(r.title) + "</title>\n<style>" + kCss + "</style>\n</head>\n<body>\n";
+  h += "<h1>" + esc(r.title) + "</h1>\n<p class=\"muted\">" + esc(r.subtitle) + "</p>\n";
+  if (!r.load_errors.empty()) {
+    h += "<div class=\"box\">\n<h2>Files that could not be loaded</h2>\n<ul>\n";
+    for (const auto& e : r.load_errors) h += "<li><code>" + esc(e) + "</code></li>\n";
+    h += "</ul>\n</div>\n";
+  }
+  if (!r.warnings.empty()) {
+    h += "<div class=\"box warn\">\n<h2>Warnings</h2>\n<ul>\n";
+    for (const auto& w : r.warnings) h += "<li>" + esc(w) + "</li>\n";
+    h += "</ul>\n</div>\n";
+  }
+  h += "<h2>Runs</h2>\n" + html_table(r.runs);
+  if (!r.calibration.rows.empty()) h += "<h2>Calibration</h2>\n" + html_table(r.calibration);
+  for (const auto& ch : r.chapters) {
+    h += "<h2>" + esc(ch.heading) + "</h2>\n";
+    for (const auto& e : ch.experiments) {
+      h += "<h3>" + esc(e.title) + " (<code>" + esc(e.id) + "</code>)</h3>\n";
+      if (!e.timed_by.empty()) h += "<p class=\"muted\">timed by: " + esc(e.timed_by) + "</p>\n";
+      for (const auto& n : e.notes) h += "<p><em>" + esc(n) + "</em></p>\n";
+      for (const auto& c : e.charts) h += html_chart(c);
+      h += html_table(e.records, r.several ? 1 : 0);
+      if (!e.metrics.empty()) {
+        h += "<ul class=\"notes\">\n";
+        for (const auto& m : e.metrics) h += "<li>" + esc(m) + "</li>\n";
+        h += "</ul>\n";
+      }
+    }
+  }
+  return h + "</body>\n</html>\n";
+}
+
+}  // namespace concurdl::report_detail
