@@ -2,6 +2,7 @@
 // calibration run with records and charts, reports that survive a bad file, compare, and the
 // exercise workflow (not attempted / wrong / correct + timing). Drives `concurdl-selftest`,
 // which is `concurdl` plus the toy chapter in tests/selftest.
+#include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -9,8 +10,6 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
-
-#include <gtest/gtest.h>
 
 #include "concurdl/build_info.hpp"
 #include "concurdl/harness/calibrate.hpp"
@@ -49,8 +48,9 @@ class Cli : public ::testing::Test {
  protected:
   void SetUp() override {
     dir_ = fs::temp_directory_path() /
-           ("concurdl-cli-" + std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()) +
-            "-" + std::to_string(::getpid()));
+           ("concurdl-cli-" +
+            std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()) + "-" +
+            std::to_string(::getpid()));
     fs::remove_all(dir_);
     fs::create_directories(dir_);
   }
@@ -62,8 +62,8 @@ class Cli : public ::testing::Test {
   Result run(const std::string& args, const char* program = CONCURDL_SELFTEST_BIN,
              const std::string& env = "") {
     const fs::path out = dir_ / "stdout.txt", err = dir_ / "stderr.txt";
-    const std::string cmd = "cd '" + dir_.string() + "' && " + env + " '" + program + "' " + args + " >'" +
-                            out.string() + "' 2>'" + err.string() + "' </dev/null";
+    const std::string cmd = "cd '" + dir_.string() + "' && " + env + " '" + program + "' " + args +
+                            " >'" + out.string() + "' 2>'" + err.string() + "' </dev/null";
     const int status = std::system(cmd.c_str());
     Result r;
     r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
@@ -89,19 +89,27 @@ TEST_F(Cli, ZeroThreadsIsAUsageError) { expect_usage_error(run("run --threads 0"
 TEST_F(Cli, NegativeRepeatIsAUsageError) {
   expect_usage_error(run("run --repeat -1"), "--repeat: '-1' is not a count");
 }
-TEST_F(Cli, HugeChapterNumberIsAUsageError) { expect_usage_error(run("list 99999999999999999999"), "99999999999999999999"); }
+TEST_F(Cli, HugeChapterNumberIsAUsageError) {
+  expect_usage_error(run("list 99999999999999999999"), "99999999999999999999");
+}
 TEST_F(Cli, UncreatableOutputIsAUsageError) {
   std::ofstream(dir_ / "a-file") << "x";
   expect_usage_error(run("run ch99/sum --no-calibrate --out a-file/runs"), "a-file/runs");
 }
-TEST_F(Cli, UnknownExperimentIsAUsageError) { expect_usage_error(run("run ch99/nope"), "ch99/nope"); }
+TEST_F(Cli, UnknownExperimentIsAUsageError) {
+  expect_usage_error(run("run ch99/nope"), "ch99/nope");
+}
 TEST_F(Cli, OverflowingSizeIsAUsageError) {
   expect_usage_error(run("run ch99/sum --set n=99999999999999999999"), "'n'");
 }
-TEST_F(Cli, UnknownParameterIsAUsageError) { expect_usage_error(run("run ch99/sum --set bogus=1"), "bogus"); }
+TEST_F(Cli, UnknownParameterIsAUsageError) {
+  expect_usage_error(run("run ch99/sum --set bogus=1"), "bogus");
+}
 TEST_F(Cli, UnknownProfileIsAUsageError) { expect_usage_error(run("run --profile huge"), "huge"); }
 TEST_F(Cli, UnknownFlagIsAUsageError) { expect_usage_error(run("run --frobnicate"), "frobnicate"); }
-TEST_F(Cli, MissingRunDirectoryIsAUsageError) { expect_usage_error(run("report no-such-run"), "no-such-run"); }
+TEST_F(Cli, MissingRunDirectoryIsAUsageError) {
+  expect_usage_error(run("report no-such-run"), "no-such-run");
+}
 TEST_F(Cli, BadUsageWritesNoRunDirectory) {
   run("run --threads 0");
   EXPECT_FALSE(fs::exists(dir_ / "results"));
@@ -110,7 +118,8 @@ TEST_F(Cli, BadUsageWritesNoRunDirectory) {
 TEST_F(Cli, ListShowsChaptersExperimentsAndExercises) {
   const Result r = run("list");
   EXPECT_EQ(r.rc, 0);
-  for (const char* s : {"00-calibration", "calibrate/mem_triad", "99-selftest", "ch99/sum", "exercise 99.2"})
+  for (const char* s :
+       {"00-calibration", "calibrate/mem_triad", "99-selftest", "ch99/sum", "exercise 99.2"})
     EXPECT_NE(r.out.find(s), std::string::npos) << s;
   EXPECT_EQ(run("list ch42").rc, 2);
 }
@@ -133,7 +142,8 @@ TEST_F(Cli, AnExperimentRecordedByACommandIsListedButNotRun) {
 // max over the ranks (rank 1 sleeps twice as long as rank 0).
 TEST_F(Cli, RanksLaunchMpirunAndRankZeroWritesTheMaxOverRanks) {
   if (!concurdl::build::have_mpi) GTEST_SKIP() << "built without MPI";
-  const Result r = run("run --ranks 2 ch99/ranks_sleep --no-calibrate --no-report --quiet --out runs");
+  const Result r =
+      run("run --ranks 2 ch99/ranks_sleep --no-calibrate --no-report --quiet --out runs");
   ASSERT_EQ(r.rc, 0) << r.err;
   ASSERT_EQ(std::distance(fs::directory_iterator(dir_ / "runs"), fs::directory_iterator{}), 1)
       << "one results directory, written by rank 0 alone";
@@ -171,7 +181,8 @@ TEST_F(Cli, CalibrateYieldsValidRecordsAndCharts) {
   const fs::path run_dir = dir_ / r.last_line();
   const RunFile f = load_run(run_dir);
   EXPECT_EQ(f.schema_version, concurdl::kSchemaVersion);
-  for (const char* k : {"cpu_model", "compiler", "git_commit", "cores", "started", "finished", "libraries"})
+  for (const char* k :
+       {"cpu_model", "compiler", "git_commit", "cores", "started", "finished", "libraries"})
     EXPECT_TRUE(f.provenance.contains(k)) << k;
   EXPECT_GT(f.calibration.mem_bandwidth_bytes_per_s, 0);
   EXPECT_GT(f.calibration.peak_flops, 0);
@@ -273,7 +284,8 @@ TEST_F(Cli, CompareWritesATableAndJson) {
 }
 
 TEST_F(Cli, ExerciseReportsEachOutcomeAndTimesTheCorrectOne) {
-  const Result r = run("exercise ch99 --repeat 5 --quiet", CONCURDL_SELFTEST_BIN, "CONCURDL_EXERCISE_TIMEOUT=3");
+  const Result r =
+      run("exercise ch99 --repeat 5 --quiet", CONCURDL_SELFTEST_BIN, "CONCURDL_EXERCISE_TIMEOUT=3");
   EXPECT_EQ(r.rc, 1) << "a wrong attempt must fail the command\n" << r.out << r.err;
   EXPECT_NE(r.out.find("exercise 99.1 untouched stub: not attempted"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("exercise 99.2 wrong attempt: WRONG"), std::string::npos) << r.out;
@@ -316,7 +328,8 @@ TEST_F(Cli, TrainRecordsItsCurveAndResumesToTheSameCheckpoint) {
       !std::getenv("CONCURDL_FASHION_MNIST"))
     GTEST_SKIP() << "Fashion-MNIST not installed (apt-get install dataset-fashion-mnist)";
   const char* bin = CONCURDL_BIN;
-  const std::string common = " --train-limit 640 --test-limit 200 --batch 64 --threads 2 --quiet --out runs";
+  const std::string common =
+      " --train-limit 640 --test-limit 200 --batch 64 --threads 2 --quiet --out runs";
   const Result two = run("train --epochs 2 --checkpoint a.ckpt" + common, bin);
   ASSERT_EQ(two.rc, 0) << two.err;
   const RunFile f = load_run(dir_ / two.last_line());
@@ -355,5 +368,6 @@ TEST_F(Cli, TrainRecordsItsCurveAndResumesToTheSameCheckpoint) {
   std::ofstream(dir_ / "cut.ckpt", std::ios::binary) << bytes.substr(0, bytes.size() / 3);
   expect_usage_error(run("train --epochs 3 --resume flipped.ckpt" + common, bin), "flipped.ckpt");
   expect_usage_error(run("train --epochs 3 --resume cut.ckpt" + common, bin), "cut.ckpt");
-  expect_usage_error(run("train --epochs 3 --arch 784-32-10 --resume a.ckpt" + common, bin), "784-32-10");
+  expect_usage_error(run("train --epochs 3 --arch 784-32-10 --resume a.ckpt" + common, bin),
+                     "784-32-10");
 }

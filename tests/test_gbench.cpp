@@ -1,9 +1,8 @@
 // The Google Benchmark bridge: runs become records, threaded runs must use real time.
 #include <benchmark/benchmark.h>
+#include <gtest/gtest.h>
 
 #include <atomic>
-
-#include <gtest/gtest.h>
 
 #include "concurdl/harness/gbench.hpp"
 
@@ -24,10 +23,15 @@ void BM_bridge_test_cpu_time(benchmark::State& state) {
 BENCHMARK(BM_bridge_test_cpu_time)->Threads(2);
 
 const bool registered = [] {
-  register_microbenchmarks({.id = "test/bridge_add", .chapter = "98-runner-test", .title = "add",
-                            .filter = "^BM_bridge_test_add", .arg_names = {"step"},
+  register_microbenchmarks({.id = "test/bridge_add",
+                            .chapter = "98-runner-test",
+                            .title = "add",
+                            .filter = "^BM_bridge_test_add",
+                            .arg_names = {"step"},
                             .baseline = {{"threads", "1"}}});
-  register_microbenchmarks({.id = "test/bridge_cpu", .chapter = "98-runner-test", .title = "cpu",
+  register_microbenchmarks({.id = "test/bridge_cpu",
+                            .chapter = "98-runner-test",
+                            .title = "cpu",
                             .filter = "^BM_bridge_test_cpu_time"});
   return true;
 }();

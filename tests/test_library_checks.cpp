@@ -37,7 +37,8 @@ std::string message_of(F&& f) {
 
 TEST(LibraryChecks, MessageNamesTheCallFileLineAndLibrary) {
   const std::string m = message_of([] {
-    concurdl::detail::throw_library_error("CUDA", "cudaMalloc(&p, n)", "k.cu", 42, 2, "out of memory");
+    concurdl::detail::throw_library_error("CUDA", "cudaMalloc(&p, n)", "k.cu", 42, 2,
+                                          "out of memory");
   });
   EXPECT_EQ(m, "k.cu:42: cudaMalloc(&p, n) failed: out of memory (CUDA error 2)");
 }
@@ -97,7 +98,8 @@ TEST(LibraryChecks, MpiCallThatFailsThrowsWithMpisMessage) {
   int x = 0;
   const std::string m =
       message_of([&] { CDL_MPI_CHECK(MPI_Send(&x, 1, MPI_INT, 7, 0, MPI_COMM_WORLD)); });
-  EXPECT_NE(m.find("MPI_Send(&x, 1, MPI_INT, 7, 0, MPI_COMM_WORLD) failed"), std::string::npos) << m;
+  EXPECT_NE(m.find("MPI_Send(&x, 1, MPI_INT, 7, 0, MPI_COMM_WORLD) failed"), std::string::npos)
+      << m;
   EXPECT_NE(m.find("(MPI error "), std::string::npos) << m;
 }
 #endif

@@ -67,8 +67,8 @@ TEST(Params, NumberValueAcceptsWhatTheAxesAccept) {
 }
 
 TEST(Params, NumberValueRejectsWhatNoAxisAccepts) {
-  for (const char* s : {"", "v1_naive", "12x", "K", "m", "1.5K", "-4K", "0K", "9000000000G",
-                        "inf", "nan", "1e999", " 8", "8 ", "0x10", "16 M", "1,024"})
+  for (const char* s : {"", "v1_naive", "12x", "K", "m", "1.5K", "-4K", "0K", "9000000000G", "inf",
+                        "nan", "1e999", " 8", "8 ", "0x10", "16 M", "1,024"})
     EXPECT_FALSE(number_value(s).has_value()) << "'" << s << "'";
   // And what parse_size rejects for a size is no number with a suffix either.
   EXPECT_THROW(parse_size("n", "1.5K"), UsageError);

@@ -1,5 +1,6 @@
 // Records: schema round trip, loader errors that name the file and the field, atomic writes
 // that survive a writer killed at any moment, run directories that are never reused.
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -8,8 +9,6 @@
 #include <fstream>
 #include <random>
 #include <thread>
-
-#include <gtest/gtest.h>
 
 #include "concurdl/harness/errors.hpp"
 #include "concurdl/harness/records.hpp"
@@ -20,7 +19,8 @@ namespace fs = std::filesystem;
 namespace {
 
 fs::path fresh_dir(const std::string& name) {
-  const fs::path d = fs::temp_directory_path() / ("concurdl-test-" + name + "-" + std::to_string(::getpid()));
+  const fs::path d =
+      fs::temp_directory_path() / ("concurdl-test-" + name + "-" + std::to_string(::getpid()));
   fs::remove_all(d);
   fs::create_directories(d);
   return d;
@@ -36,7 +36,11 @@ RunFile sample_run() {
   Record r;
   r.experiment = "ch01/parallel_sum";
   r.chapter = "01-threads";
-  r.params = {{"variant", "v3_padded"}, {"threads", "2"}, {"n", "16777216"}, {"ratio", "0.5"}, {"tag", "007"}};
+  r.params = {{"variant", "v3_padded"},
+              {"threads", "2"},
+              {"n", "16777216"},
+              {"ratio", "0.5"},
+              {"tag", "007"}};
   r.samples = {0.0101, 0.0099, 0.0100};
   r.stats = summarize(r.samples);
   r.derived = {{"items_per_s", 1.7e9}, {"speedup", 1.96}};
@@ -67,10 +71,11 @@ TEST(Records, RoundTripKeepsEveryField) {
   const RunFile f = sample_run();
   const nlohmann::json j = to_json(f);
   // The documented field names (docs/results-schema.md).
-  for (const char* k : {"schema_version", "concurdl_version", "command", "provenance", "calibration", "records"})
+  for (const char* k :
+       {"schema_version", "concurdl_version", "command", "provenance", "calibration", "records"})
     EXPECT_TRUE(j.contains(k)) << k;
-  for (const char* k : {"experiment", "chapter", "params", "metric", "unit", "samples", "median", "min",
-                        "max", "mean", "stdev", "ci95", "derived", "valid"})
+  for (const char* k : {"experiment", "chapter", "params", "metric", "unit", "samples", "median",
+                        "min", "max", "mean", "stdev", "ci95", "derived", "valid"})
     EXPECT_TRUE(j["records"][0].contains(k)) << k;
   EXPECT_TRUE(j["records"][0]["params"]["threads"].is_number_integer());
   EXPECT_TRUE(j["records"][0]["params"]["tag"].is_string());  // "007" must stay "007"
@@ -133,7 +138,8 @@ TEST(Records, LoaderNamesTheFileAndTheField) {
   write_text(d / "good.json", good);
   std::vector<std::string> errors;
   const auto runs = load_runs({d / "truncated.json", d / "good.json", d / "foreign.json",
-                               d / "huge.json", d / "missing.json"}, errors);
+                               d / "huge.json", d / "missing.json"},
+                              errors);
   ASSERT_EQ(runs.size(), 1u);
   EXPECT_EQ(runs[0].path, d / "good.json");
   EXPECT_EQ(errors.size(), 4u);

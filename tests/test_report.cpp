@@ -1,6 +1,7 @@
 // Charts and reports: a registered demo experiment, hand-made records shaped by Amdahl's law
 // (serial fractions known in advance), and the files the report leaves behind.
 // Set CONCURDL_KEEP_TEST_OUTPUT=1 to keep the temporary report directories for a look.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -13,8 +14,6 @@
 #include <regex>
 #include <sstream>
 #include <tuple>
-
-#include <fmt/format.h>
 
 #include "concurdl/build_info.hpp"
 #include "concurdl/harness/report.hpp"
@@ -435,8 +434,13 @@ void register_roofline_and_curve() {
         .axes = {{.name = "variant", .values = {"v1", "v2"}},
                  {.name = "n", .values = {"64", "1024"}, .kind = AxisKind::size}},
         .prepare = [](const Params&, GroupCache&) { return Trial{.run = [] {}}; },
-        .figures = {{.id = "roofline", .x = "intensity", .y = "flops_per_s", .log_x = true,
-                     .log_y = true, .overlays = {Overlay::roofline}, .along_x = {"n"}}},
+        .figures = {{.id = "roofline",
+                     .x = "intensity",
+                     .y = "flops_per_s",
+                     .log_x = true,
+                     .log_y = true,
+                     .overlays = {Overlay::roofline},
+                     .along_x = {"n"}}},
     });
     register_experiment({
         .id = kCurveId,

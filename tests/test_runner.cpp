@@ -1,12 +1,12 @@
 // The runner: sweep expansion and its errors, round-robin interleaving, validation before and
 // after timing, group-shared inputs, derived metrics.
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <atomic>
 #include <limits>
 #include <map>
 #include <mutex>
-
-#include <gtest/gtest.h>
 
 #include "concurdl/harness/errors.hpp"
 #include "concurdl/harness/runner.hpp"
@@ -26,57 +26,61 @@ const bool registered = [] {
       .id = "test/runner_amdahl",
       .chapter = "98-runner-test",
       .title = "simulated Amdahl timings",
-      .axes = {{"variant", {"a", "b"}}, {"threads", {"1", "2", "4"}, {"1", "2"}, AxisKind::count},
+      .axes = {{"variant", {"a", "b"}},
+               {"threads", {"1", "2", "4"}, {"1", "2"}, AxisKind::count},
                {"n", {"100", "200"}, {"100"}, AxisKind::size, std::int64_t{1} << 20}},
       .baseline = {{"threads", "1"}},
       .repetitions = 4,
-      .prepare = [](const Params& p, GroupCache& cache) {
-        cache.get<int>("input", [] { return ++inputs_built; });
-        const double threads = static_cast<double>(param_int(p, "threads"));
-        const std::string key = describe(p);
-        Trial t;
-        t.measure = [=] {
-          std::lock_guard lock(log_mu);
-          run_log.push_back(key);
-          return 0.2 + 0.8 / threads;
-        };
-        return t;
-      },
+      .prepare =
+          [](const Params& p, GroupCache& cache) {
+            cache.get<int>("input", [] { return ++inputs_built; });
+            const double threads = static_cast<double>(param_int(p, "threads"));
+            const std::string key = describe(p);
+            Trial t;
+            t.measure = [=] {
+              std::lock_guard lock(log_mu);
+              run_log.push_back(key);
+              return 0.2 + 0.8 / threads;
+            };
+            return t;
+          },
   });
   register_experiment({
       .id = "test/runner_validation",
       .chapter = "98-runner-test",
       .title = "validation outcomes",
-      .axes = {{"variant", {"ok", "wrong_before", "wrong_after", "throws", "prepare_throws",
-                            "not_finite", "throws_int"}}},
+      .axes = {{"variant",
+                {"ok", "wrong_before", "wrong_after", "throws", "prepare_throws", "not_finite",
+                 "throws_int"}}},
       .ceiling = Ceiling::mem_bandwidth,
-      .prepare = [](const Params& p, GroupCache&) {
-        const std::string v = p.at("variant");
-        if (v == "prepare_throws") throw std::runtime_error("cannot allocate the input");
-        if (v == "not_finite") {
-          Trial nan;
-          nan.measure = [] { return std::numeric_limits<double>::quiet_NaN(); };
-          return nan;
-        }
-        if (v == "throws_int") {
-          Trial odd;
-          odd.run = [] { throw 42; };
-          return odd;
-        }
-        auto runs = std::make_shared<int>(0);
-        Trial t;
-        t.run = [=] {
-          if (v == "throws" && *runs == 2) throw std::runtime_error("boom");
-          ++*runs;
-        };
-        t.check = [=]() -> std::string {
-          if (v == "wrong_before") return "wrong from the start";
-          if (v == "wrong_after" && *runs > 1) return "drifted";
-          return "";
-        };
-        t.work = {1000, 8000, 0};
-        return t;
-      },
+      .prepare =
+          [](const Params& p, GroupCache&) {
+            const std::string v = p.at("variant");
+            if (v == "prepare_throws") throw std::runtime_error("cannot allocate the input");
+            if (v == "not_finite") {
+              Trial nan;
+              nan.measure = [] { return std::numeric_limits<double>::quiet_NaN(); };
+              return nan;
+            }
+            if (v == "throws_int") {
+              Trial odd;
+              odd.run = [] { throw 42; };
+              return odd;
+            }
+            auto runs = std::make_shared<int>(0);
+            Trial t;
+            t.run = [=] {
+              if (v == "throws" && *runs == 2) throw std::runtime_error("boom");
+              ++*runs;
+            };
+            t.check = [=]() -> std::string {
+              if (v == "wrong_before") return "wrong from the start";
+              if (v == "wrong_after" && *runs > 1) return "drifted";
+              return "";
+            };
+            t.work = {1000, 8000, 0};
+            return t;
+          },
   });
   return true;
 }();
@@ -102,7 +106,8 @@ TEST(Runner, ThreadsAndSetOverrideAxes) {
   opt.set["n"] = {"1K", "2K", "4K"};
   const auto c = configs_of("test/runner_amdahl", opt);
   EXPECT_EQ(c.size(), 2u * 2u * 3u);
-  EXPECT_TRUE(std::any_of(c.begin(), c.end(), [](const Config& x) { return x.params.at("threads") == "8"; }));
+  EXPECT_TRUE(std::any_of(c.begin(), c.end(),
+                          [](const Config& x) { return x.params.at("threads") == "8"; }));
 }
 
 TEST(Runner, BadOverridesAreUsageErrors) {
@@ -127,8 +132,9 @@ TEST(Runner, AnAxisMaxIsAUsageErrorNamingTheLimit) {
     configs_of("test/runner_amdahl", over);
     ADD_FAILURE() << "n above the axis max was accepted";
   } catch (const UsageError& e) {
-    EXPECT_STREQ(e.what(), "parameter 'n': '1048577' is more than 1048576, the most this "
-                           "experiment takes");
+    EXPECT_STREQ(e.what(),
+                 "parameter 'n': '1048577' is more than 1048576, the most this "
+                 "experiment takes");
   }
 }
 
@@ -150,11 +156,13 @@ TEST(Runner, RepetitionsAreInterleavedRoundRobinWithinAGroup) {
     for (int r = 0; r < 4; ++r) {
       std::vector<std::string> rep(begin + r * 4, begin + r * 4 + 4);
       std::sort(rep.begin(), rep.end());
-      EXPECT_EQ(std::unique(rep.begin(), rep.end()), rep.end()) << "a configuration ran twice in one round";
+      EXPECT_EQ(std::unique(rep.begin(), rep.end()), rep.end())
+          << "a configuration ran twice in one round";
       firsts.push_back(*(begin + r * 4));
     }
     std::sort(firsts.begin(), firsts.end());
-    EXPECT_EQ(std::unique(firsts.begin(), firsts.end()), firsts.end()) << "the same configuration always went first";
+    EXPECT_EQ(std::unique(firsts.begin(), firsts.end()), firsts.end())
+        << "the same configuration always went first";
   }
   for (const Record& r : records) EXPECT_EQ(r.samples.size(), 4u);
 }
@@ -204,7 +212,8 @@ TEST(Runner, ValidationBeforeAndAfterTiming) {
   EXPECT_TRUE(by["not_finite"]->samples.empty());
   EXPECT_FALSE(by["throws_int"]->valid);
   // bytes/s against the calibrated bandwidth (1 GB/s here).
-  EXPECT_DOUBLE_EQ(by["ok"]->derived.at("fraction_of_ceiling"), by["ok"]->derived.at("bytes_per_s") / 1e9);
+  EXPECT_DOUBLE_EQ(by["ok"]->derived.at("fraction_of_ceiling"),
+                   by["ok"]->derived.at("bytes_per_s") / 1e9);
 }
 
 TEST(Runner, ThreadCountsGoBeyondTheCoresButNeverAssumeTwo) {
@@ -223,12 +232,13 @@ const bool registered_intensity = [] {
       .chapter = "98-runner-test",
       .title = "declared FLOPs and bytes",
       .axes = {{"variant", {"kernel"}}},
-      .prepare = [](const Params&, GroupCache&) {
-        Trial t;
-        t.run = [] {};
-        t.work = {.items = 0, .bytes = 400, .flops = 1000};
-        return t;
-      },
+      .prepare =
+          [](const Params&, GroupCache&) {
+            Trial t;
+            t.run = [] {};
+            t.work = {.items = 0, .bytes = 400, .flops = 1000};
+            return t;
+          },
   });
   return true;
 }();

@@ -45,17 +45,18 @@ const bool registered = [] {
             r.derived["is_b"] = p.at("variant") == "b" ? 1 : 0;
           },
       .repetitions = 3,
-      .prepare = [](const Params& p, GroupCache&) {
-        auto n = std::make_shared<int>(0);
-        const double base = p.at("variant") == "a" ? 100 : 200;
-        Trial t;
-        t.measure = [n, base]() -> Sample {
-          ++*n;
-          return {base + *n, {{"jain_index", 1.0 / *n}, {"wrong", 0}}};
-        };
-        t.work.items = 10;
-        return t;
-      },
+      .prepare =
+          [](const Params& p, GroupCache&) {
+            auto n = std::make_shared<int>(0);
+            const double base = p.at("variant") == "a" ? 100 : 200;
+            Trial t;
+            t.measure = [n, base]() -> Sample {
+              ++*n;
+              return {base + *n, {{"jain_index", 1.0 / *n}, {"wrong", 0}}};
+            };
+            t.work.items = 10;
+            return t;
+          },
       .derived = {"rate_per_item", "is_b"},
   });
   register_experiment({
@@ -64,11 +65,12 @@ const bool registered = [] {
       .title = "a sample that lacks a declared metric",
       .axes = {{"variant", {"a"}}},
       .metrics = {{"jain_index", "", false, ""}},
-      .prepare = [](const Params&, GroupCache&) {
-        Trial t;
-        t.measure = [] { return Sample{1.0}; };
-        return t;
-      },
+      .prepare =
+          [](const Params&, GroupCache&) {
+            Trial t;
+            t.measure = [] { return Sample{1.0}; };
+            return t;
+          },
   });
   register_experiment({
       .id = "testv2/timed",
@@ -77,13 +79,14 @@ const bool registered = [] {
       .axes = {{"variant", {"a"}}},
       .metrics = {{"wrong", "", true, ""}},
       .repetitions = 2,
-      .prepare = [](const Params&, GroupCache&) {
-        Trial t;
-        t.run = [] {};
-        t.observe = [](Sample& s) { s.metrics["wrong"] = 0; };
-        t.timer = std::make_shared<FixedTimer>();
-        return t;
-      },
+      .prepare =
+          [](const Params&, GroupCache&) {
+            Trial t;
+            t.run = [] {};
+            t.observe = [](Sample& s) { s.metrics["wrong"] = 0; };
+            t.timer = std::make_shared<FixedTimer>();
+            return t;
+          },
   });
   // Workers along "ranks": efficiency follows the declared scaling axis. "workers" means nothing
   // for the serial loader: it is measured once, without that parameter.
@@ -99,12 +102,13 @@ const bool registered = [] {
       .scaling_axis = "ranks",
       .inapplicable = {{{{"loader", "serial"}}, {"workers"}}},
       .repetitions = 2,
-      .prepare = [](const Params& p, GroupCache&) {
-        const double r = static_cast<double>(param_int(p, "ranks"));
-        Trial t;
-        t.measure = [r] { return 1.0 / r; };
-        return t;
-      },
+      .prepare =
+          [](const Params& p, GroupCache&) {
+            const double r = static_cast<double>(param_int(p, "ranks"));
+            Trial t;
+            t.measure = [r] { return 1.0 / r; };
+            return t;
+          },
   });
   return true;
 }();
@@ -223,25 +227,24 @@ TEST(Samples, NumbersAreRecordedAsNumbersInTheirShortestForm) {
 }
 
 TEST(Samples, VersionOneFilesStillLoad) {
-  nlohmann::json v1 = {
-      {"schema_version", 1},
-      {"concurdl_version", "0.1.0"},
-      {"command", {"concurdl", "run"}},
-      {"provenance", {{"host", "h"}}},
-      {"records",
-       {{{"experiment", "ch01/x"},
-         {"chapter", "01-threads"},
-         {"params", {{"threads", 2}}},
-         {"metric", "time"},
-         {"unit", "s"},
-         {"samples", {0.1, 0.2}},
-         {"median", 0.15},
-         {"min", 0.1},
-         {"max", 0.2},
-         {"mean", 0.15},
-         {"stdev", 0.07},
-         {"ci95", {0.1, 0.2}},
-         {"valid", true}}}}};
+  nlohmann::json v1 = {{"schema_version", 1},
+                       {"concurdl_version", "0.1.0"},
+                       {"command", {"concurdl", "run"}},
+                       {"provenance", {{"host", "h"}}},
+                       {"records",
+                        {{{"experiment", "ch01/x"},
+                          {"chapter", "01-threads"},
+                          {"params", {{"threads", 2}}},
+                          {"metric", "time"},
+                          {"unit", "s"},
+                          {"samples", {0.1, 0.2}},
+                          {"median", 0.15},
+                          {"min", 0.1},
+                          {"max", 0.2},
+                          {"mean", 0.15},
+                          {"stdev", 0.07},
+                          {"ci95", {0.1, 0.2}},
+                          {"valid", true}}}}};
   const RunFile f = run_from_json(v1, "v1.json");
   EXPECT_EQ(f.schema_version, 1);
   ASSERT_EQ(f.records.size(), 1u);

@@ -3,6 +3,6 @@
 #include "concurdl/harness/experiment.hpp"
 
 namespace {
-const bool registered = concurdl::register_chapter(
-    {"01-threads", "Threads, processes, thread pools and OpenMP"});
+const bool registered =
+    concurdl::register_chapter({"01-threads", "Threads, processes, thread pools and OpenMP"});
 }  // namespace

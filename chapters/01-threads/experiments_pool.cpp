@@ -111,7 +111,8 @@ void allow_tbb_threads(unsigned threads) {
   static std::mutex mu;
   static std::unique_ptr<tbb::global_control> limit;
   std::lock_guard lock(mu);
-  if (limit && tbb::global_control::active_value(tbb::global_control::max_allowed_parallelism) >= threads)
+  if (limit &&
+      tbb::global_control::active_value(tbb::global_control::max_allowed_parallelism) >= threads)
     return;
   limit.reset();
   limit = std::make_unique<tbb::global_control>(tbb::global_control::max_allowed_parallelism,
@@ -176,7 +177,7 @@ const PoolVariant kPoolRows[] = {
       "taskwait, the creator) run them; the team is kept between parallel regions"},
      [](unsigned threads) -> BatchRunner {
        return [threads](Batch& b) {
-#pragma omp parallel num_threads(static_cast<int>(threads))
+#pragma omp parallel num_threads(static_cast <int>(threads))
 #pragma omp single
          {
            b.team = omp_get_num_threads();

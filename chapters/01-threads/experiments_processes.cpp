@@ -1,15 +1,15 @@
 // Registers the threads-vs-processes experiments (processes.hpp, ping_pong.hpp):
-//   ch01/process_reduction  one sum by N threads, N forked processes over shared memory, N over pipes
-//   ch01/spawn_cost         creating a thread vs a process vs a process running /bin/true
+//   ch01/process_reduction  one sum by N threads, N forked processes over shared memory, N over
+//   pipes ch01/spawn_cost         creating a thread vs a process vs a process running /bin/true
 //   ch01/ping_pong          round-trip latency: condition variable, atomic wait, spin, pipes
 // Run: concurdl run ch01/process_reduction ch01/spawn_cost ch01/ping_pong
+#include <fmt/format.h>
+
 #include <cstdint>
 #include <memory>
 #include <span>
 #include <string>
 #include <vector>
-
-#include <fmt/format.h>
 
 #include "concurdl/harness/errors.hpp"
 #include "concurdl/harness/experiment.hpp"
@@ -43,8 +43,9 @@ Trial reduction_trial(const Params& p, GroupCache& cache) {
   // measures fork-join with fresh workers, creation cost included.
   t.run = [&in, result, reduce, workers] { *result = reduce(in.x, workers, FailureInjection{}); };
   t.check = [&in, result]() -> std::string {
-    return *result == in.sum ? std::string()
-                             : fmt::format("sum {} differs from the serial sum {}", *result, in.sum);
+    return *result == in.sum
+               ? std::string()
+               : fmt::format("sum {} differs from the serial sum {}", *result, in.sum);
   };
   t.work = {.items = double(n), .bytes = double(n * sizeof(std::int32_t)), .flops = double(n)};
   return t;
@@ -64,7 +65,8 @@ Trial spawn_trial(const Params& p, GroupCache& cache) {
     throw UsageError(fmt::format("parameter 'parent_mib': {} is not in [0, 65536]", mib));
   const SpawnFn spawn = kSpawnVariants.find(p).spawn;
   // Filled with ones, not zeros, so that every page is really written and mapped.
-  cache.get<Ballast>("ballast", [mib] { return Ballast{std::vector<unsigned char>(std::size_t(mib) << 20, 1)}; });
+  cache.get<Ballast>(
+      "ballast", [mib] { return Ballast{std::vector<unsigned char>(std::size_t(mib) << 20, 1)}; });
   auto completed = std::make_shared<std::int64_t>(0);
   Trial t;
   t.measure = [completed, spawn, spawns] {

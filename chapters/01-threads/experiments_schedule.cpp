@@ -1,13 +1,13 @@
 // Registers ch01/schedule_imbalance: a Mandelbrot image (uneven work per row) rendered by six
 // schedules (schedule.hpp's table) at 1, 2, 4, ... threads, each checked against the serial
 // image pixel for pixel. Run: concurdl run ch01/schedule_imbalance
+#include <fmt/format.h>
+
 #include <cstdint>
 #include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
-
-#include <fmt/format.h>
 
 #include "concurdl/harness/errors.hpp"
 #include "concurdl/harness/experiment.hpp"
@@ -23,7 +23,8 @@ using namespace concurdl::threads;
 constexpr int kMaxIter = 512;
 
 MandelbrotView view_for(std::int64_t rows) {
-  if (rows > (1 << 15)) throw UsageError(fmt::format("parameter 'rows': {} is more than 32768", rows));
+  if (rows > (1 << 15))
+    throw UsageError(fmt::format("parameter 'rows': {} is more than 32768", rows));
   MandelbrotView v;
   v.rows = static_cast<int>(rows);
   v.cols = 2 * v.rows;  // the window is 3 wide and 1.2 high; 2:1 keeps pixels roughly square
@@ -70,7 +71,8 @@ Trial schedule_trial(const Params& p, GroupCache& cache) {
     return {};
   };
   // Items are pixels; FLOPs are the iterations really done (8 each), the same at every schedule.
-  t.work = {.items = double(image->size()), .bytes = 0,
+  t.work = {.items = double(image->size()),
+            .bytes = 0,
             .flops = kMandelbrotFlopsPerIteration * double(ref.iterations)};
   return t;
 }

@@ -10,6 +10,7 @@
 
 namespace {
 const bool registered = concurdl::register_chapter(
-    {"03-async-io", "Asynchronous I/O and data loading: pread, mmap, io_uring, prefetching "
-                    "loaders, compute/I-O overlap"});
+    {"03-async-io",
+     "Asynchronous I/O and data loading: pread, mmap, io_uring, prefetching "
+     "loaders, compute/I-O overlap"});
 }  // namespace

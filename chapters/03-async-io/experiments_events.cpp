@@ -73,7 +73,8 @@ void produce(Pipes& p, std::uint64_t per_pipe, std::size_t message) {
   for (std::size_t i = 0; i < n; ++i) msg[i].assign(message, pipe_byte(i));
   for (std::uint64_t at = 0; at < per_pipe; at += message)
     for (std::size_t i = 0; i < n; ++i) {
-      const std::size_t len = static_cast<std::size_t>(std::min<std::uint64_t>(message, per_pipe - at));
+      const std::size_t len =
+          static_cast<std::size_t>(std::min<std::uint64_t>(message, per_pipe - at));
       for (std::size_t w = 0; w < len;) {
         const ssize_t r = ::write(p.wr[i].get(), msg[i].data() + w, len - w);
         if (r < 0) {
@@ -95,8 +96,10 @@ void consume_threads(Pipes& p) {
       std::vector<std::uint8_t> buf(kReadChunk);
       while (true) {
         const ssize_t r = ::read(p.rd[i].get(), buf.data(), buf.size());
-        if (r > 0) count(p, i, buf.data(), static_cast<std::size_t>(r));
-        else if (r == 0 || errno != EINTR) break;
+        if (r > 0)
+          count(p, i, buf.data(), static_cast<std::size_t>(r));
+        else if (r == 0 || errno != EINTR)
+          break;
       }
     });
 }
@@ -327,7 +330,8 @@ Trial continuations_trial(const Params& params, GroupCache&) {
   const ChainFn chain = kContinuations.find(params).run;
   const auto steps = static_cast<int>(param_int(params, "steps"));
   int expected = 0;
-  for (int i = 0; i < steps; ++i) expected = static_cast<int>(static_cast<unsigned>(step(expected)));
+  for (int i = 0; i < steps; ++i)
+    expected = static_cast<int>(static_cast<unsigned>(step(expected)));
   auto result = std::make_shared<int>(-1);
   auto io = std::make_shared<SerialExecutor>();
   Trial t;

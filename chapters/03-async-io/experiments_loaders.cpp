@@ -76,9 +76,10 @@ struct Tally {
       repeated += h > 1;
     }
     if (lost + repeated > 0 || batches != expected_batches || sum != n * (n - 1) / 2)
-      return fmt::format("of {} samples {} never arrived and {} arrived more than once; {} of {} "
-                         "batches",
-                         n, lost, repeated, batches, expected_batches);
+      return fmt::format(
+          "of {} samples {} never arrived and {} arrived more than once; {} of {} "
+          "batches",
+          n, lost, repeated, batches, expected_batches);
     return "";
   }
 };
@@ -121,7 +122,8 @@ Setup& setup_for(const Params& p, GroupCache& cache) {
     s.dir = std::make_shared<TempDir>("concurdl-ch03-loader");
     data::write_synthetic_dataset(s.dir->path() / "ds", s.spec, 1024);
     s.store = std::make_shared<RecordStore>(
-        s.dir->path() / "ds", StoreOptions{.mode = ReadMode::pread, .storage = {.latency_s = latency}});
+        s.dir->path() / "ds",
+        StoreOptions{.mode = ReadMode::pread, .storage = {.latency_s = latency}});
     s.opt = base_options(p);
     s.batches = EpochPlan(s.spec.records, s.opt, 0).batches();
     // The serial I/O time of an epoch: the sync loader with no compute, median of three.
@@ -158,7 +160,8 @@ Trial loader_trial(Setup& s, std::unique_ptr<Loader> loader, double compute) {
   t.reset = [tally] { tally->clear(); };
   t.run = [l, tally, epoch, compute] { run_epoch(*l, (*epoch)++, compute, *tally); };
   t.check = [tally, n = s.batches] { return tally->check(n); };
-  t.work = {.items = double(s.spec.records), .bytes = double(s.spec.records) * s.spec.record_size()};
+  t.work = {.items = double(s.spec.records),
+            .bytes = double(s.spec.records) * s.spec.record_size()};
   return t;
 }
 
@@ -233,13 +236,15 @@ Trial exercise_trial(Impl impl, const Params& p, GroupCache& cache, bool prefetc
   const bool student = impl == Impl::student;
   std::unique_ptr<Loader> loader;
   if (prefetch_exercise)
-    loader = student ? std::unique_ptr<Loader>(std::make_unique<StudentPrefetchLoader>(*s.store, opt))
-                     : std::make_unique<PrefetchLoader>(*s.store, opt);
+    loader = student
+                 ? std::unique_ptr<Loader>(std::make_unique<StudentPrefetchLoader>(*s.store, opt))
+                 : std::make_unique<PrefetchLoader>(*s.store, opt);
   else
-    loader = student ? std::unique_ptr<Loader>(
-                           std::make_unique<WorkerLoader<StudentReorderBuffer<Batch>>>(
-                               *s.store, opt, "student_ordered"))
-                     : std::make_unique<OrderedWorkerLoader>(*s.store, opt, "workers_ordered");
+    loader =
+        student
+            ? std::unique_ptr<Loader>(std::make_unique<WorkerLoader<StudentReorderBuffer<Batch>>>(
+                  *s.store, opt, "student_ordered"))
+            : std::make_unique<OrderedWorkerLoader>(*s.store, opt, "workers_ordered");
   return loader_trial(s, std::move(loader), prefetch_exercise ? compute_per_batch(s, p) : 0);
 }
 

@@ -7,6 +7,7 @@
 // against the file's after every run (outside the timing), so a fast wrong read is a failure.
 // Speedup is against pread at depth 1 for the same request size and cache state.
 #include <fcntl.h>
+#include <fmt/format.h>
 
 #include <chrono>
 #include <cstdio>
@@ -16,8 +17,6 @@
 #include <set>
 #include <string>
 #include <vector>
-
-#include <fmt/format.h>
 
 #include "concurdl/async_io/file.hpp"
 #include "concurdl/async_io/read_paths.hpp"
@@ -56,7 +55,8 @@ TestFile& file_for(const Params& p, GroupCache& cache) {
     TestFile f;
     f.bytes = static_cast<std::uint64_t>(param_int(p, "file"));
     if (f.bytes % kDirectAlign != 0)
-      throw UsageError(fmt::format("parameter 'file': {} is not a multiple of {}", f.bytes, kDirectAlign));
+      throw UsageError(
+          fmt::format("parameter 'file': {} is not a multiple of {}", f.bytes, kDirectAlign));
     f.dir = std::make_shared<TempDir>("concurdl-ch03-read");
     f.path = f.dir->path() / "data.bin";
     f.crc = data::write_random_file(f.path, f.bytes, 2024);
@@ -109,18 +109,20 @@ Trial buffered_trial(const Params& p, GroupCache& cache) {
   TestFile& f = file_for(p, cache);
   const std::string& cache_state = param_str(p, "cache");
   if (cache_state != "page_cache" && cache_state != "cold")
-    throw UsageError(fmt::format("parameter 'cache': '{}' is neither page_cache nor cold "
-                                 "(O_DIRECT is ch03/read_direct)",
-                                 cache_state));
+    throw UsageError(
+        fmt::format("parameter 'cache': '{}' is neither page_cache nor cold "
+                    "(O_DIRECT is ch03/read_direct)",
+                    cache_state));
   auto st = std::make_shared<ReadState>();
   st->fd = data::open_file(f.path, O_RDONLY);
   st->cold = cache_state == "cold";
   if (st->cold) {
     std::string why;
     if (!drop_from_page_cache(st->fd.get(), &why) || cached_fraction(st->fd.get()) > 0.5)
-      note_once(fmt::format("ch03/read_throughput: the kernel kept the file cached after "
-                            "POSIX_FADV_DONTNEED{}; 'cold' rows are not cold here",
-                            why.empty() ? "" : " (" + why + ")"));
+      note_once(
+          fmt::format("ch03/read_throughput: the kernel kept the file cached after "
+                      "POSIX_FADV_DONTNEED{}; 'cold' rows are not cold here",
+                      why.empty() ? "" : " (" + why + ")"));
   }
   const std::size_t request = request_of(p);
   st->dst = AlignedBuffer(f.bytes);
@@ -137,7 +139,8 @@ Trial direct_trial(const Params& p, GroupCache& cache) {
   TestFile& f = file_for(p, cache);
   const std::size_t request = request_of(p);
   if (request % kDirectAlign != 0)
-    throw UsageError(fmt::format("parameter 'request': O_DIRECT needs a multiple of {}", kDirectAlign));
+    throw UsageError(
+        fmt::format("parameter 'request': O_DIRECT needs a multiple of {}", kDirectAlign));
   auto st = std::make_shared<ReadState>();
   std::string why;
   if (direct_io_supported(f.dir->path(), &why)) {
@@ -145,7 +148,8 @@ Trial direct_trial(const Params& p, GroupCache& cache) {
   } else {
     // Fall back to the closest thing, and say so: buffered reads of a file dropped from the
     // cache before every run (the same as ch03/read_throughput's cold rows).
-    note_once("ch03/read_direct: " + why + "; these rows measure buffered reads of a cold file "
+    note_once("ch03/read_direct: " + why +
+              "; these rows measure buffered reads of a cold file "
               "instead (direct: unsupported)");
     st->fd = data::open_file(f.path, O_RDONLY);
     st->cold = true;
@@ -179,11 +183,14 @@ Trial exercise_uring_trial(Impl impl, const Params& p, GroupCache& cache) {
   for (std::uint32_t piece : st->order) {
     const std::uint64_t off = std::uint64_t{piece} * request;
     reqs->push_back({st->fd.get(), off, st->dst.data() + off,
-                     static_cast<std::uint32_t>(std::min<std::uint64_t>(request, f.bytes - off)), -1});
+                     static_cast<std::uint32_t>(std::min<std::uint64_t>(request, f.bytes - off)),
+                     -1});
   }
   st->run = [ring, reqs, depth, student] {
-    if (student) student_uring_read_batch(*ring, *reqs, depth);
-    else uring_read_batch(*ring, *reqs, depth);
+    if (student)
+      student_uring_read_batch(*ring, *reqs, depth);
+    else
+      uring_read_batch(*ring, *reqs, depth);
   };
   return read_trial(st, f.crc, f.bytes);
 }
@@ -191,7 +198,8 @@ Trial exercise_uring_trial(Impl impl, const Params& p, GroupCache& cache) {
 
 const bool registered = [] {
   const Axis qd{"qd", {"1", "2", "8", "32"}, {"1", "8"}, AxisKind::count};
-  const Axis request{"request", {"4K", "16K", "64K", "256K", "1M"}, {"4K", "64K", "1M"}, AxisKind::size};
+  const Axis request{
+      "request", {"4K", "16K", "64K", "256K", "1M"}, {"4K", "64K", "1M"}, AxisKind::size};
   const Axis file{"file", {"256M"}, {"32M"}, AxisKind::size};
 
   register_experiment({

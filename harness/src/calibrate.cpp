@@ -7,6 +7,7 @@
 // Arrays are >= 4x the last-level cache so that the memory, not the cache, is measured.
 #include "concurdl/harness/calibrate.hpp"
 
+#include <fmt/format.h>
 #include <omp.h>
 #include <pthread.h>
 #include <sched.h>
@@ -20,8 +21,6 @@
 #include <map>
 #include <memory>
 #include <thread>
-
-#include <fmt/format.h>
 
 #include "concurdl/harness/experiment.hpp"
 
@@ -37,11 +36,13 @@ std::size_t last_level_cache_bytes() {
   std::error_code ec;
   for (const auto& cpu : fs::directory_iterator("/sys/devices/system/cpu", ec)) {
     const std::string name = cpu.path().filename().string();
-    if (name.rfind("cpu", 0) != 0 || name.size() < 4 || !std::isdigit(static_cast<unsigned char>(name[3])))
+    if (name.rfind("cpu", 0) != 0 || name.size() < 4 ||
+        !std::isdigit(static_cast<unsigned char>(name[3])))
       continue;
     for (int idx = 0; idx < 16; ++idx) {
       const fs::path dir = cpu.path() / "cache" / fmt::format("index{}", idx);
-      std::ifstream size_in(dir / "size"), level_in(dir / "level"), shared_in(dir / "shared_cpu_list");
+      std::ifstream size_in(dir / "size"), level_in(dir / "level"),
+          shared_in(dir / "shared_cpu_list");
       std::string size, shared;
       int level = 0;
       if (!(size_in >> size) || !(level_in >> level) || size.empty()) continue;
@@ -72,7 +73,8 @@ struct Arrays {
 
 // Elements per array: 4x the last-level cache, at least 32 MiB of doubles.
 std::size_t array_elements() {
-  return std::max<std::size_t>(4 * last_level_cache_bytes(), std::size_t{32} << 20) / sizeof(double);
+  return std::max<std::size_t>(4 * last_level_cache_bytes(), std::size_t{32} << 20) /
+         sizeof(double);
 }
 
 // First touch by all hardware threads with the kernels' static schedule: the arrays are shared
@@ -98,9 +100,10 @@ std::string check_all(const double* v, std::size_t n, double expected, const cha
 // OpenMP may give fewer threads than asked (OMP_DYNAMIC, OMP_THREAD_LIMIT): then the
 // configuration is not what it says, and the check fails rather than mislabel the number.
 std::string team_check(int team, int threads) {
-  return team == threads ? std::string()
-                         : fmt::format("OpenMP ran {} threads, not {} (OMP_DYNAMIC or a thread limit?)",
-                                       team, threads);
+  return team == threads
+             ? std::string()
+             : fmt::format("OpenMP ran {} threads, not {} (OMP_DYNAMIC or a thread limit?)", team,
+                           threads);
 }
 
 Trial mem_trial(const Params& p, GroupCache& cache, bool triad) {
@@ -221,7 +224,8 @@ FmaReference fma_reference(std::int64_t iterations) {
 Trial fma_trial(const Params& p, GroupCache& cache) {
   const int threads = static_cast<int>(param_int(p, "threads"));
   const std::int64_t iters = param_int(p, "iterations");
-  const FmaReference ref = cache.get<FmaReference>("reference", [&] { return fma_reference(iters); });
+  const FmaReference ref =
+      cache.get<FmaReference>("reference", [&] { return fma_reference(iters); });
   // One slot per thread, a cache line apart so that the stores do not false-share.
   auto results = std::make_shared<std::vector<float>>(static_cast<std::size_t>(threads) * 16);
   auto team = std::make_shared<int>(0);
@@ -237,12 +241,15 @@ Trial fma_trial(const Params& p, GroupCache& cache) {
   };
   t.check = [=] {
     if (std::string e = team_check(*team, threads); !e.empty()) return e;
-    auto close = [](double got, double want) { return std::fabs(got - want) <= 1e-4 * std::fabs(want); };
+    auto close = [](double got, double want) {
+      return std::fabs(got - want) <= 1e-4 * std::fabs(want);
+    };
     for (int th = 0; th < threads; ++th) {
       const double got = (*results)[static_cast<std::size_t>(th) * 16];
       if (!close(got, ref.fused) && !close(got, ref.unfused))
-        return fmt::format("thread {}: sum {} matches neither scalar reference ({} fused, {} unfused)",
-                           th, got, ref.fused, ref.unfused);
+        return fmt::format(
+            "thread {}: sum {} matches neither scalar reference ({} fused, {} unfused)", th, got,
+            ref.fused, ref.unfused);
     }
     return std::string();
   };
@@ -320,7 +327,8 @@ Trial thread_copy_trial(const Params& p) {
       for (int r = 0; r < h->rounds; ++r) {
         h->await(2 * r + 1);
         std::memcpy(h->out.data(), h->shared.data(), h->bytes);
-        h->reader_sum += static_cast<std::uint64_t>(static_cast<unsigned char>(h->out[h->bytes / 2]));
+        h->reader_sum +=
+            static_cast<std::uint64_t>(static_cast<unsigned char>(h->out[h->bytes / 2]));
         h->pass(2 * r + 2);
       }
     });
@@ -328,9 +336,9 @@ Trial thread_copy_trial(const Params& p) {
     reader.join();
   };
   t.check = [h] {
-    return h->reader_sum == h->expected_sum
-               ? std::string()
-               : fmt::format("reader saw checksum {}, writer wrote {}", h->reader_sum, h->expected_sum);
+    return h->reader_sum == h->expected_sum ? std::string()
+                                            : fmt::format("reader saw checksum {}, writer wrote {}",
+                                                          h->reader_sum, h->expected_sum);
   };
   t.work = {static_cast<double>(h->rounds), static_cast<double>(chunk) * h->rounds, 0};
   return t;
@@ -340,40 +348,63 @@ Axis threads_axis() { return {"threads", thread_counts_up_to_cores(), {}, AxisKi
 
 const bool registered = [] {
   register_chapter({kCalibrationChapter, "Calibration: this machine's measured ceilings"});
-  const Figure bw_speedup{.id = "speedup", .title = "Memory bandwidth: speedup vs threads",
-                          .kind = FigureKind::speedup, .series = ""};
-  const Figure bw{.id = "bandwidth", .title = "Memory bandwidth vs threads", .kind = FigureKind::lines,
-                  .y = "bytes_per_s", .series = ""};
-  register_experiment({.id = "calibrate/mem_copy", .chapter = kCalibrationChapter,
-                       .title = "Memory bandwidth, copy (c = a), arrays >= 4x LLC",
-                       .axes = {threads_axis()}, .baseline = {{"threads", "1"}},
-                       .ceiling = Ceiling::mem_bandwidth, .interleave = {"threads"},
-                       .prepare = [](const Params& p, GroupCache& c) { return mem_trial(p, c, false); },
-                       .figures = {bw_speedup, bw}});
-  register_experiment({.id = "calibrate/mem_triad", .chapter = kCalibrationChapter,
-                       .title = "Memory bandwidth, triad (a = b + s c), arrays >= 4x LLC",
-                       .axes = {threads_axis()}, .baseline = {{"threads", "1"}},
-                       .ceiling = Ceiling::mem_bandwidth, .interleave = {"threads"},
-                       .prepare = [](const Params& p, GroupCache& c) { return mem_trial(p, c, true); },
-                       .figures = {bw_speedup, bw}});
-  register_experiment({.id = "calibrate/fma_peak", .chapter = kCalibrationChapter,
-                       .title = "Peak FLOP/s: independent FMA chains in registers",
-                       .axes = {threads_axis(),
-                                {"iterations", {"20000000"}, {"4000000"}, AxisKind::size}},
-                       .baseline = {{"threads", "1"}}, .ceiling = Ceiling::peak_flops,
-                       .interleave = {"threads"},
-                       .prepare = [](const Params& p, GroupCache& c) { return fma_trial(p, c); },
-                       .figures = {{.id = "speedup", .title = "Peak FLOP/s: speedup vs threads",
-                                    .kind = FigureKind::speedup, .series = ""},
-                                   {.id = "flops", .title = "FMA throughput vs threads",
-                                    .y = "flops_per_s", .series = ""}}});
-  register_experiment({.id = "calibrate/thread_copy", .chapter = kCalibrationChapter,
+  const Figure bw_speedup{.id = "speedup",
+                          .title = "Memory bandwidth: speedup vs threads",
+                          .kind = FigureKind::speedup,
+                          .series = ""};
+  const Figure bw{.id = "bandwidth",
+                  .title = "Memory bandwidth vs threads",
+                  .kind = FigureKind::lines,
+                  .y = "bytes_per_s",
+                  .series = ""};
+  register_experiment(
+      {.id = "calibrate/mem_copy",
+       .chapter = kCalibrationChapter,
+       .title = "Memory bandwidth, copy (c = a), arrays >= 4x LLC",
+       .axes = {threads_axis()},
+       .baseline = {{"threads", "1"}},
+       .ceiling = Ceiling::mem_bandwidth,
+       .interleave = {"threads"},
+       .prepare = [](const Params& p, GroupCache& c) { return mem_trial(p, c, false); },
+       .figures = {bw_speedup, bw}});
+  register_experiment(
+      {.id = "calibrate/mem_triad",
+       .chapter = kCalibrationChapter,
+       .title = "Memory bandwidth, triad (a = b + s c), arrays >= 4x LLC",
+       .axes = {threads_axis()},
+       .baseline = {{"threads", "1"}},
+       .ceiling = Ceiling::mem_bandwidth,
+       .interleave = {"threads"},
+       .prepare = [](const Params& p, GroupCache& c) { return mem_trial(p, c, true); },
+       .figures = {bw_speedup, bw}});
+  register_experiment(
+      {.id = "calibrate/fma_peak",
+       .chapter = kCalibrationChapter,
+       .title = "Peak FLOP/s: independent FMA chains in registers",
+       .axes = {threads_axis(), {"iterations", {"20000000"}, {"4000000"}, AxisKind::size}},
+       .baseline = {{"threads", "1"}},
+       .ceiling = Ceiling::peak_flops,
+       .interleave = {"threads"},
+       .prepare = [](const Params& p, GroupCache& c) { return fma_trial(p, c); },
+       .figures = {{.id = "speedup",
+                    .title = "Peak FLOP/s: speedup vs threads",
+                    .kind = FigureKind::speedup,
+                    .series = ""},
+                   {.id = "flops",
+                    .title = "FMA throughput vs threads",
+                    .y = "flops_per_s",
+                    .series = ""}}});
+  register_experiment({.id = "calibrate/thread_copy",
+                       .chapter = kCalibrationChapter,
                        .title = "Thread-to-thread copy bandwidth (writer -> reader handoff)",
                        .axes = {{"chunk", {"64K", "1M", "16M"}, {"1M"}, AxisKind::size}},
                        .interleave = {"chunk"},
                        .prepare = [](const Params& p, GroupCache&) { return thread_copy_trial(p); },
-                       .figures = {{.id = "bandwidth", .title = "Thread-to-thread copy bandwidth",
-                                    .kind = FigureKind::bars, .x = "chunk", .y = "bytes_per_s",
+                       .figures = {{.id = "bandwidth",
+                                    .title = "Thread-to-thread copy bandwidth",
+                                    .kind = FigureKind::bars,
+                                    .x = "chunk",
+                                    .y = "bytes_per_s",
                                     .series = ""}}});
   return true;
 }();
@@ -400,8 +431,9 @@ Calibration calibration_from_records(const std::vector<Record>& records) {
   Calibration c;
   nlohmann::json copy = nlohmann::json::object(), triad = nlohmann::json::object(),
                  fma = nlohmann::json::object();
-  c.mem_bandwidth_bytes_per_s = std::max(best(records, "calibrate/mem_copy", "bytes_per_s", &copy),
-                                         best(records, "calibrate/mem_triad", "bytes_per_s", &triad));
+  c.mem_bandwidth_bytes_per_s =
+      std::max(best(records, "calibrate/mem_copy", "bytes_per_s", &copy),
+               best(records, "calibrate/mem_triad", "bytes_per_s", &triad));
   c.peak_flops = best(records, "calibrate/fma_peak", "flops_per_s", &fma);
   for (const Record& r : records)
     if (r.experiment == "calibrate/fma_peak" && r.valid && r.params.count("threads") &&
@@ -415,7 +447,8 @@ Calibration calibration_from_records(const std::vector<Record>& records) {
   std::vector<std::pair<double, double>> pingpong;  // bytes, one-way seconds
   for (const Record& r : records)
     if (r.experiment == "calibrate/rank_pingpong" && r.valid && r.derived.count("one_way_s"))
-      pingpong.emplace_back(static_cast<double>(param_int(r.params, "bytes")), r.derived.at("one_way_s"));
+      pingpong.emplace_back(static_cast<double>(param_int(r.params, "bytes")),
+                            r.derived.at("one_way_s"));
   std::sort(pingpong.begin(), pingpong.end());
   if (!pingpong.empty()) {
     smallest = pingpong.front().second;

@@ -3,8 +3,10 @@
 // (one line on stderr naming what was wrong). Progress on stderr, the output path last on stdout.
 #include "concurdl/harness/cli.hpp"
 
+#include <fmt/format.h>
 #include <unistd.h>
 
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
@@ -13,9 +15,6 @@
 #include <set>
 #include <stdexcept>
 
-#include <CLI/CLI.hpp>
-#include <fmt/format.h>
-
 #include "concurdl/build_info.hpp"
 #include "concurdl/harness/calibrate.hpp"
 #include "concurdl/harness/compare.hpp"
@@ -23,8 +22,8 @@
 #include "concurdl/harness/exercise.hpp"
 #include "concurdl/harness/openblas_env.hpp"
 #include "concurdl/harness/provenance.hpp"
-#include "concurdl/harness/report.hpp"
 #include "concurdl/harness/ranks.hpp"
+#include "concurdl/harness/report.hpp"
 #include "concurdl/harness/runner.hpp"
 #include "list.hpp"
 
@@ -55,7 +54,8 @@ std::vector<std::string> parse_counts(const std::string& flag, const std::string
   for (const auto& v : out) {
     bool ok = !v.empty() && v.find_first_not_of("0123456789") == std::string::npos && v.size() < 10;
     if (ok) ok = std::stol(v) >= 1;
-    if (!ok) throw UsageError(fmt::format("{}: '{}' is not a count (need an integer >= 1)", flag, v));
+    if (!ok)
+      throw UsageError(fmt::format("{}: '{}' is not a count (need an integer >= 1)", flag, v));
   }
   return out;
 }
@@ -67,7 +67,8 @@ RunOptions make_options(const Args& a) {
   if (!a.ranks.empty()) opt.ranks = parse_counts("--ranks", a.ranks);
   if (!a.repeat.empty()) {
     const auto reps = parse_counts("--repeat", a.repeat);
-    if (reps.size() != 1) throw UsageError(fmt::format("--repeat: '{}' is not one count", a.repeat));
+    if (reps.size() != 1)
+      throw UsageError(fmt::format("--repeat: '{}' is not one count", a.repeat));
     opt.repeat = std::stoi(reps[0]);
   }
   for (const auto& kv : a.set) {
@@ -107,8 +108,8 @@ std::vector<const Experiment*> select(const std::vector<std::string>& targets, b
   for (const auto& t : targets) {
     if (const Experiment* e = find_experiment(t)) {
       if (!e->recorded_by.empty())
-        throw UsageError(fmt::format("{} is recorded by 'concurdl {}', not measured by run", t,
-                                     e->recorded_by));
+        throw UsageError(
+            fmt::format("{} is recorded by 'concurdl {}', not measured by run", t, e->recorded_by));
       if (e->mpi && !across_ranks)
         throw UsageError(fmt::format("{} runs across MPI ranks: give --ranks N", t));
       if (!e->mpi && across_ranks)
@@ -121,7 +122,8 @@ std::vector<const Experiment*> select(const std::vector<std::string>& targets, b
       for (const Experiment* x : in_chapter)
         if (x->recorded_by.empty()) add(x);
     } else {
-      throw UsageError(fmt::format("unknown chapter or experiment '{}' (concurdl list shows them)", t));
+      throw UsageError(
+          fmt::format("unknown chapter or experiment '{}' (concurdl list shows them)", t));
     }
   }
   return out;
@@ -181,16 +183,16 @@ int measure(const std::vector<std::string>& command, const std::vector<const Exp
   if (writer) dir = make_run_dir(root, f.provenance["host"].get<std::string>(), short_commit());
   save();
 
-  const bool selects_calibration = std::any_of(selected.begin(), selected.end(), [](const Experiment* e) {
-    return e->chapter == kCalibrationChapter;
-  });
+  const bool selects_calibration =
+      std::any_of(selected.begin(), selected.end(),
+                  [](const Experiment* e) { return e->chapter == kCalibrationChapter; });
   if (calibrate_first && !selects_calibration) {
     RunOptions copt;
     copt.profile = opt.profile == Profile::smoke ? Profile::smoke : Profile::quick;
     copt.progress = opt.progress;
     if (opt.progress) std::fprintf(stderr, "concurdl: calibrating this machine\n");
-    std::vector<Record> calib = run_configs(
-        expand(chapter_experiments(kCalibrationChapter, across_ranks), copt), copt, {});
+    std::vector<Record> calib =
+        run_configs(expand(chapter_experiments(kCalibrationChapter, across_ranks), copt), copt, {});
     f.calibration = calibration_from_records(calib);
     f.records = std::move(calib);
     save();
@@ -282,9 +284,9 @@ int cmd_compare(const Args& a) {
   fs::path out = a.out;
   if (out.empty()) {
     ensure_directory("results/compare", "compare output");
-    out = fs::path("results/compare") /
-          fmt::format("{}-vs-{}.json", ra.path.parent_path().filename().string(),
-                      rb.path.parent_path().filename().string());
+    out = fs::path("results/compare") / fmt::format("{}-vs-{}.json",
+                                                    ra.path.parent_path().filename().string(),
+                                                    rb.path.parent_path().filename().string());
   }
   if (out.has_parent_path()) ensure_directory(out.parent_path(), "--out");
   write_file_atomic(out, to_json(r).dump(2) + "\n");
@@ -293,9 +295,11 @@ int cmd_compare(const Args& a) {
 }
 
 int cmd_exercise(const Args& a) {
-  if (a.targets.size() != 1) throw UsageError("exercise: give one chapter, e.g. concurdl exercise ch02");
+  if (a.targets.size() != 1)
+    throw UsageError("exercise: give one chapter, e.g. concurdl exercise ch02");
   const ChapterInfo* c = find_chapter(a.targets[0]);
-  if (!c) throw UsageError(fmt::format("unknown chapter '{}' (concurdl list shows them)", a.targets[0]));
+  if (!c)
+    throw UsageError(fmt::format("unknown chapter '{}' (concurdl list shows them)", a.targets[0]));
   const std::vector<const Exercise*> mine = exercises_of(c->folder);
   if (mine.empty()) throw UsageError(fmt::format("chapter {} has no exercises", c->folder));
   RunOptions opt = make_options(a);
@@ -304,8 +308,9 @@ int cmd_exercise(const Args& a) {
     const ExerciseOutcome o = check_exercise(*x, program_dir());
     switch (o.state) {
       case ExerciseState::not_attempted:
-        fmt::print("exercise {} {}: not attempted ({} of {} tests skipped: CDL_TODO still in place)\n",
-                   x->id, x->title, o.tests_skipped, o.tests_skipped + o.tests_passed);
+        fmt::print(
+            "exercise {} {}: not attempted ({} of {} tests skipped: CDL_TODO still in place)\n",
+            x->id, x->title, o.tests_skipped, o.tests_skipped + o.tests_passed);
         continue;
       case ExerciseState::wrong:
         ok = false;
@@ -327,23 +332,28 @@ int cmd_exercise(const Args& a) {
       if (s.params.at("impl") != "student") continue;
       Params ref_params = s.params;
       ref_params["impl"] = "reference";
-      auto ref = std::find_if(recs.begin(), recs.end(), [&](const Record& r) { return r.params == ref_params; });
+      auto ref = std::find_if(recs.begin(), recs.end(),
+                              [&](const Record& r) { return r.params == ref_params; });
       if (ref == recs.end()) continue;
       Params shown = s.params;
       shown.erase("impl");
       if (!s.valid || !ref->valid) {
         ok = false;
-        fmt::print("    {}: INVALID: {}\n", describe(shown), s.valid ? ref->validation : s.validation);
+        fmt::print("    {}: INVALID: {}\n", describe(shown),
+                   s.valid ? ref->validation : s.validation);
         continue;
       }
       const Ratio ratio = ratio_of_medians(s.samples, ref->samples);
       const MannWhitney mw = mann_whitney(s.samples, ref->samples);
       const bool differs = mw.p_value < 0.05 && (ratio.lo > 1 || ratio.hi < 1);
       const bool faster = s.lower_is_better ? ratio.value < 1 : ratio.value > 1;
-      fmt::print("    {}: student {:.3g} {} vs reference {:.3g} {}: ratio {:.2f}x [{:.2f}, {:.2f}] -> {}\n",
-                 describe(shown), s.stats.median, s.unit, ref->stats.median, ref->unit, ratio.value,
-                 ratio.lo, ratio.hi,
-                 differs ? (faster ? "student is faster" : "student is slower") : "no significant difference");
+      fmt::print(
+          "    {}: student {:.3g} {} vs reference {:.3g} {}: ratio {:.2f}x [{:.2f}, {:.2f}] -> "
+          "{}\n",
+          describe(shown), s.stats.median, s.unit, ref->stats.median, ref->unit, ratio.value,
+          ratio.lo, ratio.hi,
+          differs ? (faster ? "student is faster" : "student is slower")
+                  : "no significant difference");
     }
   }
   return ok ? 0 : 1;
@@ -368,7 +378,8 @@ std::vector<Command>& command_list() {
 
 bool register_command(Command c) {
   for (const auto& existing : command_list())
-    if (existing.name == c.name) throw std::logic_error("command '" + c.name + "' registered twice");
+    if (existing.name == c.name)
+      throw std::logic_error("command '" + c.name + "' registered twice");
   command_list().push_back(std::move(c));
   return true;
 }
@@ -387,8 +398,10 @@ int cli_main(int argc, char** argv) {
   list->add_flag("--markdown", a.markdown,
                  "print the variant tables as the chapter READMEs' generated Markdown blocks");
 
-  auto* run = app.add_subcommand("run", "run chapters or experiments (default: every chapter, quick), then the report");
-  run->add_option("targets", a.targets, "chapters (ch01, 01-threads) or experiment ids (ch01/parallel_sum)");
+  auto* run = app.add_subcommand(
+      "run", "run chapters or experiments (default: every chapter, quick), then the report");
+  run->add_option("targets", a.targets,
+                  "chapters (ch01, 01-threads) or experiment ids (ch01/parallel_sum)");
   add_run_flags(run, a);
   run->add_option("--ranks", a.ranks,
                   "run the experiments across MPI ranks under mpirun: rank counts to sweep, e.g. 2 "
@@ -397,19 +410,24 @@ int cli_main(int argc, char** argv) {
   run->add_flag("--no-calibrate", a.no_calibrate, "skip measuring the machine's ceilings first");
   run->add_flag("--no-report", a.no_report, "write results.json only");
 
-  auto* calibrate = app.add_subcommand("calibrate", "measure this machine's ceilings (bandwidth, FLOP/s)");
+  auto* calibrate =
+      app.add_subcommand("calibrate", "measure this machine's ceilings (bandwidth, FLOP/s)");
   add_run_flags(calibrate, a);
   calibrate->add_flag("--no-report", a.no_report, "write results.json only");
 
   auto* report = app.add_subcommand("report", "charts and report for one run, or several merged");
   report->add_option("runs", a.targets, "run directories or results.json files")->required();
-  report->add_option("--out", a.out, "where to write (default: the run directory, or results/reports/... for several)");
+  report->add_option(
+      "--out", a.out,
+      "where to write (default: the run directory, or results/reports/... for several)");
 
-  auto* compare = app.add_subcommand("compare", "ratio, CI and verdict per configuration of two runs");
+  auto* compare =
+      app.add_subcommand("compare", "ratio, CI and verdict per configuration of two runs");
   compare->add_option("runs", a.targets, "RUN_A RUN_B")->required();
   compare->add_option("--out", a.out, "JSON output file (default results/compare/A-vs-B.json)");
 
-  auto* exercise = app.add_subcommand("exercise", "check a chapter's exercises, then time them against the reference");
+  auto* exercise = app.add_subcommand(
+      "exercise", "check a chapter's exercises, then time them against the reference");
   exercise->add_option("chapter", a.targets, "the chapter, e.g. ch02")->required();
   exercise->add_option("--repeat", a.repeat, "timed repetitions");
   exercise->add_option("--profile", a.profile, "quick (default) or full");
@@ -442,7 +460,8 @@ int cli_main(int argc, char** argv) {
       if (auto launched = launch_ranks(a, argc, argv)) return *launched;
       return measure(command, select(a.targets, ranks::initialized()), a, !a.no_calibrate);
     }
-    if (*calibrate) return measure(command, chapter_experiments(kCalibrationChapter, false), a, false);
+    if (*calibrate)
+      return measure(command, chapter_experiments(kCalibrationChapter, false), a, false);
     if (*report) return cmd_report(a);
     if (*compare) return cmd_compare(a);
     if (*exercise) return cmd_exercise(a);

@@ -3,6 +3,7 @@
 #include "concurdl/harness/exercise.hpp"
 
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -12,11 +13,9 @@
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
-#include <thread>
 #include <fstream>
-
-#include <fmt/format.h>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 namespace concurdl {
 
@@ -137,7 +136,8 @@ ExerciseOutcome check_exercise(const Exercise& e, const fs::path& bin_dir) {
       ::dup2(fd_out, STDOUT_FILENO);
       ::dup2(fd_out, STDERR_FILENO);
     }
-    ::execl(binary.c_str(), binary.c_str(), filter.c_str(), output.c_str(), static_cast<char*>(nullptr));
+    ::execl(binary.c_str(), binary.c_str(), filter.c_str(), output.c_str(),
+            static_cast<char*>(nullptr));
     ::_exit(127);
   }
   // A student's lock that deadlocks must not hang the command: wait with a deadline.
@@ -151,7 +151,8 @@ ExerciseOutcome check_exercise(const Exercise& e, const fs::path& bin_dir) {
     if (r < 0 && errno != EINTR) break;
     if (std::chrono::steady_clock::now() > deadline) {
       ::kill(pid, SIGKILL);
-      while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
+      while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+      }
       timed_out = true;
       break;
     }
@@ -161,8 +162,10 @@ ExerciseOutcome check_exercise(const Exercise& e, const fs::path& bin_dir) {
     ::unlink(report.c_str());
     ::unlink(console.c_str());
     out.state = ExerciseState::wrong;
-    out.detail = fmt::format("{} did not finish within {} s (a deadlock or an endless loop?); "
-                             "set CONCURDL_EXERCISE_TIMEOUT to allow more", e.test_binary, limit_s);
+    out.detail = fmt::format(
+        "{} did not finish within {} s (a deadlock or an endless loop?); "
+        "set CONCURDL_EXERCISE_TIMEOUT to allow more",
+        e.test_binary, limit_s);
     return out;
   }
   std::string skip_message;
@@ -198,17 +201,20 @@ ExerciseOutcome check_exercise(const Exercise& e, const fs::path& bin_dir) {
       if (!failures.empty()) {
         ++out.tests_failed;
         if (first_failure.empty()) {
-          // "file:line\nExpected equality of these values:\n  a\n    Which is: 1\n ..." on one line.
+          // "file:line\nExpected equality of these values:\n  a\n    Which is: 1\n ..." on one
+          // line.
           std::string msg = failures[0].value("failure", "");
           std::replace(msg.begin(), msg.end(), '\n', ' ');
-          msg.erase(std::unique(msg.begin(), msg.end(), [](char a, char b) { return a == ' ' && b == ' '; }),
+          msg.erase(std::unique(msg.begin(), msg.end(),
+                                [](char a, char b) { return a == ' ' && b == ' '; }),
                     msg.end());
           if (msg.size() > 300) msg = msg.substr(0, 300) + "...";
           first_failure = fmt::format("{}: {}", name, msg);
         }
       } else if (test.value("result", "") == "SKIPPED") {
         ++out.tests_skipped;
-        if (first_skip.empty()) first_skip = skip_message.empty() ? name + " skipped" : skip_message;
+        if (first_skip.empty())
+          first_skip = skip_message.empty() ? name + " skipped" : skip_message;
       } else {
         ++out.tests_passed;
       }

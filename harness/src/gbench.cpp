@@ -3,12 +3,11 @@
 #include "concurdl/harness/gbench.hpp"
 
 #include <benchmark/benchmark.h>
+#include <fmt/format.h>
 
 #include <algorithm>
 #include <map>
 #include <mutex>
-
-#include <fmt/format.h>
 
 #include "concurdl/harness/errors.hpp"
 #include "concurdl/harness/runner.hpp"
@@ -64,8 +63,9 @@ class RecordReporter : public benchmark::BenchmarkReporter {
         continue;
       }
       if (run.threads > 1 && run.run_name.time_type != "real_time") {
-        c.error = "threaded benchmark without UseRealTime(): CPU time summed over threads is "
-                  "not a throughput";
+        c.error =
+            "threaded benchmark without UseRealTime(): CPU time summed over threads is "
+            "not a throughput";
         continue;
       }
       const double seconds =
@@ -111,10 +111,14 @@ class RecordReporter : public benchmark::BenchmarkReporter {
     const std::string& args = run.run_name.args;
     while (!args.empty() && pos <= args.size()) {
       const std::size_t slash = args.find('/', pos);
-      const std::string item = args.substr(pos, slash == std::string::npos ? std::string::npos : slash - pos);
+      const std::string item =
+          args.substr(pos, slash == std::string::npos ? std::string::npos : slash - pos);
       const std::size_t colon = item.find(':');
-      if (colon != std::string::npos) p[item.substr(0, colon)] = item.substr(colon + 1);
-      else p[i < set_.microbenchmark_args.size() ? set_.microbenchmark_args[i] : fmt::format("arg{}", i)] = item;
+      if (colon != std::string::npos)
+        p[item.substr(0, colon)] = item.substr(colon + 1);
+      else
+        p[i < set_.microbenchmark_args.size() ? set_.microbenchmark_args[i]
+                                              : fmt::format("arg{}", i)] = item;
       ++i;
       if (slash == std::string::npos) break;
       pos = slash + 1;

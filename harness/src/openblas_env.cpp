@@ -1,13 +1,12 @@
 // OpenBLAS kernels on machines whose CPU it does not recognise (see openblas_env.hpp).
 #include "concurdl/harness/openblas_env.hpp"
 
+#include <cblas.h>
 #include <unistd.h>
 
 #include <cstdlib>
 #include <cstring>
 #include <string>
-
-#include <cblas.h>
 
 namespace concurdl {
 

@@ -1,11 +1,11 @@
 // Parameter parsing with errors that name the parameter and the value.
 #include "concurdl/harness/params.hpp"
 
+#include <fmt/format.h>
+
 #include <charconv>
 #include <cmath>
 #include <limits>
-
-#include <fmt/format.h>
 
 #include "concurdl/harness/errors.hpp"
 
@@ -20,10 +20,17 @@ namespace {
 // The binary suffixes of a size, in either case: 1 << 10, 20 or 30; 1 when `c` is none of them.
 std::int64_t suffix_scale(char c) {
   switch (c) {
-    case 'K': case 'k': return std::int64_t{1} << 10;
-    case 'M': case 'm': return std::int64_t{1} << 20;
-    case 'G': case 'g': return std::int64_t{1} << 30;
-    default: return 1;
+    case 'K':
+    case 'k':
+      return std::int64_t{1} << 10;
+    case 'M':
+    case 'm':
+      return std::int64_t{1} << 20;
+    case 'G':
+    case 'g':
+      return std::int64_t{1} << 30;
+    default:
+      return 1;
   }
 }
 
@@ -49,7 +56,8 @@ std::int64_t parse_size(std::string_view name, std::string_view text) {
   if (!digits.empty() && digits.front() == '-') bad(name, text, "must be at least 1");
   const std::int64_t v = parse_i64(name, digits, text);
   if (v < 1) bad(name, text, "must be at least 1");
-  if (v > std::numeric_limits<std::int64_t>::max() / scale) bad(name, text, "does not fit in 64 bits");
+  if (v > std::numeric_limits<std::int64_t>::max() / scale)
+    bad(name, text, "does not fit in 64 bits");
   return v * scale;
 }
 
@@ -74,9 +82,15 @@ void check_value(std::string_view name, AxisKind kind, std::string_view text) {
       }
       break;
     }
-    case AxisKind::size: parse_size(name, text); break;
-    case AxisKind::integer: parse_integer(name, text); break;
-    case AxisKind::real: parse_real(name, text); break;
+    case AxisKind::size:
+      parse_size(name, text);
+      break;
+    case AxisKind::integer:
+      parse_integer(name, text);
+      break;
+    case AxisKind::real:
+      parse_real(name, text);
+      break;
   }
 }
 
@@ -100,7 +114,9 @@ std::optional<double> number_value(std::string_view text) {
   return v;
 }
 
-bool has_param(const Params& p, std::string_view name) { return p.find(std::string(name)) != p.end(); }
+bool has_param(const Params& p, std::string_view name) {
+  return p.find(std::string(name)) != p.end();
+}
 
 const std::string& param_str(const Params& p, std::string_view name) {
   auto it = p.find(std::string(name));
@@ -114,7 +130,9 @@ std::int64_t param_int(const Params& p, std::string_view name) {
   return parse_integer(name, v);
 }
 
-double param_real(const Params& p, std::string_view name) { return parse_real(name, param_str(p, name)); }
+double param_real(const Params& p, std::string_view name) {
+  return parse_real(name, param_str(p, name));
+}
 
 std::string describe(const Params& p) {
   std::string out;
@@ -130,7 +148,8 @@ std::vector<std::string> split_list(std::string_view text, std::string_view what
   std::size_t start = 0;
   while (true) {
     const std::size_t comma = text.find(',', start);
-    const std::string_view item = text.substr(start, comma == std::string_view::npos ? text.npos : comma - start);
+    const std::string_view item =
+        text.substr(start, comma == std::string_view::npos ? text.npos : comma - start);
     if (item.empty()) throw UsageError(fmt::format("{}: '{}' has an empty item", what, text));
     out.emplace_back(item);
     if (comma == std::string_view::npos) break;

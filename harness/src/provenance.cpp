@@ -2,6 +2,9 @@
 // (machine, OS, git state, library versions) and at build time (compiler, flags).
 #include "concurdl/harness/provenance.hpp"
 
+#include <cblas.h>
+#include <fmt/format.h>
+#include <oneapi/tbb/version.h>
 #include <sys/utsname.h>
 #include <unistd.h>
 
@@ -13,10 +16,6 @@
 #include <set>
 #include <sstream>
 #include <thread>
-
-#include <cblas.h>
-#include <fmt/format.h>
-#include <oneapi/tbb/version.h>
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -158,8 +157,8 @@ json gpus() {
 
 json relevant_env() {
   static constexpr std::array<const char*, 11> prefixes = {
-      "OMP_", "OPENBLAS_", "OMPI_", "NCCL_", "CUDA_", "GOMP_", "KMP_", "TBB_", "CONCURDL_",
-      "TSAN_OPTIONS", "MKL_"};
+      "OMP_", "OPENBLAS_", "OMPI_",     "NCCL_",        "CUDA_", "GOMP_",
+      "KMP_", "TBB_",      "CONCURDL_", "TSAN_OPTIONS", "MKL_"};
   json env = json::object();
   for (char** e = environ; e && *e; ++e) {
     const std::string kv = *e;

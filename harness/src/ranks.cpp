@@ -3,6 +3,7 @@
 // calibration experiment calibrate/rank_pingpong (α and β between two ranks).
 #include "concurdl/harness/ranks.hpp"
 
+#include <fmt/format.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -11,11 +12,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <exception>
-#include <limits>
 #include <filesystem>
+#include <limits>
 #include <thread>
-
-#include <fmt/format.h>
 
 #include "concurdl/build_info.hpp"
 #include "concurdl/harness/calibrate.hpp"
@@ -42,7 +41,6 @@ MPI_Comm g_comm = MPI_COMM_NULL;  // the current Group's; MPI_COMM_NULL when not
 int g_comm_size = 1, g_comm_rank = 0;
 bool g_in_group = false;
 
-
 void finalize_at_exit() {
   int finalized = 0;
   MPI_Finalized(&finalized);
@@ -51,7 +49,6 @@ void finalize_at_exit() {
 #endif
 
 }  // namespace
-
 
 bool built() { return build::have_mpi; }
 
@@ -138,12 +135,13 @@ int world_size() { return g_size; }
 Group::Group(int size) {
   if (!g_initialized) {
     if (size != 1)
-      throw UsageError(fmt::format("ranks={} needs an MPI launch (concurdl run --ranks {})", size, size));
+      throw UsageError(
+          fmt::format("ranks={} needs an MPI launch (concurdl run --ranks {})", size, size));
     return;
   }
   if (size < 1 || size > g_size)
-    throw UsageError(fmt::format("ranks={}: this launch has {} rank(s) (--ranks sets how many)",
-                                 size, g_size));
+    throw UsageError(
+        fmt::format("ranks={}: this launch has {} rank(s) (--ranks sets how many)", size, g_size));
   const int color = g_rank < size ? 0 : MPI_UNDEFINED;
   CDL_MPI_CHECK(MPI_Comm_split(MPI_COMM_WORLD, color, g_rank, &g_comm));
   g_in_group = true;
@@ -204,7 +202,8 @@ std::vector<std::string> gather_text(const std::string& mine) {
   std::vector<std::string> out;
   if (g_comm_rank != 0) return out;
   for (std::size_t i = 0; i < lens.size(); ++i)
-    out.push_back(all.substr(static_cast<std::size_t>(offsets[i]), static_cast<std::size_t>(lens[i])));
+    out.push_back(
+        all.substr(static_cast<std::size_t>(offsets[i]), static_cast<std::size_t>(lens[i])));
   return out;
 }
 
@@ -225,9 +224,7 @@ void polite_barrier() {
 
 #else  // !CONCURDL_WITH_MPI: one process, rank 0 of 1.
 
-void init() {
-  throw UsageError("--ranks: this concurdl was built without MPI");
-}
+void init() { throw UsageError("--ranks: this concurdl was built without MPI"); }
 bool initialized() { return false; }
 int world_rank() { return 0; }
 int world_size() { return 1; }
@@ -316,7 +313,8 @@ Trial pingpong_trial(const Params& p, GroupCache&) {
     if (comm_rank() > 1) return "";
     for (std::size_t i = 0; i < bytes; ++i)
       if ((*recv)[i] != (*send)[i])
-        return fmt::format("byte {} of {} came back as {}, sent {}", i, bytes, (*recv)[i], (*send)[i]);
+        return fmt::format("byte {} of {} came back as {}, sent {}", i, bytes, (*recv)[i],
+                           (*send)[i]);
     return "";
   };
   t.work.items = 2.0 * round_trips;  // messages, one way each
@@ -329,8 +327,11 @@ const bool registered = register_experiment({
     .chapter = kCalibrationChapter,
     .title = "Ping-pong between two MPI ranks: one-way time vs message size (alpha and beta)",
     .axes = {{"ranks", {"2"}, {}, AxisKind::count},
-             {"bytes", {"8", "1K", "16K", "256K", "1M", "4M", "16M"}, {"8", "16K", "1M", "4M"},
-              AxisKind::size, std::int64_t{1} << 30}},
+             {"bytes",
+              {"8", "1K", "16K", "256K", "1M", "4M", "16M"},
+              {"8", "16K", "1M", "4M"},
+              AxisKind::size,
+              std::int64_t{1} << 30}},
     .derive =
         [](const Params&, const Work& w, Record& r) {
           const double one_way = r.stats.median / w.items;

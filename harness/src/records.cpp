@@ -1,21 +1,20 @@
-// Result records (schema v2, reads v1): JSON in and out, atomic writes, and a loader whose every error
-// names the file and the field.
+// Result records (schema v2, reads v1): JSON in and out, atomic writes, and a loader whose every
+// error names the file and the field.
 #include "concurdl/harness/records.hpp"
 
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
-#include <chrono>
 #include <cstring>
 #include <ctime>
 #include <fstream>
 #include <sstream>
-
-#include <fmt/format.h>
 
 #include "concurdl/harness/errors.hpp"
 
@@ -162,15 +161,21 @@ Record record_from_json(const Reader& rd, const json& j, const std::string& path
   const json& params = rd.at(j, "params", path);
   if (!params.is_object()) rd.fail(path + ".params", "expected an object");
   for (const auto& [k, v] : params.items()) {
-    if (v.is_string()) r.params[k] = v.get<std::string>();
-    else if (v.is_number_integer()) r.params[k] = std::to_string(v.get<long long>());
-    else if (v.is_number()) r.params[k] = param_text(v.get<double>());
-    else if (v.is_boolean()) r.params[k] = v.get<bool>() ? "true" : "false";
-    else rd.fail(path + ".params." + k, "expected a string or a number");
+    if (v.is_string())
+      r.params[k] = v.get<std::string>();
+    else if (v.is_number_integer())
+      r.params[k] = std::to_string(v.get<long long>());
+    else if (v.is_number())
+      r.params[k] = param_text(v.get<double>());
+    else if (v.is_boolean())
+      r.params[k] = v.get<bool>() ? "true" : "false";
+    else
+      rd.fail(path + ".params." + k, "expected a string or a number");
   }
   r.metric = rd.str(j, "metric", path);
   r.unit = rd.str(j, "unit", path);
-  if (auto it = j.find("lower_is_better"); it != j.end() && it->is_boolean()) r.lower_is_better = *it;
+  if (auto it = j.find("lower_is_better"); it != j.end() && it->is_boolean())
+    r.lower_is_better = *it;
   const json& samples = rd.at(j, "samples", path);
   if (!samples.is_array()) rd.fail(path + ".samples", "expected an array of numbers");
   for (std::size_t i = 0; i < samples.size(); ++i)
@@ -270,7 +275,8 @@ RunFile load_run(const fs::path& dir_or_file) {
   const fs::path file =
       fs::is_directory(dir_or_file, ec) ? dir_or_file / "results.json" : dir_or_file;
   std::ifstream in(file, std::ios::binary);
-  if (!in) throw UsageError(fmt::format("{}: cannot be read: {}", file.string(), std::strerror(errno)));
+  if (!in)
+    throw UsageError(fmt::format("{}: cannot be read: {}", file.string(), std::strerror(errno)));
   std::stringstream buf;
   buf << in.rdbuf();
   const std::string text = buf.str();
@@ -280,9 +286,10 @@ RunFile load_run(const fs::path& dir_or_file) {
     j = json::parse(text);
   } catch (const json::parse_error& e) {
     const bool truncated = e.byte >= text.size();
-    throw UsageError(fmt::format("{}: {} (at byte {} of {})", file.string(),
-                                 truncated ? "is truncated: the JSON ends early" : "is not valid JSON",
-                                 std::min<std::size_t>(e.byte, text.size()), text.size()));
+    throw UsageError(
+        fmt::format("{}: {} (at byte {} of {})", file.string(),
+                    truncated ? "is truncated: the JSON ends early" : "is not valid JSON",
+                    std::min<std::size_t>(e.byte, text.size()), text.size()));
   } catch (const json::exception& e) {  // e.g. a number too large for a double (1e400)
     throw UsageError(fmt::format("{}: is not valid JSON: {}", file.string(), e.what()));
   }
@@ -291,7 +298,8 @@ RunFile load_run(const fs::path& dir_or_file) {
   return f;
 }
 
-std::vector<RunFile> load_runs(const std::vector<fs::path>& paths, std::vector<std::string>& errors) {
+std::vector<RunFile> load_runs(const std::vector<fs::path>& paths,
+                               std::vector<std::string>& errors) {
   std::vector<RunFile> out;
   for (const auto& p : paths) {
     try {
@@ -312,8 +320,9 @@ void write_file_atomic(const fs::path& path, const std::string& content) {
     ::unlink(tmpl.c_str());
     throw std::runtime_error(fmt::format("{}: {} failed: {}", path.string(), step, why));
   };
-  if (fd < 0) throw std::runtime_error(fmt::format("{}: cannot create a temporary file: {}",
-                                                   path.string(), std::strerror(errno)));
+  if (fd < 0)
+    throw std::runtime_error(
+        fmt::format("{}: cannot create a temporary file: {}", path.string(), std::strerror(errno)));
   auto fail_closing = [&](const char* step) {
     const int saved = errno;  // close() may change errno
     ::close(fd);
@@ -364,7 +373,9 @@ fs::path make_run_dir(const fs::path& root, const std::string& host, const std::
     // mkdir fails if the name exists, so two runs can never share (or overwrite) a directory.
     std::error_code ec;
     if (fs::create_directory(dir, ec)) return dir;
-    if (ec) throw UsageError(fmt::format("{}: cannot create the run directory: {}", dir.string(), ec.message()));
+    if (ec)
+      throw UsageError(
+          fmt::format("{}: cannot create the run directory: {}", dir.string(), ec.message()));
   }
   throw UsageError(fmt::format("{}: too many runs named {}", root.string(), base));
 }

@@ -1,13 +1,12 @@
 // The registries of experiments and chapters, filled by static initializers in each chapter's
 // experiments.cpp (object libraries, so the linker keeps them).
+#include <fmt/format.h>
 #include <sched.h>
 
 #include <algorithm>
 #include <cctype>
 #include <stdexcept>
 #include <thread>
-
-#include <fmt/format.h>
 
 #include "concurdl/harness/errors.hpp"
 #include "concurdl/harness/experiment.hpp"
@@ -17,11 +16,13 @@ namespace concurdl {
 void check_axis_value(const Axis& a, std::string_view text) {
   check_value(a.name, a.kind, text);
   if (a.max == 0 || a.kind == AxisKind::text || a.kind == AxisKind::real) return;
-  const std::int64_t v = a.kind == AxisKind::integer ? parse_integer(a.name, text)
-                                                     : parse_size(a.name, text);
+  const std::int64_t v =
+      a.kind == AxisKind::integer ? parse_integer(a.name, text) : parse_size(a.name, text);
   if (v > a.max)
-    throw UsageError(fmt::format("parameter '{}': '{}' is more than {}, the most this experiment "
-                                 "takes", a.name, text, a.max));
+    throw UsageError(
+        fmt::format("parameter '{}': '{}' is more than {}, the most this experiment "
+                    "takes",
+                    a.name, text, a.max));
 }
 
 namespace {
@@ -57,18 +58,20 @@ void check_declaration(const Experiment& e) {
   };
   // The harness's own derived metrics (runner.cpp, derive_metrics) and the experiment's.
   auto is_derived = [&](const std::string& n) {
-    static const std::vector<std::string> own = {"items_per_s", "bytes_per_s", "flops_per_s",
-                                                 "intensity",   "speedup",     "efficiency",
-                                                 "karp_flatt",  "fraction_of_ceiling"};
+    static const std::vector<std::string> own = {
+        "items_per_s", "bytes_per_s", "flops_per_s", "intensity",
+        "speedup",     "efficiency",  "karp_flatt",  "fraction_of_ceiling"};
     return std::find(own.begin(), own.end(), n) != own.end() ||
            std::find(e.derived.begin(), e.derived.end(), n) != e.derived.end();
   };
   auto is_metric = [&](const std::string& n) {
-    return std::any_of(e.metrics.begin(), e.metrics.end(), [&](const Metric& m) { return m.name == n; });
+    return std::any_of(e.metrics.begin(), e.metrics.end(),
+                       [&](const Metric& m) { return m.name == n; });
   };
   for (const Metric& m : e.metrics) {
     if (m.name.empty() || m.name == e.metric) fail("a named metric needs a name of its own");
-    if (has_axis(m.name) || is_derived(m.name)) fail("metric '" + m.name + "' shadows an axis or a derived metric");
+    if (has_axis(m.name) || is_derived(m.name))
+      fail("metric '" + m.name + "' shadows an axis or a derived metric");
   }
   for (const auto& [k, v] : e.baseline)
     if (!has_axis(k)) fail("baseline names '" + k + "', which is not an axis");
@@ -86,13 +89,15 @@ void check_declaration(const Experiment& e) {
     if (!f.series.empty() && !has_axis(f.series))
       fail("figure '" + f.id + "' has series = '" + f.series + "', not an axis");
     if (f.y != "median" && !is_metric(f.y) && !is_derived(f.y))
-      fail("figure '" + f.id + "' has y = '" + f.y + "', neither the metric, a named metric nor a derived metric");
+      fail("figure '" + f.id + "' has y = '" + f.y +
+           "', neither the metric, a named metric nor a derived metric");
     if ((f.kind == FigureKind::speedup || f.kind == FigureKind::efficiency) && has_axis(f.x) &&
         f.x != e.scaling_axis)
       fail("figure '" + f.id + "' charts scaling along '" + f.x + "' but the scaling axis is '" +
            e.scaling_axis + "' (set Experiment::scaling_axis)");
     for (const Model& m : f.models)
-      if (m.label.empty() || !m.y) fail("figure '" + f.id + "' has a model without a label or a y function");
+      if (m.label.empty() || !m.y)
+        fail("figure '" + f.id + "' has a model without a label or a y function");
   }
 }
 
@@ -104,7 +109,8 @@ bool register_experiment(Experiment e) {
   register_chapter({e.chapter, ""});
   auto& list = experiment_list();
   list.push_back(std::move(e));
-  std::sort(list.begin(), list.end(), [](const Experiment& a, const Experiment& b) { return a.id < b.id; });
+  std::sort(list.begin(), list.end(),
+            [](const Experiment& a, const Experiment& b) { return a.id < b.id; });
   return true;
 }
 

@@ -2,17 +2,16 @@
 // prepare, check, warm up, time round-robin, check again; then statistics and derived metrics.
 #include "concurdl/harness/runner.hpp"
 
+#include <fmt/format.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cmath>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <exception>
 #include <limits>
 #include <set>
-
-#include <fmt/format.h>
 
 #include "concurdl/harness/errors.hpp"
 #include "concurdl/harness/gbench.hpp"
@@ -33,10 +32,10 @@ std::vector<std::string> smoke_values(const Axis& a) {
   const std::vector<std::string>& q = a.quick.empty() ? a.values : a.quick;
   if (a.kind == AxisKind::text) return q;
   auto number = [&](const std::string& v) {
-    return a.kind == AxisKind::real ? parse_real(a.name, v)
-                                    : static_cast<double>(a.kind == AxisKind::integer
-                                                              ? parse_integer(a.name, v)
-                                                              : parse_size(a.name, v));
+    return a.kind == AxisKind::real
+               ? parse_real(a.name, v)
+               : static_cast<double>(a.kind == AxisKind::integer ? parse_integer(a.name, v)
+                                                                 : parse_size(a.name, v));
   };
   return {*std::min_element(q.begin(), q.end(), [&](const std::string& x, const std::string& y) {
     return number(x) < number(y);
@@ -75,9 +74,12 @@ std::shared_ptr<Timer> host_timer() {
 
 int default_repetitions(Profile p) {
   switch (p) {
-    case Profile::smoke: return 1;
-    case Profile::quick: return 5;
-    case Profile::full: return 10;
+    case Profile::smoke:
+      return 1;
+    case Profile::quick:
+      return 5;
+    case Profile::full:
+      return 10;
   }
   return 5;
 }
@@ -126,7 +128,8 @@ std::vector<Config> expand(const std::vector<const Experiment*>& selected, const
   }
   for (const auto& [key, values] : opt.set)
     if (!used_keys.count(key))
-      throw UsageError(fmt::format("--set {}: no selected experiment has a parameter '{}'", key, key));
+      throw UsageError(
+          fmt::format("--set {}: no selected experiment has a parameter '{}'", key, key));
   return out;
 }
 
@@ -148,10 +151,12 @@ void Progress::step(const std::string& what) {
     const double per = elapsed / static_cast<double>(current_ - 1);
     eta = fmt::format("{:.0f}s", per * static_cast<double>(total_ - current_ + 1));
   }
-  const std::string line = fmt::format("[{}/{}] {:.0f}s elapsed, ETA {}  {}", current_, total_,
-                                       elapsed, eta, what);
-  if (tty_) std::fprintf(stderr, "\r\033[K%s", line.substr(0, 160).c_str());
-  else std::fprintf(stderr, "%s\n", line.c_str());
+  const std::string line =
+      fmt::format("[{}/{}] {:.0f}s elapsed, ETA {}  {}", current_, total_, elapsed, eta, what);
+  if (tty_)
+    std::fprintf(stderr, "\r\033[K%s", line.substr(0, 160).c_str());
+  else
+    std::fprintf(stderr, "%s\n", line.c_str());
   std::fflush(stderr);
 }
 
@@ -221,9 +226,10 @@ void add_sample(const Experiment& e, Record& r, Sample&& s) {
   for (const auto& [name, v] : s.metrics) {
     auto it = r.metrics.find(name);
     if (it == r.metrics.end())
-      throw std::logic_error(fmt::format("the sample has metric '{}', which the experiment does "
-                                         "not declare",
-                                         name));
+      throw std::logic_error(
+          fmt::format("the sample has metric '{}', which the experiment does "
+                      "not declare",
+                      name));
     it->second.samples.push_back(v);
   }
   r.samples.push_back(s.value);
@@ -262,10 +268,12 @@ void agree(std::vector<Slot>& slots) {
   for (Slot& s : slots) {
     if (!s.across_ranks) continue;
     if (ranks::all_true(s.record.valid)) continue;
-    const std::vector<std::string> why = ranks::gather_text(s.record.valid ? "" : s.record.validation);
+    const std::vector<std::string> why =
+        ranks::gather_text(s.record.valid ? "" : s.record.validation);
     std::string text;
     for (std::size_t r = 0; r < why.size(); ++r)
-      if (!why[r].empty()) text += fmt::format("{}rank {}: {}", text.empty() ? "" : "; ", r, why[r]);
+      if (!why[r].empty())
+        text += fmt::format("{}rank {}: {}", text.empty() ? "" : "; ", r, why[r]);
     s.record.valid = false;
     s.record.validation = text;
   }
@@ -280,7 +288,8 @@ void measure_group(std::vector<Slot>& slots, int repetitions, int warmup, Progre
     guarded(s, "failed", [&] {
       run_once(s.trial, *s.timer, s.across_ranks);
       check(s, "before timing");
-      for (int w = 1; w < warmup && s.record.valid; ++w) run_once(s.trial, *s.timer, s.across_ranks);
+      for (int w = 1; w < warmup && s.record.valid; ++w)
+        run_once(s.trial, *s.timer, s.across_ranks);
     });
   }
   agree(slots);
@@ -303,9 +312,9 @@ void measure_group(std::vector<Slot>& slots, int repetitions, int warmup, Progre
 
 }  // namespace
 
-std::vector<Record> run_configs(const std::vector<Config>& configs, const RunOptions& opt,
-                                const Calibration& calib,
-                                const std::function<void(const std::vector<Record>&)>& after_experiment) {
+std::vector<Record> run_configs(
+    const std::vector<Config>& configs, const RunOptions& opt, const Calibration& calib,
+    const std::function<void(const std::vector<Record>&)>& after_experiment) {
   std::vector<Record> records;
   Progress progress(configs.size(), opt.progress);
   std::size_t i = 0;
@@ -318,11 +327,14 @@ std::vector<Record> run_configs(const std::vector<Config>& configs, const RunOpt
     for (std::size_t k = i; k < end; ++k) {
       Params key = group_key(configs[k]);
       auto it = std::find_if(groups.begin(), groups.end(), [&](auto& g) { return g.first == key; });
-      if (it == groups.end()) groups.push_back({key, {&configs[k]}});
-      else it->second.push_back(&configs[k]);
+      if (it == groups.end())
+        groups.push_back({key, {&configs[k]}});
+      else
+        it->second.push_back(&configs[k]);
     }
-    const int reps = opt.repeat ? *opt.repeat
-                                : (e->repetitions > 0 ? e->repetitions : default_repetitions(opt.profile));
+    const int reps = opt.repeat
+                         ? *opt.repeat
+                         : (e->repetitions > 0 ? e->repetitions : default_repetitions(opt.profile));
     std::vector<Record> done;
     if (!e->microbenchmark_filter.empty()) {
       progress.step(fmt::format("{} (Google Benchmark)", e->id));
@@ -351,7 +363,8 @@ std::vector<Record> run_configs(const std::vector<Config>& configs, const RunOpt
         s.record.metric = e->metric;
         s.record.unit = e->unit;
         s.record.lower_is_better = e->lower_is_better;
-        for (const Metric& m : e->metrics) s.record.metrics[m.name] = {m.unit, m.lower_is_better, {}, {}};
+        for (const Metric& m : e->metrics)
+          s.record.metrics[m.name] = {m.unit, m.lower_is_better, {}, {}};
         guarded(s, "prepare failed", [&] {
           s.trial = e->prepare(c->params, cache);
           if (!s.trial.run && !s.trial.measure)
@@ -389,7 +402,8 @@ std::vector<Record> run_configs(const std::vector<Config>& configs, const RunOpt
       }
     }
     derive_metrics(done, calib);
-    records.insert(records.end(), std::make_move_iterator(done.begin()), std::make_move_iterator(done.end()));
+    records.insert(records.end(), std::make_move_iterator(done.begin()),
+                   std::make_move_iterator(done.end()));
     if (after_experiment) after_experiment(records);
     i = end;
   }
@@ -447,7 +461,8 @@ void derive_metrics(std::vector<Record>& records, const Calibration& calib) {
     if (e && e->ceiling == Ceiling::mem_bandwidth && calib.mem_bandwidth_bytes_per_s > 0 &&
         r.derived.count("bytes_per_s"))
       r.derived["fraction_of_ceiling"] = r.derived["bytes_per_s"] / calib.mem_bandwidth_bytes_per_s;
-    if (e && e->ceiling == Ceiling::peak_flops && calib.peak_flops > 0 && r.derived.count("flops_per_s"))
+    if (e && e->ceiling == Ceiling::peak_flops && calib.peak_flops > 0 &&
+        r.derived.count("flops_per_s"))
       r.derived["fraction_of_ceiling"] = r.derived["flops_per_s"] / calib.peak_flops;
   }
 }

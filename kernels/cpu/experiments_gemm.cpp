@@ -131,22 +131,39 @@ bool multithreaded(const kernels::GemmVariant& v) { return v.multithreaded; }
 std::vector<Figure> size_figures(const std::string& what) {
   return {{.id = "gflops",
            .title = "GEMM " + what + ": FLOP/s vs n (square, float, all cores)",
-           .kind = FigureKind::lines, .x = "n", .y = "flops_per_s", .series = "variant",
-           .log_x = true, .log_y = true, .y_label = "FLOP/s (log)"},
+           .kind = FigureKind::lines,
+           .x = "n",
+           .y = "flops_per_s",
+           .series = "variant",
+           .log_x = true,
+           .log_y = true,
+           .y_label = "FLOP/s (log)"},
           {.id = "vs_openblas",
            .title = "GEMM " + what + ": speed as a fraction of OpenBLAS vs n",
-           .kind = FigureKind::lines, .x = "n", .y = "speedup", .series = "variant",
-           .log_x = true, .y_label = "time(OpenBLAS) / time(version)"},
+           .kind = FigureKind::lines,
+           .x = "n",
+           .y = "speedup",
+           .series = "variant",
+           .log_x = true,
+           .y_label = "time(OpenBLAS) / time(version)"},
           {.id = "roofline",
            .title = "GEMM " + what + ": roofline (arithmetic intensity from compulsory traffic)",
-           .kind = FigureKind::lines, .x = "intensity", .y = "flops_per_s", .series = "variant",
-           .log_x = true, .log_y = true, .overlays = {Overlay::roofline},
-           .y_label = "FLOP/s (log)", .x_label = "FLOP/byte (log)", .along_x = {"n"}}};
+           .kind = FigureKind::lines,
+           .x = "intensity",
+           .y = "flops_per_s",
+           .series = "variant",
+           .log_x = true,
+           .log_y = true,
+           .overlays = {Overlay::roofline},
+           .y_label = "FLOP/s (log)",
+           .x_label = "FLOP/byte (log)",
+           .along_x = {"n"}}};
 }
 
 const bool registered = [] {
-  register_chapter({"kernels", "Shared kernels and the training stack: GEMM v1-v4 vs OpenBLAS "
-                               "on a roofline, the MLP trained on Fashion-MNIST"});
+  register_chapter({"kernels",
+                    "Shared kernels and the training stack: GEMM v1-v4 vs OpenBLAS "
+                    "on a roofline, the MLP trained on Fashion-MNIST"});
   const std::string all_cores = std::to_string(hardware_threads());
 
   // v1 takes ~0.25 s a call at n = 512 and ~4.6 s at 1024 (Sapphire Rapids), so the quick

@@ -3,12 +3,12 @@
 //                             accuracy and loss against epochs and against training time
 //   kernels/train_throughput  training samples/s against threads, with OpenBLAS and with the
 //                             suite's own GEMM v4, on the first images of Fashion-MNIST
+#include <fmt/format.h>
+
 #include <cmath>
 #include <memory>
 #include <string>
 #include <vector>
-
-#include <fmt/format.h>
 
 #include "concurdl/data/idx.hpp"
 #include "concurdl/harness/errors.hpp"
@@ -114,16 +114,32 @@ const bool registered_curve = register_experiment({
     .metric = "test_accuracy",
     .unit = "fraction",
     .lower_is_better = false,
-    .figures = {{.id = "accuracy", .title = "Test accuracy per epoch", .x = "epoch",
-                 .y = "median", .series = "arch", .y_label = "test accuracy"},
-                {.id = "accuracy_vs_time", .title = "Test accuracy against training time",
-                 .x = "elapsed_s", .y = "median", .series = "arch",
-                 .y_label = "test accuracy", .x_label = "training time (s), evaluation excluded",
+    .figures = {{.id = "accuracy",
+                 .title = "Test accuracy per epoch",
+                 .x = "epoch",
+                 .y = "median",
+                 .series = "arch",
+                 .y_label = "test accuracy"},
+                {.id = "accuracy_vs_time",
+                 .title = "Test accuracy against training time",
+                 .x = "elapsed_s",
+                 .y = "median",
+                 .series = "arch",
+                 .y_label = "test accuracy",
+                 .x_label = "training time (s), evaluation excluded",
                  .along_x = {"epoch"}},
-                {.id = "train_loss", .title = "Training loss per epoch (mean over the epoch's batches)",
-                 .x = "epoch", .y = "train_loss", .series = "arch", .y_label = "cross-entropy"},
-                {.id = "test_loss", .title = "Test loss per epoch", .x = "epoch", .y = "test_loss",
-                 .series = "arch", .y_label = "cross-entropy"}},
+                {.id = "train_loss",
+                 .title = "Training loss per epoch (mean over the epoch's batches)",
+                 .x = "epoch",
+                 .y = "train_loss",
+                 .series = "arch",
+                 .y_label = "cross-entropy"},
+                {.id = "test_loss",
+                 .title = "Test loss per epoch",
+                 .x = "epoch",
+                 .y = "test_loss",
+                 .series = "arch",
+                 .y_label = "cross-entropy"}},
     .derived = {"test_loss", "train_loss", "train_accuracy", "elapsed_s", "samples_per_s", "step"},
     .recorded_by = "train",
 });
@@ -138,10 +154,11 @@ struct ThroughputState {
 
 Trial throughput_trial(const Params& p, GroupCache& cache) {
   const auto images = static_cast<std::size_t>(param_int(p, "images"));
-  auto data = cache.get<std::shared_ptr<const Dataset>>(fmt::format("fashion-mnist:{}", images), [&] {
-    const data::FashionMnist fm = data::load_fashion_mnist();
-    return std::make_shared<const Dataset>(to_dataset(fm.train, images));
-  });
+  auto data =
+      cache.get<std::shared_ptr<const Dataset>>(fmt::format("fashion-mnist:{}", images), [&] {
+        const data::FashionMnist fm = data::load_fashion_mnist();
+        return std::make_shared<const Dataset>(to_dataset(fm.train, images));
+      });
   TrainConfig config;
   config.batch = static_cast<std::size_t>(param_int(p, "batch"));
   config.threads = static_cast<int>(param_int(p, "threads"));
@@ -161,7 +178,8 @@ Trial throughput_trial(const Params& p, GroupCache& cache) {
     // From the same initial model, one pass must leave a finite loss below chance (ln 10).
     if (!std::isfinite(st->last.loss)) return "the loss is not finite";
     if (st->last.loss >= std::log(10.0))
-      return fmt::format("mean loss {:.3f} is not below chance level (ln 10 = 2.303)", st->last.loss);
+      return fmt::format("mean loss {:.3f} is not below chance level (ln 10 = 2.303)",
+                         st->last.loss);
     if (st->last.samples != st->data->n)
       return fmt::format("{} samples trained, {} in the epoch", st->last.samples, st->data->n);
     return "";
@@ -183,20 +201,34 @@ const bool registered_throughput = register_experiment({
     .chapter = "kernels",
     .title = "Training throughput of the MLP (samples/s) against threads: OpenBLAS vs GEMM v4",
     .axes = {{.name = "gemm", .values = {"openblas", "v4_register"}},
-             {.name = "threads", .values = thread_counts(), .quick = quick_threads(),
+             {.name = "threads",
+              .values = thread_counts(),
+              .quick = quick_threads(),
               .kind = AxisKind::count},
-             {.name = "batch", .values = {"64", "256"}, .quick = {"64"}, .kind = AxisKind::count,
+             {.name = "batch",
+              .values = {"64", "256"},
+              .quick = {"64"},
+              .kind = AxisKind::count,
               .max = data::kFashionMnistTrain},
-             {.name = "images", .values = {"12800"}, .quick = {"6400"}, .kind = AxisKind::count,
+             {.name = "images",
+              .values = {"12800"},
+              .quick = {"6400"},
+              .kind = AxisKind::count,
               .max = data::kFashionMnistTrain}},  // the training set has no more
     .baseline = {{"threads", "1"}},
     .interleave = {"gemm", "threads"},
     .prepare = throughput_trial,
-    .figures = {{.id = "samples_per_s", .title = "Training samples/s against threads",
-                 .x = "threads", .y = "items_per_s", .series = "gemm",
+    .figures = {{.id = "samples_per_s",
+                 .title = "Training samples/s against threads",
+                 .x = "threads",
+                 .y = "items_per_s",
+                 .series = "gemm",
                  .y_label = "training samples/s"},
-                {.id = "speedup", .title = "Training speedup against threads (vs 1 thread)",
-                 .kind = FigureKind::speedup, .x = "threads", .series = "gemm"}},
+                {.id = "speedup",
+                 .title = "Training speedup against threads (vs 1 thread)",
+                 .kind = FigureKind::speedup,
+                 .x = "threads",
+                 .series = "gemm"}},
 });
 
 }  // namespace

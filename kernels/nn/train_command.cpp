@@ -10,8 +10,10 @@
 // 20-epoch run would have (same seed, batch and threads). Exit codes as for every command:
 // 0 done, 1 training failed (a loss that is not finite), 2 bad input (a flag, the data set, a
 // checkpoint), with one line on stderr naming what was wrong.
+#include <fmt/format.h>
 #include <unistd.h>
 
+#include <CLI/CLI.hpp>
 #include <charconv>
 #include <chrono>
 #include <cmath>
@@ -21,9 +23,6 @@
 #include <iostream>
 #include <string>
 #include <vector>
-
-#include <CLI/CLI.hpp>
-#include <fmt/format.h>
 
 #include "concurdl/build_info.hpp"
 #include "concurdl/data/error.hpp"
@@ -69,12 +68,12 @@ TrainConfig make_config(const TrainArgs& a) {
   require(a.epochs >= 1, "--epochs", a.epochs, "need >= 1");
   require(a.batch >= 1, "--batch", a.batch, "need >= 1");
   require(std::isfinite(a.lr) && a.lr > 0, "--lr", a.lr, "need > 0");
-  require(std::isfinite(a.momentum) && a.momentum >= 0 && a.momentum < 1, "--momentum",
-          a.momentum, "need 0 <= momentum < 1");
+  require(std::isfinite(a.momentum) && a.momentum >= 0 && a.momentum < 1, "--momentum", a.momentum,
+          "need 0 <= momentum < 1");
   require(std::isfinite(a.weight_decay) && a.weight_decay >= 0, "--weight-decay", a.weight_decay,
           "need >= 0");
-  require(std::isfinite(a.lr_decay) && a.lr_decay > 0 && a.lr_decay <= 1, "--lr-decay",
-          a.lr_decay, "need 0 < decay <= 1");
+  require(std::isfinite(a.lr_decay) && a.lr_decay > 0 && a.lr_decay <= 1, "--lr-decay", a.lr_decay,
+          "need 0 < decay <= 1");
   require(a.threads >= 1, "--threads", a.threads, "need >= 1");
   TrainConfig c;
   try {
@@ -90,8 +89,8 @@ TrainConfig make_config(const TrainArgs& a) {
   if (!kernels::parse_gemm_version(a.gemm, c.gemm)) {
     std::vector<std::string> names;
     for (auto v : kernels::gemm_versions()) names.emplace_back(kernels::gemm_version_name(v));
-    throw UsageError(fmt::format("--gemm: '{}' is not a GEMM version ({})", a.gemm,
-                                 fmt::join(names, ", ")));
+    throw UsageError(
+        fmt::format("--gemm: '{}' is not a GEMM version ({})", a.gemm, fmt::join(names, ", ")));
   }
   c.batch = a.batch;
   c.sgd = {a.lr, a.momentum, a.weight_decay};
@@ -120,8 +119,8 @@ CLI::Validator whole_number(std::uint64_t lo, std::uint64_t hi) {
 void check_writable_parent(const std::string& flag, const fs::path& p) {
   const fs::path parent = p.has_parent_path() ? p.parent_path() : fs::path(".");
   if (!fs::is_directory(parent))
-    throw UsageError(fmt::format("{}: '{}': directory '{}' does not exist", flag, p.string(),
-                                 parent.string()));
+    throw UsageError(
+        fmt::format("{}: '{}': directory '{}' does not exist", flag, p.string(), parent.string()));
 }
 
 // Progress on stderr: rewritten in place on a terminal, one line per epoch otherwise.
@@ -160,12 +159,14 @@ int train_main(const std::vector<std::string>& args) {
   app.add_option("--seed", a.seed, "initialisation and shuffling seed")
       ->check(whole_number(0, UINT64_MAX));
   app.add_option("--arch", a.arch, "layer widths, e.g. 784-256-128-10");
-  app.add_option("--gemm", a.gemm, "GEMM: openblas (default) or the suite's v1_naive .. v4_register");
+  app.add_option("--gemm", a.gemm,
+                 "GEMM: openblas (default) or the suite's v1_naive .. v4_register");
   app.add_option("--train-limit", a.train_limit, "train on the first N images only (0: all 60000)")
       ->check(whole_number(0, UINT32_MAX));
   app.add_option("--test-limit", a.test_limit, "evaluate on the first N test images (0: all 10000)")
       ->check(whole_number(0, UINT32_MAX));
-  app.add_option("--data", a.data, "Fashion-MNIST directory (default $CONCURDL_FASHION_MNIST or Debian's)");
+  app.add_option("--data", a.data,
+                 "Fashion-MNIST directory (default $CONCURDL_FASHION_MNIST or Debian's)");
   app.add_option("--checkpoint", a.checkpoint, "write a checkpoint here after every epoch");
   app.add_option("--resume", a.resume, "continue from this checkpoint");
   app.add_option("--out", a.out, "parent directory of the run directory (default results/runs)");
@@ -208,9 +209,10 @@ int train_main(const std::vector<std::string>& args) {
       throw UsageError(e.what());
     }
     if (trainer.state().seed != config.seed)
-      progress.line(fmt::format("concurdl: warning: the checkpoint was trained with seed {}; the "
-                                "run continues with it (--seed {} is not used)",
-                                trainer.state().seed, config.seed));
+      progress.line(
+          fmt::format("concurdl: warning: the checkpoint was trained with seed {}; the "
+                      "run continues with it (--seed {} is not used)",
+                      trainer.state().seed, config.seed));
   }
 
   // The run directory and its record, rewritten (atomically) after every epoch.
@@ -222,7 +224,8 @@ int train_main(const std::vector<std::string>& args) {
   TrainRecordContext ctx{config, train.n, test.n};
   ctx.config.seed = trainer.state().seed;  // a resumed run shuffles with its checkpoint's seed
   f.provenance["training"] = training_provenance(ctx, dir, a.resume, a.checkpoint);
-  const fs::path run_dir = make_run_dir(a.out, f.provenance["host"].get<std::string>(), short_commit());
+  const fs::path run_dir =
+      make_run_dir(a.out, f.provenance["host"].get<std::string>(), short_commit());
   write_run(run_dir, f);
 
   const std::size_t start_epoch = trainer.state().epoch;
@@ -233,30 +236,35 @@ int train_main(const std::vector<std::string>& args) {
     write_run(run_dir, f);
   }
   if (start_epoch >= a.epochs)
-    progress.line(fmt::format("concurdl: the checkpoint has {} epochs already; --epochs {} asks "
-                              "for no more", start_epoch, a.epochs));
-  progress.line(fmt::format("concurdl: training {} on {} images ({} test), batch {}, {} thread{}, "
-                            "GEMM {}, seed {}",
-                            config.spec.describe(), train.n, test.n, config.batch, config.threads,
-                            config.threads == 1 ? "" : "s", a.gemm, config.seed));
+    progress.line(
+        fmt::format("concurdl: the checkpoint has {} epochs already; --epochs {} asks "
+                    "for no more",
+                    start_epoch, a.epochs));
+  progress.line(
+      fmt::format("concurdl: training {} on {} images ({} test), batch {}, {} thread{}, "
+                  "GEMM {}, seed {}",
+                  config.spec.describe(), train.n, test.n, config.batch, config.threads,
+                  config.threads == 1 ? "" : "s", a.gemm, config.seed));
   bool finite = true;
   for (std::size_t epoch = start_epoch; epoch < a.epochs && finite; ++epoch) {
-    const EpochResult r = trainer.run_epoch([&](const StepProgress& p) { progress.step(p, a.epochs); });
+    const EpochResult r =
+        trainer.run_epoch([&](const StepProgress& p) { progress.step(p, a.epochs); });
     elapsed += r.seconds;
     const EvalResult e = trainer.evaluate(test);
     finite = std::isfinite(r.loss) && std::isfinite(e.loss);
     f.records.push_back(curve_record(ctx, epoch + 1, e, &r, elapsed, trainer.state().step));
     if (!finite) {
       f.records.back().valid = false;
-      f.records.back().validation = "the loss is not finite: training diverged (try a smaller --lr)";
+      f.records.back().validation =
+          "the loss is not finite: training diverged (try a smaller --lr)";
     }
     write_run(run_dir, f);
     if (!a.checkpoint.empty() && finite) trainer.save(a.checkpoint);
-    progress.line(fmt::format("  epoch {:>3}/{}  train loss {:.4f} acc {:.4f}  test loss {:.4f} "
-                              "acc {:.4f}  {:.0f} samples/s  {:.1f} s",
-                              epoch + 1, a.epochs, r.loss, r.accuracy, e.loss, e.accuracy,
-                              r.seconds > 0 ? static_cast<double>(r.samples) / r.seconds : 0.0,
-                              elapsed));
+    progress.line(
+        fmt::format("  epoch {:>3}/{}  train loss {:.4f} acc {:.4f}  test loss {:.4f} "
+                    "acc {:.4f}  {:.0f} samples/s  {:.1f} s",
+                    epoch + 1, a.epochs, r.loss, r.accuracy, e.loss, e.accuracy,
+                    r.seconds > 0 ? static_cast<double>(r.samples) / r.seconds : 0.0, elapsed));
   }
   f.provenance["finished"] = utc_now_iso();
   write_run(run_dir, f);
@@ -271,7 +279,8 @@ int train_main(const std::vector<std::string>& args) {
 }
 
 const bool registered = register_command(
-    {"train", "train the MLP on Fashion-MNIST with progress; record and chart the run", &train_main});
+    {"train", "train the MLP on Fashion-MNIST with progress; record and chart the run",
+     &train_main});
 
 }  // namespace
 

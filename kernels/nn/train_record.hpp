@@ -10,9 +10,8 @@
 
 #include <cstddef>
 #include <filesystem>
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "concurdl/harness/records.hpp"
 #include "concurdl/nn/trainer.hpp"

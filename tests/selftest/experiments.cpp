@@ -3,17 +3,15 @@
 // experiment with a thread sweep, one that can be made to fail validation, micro-benchmarks
 // (one deliberately threaded without UseRealTime) and three exercises, one per outcome.
 #include <benchmark/benchmark.h>
+#include <fmt/format.h>
 #include <omp.h>
 
 #include <atomic>
 #include <chrono>
-#include <thread>
 #include <cstdint>
-
-#include <fmt/format.h>
-
 #include <cstdio>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "concurdl/harness/cli.hpp"
@@ -54,17 +52,27 @@ const bool registered = [] {
                {"broken", {"0"}, {}, AxisKind::integer}},
       .baseline = {{"threads", "1"}},
       .prepare = sum_trial,
-      .figures = {{.id = "speedup", .title = "Toy sum: speedup", .kind = FigureKind::speedup, .series = "n"},
-                  {.id = "efficiency", .title = "Toy sum: efficiency", .kind = FigureKind::efficiency,
-                   .y = "efficiency", .series = "n"}},
+      .figures = {{.id = "speedup",
+                   .title = "Toy sum: speedup",
+                   .kind = FigureKind::speedup,
+                   .series = "n"},
+                  {.id = "efficiency",
+                   .title = "Toy sum: efficiency",
+                   .kind = FigureKind::efficiency,
+                   .y = "efficiency",
+                   .series = "n"}},
   });
-  register_microbenchmarks({.id = "ch99/atomic_increment", .chapter = "99-selftest",
+  register_microbenchmarks({.id = "ch99/atomic_increment",
+                            .chapter = "99-selftest",
                             .title = "fetch_add on one shared counter",
                             .filter = "^BM_toy_atomic_increment",
                             .baseline = {{"threads", "1"}},
-                            .figures = {{.id = "throughput", .title = "atomic increments/s",
-                                         .kind = FigureKind::bars, .y = "items_per_s"}}});
-  register_microbenchmarks({.id = "ch99/cpu_time_threads", .chapter = "99-selftest",
+                            .figures = {{.id = "throughput",
+                                         .title = "atomic increments/s",
+                                         .kind = FigureKind::bars,
+                                         .y = "items_per_s"}}});
+  register_microbenchmarks({.id = "ch99/cpu_time_threads",
+                            .chapter = "99-selftest",
                             .title = "A threaded benchmark without UseRealTime (must be flagged)",
                             .filter = "^BM_toy_no_real_time"});
   for (int k = 1; k <= 4; ++k) {
@@ -81,11 +89,14 @@ const bool registered = [] {
           auto result = std::make_shared<std::int64_t>(0);
           Trial t;
           t.run = [=] { *result = student ? toy::student_sum(k, n) : toy::serial_sum(n); };
-          t.check = [=] { return *result == toy::serial_sum(n) ? std::string() : std::string("wrong sum"); };
+          t.check = [=] {
+            return *result == toy::serial_sum(n) ? std::string() : std::string("wrong sum");
+          };
           t.work = {static_cast<double>(n)};
           return t;
         }};
-    register_exercise({.id = id, .chapter = "99-selftest",
+    register_exercise({.id = id,
+                       .chapter = "99-selftest",
                        .title = k == 1   ? "untouched stub"
                                 : k == 2 ? "wrong attempt"
                                 : k == 3 ? "right attempt"
@@ -121,20 +132,21 @@ const bool registered_ranks = [] {
       .scaling_axis = "ranks",
       .mpi = true,
       .repetitions = 3,
-      .prepare = [](const Params& p, GroupCache&) {
-        const int me = ranks::comm_rank();
-        const auto nap = std::chrono::milliseconds(5 * (me + 1));
-        Trial t;
-        if (p.at("variant") == "timed")
-          t.run = [nap] { std::this_thread::sleep_for(nap); };
-        else
-          t.measure = [me] { return Sample{0.005 * (me + 1)}; };
-        t.check = [] {
-          return ranks::comm_size() == 2 ? std::string()
-                                         : fmt::format("{} ranks, want 2", ranks::comm_size());
-        };
-        return t;
-      },
+      .prepare =
+          [](const Params& p, GroupCache&) {
+            const int me = ranks::comm_rank();
+            const auto nap = std::chrono::milliseconds(5 * (me + 1));
+            Trial t;
+            if (p.at("variant") == "timed")
+              t.run = [nap] { std::this_thread::sleep_for(nap); };
+            else
+              t.measure = [me] { return Sample{0.005 * (me + 1)}; };
+            t.check = [] {
+              return ranks::comm_size() == 2 ? std::string()
+                                             : fmt::format("{} ranks, want 2", ranks::comm_size());
+            };
+            return t;
+          },
   });
   return true;
 }();

@@ -8,7 +8,9 @@
 
 template <int K>
 struct Impl {
-  static std::int64_t sum(std::int64_t n) { return K == 0 ? toy::serial_sum(n) : toy::student_sum(K, n); }
+  static std::int64_t sum(std::int64_t n) {
+    return K == 0 ? toy::serial_sum(n) : toy::student_sum(K, n);
+  }
 };
 
 template <class T>
@@ -25,7 +27,9 @@ using Impls = ::testing::Types<Impl<0>, Impl<1>, Impl<2>, Impl<3>, Impl<4>>;
 TYPED_TEST_SUITE(ToySum, Impls, ImplNames);
 
 TYPED_TEST(ToySum, SmallSums) {
-  CDL_TRY_EXERCISE(for (std::int64_t n : {0, 1, 2, 10}) EXPECT_EQ(TypeParam::sum(n), n * (n - 1) / 2) << "n=" << n);
+  CDL_TRY_EXERCISE(for (std::int64_t n
+                        : {0, 1, 2, 10}) EXPECT_EQ(TypeParam::sum(n), n * (n - 1) / 2)
+                   << "n=" << n);
 }
 
 TYPED_TEST(ToySum, MatchesSerialReference) {

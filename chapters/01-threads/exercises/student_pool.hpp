@@ -82,7 +82,7 @@ class StudentPool {
       std::function<void()> job = std::move(queue_.front());
       queue_.pop_front();
       lock.unlock();
-      job();  // must not throw: submit's wrapper has to keep exceptions for the future
+      job();          // must not throw: submit's wrapper has to keep exceptions for the future
       job = nullptr;  // destroy it outside the lock
       lock.lock();
       if (--pending_ == 0) all_done_.notify_all();

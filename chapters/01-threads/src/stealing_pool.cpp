@@ -21,7 +21,6 @@ thread_local std::size_t tls_lane = 0;
 constexpr auto kSpin = std::chrono::microseconds(50);
 constexpr unsigned kPauses = 64;  // spins before the first yield
 
-
 }  // namespace
 
 StealingPool::StealingPool(unsigned threads) {
@@ -43,13 +42,14 @@ void StealingPool::stop_and_join() {
   stopping_.store(true);  // from here on, post() from outside the pool throws
   help_until_idle();      // queued tasks still run (here too: there may be no worker at all)
   { std::lock_guard lock(sleep_mu_); }
-  wake_.notify_all();     // sleeping workers see stopping_ with nothing pending, and leave
+  wake_.notify_all();  // sleeping workers see stopping_ with nothing pending, and leave
   for (auto& w : workers_) w.join();
 }
 
 void StealingPool::push(std::function<void()> job) {
   const bool inside = tls_pool == this;
-  if (!inside && stopping_.load()) throw std::runtime_error("StealingPool: post after shutdown began");
+  if (!inside && stopping_.load())
+    throw std::runtime_error("StealingPool: post after shutdown began");
   pending_.fetch_add(1);  // before the task is visible: it cannot finish before it is counted
   Lane& lane = *lanes_[inside ? tls_lane : 0];
   {
@@ -168,8 +168,10 @@ void StealingPool::help_until_idle() {
   tls_lane = self;
   std::function<void()> job;
   while (pending_.load() != 0) {
-    if (pop_or_steal(self, job)) run(job);
-    else idle(true);
+    if (pop_or_steal(self, job))
+      run(job);
+    else
+      idle(true);
   }
   tls_pool = outer_pool;
   tls_lane = outer_lane;

@@ -55,7 +55,7 @@ void ThreadPool::worker_loop() {
     std::function<void()> job = std::move(queue_.front());
     queue_.pop_front();
     lock.unlock();
-    job();  // packaged_task stores any exception in the future; nothing escapes here
+    job();          // packaged_task stores any exception in the future; nothing escapes here
     job = nullptr;  // destroy the task (and what it captured) outside the lock
     lock.lock();
     if (--pending_ == 0) all_done_.notify_all();

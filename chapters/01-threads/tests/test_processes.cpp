@@ -2,8 +2,6 @@
 // sum at 1, 2, 4 and 8 workers; a failing worker becomes an exception that names it and its exit
 // status or signal; no child is ever left unreaped; every spawn and every ping-pong hop happens.
 #include <gtest/gtest.h>
-
-#include "concurdl/harness/testing.hpp"
 #include <signal.h>
 #include <sys/wait.h>
 
@@ -17,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "concurdl/harness/testing.hpp"
 #include "concurdl/threads/ping_pong.hpp"
 #include "concurdl/threads/processes.hpp"
 
@@ -32,7 +31,8 @@ void expect_no_children(const std::string& where) {
   errno = 0;
   const pid_t r = ::waitpid(-1, &status, WNOHANG);
   const int err = errno;
-  EXPECT_EQ(r, -1) << where << ": " << (r == 0 ? "a child is still running" : "a zombie child was left");
+  EXPECT_EQ(r, -1) << where << ": "
+                   << (r == 0 ? "a child is still running" : "a zombie child was left");
   EXPECT_EQ(err, ECHILD) << where;
 }
 
@@ -56,7 +56,8 @@ TEST_P(ProcReduceVariants, MatchesTheSerialSum) {
       const std::vector<std::int32_t> x = make_int_input(n);
       const std::int64_t want = sum_serial(x);
       for (int workers : {1, 2, 4, 8})
-        EXPECT_EQ(v.reduce(x, workers, FailureInjection{}), want) << "n=" << n << " workers=" << workers;
+        EXPECT_EQ(v.reduce(x, workers, FailureInjection{}), want)
+            << "n=" << n << " workers=" << workers;
     }
     expect_no_children(std::string(v.name));
   });

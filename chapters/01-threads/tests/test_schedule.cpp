@@ -2,8 +2,6 @@
 // serial image: each row written once, by someone, with the same integer counts.
 #include <gtest/gtest.h>
 
-#include "concurdl/harness/testing.hpp"
-
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -15,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "concurdl/harness/testing.hpp"
 #include "concurdl/threads/schedule.hpp"
 
 namespace {
@@ -72,7 +71,8 @@ TEST(ScheduleView, RowsAreUnevenAndAsymmetric) {
   const std::vector<std::uint32_t> image = mandelbrot_serial(v);
   std::vector<std::uint64_t> row_work(static_cast<std::size_t>(v.rows), 0);
   for (int r = 0; r < v.rows; ++r)
-    for (int c = 0; c < v.cols; ++c) row_work[static_cast<std::size_t>(r)] += image[static_cast<std::size_t>(r * v.cols + c)];
+    for (int c = 0; c < v.cols; ++c)
+      row_work[static_cast<std::size_t>(r)] += image[static_cast<std::size_t>(r * v.cols + c)];
   std::uint64_t first_half = 0, second_half = 0, lightest = UINT64_MAX, heaviest = 0;
   for (int r = 0; r < v.rows; ++r) {
     const std::uint64_t w = row_work[static_cast<std::size_t>(r)];
@@ -90,7 +90,8 @@ TEST(ScheduleView, PoolVariantsRejectAMissingOrWrongSizedPool) {
   ThreadPool two(2);
   for (const ScheduleVariant& variant : kScheduleVariants) {
     if (!variant.uses_pool) continue;
-    EXPECT_THROW(variant.render(v, image.data(), 2, nullptr), std::invalid_argument) << variant.name;
+    EXPECT_THROW(variant.render(v, image.data(), 2, nullptr), std::invalid_argument)
+        << variant.name;
     EXPECT_THROW(variant.render(v, image.data(), 3, &two), std::invalid_argument) << variant.name;
   }
 }

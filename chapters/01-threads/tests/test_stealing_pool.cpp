@@ -76,7 +76,8 @@ TEST(StealingPool, ConcurrentPostersLoseNothing) {
         for (int p = 0; p < kPosters; ++p)
           posters.emplace_back([&, p] {
             for (int i = 0; i < kEach; ++i)
-              pool.post([&hits, k = p * kEach + i] { hits[static_cast<std::size_t>(k)].fetch_add(1); });
+              pool.post(
+                  [&hits, k = p * kEach + i] { hits[static_cast<std::size_t>(k)].fetch_add(1); });
           });
       }
       pool.wait_all();
@@ -175,7 +176,8 @@ TEST(StealingPool, FuturesCarryResultsAndExceptions) {
       for (std::int64_t i = 0; i < 1000; ++i) squares.push_back(pool.submit([i] { return i * i; }));
       auto bad = pool.submit([]() -> int { throw std::logic_error("bad task"); });
       pool.wait_all();  // with one thread, tasks run only here
-      for (std::int64_t i = 0; i < 1000; ++i) EXPECT_EQ(squares[static_cast<std::size_t>(i)].get(), i * i);
+      for (std::int64_t i = 0; i < 1000; ++i)
+        EXPECT_EQ(squares[static_cast<std::size_t>(i)].get(), i * i);
       EXPECT_THROW(bad.get(), std::logic_error);
       EXPECT_NO_THROW(pool.wait_all()) << "a submitted task's exception belongs to its future";
     }

@@ -39,8 +39,8 @@ constexpr std::chrono::seconds kDeadline = 60s;
 // Runs `scenario` on a detached thread and waits at most `limit`. A deadlock becomes a failed
 // test instead of a stuck binary. The scenario must own everything it touches (its own locals,
 // with the pool declared last so that it is destroyed first, or captures by value), so a thread
-// left hanging touches nothing of the test's stack. An exception thrown by the scenario is rethrown here, on the test's thread, so a stub's
-// NotImplemented becomes a skip through CDL_TRY_EXERCISE.
+// left hanging touches nothing of the test's stack. An exception thrown by the scenario is rethrown
+// here, on the test's thread, so a stub's NotImplemented becomes a skip through CDL_TRY_EXERCISE.
 [[nodiscard]] ::testing::AssertionResult finishes_within(std::chrono::seconds limit,
                                                          std::function<void()> scenario) {
   auto done = std::make_shared<std::promise<void>>();
@@ -130,7 +130,8 @@ TYPED_TEST(PoolTyped, FuturesCarryResults) {
       constexpr std::int64_t n = 10'000;
       std::vector<std::future<std::int64_t>> squares;
       squares.reserve(n);
-      for (std::int64_t i = 0; i < n; ++i) squares.push_back(pool.submit([i] { return i * i + 1; }));
+      for (std::int64_t i = 0; i < n; ++i)
+        squares.push_back(pool.submit([i] { return i * i + 1; }));
       std::int64_t wrong = 0;
       for (std::int64_t i = 0; i < n; ++i) wrong += squares[i].get() != i * i + 1;
       EXPECT_EQ(wrong, 0) << "futures returned the wrong value";

@@ -65,12 +65,12 @@ class StudentPrefetchLoader final : public Loader {
   BatchAssembler assembler_;
   EpochPlan plan_;
   std::mutex mu_;
-  std::condition_variable not_full_;   // the producer waits here while the queue is full
-  std::condition_variable not_empty_;  // the consumer waits here while it is empty
-  std::deque<Batch> queue_;            // at most assembler_.options().prefetch batches
+  std::condition_variable not_full_;    // the producer waits here while the queue is full
+  std::condition_variable not_empty_;   // the consumer waits here while it is empty
+  std::deque<Batch> queue_;             // at most assembler_.options().prefetch batches
   [[maybe_unused]] bool done_ = false;  // the producer has put the epoch's last batch
-  bool stopping_ = false;              // stop() was called
-  std::exception_ptr error_;           // what went wrong on the producer, for the consumer
+  bool stopping_ = false;               // stop() was called
+  std::exception_ptr error_;            // what went wrong on the producer, for the consumer
   std::jthread producer_;
 };
 

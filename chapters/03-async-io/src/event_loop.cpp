@@ -31,7 +31,8 @@ EventLoop::EventLoop() {
   epoll_event ev{};
   ev.events = EPOLLIN;
   ev.data.fd = wake_.get();
-  if (::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, wake_.get(), &ev) != 0) fail("epoll_ctl(ADD eventfd)");
+  if (::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, wake_.get(), &ev) != 0)
+    fail("epoll_ctl(ADD eventfd)");
 }
 
 EventLoop::~EventLoop() = default;

@@ -1,6 +1,7 @@
 #include "concurdl/async_io/file.hpp"
 
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -8,7 +9,6 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
-#include <fmt/format.h>
 #include <new>
 #include <system_error>
 #include <vector>
@@ -69,7 +69,8 @@ bool direct_io_supported(const std::filesystem::path& dir, std::string* why) {
   };
   {
     const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) return say(fmt::format("cannot create {}: {}", probe.string(), std::strerror(errno)));
+    if (fd < 0)
+      return say(fmt::format("cannot create {}: {}", probe.string(), std::strerror(errno)));
     std::vector<char> block(kDirectAlign, 'x');
     const bool ok = ::write(fd, block.data(), block.size()) == static_cast<ssize_t>(block.size());
     ::close(fd);
@@ -77,9 +78,10 @@ bool direct_io_supported(const std::filesystem::path& dir, std::string* why) {
   }
   const int fd = ::open(probe.c_str(), O_RDONLY | O_DIRECT | O_CLOEXEC);
   if (fd < 0)
-    return say(fmt::format("open(O_DIRECT) in {} fails: {} (tmpfs and some other file systems "
-                           "refuse O_DIRECT; set TMPDIR to a directory on a disk)",
-                           dir.string(), std::strerror(errno)));
+    return say(
+        fmt::format("open(O_DIRECT) in {} fails: {} (tmpfs and some other file systems "
+                    "refuse O_DIRECT; set TMPDIR to a directory on a disk)",
+                    dir.string(), std::strerror(errno)));
   AlignedBuffer buf(kDirectAlign);
   const ssize_t r = ::pread(fd, buf.data(), kDirectAlign, 0);
   const int err = errno;
@@ -98,7 +100,8 @@ bool drop_from_page_cache(int fd, std::string* why) {
     return false;
   }
   if (const int e = ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED); e != 0) {
-    if (why != nullptr) *why = fmt::format("posix_fadvise(POSIX_FADV_DONTNEED): {}", std::strerror(e));
+    if (why != nullptr)
+      *why = fmt::format("posix_fadvise(POSIX_FADV_DONTNEED): {}", std::strerror(e));
     return false;
   }
   return true;

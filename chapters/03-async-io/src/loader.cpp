@@ -1,6 +1,7 @@
 #include "concurdl/async_io/loader.hpp"
 
 #include <fmt/format.h>
+
 #include <stdexcept>
 
 #include "concurdl/async_io/sampler.hpp"
@@ -12,8 +13,8 @@ EpochPlan::EpochPlan(std::uint64_t records, const LoaderOptions& opt, std::uint6
     : epoch_(epoch), batch_size_(opt.batch_size) {
   if (opt.batch_size == 0) throw std::invalid_argument("LoaderOptions: batch_size must be >= 1");
   order_ = epoch_order(records, opt.shuffle, opt.seed, epoch);
-  batches_ = opt.drop_last ? order_.size() / batch_size_
-                           : (order_.size() + batch_size_ - 1) / batch_size_;
+  batches_ =
+      opt.drop_last ? order_.size() / batch_size_ : (order_.size() + batch_size_ - 1) / batch_size_;
 }
 
 std::span<const std::uint64_t> EpochPlan::batch(std::size_t b) const {
@@ -71,7 +72,8 @@ Batch BatchAssembler::decode(const EpochPlan& plan, std::size_t b,
   const std::size_t rs = store_.record_size();
   if (raw.size() < ids.size() * rs)
     throw std::invalid_argument("BatchAssembler::decode: fewer bytes than records");
-  for (std::size_t k = 0; k < ids.size(); ++k) decode_one(batch, k, raw.subspan(k * rs, rs), ids[k]);
+  for (std::size_t k = 0; k < ids.size(); ++k)
+    decode_one(batch, k, raw.subspan(k * rs, rs), ids[k]);
   return batch;
 }
 

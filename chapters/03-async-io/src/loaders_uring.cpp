@@ -2,12 +2,13 @@
 
 #if CONCURDL_HAVE_URING
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <deque>
-#include <fmt/format.h>
 #include <stdexcept>
 #include <system_error>
 #include <vector>
@@ -19,9 +20,10 @@ namespace concurdl::async_io {
 
 UringLoader::UringLoader(const RecordStore& store, LoaderOptions opt) : assembler_(store, opt) {
   if (store.mode() != ReadMode::pread)
-    throw std::invalid_argument(fmt::format("UringLoader reads through the page cache; the store "
-                                            "is opened with ReadMode::{}",
-                                            to_string(store.mode())));
+    throw std::invalid_argument(
+        fmt::format("UringLoader reads through the page cache; the store "
+                    "is opened with ReadMode::{}",
+                    to_string(store.mode())));
   if (opt.workers == 0) throw std::invalid_argument("UringLoader: workers (reads in flight) >= 1");
   if (opt.prefetch == 0) throw std::invalid_argument("UringLoader: prefetch must be >= 1");
   if (std::string why; !uring_available(&why))
@@ -63,7 +65,8 @@ std::uint64_t tag(std::size_t slot, std::size_t k, bool timer) {
 
 __kernel_timespec to_timespec(Throttle::clock::time_point t) {
   // steady_clock is CLOCK_MONOTONIC on Linux, the clock IORING_TIMEOUT_ABS uses.
-  const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
+  const auto ns =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
   return {static_cast<long long>(ns / 1'000'000'000), static_cast<long long>(ns % 1'000'000'000)};
 }
 
@@ -122,8 +125,10 @@ void UringLoader::loop(std::stop_token st) {
     const unsigned len = static_cast<unsigned>(rs - got[s * bs + k]);
     const std::uint64_t off = loc.offset + got[s * bs + k];
     io_uring_sqe* e = sqe();
-    if (fixed_) io_uring_prep_read_fixed(e, ds.fd(loc.shard), dst, len, off, static_cast<int>(s));
-    else io_uring_prep_read(e, ds.fd(loc.shard), dst, len, off);
+    if (fixed_)
+      io_uring_prep_read_fixed(e, ds.fd(loc.shard), dst, len, off, static_cast<int>(s));
+    else
+      io_uring_prep_read(e, ds.fd(loc.shard), dst, len, off);
     io_uring_sqe_set_data64(e, tag(s, k, false));
   };
   auto issue = [&](std::size_t s, std::size_t k) {
@@ -161,9 +166,9 @@ void UringLoader::loop(std::stop_token st) {
               store.shard_path(id), store.offset(id) + got[i],
               fmt::format("record {}: io_uring read: {}", id, std::strerror(-res))));
         } else if (res == 0 && got[i] < rs && !draining && !error) {
-          error = std::make_exception_ptr(data::DataError(
-              store.shard_path(id), store.offset(id) + got[i],
-              fmt::format("record {}: the file ends inside it", id)));
+          error = std::make_exception_ptr(
+              data::DataError(store.shard_path(id), store.offset(id) + got[i],
+                              fmt::format("record {}: the file ends inside it", id)));
         } else if (res > 0) {
           got[i] += static_cast<std::uint32_t>(res);
           if (got[i] < rs && !draining && !error) {

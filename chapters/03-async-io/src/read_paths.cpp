@@ -1,12 +1,12 @@
 #include "concurdl/async_io/read_paths.hpp"
 
+#include <fmt/format.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <fmt/format.h>
 #include <memory>
 #include <stdexcept>
 #include <system_error>
@@ -34,7 +34,8 @@ struct Piece {
 
 Piece piece(const ReadJob& job, std::size_t i) {
   const std::uint64_t off = std::uint64_t{job.order[i]} * job.request;
-  return {off, static_cast<std::size_t>(std::min<std::uint64_t>(job.request, job.dst.size() - off))};
+  return {off,
+          static_cast<std::size_t>(std::min<std::uint64_t>(job.request, job.dst.size() - off))};
 }
 
 void check_job(const ReadJob& job) {
@@ -42,8 +43,8 @@ void check_job(const ReadJob& job) {
   if (job.request == 0) throw std::invalid_argument("read job: request size must be >= 1");
   const std::uint64_t pieces = (job.dst.size() + job.request - 1) / job.request;
   if (job.order.size() != pieces)
-    throw std::invalid_argument(fmt::format("read job: {} pieces in the order, the file has {}",
-                                            job.order.size(), pieces));
+    throw std::invalid_argument(
+        fmt::format("read job: {} pieces in the order, the file has {}", job.order.size(), pieces));
 }
 
 // pread until `len` bytes are in, or the file ends (an error here: the job says how big it is).

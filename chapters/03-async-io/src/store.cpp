@@ -1,12 +1,12 @@
 #include "concurdl/async_io/store.hpp"
 
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
-#include <fmt/format.h>
 #include <stdexcept>
 #include <system_error>
 
@@ -40,9 +40,10 @@ data::ShardedDataset open_dataset(const std::filesystem::path& dir, ReadMode mod
   try {
     return data::ShardedDataset(std::move(info), O_DIRECT);
   } catch (const std::system_error& e) {
-    throw DirectIoUnsupported(fmt::format("O_DIRECT refused in {} ({}): tmpfs and some other "
-                                          "file systems do not support it",
-                                          dir.string(), e.what()));
+    throw DirectIoUnsupported(
+        fmt::format("O_DIRECT refused in {} ({}): tmpfs and some other "
+                    "file systems do not support it",
+                    dir.string(), e.what()));
   }
 }
 
@@ -91,9 +92,10 @@ std::string RecordStore::shard_path(std::uint64_t id) const {
 void RecordStore::read(std::uint64_t id, std::span<std::byte> out) const {
   const std::size_t rs = record_size();
   if (out.size() != rs)
-    throw std::invalid_argument(fmt::format("RecordStore::read: buffer of {} bytes for a {}-byte "
-                                            "record",
-                                            out.size(), rs));
+    throw std::invalid_argument(
+        fmt::format("RecordStore::read: buffer of {} bytes for a {}-byte "
+                    "record",
+                    out.size(), rs));
   count_reads(1);
   // The throttle's clock starts when the request is issued, before the real read.
   const bool throttled = throttle_.model().active();

@@ -9,8 +9,8 @@ namespace concurdl::async_io {
 
 Throttle::clock::time_point Throttle::admit(std::size_t bytes) {
   const auto now = clock::now();
-  const auto latency = std::chrono::duration_cast<clock::duration>(
-      std::chrono::duration<double>(model_.latency_s));
+  const auto latency =
+      std::chrono::duration_cast<clock::duration>(std::chrono::duration<double>(model_.latency_s));
   if (model_.bandwidth_bytes_per_s <= 0) return now + latency;
   const auto transfer = std::chrono::duration_cast<clock::duration>(
       std::chrono::duration<double>(static_cast<double>(bytes) / model_.bandwidth_bytes_per_s));

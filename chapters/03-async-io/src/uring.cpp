@@ -1,8 +1,9 @@
 #include "concurdl/async_io/uring.hpp"
 
+#include <fmt/format.h>
+
 #include <cerrno>
 #include <cstring>
-#include <fmt/format.h>
 #include <fstream>
 #include <mutex>
 #include <stdexcept>
@@ -27,7 +28,8 @@ Probe probe_uring() {
     std::string hint;
     std::ifstream disabled("/proc/sys/kernel/io_uring_disabled");
     int d = 0;
-    if (disabled >> d && d != 0) hint = fmt::format("; kernel.io_uring_disabled = {}", d);
+    if (disabled >> d && d != 0)
+      hint = fmt::format("; kernel.io_uring_disabled = {}", d);
     else if (r == -EPERM)
       hint = "; a seccomp filter (Docker's default profile blocks io_uring) or a sysctl refuses it";
     else if (r == -ENOSYS)
@@ -38,7 +40,8 @@ Probe probe_uring() {
   if (io_uring_probe* pr = io_uring_get_probe_ring(&ring)) {
     for (int op : {IORING_OP_READ, IORING_OP_READ_FIXED, IORING_OP_TIMEOUT})
       if (!io_uring_opcode_supported(pr, op)) {
-        p = {false, fmt::format("this kernel's io_uring lacks opcode {} (READ needs Linux 5.6)", op)};
+        p = {false,
+             fmt::format("this kernel's io_uring lacks opcode {} (READ needs Linux 5.6)", op)};
         break;
       }
     io_uring_free_probe(pr);
@@ -105,8 +108,10 @@ void uring_read_batch(Ring& ring, std::span<const ReadRequest> requests, unsigne
       std::byte* dst = q.buf + got[i];
       const unsigned len = q.len - got[i];
       const std::uint64_t off = q.offset + got[i];
-      if (q.buf_index >= 0) io_uring_prep_read_fixed(sqe, q.fd, dst, len, off, q.buf_index);
-      else io_uring_prep_read(sqe, q.fd, dst, len, off);
+      if (q.buf_index >= 0)
+        io_uring_prep_read_fixed(sqe, q.fd, dst, len, off, q.buf_index);
+      else
+        io_uring_prep_read(sqe, q.fd, dst, len, off);
       io_uring_sqe_set_data64(sqe, i);
       ++in_flight;
     }
@@ -131,20 +136,20 @@ void uring_read_batch(Ring& ring, std::span<const ReadRequest> requests, unsigne
         ++done;
       } else {
         got[i] += static_cast<std::uint32_t>(res);
-        if (got[i] < requests[i].len) again.push_back(i);  // short read: the rest, again
-        else ++done;
+        if (got[i] < requests[i].len)
+          again.push_back(i);  // short read: the rest, again
+        else
+          ++done;
       }
     }
     io_uring_cq_advance(r, seen);
   }
   if (error != 0) {
     const ReadRequest& q = requests[error_at];
-    throw std::system_error(error, std::generic_category(),
-                            fmt::format("io_uring read of {} bytes at offset {}{}", q.len,
-                                        q.offset + got[error_at],
-                                        error == EIO && got[error_at] < q.len
-                                            ? " (past the end of the file?)"
-                                            : ""));
+    throw std::system_error(
+        error, std::generic_category(),
+        fmt::format("io_uring read of {} bytes at offset {}{}", q.len, q.offset + got[error_at],
+                    error == EIO && got[error_at] < q.len ? " (past the end of the file?)" : ""));
   }
 }
 

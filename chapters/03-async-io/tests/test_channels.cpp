@@ -133,7 +133,7 @@ TYPED_TEST(ReorderTyped, WindowBlocksItemsTooFarAhead) {
     EXPECT_FALSE(put_far.load()) << "an item beyond the window was accepted";
     EXPECT_TRUE(buf.put(1, 1));  // inside the window: never blocks
     EXPECT_TRUE(buf.put(0, 0));
-    EXPECT_EQ(buf.take(), 0);    // the window moves to [1, 3): index 2 may go in now
+    EXPECT_EQ(buf.take(), 0);  // the window moves to [1, 3): index 2 may go in now
     for (int i = 0; i < 500 && !put_far.load(); ++i) std::this_thread::sleep_for(10ms);
     EXPECT_TRUE(put_far.load()) << "the window moved, but the put waiting for it did not go on";
     if (!put_far.load()) buf.close();
@@ -156,7 +156,8 @@ TYPED_TEST(ReorderTyped, CloseWakesBlockedPutAndTake) {
 TYPED_TEST(ReorderTyped, FailReachesTheConsumer) {
   CDL_TRY_EXERCISE(within_seconds(20, [] {
     TypeParam buf(4);
-    std::jthread worker([&] { buf.fail(std::make_exception_ptr(std::runtime_error("bad record"))); });
+    std::jthread worker(
+        [&] { buf.fail(std::make_exception_ptr(std::runtime_error("bad record"))); });
     EXPECT_THROW(buf.take(), std::runtime_error);
   }));
 }

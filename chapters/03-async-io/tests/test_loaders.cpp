@@ -9,11 +9,11 @@
 #include <unistd.h>
 
 #include <chrono>
-#include <thread>
 #include <cstring>
 #include <memory>
 #include <set>
 #include <string>
+#include <thread>
 #include <type_traits>
 
 #include "concurdl/async_io/loaders.hpp"
@@ -137,7 +137,8 @@ TYPED_TEST(LoaderTyped, EverySampleExactlyOncePerEpoch) {
           for (std::size_t i = 0; i < tally.batch_order.size(); ++i)
             ASSERT_EQ(tally.batch_order[i], i) << "batches out of plan order";
         } else {
-          const std::set<std::uint64_t> distinct(tally.batch_order.begin(), tally.batch_order.end());
+          const std::set<std::uint64_t> distinct(tally.batch_order.begin(),
+                                                 tally.batch_order.end());
           EXPECT_EQ(distinct.size(), plan.batches());
         }
         EXPECT_EQ(loader->next_batch(), std::nullopt) << "a batch after the end of the epoch";

@@ -62,7 +62,8 @@ TEST_P(ReadPaths, IdenticalBytesInEveryCacheState) {
   const RandomFile& f = random_file();
   std::string direct_why;
   const bool direct = path.direct_ok && direct_io_supported(f.dir.path(), &direct_why);
-  if (path.direct_ok && !direct) std::printf("[ NOTE     ] O_DIRECT not tested: %s\n", direct_why.c_str());
+  if (path.direct_ok && !direct)
+    std::printf("[ NOTE     ] O_DIRECT not tested: %s\n", direct_why.c_str());
   within_seconds(60, [&] {
     for (const char* state : {"page_cache", "cold", "direct"}) {
       const bool is_direct = std::string(state) == "direct";
@@ -71,8 +72,8 @@ TEST_P(ReadPaths, IdenticalBytesInEveryCacheState) {
       for (std::size_t request : {std::size_t{4096}, std::size_t{65536}, std::size_t{3000}}) {
         if (is_direct && request % kDirectAlign != 0) continue;  // O_DIRECT needs alignment
         for (unsigned depth : {1u, 3u, 8u}) {
-          SCOPED_TRACE(::testing::Message() << state << ", request " << request << ", depth "
-                                            << depth);
+          SCOPED_TRACE(::testing::Message()
+                       << state << ", request " << request << ", depth " << depth);
           AlignedBuffer dst(kFileBytes);
           const std::vector<std::uint32_t> order = shuffled_pieces(kFileBytes, request, depth);
           ReadRun run = path.make({fd.get(), dst.span(), request, order, depth});
@@ -88,7 +89,8 @@ TEST_P(ReadPaths, IdenticalBytesInEveryCacheState) {
   });
 }
 
-INSTANTIATE_TEST_SUITE_P(Table, ReadPaths, ::testing::ValuesIn(read_paths().begin(), read_paths().end()),
+INSTANTIATE_TEST_SUITE_P(Table, ReadPaths,
+                         ::testing::ValuesIn(read_paths().begin(), read_paths().end()),
                          [](const auto& info) { return std::string(info.param.name); });
 
 TEST(ReadPathsTable, NamesAreUniqueAndFindable) {
@@ -106,8 +108,10 @@ TEST(ReadPathsTable, NamesAreUniqueAndFindable) {
 TEST(RecordStore, ReadModesReturnIdenticalRecords) {
   const SharedDataset& ds = small_dataset();
   std::vector<ReadMode> modes = {ReadMode::pread, ReadMode::mmap};
-  if (std::string why; direct_io_supported(ds.dir.path(), &why)) modes.push_back(ReadMode::direct);
-  else std::printf("[ NOTE     ] ReadMode::direct not tested: %s\n", why.c_str());
+  if (std::string why; direct_io_supported(ds.dir.path(), &why))
+    modes.push_back(ReadMode::direct);
+  else
+    std::printf("[ NOTE     ] ReadMode::direct not tested: %s\n", why.c_str());
   std::vector<std::byte> want(ds.spec.record_size()), got(ds.spec.record_size());
   for (ReadMode m : modes) {
     SCOPED_TRACE(std::string(to_string(m)));
@@ -164,7 +168,9 @@ TEST(Throttle, SpinForSpins) {
 
 // Exercise 3.2: reference and student through the same tests.
 struct ReferenceBatch {
-  static void read(Ring& r, std::span<const ReadRequest> q, unsigned d) { uring_read_batch(r, q, d); }
+  static void read(Ring& r, std::span<const ReadRequest> q, unsigned d) {
+    uring_read_batch(r, q, d);
+  }
 };
 struct StudentBatch {
   static void read(Ring& r, std::span<const ReadRequest> q, unsigned d) {
@@ -217,9 +223,10 @@ TYPED_TEST(UringBatch, ReadsEveryRequestAtAnyDepth) {
         std::vector<ReadRequest> reqs;
         for (std::uint32_t p : order) {
           const std::uint64_t off = std::uint64_t{p} * 5000;
-          reqs.push_back({fd.get(), off, dst.data() + off,
-                          static_cast<std::uint32_t>(std::min<std::uint64_t>(5000, kFileBytes - off)),
-                          fixed ? 0 : -1});
+          reqs.push_back(
+              {fd.get(), off, dst.data() + off,
+               static_cast<std::uint32_t>(std::min<std::uint64_t>(5000, kFileBytes - off)),
+               fixed ? 0 : -1});
         }
         CDL_TRY_EXERCISE(TypeParam::read(ring, reqs, depth));
         ASSERT_EQ(first_difference(dst.span(), f.expected), "");

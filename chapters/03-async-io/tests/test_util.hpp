@@ -76,9 +76,9 @@ inline ::testing::AssertionResult check_batch(const Batch& b, const data::Synthe
     const std::vector<float> f = expected_features(spec, id, norm);
     for (std::size_t j = 0; j < f.size(); ++j)
       if (std::fabs(b.features[k * b.feature_count + j] - f[j]) > 1e-5f)
-        return ::testing::AssertionFailure() << "sample " << id << ": feature " << j << " is "
-                                             << b.features[k * b.feature_count + j] << ", not "
-                                             << f[j];
+        return ::testing::AssertionFailure()
+               << "sample " << id << ": feature " << j << " is "
+               << b.features[k * b.feature_count + j] << ", not " << f[j];
   }
   ++t.batches;
   t.batch_order.push_back(b.index);
@@ -91,8 +91,8 @@ inline ::testing::AssertionResult complete_epoch(const EpochTally& t) {
   for (std::uint64_t i = 0; i < n; ++i) xr ^= i;
   for (std::uint64_t i = 0; i < n; ++i)
     if (t.hits[i] != 1)
-      return ::testing::AssertionFailure() << "sample " << i << " delivered " << t.hits[i]
-                                           << " times";
+      return ::testing::AssertionFailure()
+             << "sample " << i << " delivered " << t.hits[i] << " times";
   if (t.sum != n * (n - 1) / 2 || t.xr != xr)
     return ::testing::AssertionFailure() << "id sum/xor " << t.sum << "/" << t.xr;
   return ::testing::AssertionSuccess();

@@ -44,7 +44,8 @@ void settle_runtime(ThreadRuntime next) {
   static std::atomic<int> last{-1};
   const int was = last.exchange(static_cast<int>(next));
   // 2^28 cycles is 0.13 s at 2 GHz: OpenBLAS's default THREAD_TIMEOUT before a worker sleeps.
-  if (was != -1 && was != static_cast<int>(next)) std::this_thread::sleep_for(std::chrono::milliseconds(250));
+  if (was != -1 && was != static_cast<int>(next))
+    std::this_thread::sleep_for(std::chrono::milliseconds(250));
 }
 
 }  // namespace concurdl::kernels

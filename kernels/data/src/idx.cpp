@@ -1,13 +1,13 @@
 // IDX reading through zlib's gzread, which also reads uncompressed files as they are.
 #include "concurdl/data/idx.hpp"
 
+#include <fmt/format.h>
 #include <zlib.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
-#include <fmt/format.h>
 
 #include "concurdl/data/error.hpp"
 
@@ -76,7 +76,8 @@ class GzReader {
                                   "the file ends here)",
                                   what));
     if (r < 0)
-      throw DataError(path_, offset_, fmt::format("corrupt gzip data at the end: {}", zlib_error()));
+      throw DataError(path_, offset_,
+                      fmt::format("corrupt gzip data at the end: {}", zlib_error()));
   }
 
  private:
@@ -157,16 +158,17 @@ namespace {
 constexpr const char* kFiles[] = {"train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz",
                                   "t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz"};
 
-LabelledImages load_split(const std::filesystem::path& dir, const char* images,
-                          const char* labels, std::uint32_t expected) {
+LabelledImages load_split(const std::filesystem::path& dir, const char* images, const char* labels,
+                          std::uint32_t expected) {
   LabelledImages d = read_labelled_images(dir / images, dir / labels);
   const std::string ip = (dir / images).string();
   if (d.images.count != expected)
-    throw DataError(ip, 4, fmt::format("holds {} images; Fashion-MNIST has {}", d.images.count,
-                                       expected));
+    throw DataError(ip, 4,
+                    fmt::format("holds {} images; Fashion-MNIST has {}", d.images.count, expected));
   if (d.images.rows != kFashionMnistSide || d.images.cols != kFashionMnistSide)
-    throw DataError(ip, 8, fmt::format("images are {} x {}; Fashion-MNIST's are 28 x 28",
-                                       d.images.rows, d.images.cols));
+    throw DataError(ip, 8,
+                    fmt::format("images are {} x {}; Fashion-MNIST's are 28 x 28", d.images.rows,
+                                d.images.cols));
   const auto& l = d.labels.labels;
   for (std::size_t i = 0; i < l.size(); ++i)
     if (l[i] >= kFashionMnistClasses)
@@ -181,9 +183,10 @@ bool fashion_mnist_present(const std::filesystem::path& dir, std::string* why) {
     std::error_code ec;
     if (!std::filesystem::is_regular_file(dir / f, ec)) {
       if (why != nullptr)
-        *why = fmt::format("Fashion-MNIST not found: {} is missing (apt-get install "
-                           "dataset-fashion-mnist, or set CONCURDL_FASHION_MNIST)",
-                           (dir / f).string());
+        *why = fmt::format(
+            "Fashion-MNIST not found: {} is missing (apt-get install "
+            "dataset-fashion-mnist, or set CONCURDL_FASHION_MNIST)",
+            (dir / f).string());
       return false;
     }
   }

@@ -1,13 +1,13 @@
 #include "concurdl/data/shards.hpp"
 
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <fmt/format.h>
 #include <stdexcept>
 #include <system_error>
 
@@ -94,29 +94,30 @@ void check_shard(const ShardInfo& s, std::uint32_t record_size) {
   try {
     fd = open_file(s.path, O_RDONLY);
   } catch (const std::system_error& e) {
-    throw DataError(p, 0, fmt::format("listed in the index but cannot be opened: {}",
-                                      e.code().message()));
+    throw DataError(
+        p, 0, fmt::format("listed in the index but cannot be opened: {}", e.code().message()));
   }
   const std::uint64_t size = file_size(fd.get(), s.path);
   std::vector<std::byte> h(kShardHeaderBytes);
   const std::size_t got = pread_some(fd.get(), h.data(), h.size(), 0, s.path);
   if (got < kShardHeaderBytes)
-    throw DataError(p, got, fmt::format("truncated: the shard header needs {} bytes, the file "
-                                        "has {}",
-                                        kShardHeaderBytes, got));
+    throw DataError(p, got,
+                    fmt::format("truncated: the shard header needs {} bytes, the file "
+                                "has {}",
+                                kShardHeaderBytes, got));
   if (std::memcmp(h.data(), kShardMagic, 8) != 0)
     throw DataError(p, 0, "not a concurdl shard (magic is not \"CDLSHARD\")");
   if (const auto v = get_le32(h.data() + 8); v != kShardFormatVersion)
-    throw DataError(p, 8, fmt::format("shard format version {}, this reader knows {}", v,
-                                      kShardFormatVersion));
+    throw DataError(
+        p, 8, fmt::format("shard format version {}, this reader knows {}", v, kShardFormatVersion));
   const std::uint32_t crc = crc32_of(std::span<const std::byte>(h.data(), kShardHeaderUsed));
   if (get_le32(h.data() + 40) != crc)
     throw DataError(p, 40, "shard header CRC-32 does not match: the header is corrupt");
   if (const auto hb = get_le32(h.data() + 12); hb != kShardHeaderBytes)
     throw DataError(p, 12, fmt::format("header size {} is not {}", hb, kShardHeaderBytes));
   if (const auto rs = get_le32(h.data() + 16); rs != record_size)
-    throw DataError(p, 16, fmt::format("record size {} differs from the index's {}", rs,
-                                       record_size));
+    throw DataError(p, 16,
+                    fmt::format("record size {} differs from the index's {}", rs, record_size));
   if (const auto c = get_le64(h.data() + 24); c != s.count)
     throw DataError(p, 24, fmt::format("holds {} records, the index says {}", c, s.count));
   if (const auto f = get_le64(h.data() + 32); f != s.first_id)
@@ -130,17 +131,18 @@ void check_shard(const ShardInfo& s, std::uint32_t record_size) {
                                 s.count, record_size, expected, size, s.first_id + whole));
   }
   if (size > expected)
-    throw DataError(p, expected, fmt::format("{} unexpected bytes after the last record",
-                                             size - expected));
+    throw DataError(p, expected,
+                    fmt::format("{} unexpected bytes after the last record", size - expected));
 }
 
 }  // namespace
 
 RecordLocation locate(const DatasetInfo& info, std::uint64_t id) {
   if (id >= info.records)
-    throw std::out_of_range(fmt::format("sample id {} is past the end of the data set ({} "
-                                        "records)",
-                                        id, info.records));
+    throw std::out_of_range(
+        fmt::format("sample id {} is past the end of the data set ({} "
+                    "records)",
+                    id, info.records));
   auto it = std::upper_bound(info.shards.begin(), info.shards.end(), id,
                              [](std::uint64_t v, const ShardInfo& s) { return v < s.first_id; });
   const auto shard = static_cast<std::size_t>(it - info.shards.begin()) - 1;
@@ -151,9 +153,10 @@ ShardWriter::ShardWriter(std::filesystem::path dir, std::uint32_t record_size,
                          std::uint64_t records_per_shard)
     : dir_(std::move(dir)), record_size_(record_size), per_shard_(records_per_shard) {
   if (record_size_ <= kRecordHeaderBytes)
-    throw std::invalid_argument(fmt::format("ShardWriter: record size {} leaves no payload after "
-                                            "the {}-byte header",
-                                            record_size_, kRecordHeaderBytes));
+    throw std::invalid_argument(
+        fmt::format("ShardWriter: record size {} leaves no payload after "
+                    "the {}-byte header",
+                    record_size_, kRecordHeaderBytes));
   if (per_shard_ == 0) throw std::invalid_argument("ShardWriter: records_per_shard must be >= 1");
   std::filesystem::create_directories(dir_);
   info_.dir = dir_;
@@ -243,9 +246,10 @@ DatasetInfo read_index(const std::filesystem::path& dir) {
   try {
     fd = open_file(path, O_RDONLY);
   } catch (const std::system_error& e) {
-    throw DataError(p, 0, fmt::format("cannot be opened ({}): not a sharded data set, or one "
-                                      "whose writing never finished",
-                                      e.code().message()));
+    throw DataError(p, 0,
+                    fmt::format("cannot be opened ({}): not a sharded data set, or one "
+                                "whose writing never finished",
+                                e.code().message()));
   }
   const std::uint64_t size = file_size(fd.get(), path);
   if (size > (std::uint64_t{64} << 20))
@@ -253,13 +257,14 @@ DatasetInfo read_index(const std::filesystem::path& dir) {
   std::vector<std::byte> b(size);
   pread_some(fd.get(), b.data(), b.size(), 0, path);
   if (size < kIndexHead + 4)
-    throw DataError(p, size, fmt::format("truncated: an index has at least {} bytes, this one {}",
-                                         kIndexHead + 4, size));
+    throw DataError(p, size,
+                    fmt::format("truncated: an index has at least {} bytes, this one {}",
+                                kIndexHead + 4, size));
   if (std::memcmp(b.data(), kIndexMagic, 8) != 0)
     throw DataError(p, 0, "not a concurdl index (magic is not \"CDLINDEX\")");
   if (const auto v = get_le32(b.data() + 8); v != kShardFormatVersion)
-    throw DataError(p, 8, fmt::format("index format version {}, this reader knows {}", v,
-                                      kShardFormatVersion));
+    throw DataError(
+        p, 8, fmt::format("index format version {}, this reader knows {}", v, kShardFormatVersion));
   DatasetInfo info;
   info.dir = dir;
   info.record_size = get_le32(b.data() + 12);
@@ -286,8 +291,8 @@ DatasetInfo read_index(const std::filesystem::path& dir) {
     const std::string nm(name, strnlen(name, kShardNameBytes));
     const std::uint64_t at = kIndexHead + i * kIndexEntry;
     if (s.first_id != next)
-      throw DataError(p, at, fmt::format("shard {} starts at id {}, expected {}", i, s.first_id,
-                                         next));
+      throw DataError(p, at,
+                      fmt::format("shard {} starts at id {}, expected {}", i, s.first_id, next));
     if (nm.empty() || nm.size() == kShardNameBytes || nm.find('/') != std::string::npos)
       throw DataError(p, at + 16, fmt::format("shard {} has a bad file name", i));
     s.path = dir / nm;
@@ -307,7 +312,8 @@ void verify_records(const DatasetInfo& info) {
   for (const ShardInfo& s : info.shards) {
     UniqueFd fd = open_file(s.path, O_RDONLY);
     for (std::uint64_t i = 0; i < s.count; i += per_chunk) {
-      const std::size_t k = static_cast<std::size_t>(std::min<std::uint64_t>(per_chunk, s.count - i));
+      const std::size_t k =
+          static_cast<std::size_t>(std::min<std::uint64_t>(per_chunk, s.count - i));
       const std::uint64_t off = kShardHeaderBytes + i * rs;
       const std::size_t got = pread_some(fd.get(), buf.data(), k * rs, off, s.path);
       if (got < k * rs)
@@ -327,7 +333,8 @@ DatasetInfo write_labelled_images(const std::filesystem::path& dir, const Labell
                                   std::uint64_t records_per_shard) {
   const std::size_t bytes = data.images.image_bytes();
   ShardWriter w(dir, static_cast<std::uint32_t>(bytes + kRecordHeaderBytes), records_per_shard);
-  for (std::size_t i = 0; i < data.size(); ++i) w.append(data.labels.labels[i], data.images.image(i));
+  for (std::size_t i = 0; i < data.size(); ++i)
+    w.append(data.labels.labels[i], data.images.image(i));
   return w.finish();
 }
 

@@ -36,7 +36,8 @@ void synthetic_payload(const SyntheticSpec& spec, std::uint64_t id, std::span<st
     const std::uint64_t proto = splitmix64(proto_state), noise = splitmix64(noise_state);
     const std::size_t n = std::min<std::size_t>(8, out.size() - j);
     for (std::size_t k = 0; k < n; ++k)
-      out[j + k] = static_cast<std::uint8_t>(((proto >> (8 * k)) & 0xC0) | ((noise >> (8 * k)) & 0x3F));
+      out[j + k] =
+          static_cast<std::uint8_t>(((proto >> (8 * k)) & 0xC0) | ((noise >> (8 * k)) & 0x3F));
   }
 }
 

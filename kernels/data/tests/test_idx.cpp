@@ -64,7 +64,8 @@ TEST(Idx, BadMagicNamesFileAndOffset) {
   write_gz(labels, idx_labels(4));
   expect_data_error([&] { read_idx_images(labels); }, labels, 0, "swapped");
   const auto junk = dir.path() / "junk.gz";
-  write_gz(junk, Bytes{'h', 'e', 'l', 'l', 'o', ' ', 'w', 'o', 'r', 'l', 'd', '!', '!', '!', '!', '!'});
+  write_gz(junk,
+           Bytes{'h', 'e', 'l', 'l', 'o', ' ', 'w', 'o', 'r', 'l', 'd', '!', '!', '!', '!', '!'});
   expect_data_error([&] { read_idx_labels(junk); }, junk, 0, "magic");
 }
 

@@ -89,7 +89,8 @@ TEST(Synthetic, DeterministicFromTheSeed) {
   fill_random(tail, 3, 2048);
   EXPECT_TRUE(std::equal(tail.begin(), tail.end(), whole.begin() + 2048));
   ScratchDir dir;
-  EXPECT_EQ(write_random_file(dir.path() / "r", 4096, 3), crc32_of(std::span<const std::byte>(whole)));
+  EXPECT_EQ(write_random_file(dir.path() / "r", 4096, 3),
+            crc32_of(std::span<const std::byte>(whole)));
 }
 
 TEST(Shards, TruncatedShardNamesFileAndOffset) {

@@ -18,7 +18,8 @@ class ScratchDir {
  public:
   ScratchDir() {
     const char* t = std::getenv("TMPDIR");
-    std::string templ = std::string(t != nullptr && *t != '\0' ? t : "/tmp") + "/concurdl-data-XXXXXX";
+    std::string templ =
+        std::string(t != nullptr && *t != '\0' ? t : "/tmp") + "/concurdl-data-XXXXXX";
     if (::mkdtemp(templ.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
     path_ = templ;
   }
@@ -44,7 +45,8 @@ inline Bytes idx_images(std::uint32_t count, std::uint32_t rows, std::uint32_t c
   put_be32(b, count);
   put_be32(b, rows);
   put_be32(b, cols);
-  for (std::uint32_t i = 0; i < count * rows * cols; ++i) b.push_back(static_cast<unsigned char>(i * 7));
+  for (std::uint32_t i = 0; i < count * rows * cols; ++i)
+    b.push_back(static_cast<unsigned char>(i * 7));
   return b;
 }
 
@@ -57,8 +59,8 @@ inline Bytes idx_labels(std::uint32_t count) {
 }
 
 inline void write_plain(const std::filesystem::path& p, const Bytes& b) {
-  std::ofstream(p, std::ios::binary).write(reinterpret_cast<const char*>(b.data()),
-                                           static_cast<std::streamsize>(b.size()));
+  std::ofstream(p, std::ios::binary)
+      .write(reinterpret_cast<const char*>(b.data()), static_cast<std::streamsize>(b.size()));
 }
 
 inline void write_gz(const std::filesystem::path& p, const Bytes& b) {

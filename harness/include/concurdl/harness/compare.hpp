@@ -2,10 +2,9 @@
 // (B / A) with a 95% bootstrap CI and a Mann–Whitney U verdict.
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "concurdl/harness/records.hpp"
 #include "concurdl/harness/stats.hpp"
@@ -17,7 +16,7 @@ struct Comparison {
   Params params;
   std::string metric, unit;
   double median_a = 0, median_b = 0;
-  Ratio ratio;         // median_b / median_a
+  Ratio ratio;  // median_b / median_a
   MannWhitney test;
   std::string verdict;  // "faster", "slower", "same" (B relative to A), "invalid"
 };
@@ -32,6 +31,6 @@ struct CompareResult {
 CompareResult compare_runs(const RunFile& a, const RunFile& b);
 
 std::string format_table(const CompareResult& r);  // for stdout
-nlohmann::json to_json(const CompareResult& r);     // written next to the runs
+nlohmann::json to_json(const CompareResult& r);    // written next to the runs
 
 }  // namespace concurdl

@@ -36,8 +36,9 @@ class LibraryError : public std::runtime_error {
 };
 
 namespace detail {
-[[noreturn]] inline void throw_library_error(const char* library, const char* expr, const char* file,
-                                             int line, int code, const std::string& message) {
+[[noreturn]] inline void throw_library_error(const char* library, const char* expr,
+                                             const char* file, int line, int code,
+                                             const std::string& message) {
   throw LibraryError(library, code,
                      std::string(file) + ":" + std::to_string(line) + ": " + expr + " failed: " +
                          message + " (" + library + " error " + std::to_string(code) + ")");
@@ -64,36 +65,36 @@ class NotImplemented : public std::logic_error {
 // message, and throws LibraryError. They expand where they are used, so only code that already
 // includes <cuda_runtime.h>, <nccl.h> or <mpi.h> can use them; this header includes none.
 // After a kernel launch: CDL_CUDA_CHECK(cudaGetLastError()).
-#define CDL_CUDA_CHECK(expr)                                                                  \
-  do {                                                                                        \
-    const cudaError_t cdl_cuda_rc = (expr);                                                   \
-    if (cdl_cuda_rc != cudaSuccess)                                                           \
-      ::concurdl::detail::throw_library_error("CUDA", #expr, __FILE__, __LINE__,              \
-                                              static_cast<int>(cdl_cuda_rc),                  \
-                                              cudaGetErrorString(cdl_cuda_rc));               \
+#define CDL_CUDA_CHECK(expr)                                                     \
+  do {                                                                           \
+    const cudaError_t cdl_cuda_rc = (expr);                                      \
+    if (cdl_cuda_rc != cudaSuccess)                                              \
+      ::concurdl::detail::throw_library_error("CUDA", #expr, __FILE__, __LINE__, \
+                                              static_cast<int>(cdl_cuda_rc),     \
+                                              cudaGetErrorString(cdl_cuda_rc));  \
   } while (0)
 
-#define CDL_NCCL_CHECK(expr)                                                                  \
-  do {                                                                                        \
-    const ncclResult_t cdl_nccl_rc = (expr);                                                  \
-    if (cdl_nccl_rc != ncclSuccess)                                                           \
-      ::concurdl::detail::throw_library_error("NCCL", #expr, __FILE__, __LINE__,              \
-                                              static_cast<int>(cdl_nccl_rc),                  \
-                                              ncclGetErrorString(cdl_nccl_rc));               \
+#define CDL_NCCL_CHECK(expr)                                                     \
+  do {                                                                           \
+    const ncclResult_t cdl_nccl_rc = (expr);                                     \
+    if (cdl_nccl_rc != ncclSuccess)                                              \
+      ::concurdl::detail::throw_library_error("NCCL", #expr, __FILE__, __LINE__, \
+                                              static_cast<int>(cdl_nccl_rc),     \
+                                              ncclGetErrorString(cdl_nccl_rc));  \
   } while (0)
 
 // MPI's default error handler aborts every rank before a code comes back: communicators the
 // suite uses are set to MPI_ERRORS_RETURN (ranks.hpp does it for its own).
-#define CDL_MPI_CHECK(expr)                                                                   \
-  do {                                                                                        \
-    const int cdl_mpi_rc = (expr);                                                            \
-    if (cdl_mpi_rc != MPI_SUCCESS) {                                                          \
-      char cdl_mpi_text[MPI_MAX_ERROR_STRING];                                                \
-      int cdl_mpi_len = 0;                                                                    \
-      if (MPI_Error_string(cdl_mpi_rc, cdl_mpi_text, &cdl_mpi_len) != MPI_SUCCESS)            \
-        cdl_mpi_len = 0;                                                                      \
-      ::concurdl::detail::throw_library_error("MPI", #expr, __FILE__, __LINE__, cdl_mpi_rc,   \
-                                              std::string(cdl_mpi_text,                       \
-                                                          static_cast<std::size_t>(cdl_mpi_len))); \
-    }                                                                                         \
+#define CDL_MPI_CHECK(expr)                                                        \
+  do {                                                                             \
+    const int cdl_mpi_rc = (expr);                                                 \
+    if (cdl_mpi_rc != MPI_SUCCESS) {                                               \
+      char cdl_mpi_text[MPI_MAX_ERROR_STRING];                                     \
+      int cdl_mpi_len = 0;                                                         \
+      if (MPI_Error_string(cdl_mpi_rc, cdl_mpi_text, &cdl_mpi_len) != MPI_SUCCESS) \
+        cdl_mpi_len = 0;                                                           \
+      ::concurdl::detail::throw_library_error(                                     \
+          "MPI", #expr, __FILE__, __LINE__, cdl_mpi_rc,                            \
+          std::string(cdl_mpi_text, static_cast<std::size_t>(cdl_mpi_len)));       \
+    }                                                                              \
   } while (0)

@@ -13,11 +13,11 @@
 namespace concurdl {
 
 struct Exercise {
-  std::string id;          // "2.3"
-  std::string chapter;     // "02-locks"
-  std::string title;       // "ticket lock"
-  std::string test_binary; // "ch02_tests" (in the directory of the concurdl program)
-  std::string test_filter; // gtest filter selecting this exercise's student tests
+  std::string id;           // "2.3"
+  std::string chapter;      // "02-locks"
+  std::string title;        // "ticket lock"
+  std::string test_binary;  // "ch02_tests" (in the directory of the concurdl program)
+  std::string test_filter;  // gtest filter selecting this exercise's student tests
   // Timing: an experiment whose "impl" axis is {"reference", "student"}, built by
   // exercise_timing() below. Empty `timing.prepare` means the exercise has no timing part.
   Experiment timing;

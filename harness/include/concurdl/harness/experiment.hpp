@@ -149,7 +149,7 @@ struct Model {
 };
 
 struct Figure {
-  std::string id;                  // file stem, unique within the experiment
+  std::string id;  // file stem, unique within the experiment
   std::string title;
   FigureKind kind = FigureKind::lines;
   std::string x = "threads";       // parameter on the x axis, or else a derived metric
@@ -160,13 +160,13 @@ struct Figure {
                                    // are folded into the series label, never averaged away
   Params where;                    // only records with these parameter values
   bool log_x = false, log_y = false;
-  std::vector<Overlay> overlays;   // empty: speedup gets {ideal, amdahl}; others none
-  std::string y_label;             // default: the metric and its unit
-  std::string x_label;             // default: x's name
+  std::vector<Overlay> overlays;  // empty: speedup gets {ideal, amdahl}; others none
+  std::string y_label;            // default: the metric and its unit
+  std::string x_label;            // default: x's name
   // Parameters that vary along x rather than between series (the epoch, when x is the elapsed
   // time): left out of the series labels instead of making one series per point.
   std::vector<std::string> along_x;
-  std::vector<Model> models;       // analytical curves drawn dashed beside the series
+  std::vector<Model> models;  // analytical curves drawn dashed beside the series
 };
 
 enum class Ceiling { none, mem_bandwidth, peak_flops };
@@ -175,8 +175,8 @@ enum class Ceiling { none, mem_bandwidth, peak_flops };
 // (the sync loader has no workers), so the sweep keeps one configuration instead of measuring
 // the same thing once per value, and the record leaves those parameters out.
 struct Inapplicable {
-  Params when;                     // {{"loader", "sync"}}
-  std::vector<std::string> axes;   // {"workers"}
+  Params when;                    // {{"loader", "sync"}}
+  std::vector<std::string> axes;  // {"workers"}
 };
 
 struct Experiment {
@@ -185,7 +185,8 @@ struct Experiment {
   std::string title;
   std::vector<Axis> axes;
   // The configuration speedup is measured against: each record's baseline is the record with
-  // these parameters replaced, e.g. {{"threads", "1"}} or {{"variant", "serial"}, {"threads", "1"}}.
+  // these parameters replaced, e.g. {{"threads", "1"}} or {{"variant", "serial"}, {"threads",
+  // "1"}}.
   Params baseline;
   std::string metric = "time";
   std::string unit = "s";
@@ -208,7 +209,7 @@ struct Experiment {
   // repetition, so that drift on a shared machine hits them alike. Other axes (sizes) form
   // separate groups, so only one group's inputs are in memory at a time.
   std::vector<std::string> interleave = {"variant", "threads"};
-  int repetitions = 0;        // 0: the profile's default (quick 5, full 10)
+  int repetitions = 0;  // 0: the profile's default (quick 5, full 10)
   int warmup = 1;
   std::function<Trial(const Params&, GroupCache&)> prepare;
   std::vector<Figure> figures;

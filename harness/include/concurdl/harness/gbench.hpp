@@ -13,14 +13,14 @@
 namespace concurdl {
 
 struct MicroBenchmarks {
-  std::string id;       // "ch02/atomic_increment": the record's experiment id
+  std::string id;  // "ch02/atomic_increment": the record's experiment id
   std::string chapter;
   std::string title;
-  std::string filter;   // regex over benchmark names, as --benchmark_filter
+  std::string filter;  // regex over benchmark names, as --benchmark_filter
   // Names for the benchmark's positional arguments ("BM_x/64/8" -> {"n": 64, "k": 8}); the
   // family name (less a "BM_" prefix) becomes the "variant" parameter, "threads:N" "threads".
   std::vector<std::string> arg_names;
-  Params baseline;      // as Experiment::baseline
+  Params baseline;  // as Experiment::baseline
   std::vector<Figure> figures;
 };
 

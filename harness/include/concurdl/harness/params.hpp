@@ -16,16 +16,16 @@ using Params = std::map<std::string, std::string>;
 // What values an axis accepts. Checked when the sweep is expanded, before anything runs, so a
 // bad --set or --threads is a usage error (exit 2) and never a half-finished run.
 enum class AxisKind {
-  text,      // any non-empty string (variant names, backends)
-  count,     // integer >= 1 (threads, ranks, repetitions of work)
-  size,      // integer >= 1 with an optional binary suffix K, M, G (elements or bytes)
-  integer,   // any 64-bit signed integer
-  real,      // a finite floating-point number
+  text,     // any non-empty string (variant names, backends)
+  count,    // integer >= 1 (threads, ranks, repetitions of work)
+  size,     // integer >= 1 with an optional binary suffix K, M, G (elements or bytes)
+  integer,  // any 64-bit signed integer
+  real,     // a finite floating-point number
 };
 
 // Parse a value as its kind; throws UsageError "parameter 'n': '99999999999999999999' does not
 // fit in 64 bits" and the like.
-std::int64_t parse_size(std::string_view name, std::string_view text);     // size and count
+std::int64_t parse_size(std::string_view name, std::string_view text);  // size and count
 std::int64_t parse_integer(std::string_view name, std::string_view text);
 double parse_real(std::string_view name, std::string_view text);
 void check_value(std::string_view name, AxisKind kind, std::string_view text);
@@ -37,7 +37,7 @@ void check_value(std::string_view name, AxisKind kind, std::string_view text);
 std::optional<double> number_value(std::string_view text);
 
 // Typed access; throws UsageError naming the parameter when it is missing or malformed.
-std::int64_t param_int(const Params& p, std::string_view name);   // accepts size suffixes
+std::int64_t param_int(const Params& p, std::string_view name);  // accepts size suffixes
 double param_real(const Params& p, std::string_view name);
 const std::string& param_str(const Params& p, std::string_view name);
 bool has_param(const Params& p, std::string_view name);

@@ -2,10 +2,9 @@
 // relevant environment variables, and the times. Stored in every results.json.
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 namespace concurdl {
 

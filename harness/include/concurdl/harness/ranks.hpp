@@ -57,8 +57,8 @@ int comm_size();  // of the current Group (1 outside one)
 int comm_rank();  // in the current Group (0 outside one)
 
 // Collectives over the current Group, for the runner.
-bool all_true(bool mine);                             // logical AND
-double max_over(double mine);                         // max
+bool all_true(bool mine);      // logical AND
+double max_over(double mine);  // max
 // Every rank's text, in rank order, on rank 0 (empty elsewhere).
 std::vector<std::string> gather_text(const std::string& mine);
 // A world barrier that sleeps between polls instead of spinning a core.

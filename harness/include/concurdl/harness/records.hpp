@@ -5,11 +5,10 @@
 
 #include <filesystem>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "concurdl/harness/params.hpp"
 #include "concurdl/harness/stats.hpp"
@@ -41,7 +40,7 @@ struct Record {
   std::map<std::string, MetricSeries> metrics;  // the named metrics beside `metric`
   std::string timer;  // how the samples were timed: "host", "cuda_events", "max_over_ranks(host)"
   bool valid = true;
-  std::string validation;  // what was wrong when !valid
+  std::string validation;                    // what was wrong when !valid
   std::map<std::string, std::string> notes;  // Trial::notes; written only when not empty
 };
 

@@ -15,10 +15,10 @@ namespace concurdl {
 
 struct RunOptions {
   Profile profile = Profile::quick;
-  std::optional<std::vector<std::string>> threads;        // --threads, replaces the threads axis
-  std::optional<std::vector<std::string>> ranks;          // --ranks, replaces the ranks axis
-  std::optional<int> repeat;                              // --repeat
-  std::map<std::string, std::vector<std::string>> set;    // --set key=v1,v2
+  std::optional<std::vector<std::string>> threads;      // --threads, replaces the threads axis
+  std::optional<std::vector<std::string>> ranks;        // --ranks, replaces the ranks axis
+  std::optional<int> repeat;                            // --repeat
+  std::map<std::string, std::vector<std::string>> set;  // --set key=v1,v2
   bool progress = true;
 };
 
@@ -52,10 +52,9 @@ class Progress {
 // gives a record with valid = false (the run goes on); UsageError propagates.
 // `after_experiment` is called with all records so far after each experiment finishes, so the
 // caller can save them (nothing measured is lost if a later experiment crashes).
-std::vector<Record> run_configs(const std::vector<Config>& configs, const RunOptions& opt,
-                                const Calibration& calib,
-                                const std::function<void(const std::vector<Record>&)>&
-                                    after_experiment = {});
+std::vector<Record> run_configs(
+    const std::vector<Config>& configs, const RunOptions& opt, const Calibration& calib,
+    const std::function<void(const std::vector<Record>&)>& after_experiment = {});
 
 // Fill speedup, efficiency, karp_flatt and fraction_of_ceiling from baselines and calibration.
 // Exposed for tests and for merging micro-benchmark records.

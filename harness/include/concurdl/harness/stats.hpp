@@ -25,7 +25,7 @@ void mean_ci95(std::span<const double> s, double& lo, double& hi);
 
 // Mann–Whitney U test (two-sided, normal approximation with tie and continuity correction).
 struct MannWhitney {
-  double u = 0;        // U of the first sample
+  double u = 0;  // U of the first sample
   double z = 0;
   double p_value = 1;  // two-sided
 };
@@ -36,8 +36,8 @@ MannWhitney mann_whitney(std::span<const double> a, std::span<const double> b);
 struct Ratio {
   double value = 0, lo = 0, hi = 0;
 };
-Ratio ratio_of_medians(std::span<const double> a, std::span<const double> b,
-                       int resamples = 2000, std::uint64_t seed = 0x5eed);
+Ratio ratio_of_medians(std::span<const double> a, std::span<const double> b, int resamples = 2000,
+                       std::uint64_t seed = 0x5eed);
 
 // Amdahl's law: S(p) = 1 / (f + (1-f)/p). Least-squares fit of the serial fraction f on the
 // linear form 1/S - 1/p = f (1 - 1/p), clamped to [0, 1]. Points with p <= 1 carry no

@@ -34,10 +34,10 @@
 namespace concurdl::threads {
 
 struct PingPongResult {
-  std::int64_t counter = 0;     // hops made, warm-up included; 2 x (round_trips + 1) when right
-  double seconds = 0;           // for the timed round trips only
-  std::int64_t out_of_turn = 0; // wake-ups that found the counter at another value than their
-                                // turn's: a side that ran without waiting for the other; 0
+  std::int64_t counter = 0;      // hops made, warm-up included; 2 x (round_trips + 1) when right
+  double seconds = 0;            // for the timed round trips only
+  std::int64_t out_of_turn = 0;  // wake-ups that found the counter at another value than their
+                                 // turn's: a side that ran without waiting for the other; 0
 };
 
 inline std::int64_t expected_hops(std::int64_t round_trips) { return 2 * (round_trips + 1); }
@@ -56,7 +56,6 @@ inline void check_round_trips(std::int64_t round_trips) {
   if (round_trips < 1 || round_trips > (1 << 29))
     throw std::invalid_argument("ping_pong: round_trips must be in [1, 2^29]");
 }
-
 
 // While SIGPIPE is blocked, writing to a pipe whose reader died fails with EPIPE instead of
 // killing this whole process; a SIGPIPE raised meanwhile is consumed before unblocking.
@@ -96,7 +95,7 @@ inline PingPongResult ping_pong_condvar(std::int64_t round_trips) {
   detail::check_round_trips(round_trips);
   std::mutex mu;
   std::condition_variable cv;
-  std::int64_t counter = 0;  // guarded by mu; even: ping's turn, odd: pong's turn
+  std::int64_t counter = 0;           // guarded by mu; even: ping's turn, odd: pong's turn
   std::int64_t pong_out_of_turn = 0;  // pong's own; read after the join
   std::jthread pong([&] {
     for (std::int64_t i = 0; i <= round_trips; ++i) {
@@ -134,7 +133,8 @@ using HopCounter = std::atomic<int>;
 // Block until the counter reaches `want`: C++20 wait() sleeps in the kernel while the value is
 // unchanged (after a short spin inside the library), notify_one() wakes it.
 inline void await_sleeping(const HopCounter& c, int want) {
-  for (int now = c.load(std::memory_order_acquire); now < want; now = c.load(std::memory_order_acquire))
+  for (int now = c.load(std::memory_order_acquire); now < want;
+       now = c.load(std::memory_order_acquire))
     c.wait(now, std::memory_order_acquire);
 }
 
@@ -143,8 +143,10 @@ inline void await_sleeping(const HopCounter& c, int want) {
 inline constexpr int kSpinLimit = 1 << 12;
 inline void await_spinning(const HopCounter& c, int want) {
   for (int spins = 0; c.load(std::memory_order_acquire) < want; ++spins) {
-    if (spins < kSpinLimit) cpu_relax();
-    else std::this_thread::yield();
+    if (spins < kSpinLimit)
+      cpu_relax();
+    else
+      std::this_thread::yield();
   }
 }
 
@@ -154,8 +156,10 @@ PingPongResult ping_pong_atomic(std::int64_t round_trips) {
   HopCounter counter{0};
   const int last = static_cast<int>(round_trips);
   auto await = [&counter](int want) {
-    if constexpr (kSleep) await_sleeping(counter, want);
-    else await_spinning(counter, want);
+    if constexpr (kSleep)
+      await_sleeping(counter, want);
+    else
+      await_spinning(counter, want);
   };
   auto hop = [&counter] {
     counter.fetch_add(1, std::memory_order_acq_rel);  // a read-modify-write: no hop can be lost

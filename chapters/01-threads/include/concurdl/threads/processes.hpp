@@ -4,7 +4,8 @@
 // partial sums back through pipes (message passing: nothing shared, every byte copied through
 // the kernel). Also what it costs to create a thread, a process, and a process running a program.
 //
-// Run: concurdl run ch01/process_reduction ch01/spawn_cost     Tests: ch01_tests --gtest_filter='Proc*'
+// Run: concurdl run ch01/process_reduction ch01/spawn_cost     Tests: ch01_tests
+// --gtest_filter='Proc*'
 //
 // Rules for the process variants, because the parent may be multithreaded (OpenMP and TBB keep
 // worker threads alive): after fork() only the calling thread exists in the child, and any lock
@@ -49,9 +50,9 @@ namespace concurdl::threads {
 // status or be killed by a signal, and the parent survives; a thread can only throw (a signal
 // such as SIGSEGV in a thread ends the whole process: the isolation processes buy).
 struct FailureInjection {
-  int worker = -1;       // the worker that fails; -1: none
-  int exit_status = 3;   // a process calls _exit(exit_status)...
-  int signal = 0;        // ...or, when non-zero, raise(signal); a thread throws in either case
+  int worker = -1;      // the worker that fails; -1: none
+  int exit_status = 3;  // a process calls _exit(exit_status)...
+  int signal = 0;       // ...or, when non-zero, raise(signal); a thread throws in either case
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -153,7 +154,8 @@ inline std::string describe_status(int status) {
   if (WIFSIGNALED(status)) {
     const int sig = WTERMSIG(status);
     const char* name = ::strsignal(sig);  // "Killed"; called by the parent only, after the wait
-    return "was killed by signal " + std::to_string(sig) + (name ? std::string(" (") + name + ")" : "");
+    return "was killed by signal " + std::to_string(sig) +
+           (name ? std::string(" (") + name + ")" : "");
   }
   return "ended with wait status " + std::to_string(status);
 }
@@ -192,7 +194,8 @@ class Children {
     for (const Child& c : kids_)
       if (!(WIFEXITED(c.status) && WEXITSTATUS(c.status) == 0))
         throw std::runtime_error(std::string(what_) + ": worker " + std::to_string(c.worker) +
-                                 " (pid " + std::to_string(c.pid) + ") " + describe_status(c.status));
+                                 " (pid " + std::to_string(c.pid) + ") " +
+                                 describe_status(c.status));
   }
 
   std::size_t size() const { return kids_.size(); }
@@ -247,7 +250,9 @@ inline std::int64_t sum_block(const std::int32_t* x, std::size_t begin, std::siz
   return s;
 }
 
-inline std::int64_t sum_serial(std::span<const std::int32_t> x) { return sum_block(x.data(), 0, x.size()); }
+inline std::int64_t sum_serial(std::span<const std::int32_t> x) {
+  return sum_block(x.data(), 0, x.size());
+}
 
 // Values in [-1000, 1000) from a fixed-seed LCG: a deterministic input for every run.
 inline std::vector<std::int32_t> make_int_input(std::size_t n) {
@@ -329,7 +334,8 @@ inline std::int64_t reduce_fork_shared(std::span<const std::int32_t> x, int work
   std::int64_t total = 0;
   for (int w = 0; w < workers; ++w) {
     if (slots[w].written != 1)
-      throw std::runtime_error("fork_shared: worker " + std::to_string(w) + " exited without a result");
+      throw std::runtime_error("fork_shared: worker " + std::to_string(w) +
+                               " exited without a result");
     total += slots[w].sum;
   }
   return total;
@@ -362,7 +368,8 @@ inline std::int64_t reduce_fork_pipes(std::span<const std::int32_t> x, int worke
   int first_missing = -1;
   for (int w = 0; w < workers; ++w) {
     std::int64_t sum = 0;
-    if (detail::read_all(from_child[static_cast<std::size_t>(w)].get(), &sum, sizeof sum) != sizeof sum) {
+    if (detail::read_all(from_child[static_cast<std::size_t>(w)].get(), &sum, sizeof sum) !=
+        sizeof sum) {
       if (first_missing < 0) first_missing = w;
     } else {
       total += sum;
@@ -468,7 +475,8 @@ inline SpawnResult spawn_posix_spawn(int count) {
   const auto start = std::chrono::steady_clock::now();
   for (int i = 0; i < count; ++i) {
     pid_t pid = 0;
-    if (const int err = ::posix_spawn(&pid, kTrueProgram, nullptr, nullptr, argv, environ); err != 0)
+    if (const int err = ::posix_spawn(&pid, kTrueProgram, nullptr, nullptr, argv, environ);
+        err != 0)
       throw std::system_error(err, std::generic_category(), "posix_spawn /bin/true");
     ok += detail::wait_ok(pid);
   }

@@ -290,8 +290,8 @@ double v7_local_sums(std::span<const float> x, unsigned threads) {
 // memory-bound sum would share cache lines and overstate the bandwidth (calibration measures
 // that ceiling instead).
 struct IndependentCopies {
-  double mean_sum = 0;           // the mean of the copies' sums: a copy gone wrong fails the check
-  std::vector<double> seconds;   // each thread's own time for its copy
+  double mean_sum = 0;          // the mean of the copies' sums: a copy gone wrong fails the check
+  std::vector<double> seconds;  // each thread's own time for its copy
   // The run's rate as one number: threads x n elements in `effective_seconds` is Σ n / seconds[t].
   double effective_seconds() const {
     double copies_per_second = 0;
@@ -308,7 +308,8 @@ inline IndependentCopies independent_copies(std::span<const float> x, unsigned t
   fork_join(threads, [&](unsigned t) {
     const auto start = std::chrono::steady_clock::now();
     sums[t] = sum_chunk(x, kind);
-    out.seconds[t] = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    out.seconds[t] =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   });
   for (double s : sums) out.mean_sum += s / threads;
   return out;

@@ -86,7 +86,8 @@ inline std::uint32_t* row_ptr(const MandelbrotView& v, std::uint32_t* image, int
 }
 inline void require_pool(ThreadPool* pool, int threads) {
   if (pool == nullptr || pool->size() != static_cast<unsigned>(threads))
-    throw std::invalid_argument("schedule: a pool variant needs a ThreadPool with `threads` workers");
+    throw std::invalid_argument(
+        "schedule: a pool variant needs a ThreadPool with `threads` workers");
 }
 }  // namespace detail
 

@@ -250,8 +250,8 @@ const char* lock_contract_violation() {
 // --- the table ---------------------------------------------------------------------------------
 
 struct LockVariant : VariantInfo {
-  bool pure_spin;         // never sleeps or yields: collapses with more threads than cores
-  bool fifo;              // hands the lock over in arrival order (no starvation)
+  bool pure_spin;  // never sleeps or yields: collapses with more threads than cores
+  bool fifo;       // hands the lock over in arrival order (no starvation)
   ContentionResult (*contend)(unsigned threads, std::uint32_t cs_steps,
                               std::chrono::nanoseconds duration);
   std::uint64_t (*count)(unsigned threads, std::uint64_t iterations, bool use_try_lock);

@@ -56,13 +56,17 @@ class BoundedQueue {
     return item;
   }
 
-  void finish() { set([&] { finished_ = true; }); }
+  void finish() {
+    set([&] { finished_ = true; });
+  }
   void fail(std::exception_ptr e) {
     set([&] {
       if (!error_) error_ = std::move(e);
     });
   }
-  void close() { set([&] { closed_ = true; }); }
+  void close() {
+    set([&] { closed_ = true; });
+  }
 
  private:
   template <class F>
@@ -106,7 +110,8 @@ class ReorderBuffer {
   std::optional<T> take() {
     std::unique_lock lock(mu_);
     ready_.wait(lock, [&] {
-      return closed_ || error_ || finished_ || (!waiting_.empty() && waiting_.begin()->first == next_);
+      return closed_ || error_ || finished_ ||
+             (!waiting_.empty() && waiting_.begin()->first == next_);
     });
     if (closed_) return std::nullopt;
     if (error_) std::rethrow_exception(error_);
@@ -124,13 +129,17 @@ class ReorderBuffer {
     return item;
   }
 
-  void finish() { set([&] { finished_ = true; }); }
+  void finish() {
+    set([&] { finished_ = true; });
+  }
   void fail(std::exception_ptr e) {
     set([&] {
       if (!error_) error_ = std::move(e);
     });
   }
-  void close() { set([&] { closed_ = true; }); }
+  void close() {
+    set([&] { closed_ = true; });
+  }
 
  private:
   template <class F>

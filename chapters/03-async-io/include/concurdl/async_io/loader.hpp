@@ -37,10 +37,10 @@ struct LoaderOptions {
 
 struct Batch {
   std::uint64_t epoch = 0;
-  std::uint64_t index = 0;            // position of this batch in its epoch
-  std::vector<std::uint64_t> ids;     // sample ids, as the records themselves say
+  std::uint64_t index = 0;         // position of this batch in its epoch
+  std::vector<std::uint64_t> ids;  // sample ids, as the records themselves say
   std::vector<std::int32_t> labels;
-  std::vector<float> features;        // size() x feature_count, (pixel / 255 - mean) / std
+  std::vector<float> features;  // size() x feature_count, (pixel / 255 - mean) / std
   std::size_t feature_count = 0;
   std::size_t size() const { return ids.size(); }
 };

@@ -12,8 +12,8 @@ namespace concurdl::nn {
 
 struct Dataset {
   std::size_t n = 0, dim = 0, classes = 10;
-  std::vector<float> x;           // n x dim
-  std::vector<std::uint8_t> y;    // n
+  std::vector<float> x;         // n x dim
+  std::vector<std::uint8_t> y;  // n
   const float* row(std::size_t i) const { return x.data() + i * dim; }
 };
 

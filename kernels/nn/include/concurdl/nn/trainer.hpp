@@ -36,19 +36,19 @@ struct TrainConfig {
 float epoch_lr(const TrainConfig& config, std::uint64_t epoch);
 
 struct StepProgress {
-  std::uint64_t epoch = 0;       // the epoch running (0-based)
+  std::uint64_t epoch = 0;  // the epoch running (0-based)
   std::size_t step_in_epoch = 0, steps_per_epoch = 0;
-  std::uint64_t step = 0;        // optimiser steps taken in all
-  double loss = 0;               // mean loss of the batches since the last report
-  double accuracy = 0;           // their training accuracy
-  double seconds = 0;            // since the epoch started
-  std::size_t samples = 0;       // samples processed in this epoch so far
+  std::uint64_t step = 0;   // optimiser steps taken in all
+  double loss = 0;          // mean loss of the batches since the last report
+  double accuracy = 0;      // their training accuracy
+  double seconds = 0;       // since the epoch started
+  std::size_t samples = 0;  // samples processed in this epoch so far
 };
 
 struct EpochResult {
   double loss = 0, accuracy = 0;  // means over the epoch's batches (training mode)
   std::size_t samples = 0;
-  double seconds = 0;             // wall time of the epoch's steps (no evaluation)
+  double seconds = 0;  // wall time of the epoch's steps (no evaluation)
 };
 
 class Trainer {
