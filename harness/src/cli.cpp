@@ -360,7 +360,7 @@ int cmd_exercise(const Args& a) {
 }
 
 void add_run_flags(CLI::App* app, Args& a) {
-  app->add_option("--profile", a.profile, "quick (default) or full");
+  app->add_option("--profile", a.profile, "quick (default), full, or smoke (every configuration once, smallest sizes)");
   app->add_option("--threads", a.threads, "thread counts to sweep, e.g. 1,2,4,8");
   app->add_option("--repeat", a.repeat, "timed repetitions per configuration");
   app->add_option("--set", a.set, "override a parameter axis: key=v1,v2 (repeatable)")
@@ -401,7 +401,7 @@ int cli_main(int argc, char** argv) {
   auto* run = app.add_subcommand(
       "run", "run chapters or experiments (default: every chapter, quick), then the report");
   run->add_option("targets", a.targets,
-                  "chapters (ch01, 01-threads) or experiment ids (ch01/parallel_sum)");
+                  "chapters (ch01, 01-threads) or experiment ids (ch01/sum_memory_bound)");
   add_run_flags(run, a);
   run->add_option("--ranks", a.ranks,
                   "run the experiments across MPI ranks under mpirun: rank counts to sweep, e.g. 2 "
@@ -430,7 +430,7 @@ int cli_main(int argc, char** argv) {
       "exercise", "check a chapter's exercises, then time them against the reference");
   exercise->add_option("chapter", a.targets, "the chapter, e.g. ch02")->required();
   exercise->add_option("--repeat", a.repeat, "timed repetitions");
-  exercise->add_option("--profile", a.profile, "quick (default) or full");
+  exercise->add_option("--profile", a.profile, "quick (default), full or smoke");
   exercise->add_flag("--no-timing", a.no_timing, "tests only");
   exercise->add_flag("--quiet", a.quiet, "no progress line");
 

@@ -140,7 +140,7 @@ std::vector<Record> run_microbenchmarks(const Experiment& set, Profile profile, 
   std::vector<std::string> args = {
       "concurdl",
       fmt::format("--benchmark_repetitions={}", std::max(1, repetitions)),
-      fmt::format("--benchmark_min_time={}", profile == Profile::quick ? 0.02 : 0.2),
+      fmt::format("--benchmark_min_time={}", profile == Profile::full ? 0.2 : 0.02),
       "--benchmark_enable_random_interleaving=true",
   };
   std::vector<char*> argv;

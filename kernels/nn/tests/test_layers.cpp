@@ -180,8 +180,10 @@ TEST(MlpLayers, BadRangesAreRefusedNamingTheRange) {
     }
   };
   Activations a;
-  for (const auto& [first, last] :
+  for (const auto& bounds :
        std::vector<std::pair<std::size_t, std::size_t>>{{2, 2}, {3, 1}, {0, 5}, {4, 5}, {0, 0}}) {
+    // Named copies, not structured bindings: clang 14 (the tsan preset) cannot capture those.
+    const std::size_t first = bounds.first, last = bounds.second;
     // Built with +=: GCC 12 warns (-Wrestrict, a false positive) on "[" + std::to_string(...).
     std::string range = "[";
     range += std::to_string(first) + ", " + std::to_string(last) + ")";

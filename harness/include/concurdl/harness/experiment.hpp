@@ -180,7 +180,7 @@ struct Inapplicable {
 };
 
 struct Experiment {
-  std::string id;       // "ch01/parallel_sum"
+  std::string id;       // "ch01/sum_memory_bound"
   std::string chapter;  // "01-threads"
   std::string title;
   std::vector<Axis> axes;

@@ -13,7 +13,7 @@
 namespace concurdl {
 
 struct MicroBenchmarks {
-  std::string id;  // "ch02/atomic_increment": the record's experiment id
+  std::string id;  // "ch02/counter_uncontended": the record's experiment id
   std::string chapter;
   std::string title;
   std::string filter;  // regex over benchmark names, as --benchmark_filter

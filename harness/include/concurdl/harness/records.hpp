@@ -28,7 +28,7 @@ struct MetricSeries {
 };
 
 struct Record {
-  std::string experiment;  // "ch01/parallel_sum"
+  std::string experiment;  // "ch01/sum_memory_bound"
   std::string chapter;     // "01-threads"
   Params params;
   std::string metric = "time";

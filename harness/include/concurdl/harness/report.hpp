@@ -31,7 +31,7 @@ struct ChartSeries {
 // One chart, ready to draw: measured series first, then model overlays (the harness's, then the
 // experiment's Figure::models, one curve per model and run).
 struct ChartSpec {
-  std::string stem;  // file name stem: "ch01_parallel_sum_speedup"
+  std::string stem;  // file name stem: "ch01_sum_memory_bound_speedup"
   std::string title;
   std::string experiment;
   FigureKind kind = FigureKind::lines;
