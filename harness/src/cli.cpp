@@ -360,7 +360,8 @@ int cmd_exercise(const Args& a) {
 }
 
 void add_run_flags(CLI::App* app, Args& a) {
-  app->add_option("--profile", a.profile, "quick (default), full, or smoke (every configuration once, smallest sizes)");
+  app->add_option("--profile", a.profile,
+                  "quick (default), full, or smoke (every configuration once, smallest sizes)");
   app->add_option("--threads", a.threads, "thread counts to sweep, e.g. 1,2,4,8");
   app->add_option("--repeat", a.repeat, "timed repetitions per configuration");
   app->add_option("--set", a.set, "override a parameter axis: key=v1,v2 (repeatable)")
