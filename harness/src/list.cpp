@@ -7,6 +7,7 @@
 
 #include <algorithm>
 
+#include "concurdl/build_info.hpp"
 #include "concurdl/harness/errors.hpp"
 #include "concurdl/harness/exercise.hpp"
 #include "concurdl/harness/experiment.hpp"
@@ -72,6 +73,9 @@ void print_variants(const Axis& ax, const VariantAxisDoc& doc) {
 
 void print_experiment(const Experiment& e) {
   fmt::print("  {:<32} {}\n", e.id, e.title);
+  if (e.mpi)
+    fmt::print("      across MPI ranks: runs only with 'concurdl run --ranks N'{}\n",
+               build::have_mpi ? "" : " (this concurdl was built without MPI)");
   if (!e.recorded_by.empty()) {
     fmt::print("      recorded by 'concurdl {}' (not measured by run)\n", e.recorded_by);
   } else if (!e.microbenchmark_filter.empty()) {
