@@ -253,3 +253,29 @@ TEST(Samples, VersionOneFilesStillLoad) {
   v1["schema_version"] = kSchemaVersion + 1;
   EXPECT_THROW(run_from_json(v1, "future.json"), UsageError);
 }
+
+TEST(Samples, AMeasurementAboveItsCeilingIsFlaggedWithTheLikelyCauses) {
+  Calibration calib;
+  calib.peak_flops = 100e9;
+  calib.mem_bandwidth_bytes_per_s = 20e9;
+  Record above, below;
+  for (Record* r : {&above, &below}) {
+    r->experiment = "testv2/multi";
+    r->samples = {1.0};
+    r->stats = summarize(r->samples);
+  }
+  above.derived["flops_per_s"] = 150e9;  // above the calibrated peak: impossible
+  below.derived["flops_per_s"] = 90e9;
+  std::vector<Record> recs = {above, below};
+  derive_metrics(recs, calib);
+  ASSERT_EQ(recs[0].notes.count("above_ceiling"), 1u);
+  EXPECT_NE(recs[0].notes.at("above_ceiling").find("1.50 x the calibrated peak FLOP/s"),
+            std::string::npos)
+      << recs[0].notes.at("above_ceiling");
+  EXPECT_NE(recs[0].notes.at("above_ceiling").find("disturbed"), std::string::npos);
+  EXPECT_EQ(recs[1].notes.count("above_ceiling"), 0u);
+  // Derived again under a calibration that holds it: the flag goes.
+  calib.peak_flops = 200e9;
+  derive_metrics(recs, calib);
+  EXPECT_EQ(recs[0].notes.count("above_ceiling"), 0u);
+}

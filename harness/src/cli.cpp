@@ -20,6 +20,7 @@
 #include "concurdl/harness/compare.hpp"
 #include "concurdl/harness/errors.hpp"
 #include "concurdl/harness/exercise.hpp"
+#include "concurdl/harness/noise.hpp"
 #include "concurdl/harness/openblas_env.hpp"
 #include "concurdl/harness/provenance.hpp"
 #include "concurdl/harness/ranks.hpp"
@@ -182,6 +183,17 @@ int measure(const std::vector<std::string>& command, const std::vector<const Exp
   };
   if (writer) dir = make_run_dir(root, f.provenance["host"].get<std::string>(), short_commit());
   save();
+  // Is anything else running? Recorded, and said in one line, before anything is measured.
+  // (Not across ranks: the other ranks' waiting would count as activity.)
+  if (!across_ranks) {
+    Activity act;
+    const std::string busy = quiet_check(0.2, &act);
+    f.provenance["activity_before_run"] = {{"other_processes_cpus", act.others_cpus},
+                                           {"steal_cpus", act.steal_cpus},
+                                           {"seconds", act.seconds}};
+    if (!busy.empty() && opt.progress)
+      std::fprintf(stderr, "concurdl: warning: %s\n", busy.c_str());
+  }
 
   const bool selects_calibration =
       std::any_of(selected.begin(), selected.end(),

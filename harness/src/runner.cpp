@@ -426,6 +426,32 @@ double workers(const Params& p, const std::string& axis) {
 
 }  // namespace
 
+// A measurement above the ceiling it is measured against cannot be right: either the
+// calibration was disturbed (another program ran while it measured) or the work the
+// experiment declares is not the work it does. Said in the record's notes, which the report
+// shows beside the record. The calibrated peak FLOP/s bounds every record; the memory
+// bandwidth only those that declare it as their ceiling (data in cache may go faster).
+namespace {
+void flag_above_ceiling(Record& r, const Calibration& calib) {
+  constexpr double kTolerance = 1.05;
+  r.notes.erase("above_ceiling");  // derived again under another calibration
+  auto note = [&](double fraction, const char* ceiling) {
+    r.notes["above_ceiling"] = fmt::format(
+        "{:.2f} x the calibrated {}: the calibration may have been disturbed (another program "
+        "running while it measured), or the declared work is wrong",
+        fraction, ceiling);
+  };
+  if (auto it = r.derived.find("fraction_of_ceiling");
+      it != r.derived.end() && it->second > kTolerance) {
+    const Experiment* e = find_experiment(r.experiment);
+    note(it->second, e && e->ceiling == Ceiling::peak_flops ? "peak FLOP/s" : "memory bandwidth");
+  } else if (auto f = r.derived.find("flops_per_s"); f != r.derived.end() && calib.peak_flops > 0 &&
+                                                     f->second > kTolerance * calib.peak_flops) {
+    note(f->second / calib.peak_flops, "peak FLOP/s");
+  }
+}
+}  // namespace
+
 void derive_metrics(std::vector<Record>& records, const Calibration& calib) {
   for (Record& r : records) {
     if (!r.valid || r.stats.n == 0) continue;
@@ -464,6 +490,7 @@ void derive_metrics(std::vector<Record>& records, const Calibration& calib) {
     if (e && e->ceiling == Ceiling::peak_flops && calib.peak_flops > 0 &&
         r.derived.count("flops_per_s"))
       r.derived["fraction_of_ceiling"] = r.derived["flops_per_s"] / calib.peak_flops;
+    flag_above_ceiling(r, calib);
   }
 }
 
