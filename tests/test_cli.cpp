@@ -175,6 +175,44 @@ TEST_F(Cli, RanksAndTheExperimentsMustAgree) {
   EXPECT_FALSE(fs::exists(dir_ / "results"));
 }
 
+// Ctrl-C mid-run (SIGINT, raised by the runner itself after the first group here) leaves every
+// finished group on disk and says how to resume; --resume measures only what is missing, and the
+// file then holds every configuration exactly once, as an uninterrupted run's does.
+TEST_F(Cli, InterruptedRunResumesToTheSameConfigurations) {
+  const std::string args = "run ch99/sum --set n=1M,2M,3M --no-calibrate --no-report --quiet";
+  const Result cut =
+      run(args + " --out cut", CONCURDL_SELFTEST_BIN, "CONCURDL_INTERRUPT_AFTER_GROUPS=1");
+  ASSERT_EQ(cut.rc, 130) << cut.err;
+  EXPECT_NE(cut.err.find("--resume"), std::string::npos) << cut.err;
+  ASSERT_EQ(std::distance(fs::directory_iterator(dir_ / "cut"), fs::directory_iterator{}), 1);
+  const fs::path cut_dir = fs::directory_iterator(dir_ / "cut")->path();
+  const RunFile partial = load_run(cut_dir);
+  EXPECT_EQ(partial.records.size(), 2u) << "the first group: n=1M at 1 and 2 threads";
+  EXPECT_FALSE(partial.provenance.contains("finished"));
+
+  const Result whole = run(args + " --out whole");
+  ASSERT_EQ(whole.rc, 0) << whole.err;
+  const RunFile uninterrupted = load_run(dir_ / whole.last_line());
+
+  const Result resumed = run("run --resume " + cut_dir.string());
+  ASSERT_EQ(resumed.rc, 0) << resumed.err;
+  const RunFile full = load_run(cut_dir);
+  auto keys = [](const RunFile& f) {
+    std::vector<std::string> k;
+    for (const auto& r : f.records) k.push_back(r.experiment + " " + concurdl::describe(r.params));
+    return k;
+  };
+  EXPECT_EQ(keys(full), keys(uninterrupted)) << "every configuration once, in the same order";
+  EXPECT_TRUE(full.provenance.contains("finished"));
+  EXPECT_TRUE(full.provenance.contains("resumed"));
+  for (const auto& r : full.records)
+    if (r.params.at("threads") == "2") EXPECT_TRUE(r.derived.count("speedup")) << r.params.at("n");
+
+  expect_usage_error(run("run --resume " + cut_dir.string()), "nothing to resume");
+  expect_usage_error(run("run --resume " + cut_dir.string() + " --quiet"), "nothing else");
+  expect_usage_error(run("run --resume no-such-dir"), "no-such-dir");
+}
+
 TEST_F(Cli, CalibrateYieldsValidRecordsAndCharts) {
   const Result r = run("calibrate --profile quick --out runs", CONCURDL_BIN);
   ASSERT_EQ(r.rc, 0) << r.err;

@@ -8,7 +8,10 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <atomic>
+#include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <limits>
 #include <set>
@@ -71,6 +74,13 @@ std::shared_ptr<Timer> host_timer() {
   static const std::shared_ptr<Timer> t = std::make_shared<HostTimer>();
   return t;
 }
+
+namespace {
+std::atomic<bool> g_stop{false};
+}  // namespace
+
+void request_stop() { g_stop.store(true); }
+bool stop_requested() { return g_stop.load(); }
 
 int default_repetitions(Profile p) {
   switch (p) {
@@ -317,6 +327,9 @@ std::vector<Record> run_configs(
     const std::function<void(const std::vector<Record>&)>& after_experiment) {
   std::vector<Record> records;
   Progress progress(configs.size(), opt.progress);
+  // For tests of Ctrl-C: CONCURDL_INTERRUPT_AFTER_GROUPS=N raises SIGINT after the N-th group.
+  long groups_finished = 0, interrupt_after = -1;
+  if (const char* n = std::getenv("CONCURDL_INTERRUPT_AFTER_GROUPS")) interrupt_after = std::atol(n);
   std::size_t i = 0;
   while (i < configs.size()) {
     // One experiment at a time; within it, one group at a time.
@@ -342,6 +355,8 @@ std::vector<Record> run_configs(
       groups.clear();
     }
     for (auto& [key, members] : groups) {
+      // Ctrl-C (or a test's stand-in for it): stop between groups; what is saved stays.
+      if (stop_requested()) throw Interrupted("interrupted");
       // An MPI experiment's group runs on world ranks 0..ranks-1; the others wait for it.
       std::optional<ranks::Group> rank_group;
       if (e->mpi) {
@@ -400,11 +415,19 @@ std::vector<Record> run_configs(
           guarded(s, "derive failed", [&] { e->derive(s.record.params, w, s.record); });
         done.push_back(std::move(s.record));
       }
+      // The journal: every finished group is on disk before the next one starts.
+      if (after_experiment) {
+        std::vector<Record> so_far = records;
+        so_far.insert(so_far.end(), done.begin(), done.end());
+        after_experiment(so_far);
+      }
+      if (++groups_finished == interrupt_after) std::raise(SIGINT);
     }
     derive_metrics(done, calib);
     records.insert(records.end(), std::make_move_iterator(done.begin()),
                    std::make_move_iterator(done.end()));
     if (after_experiment) after_experiment(records);
+    done.clear();
     i = end;
   }
   progress.done();

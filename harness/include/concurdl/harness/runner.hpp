@@ -5,6 +5,7 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -50,8 +51,11 @@ class Progress {
 // Run configurations (grouped and interleaved as each experiment declares) and return one
 // record per configuration with statistics and derived metrics filled in. A failed validation
 // gives a record with valid = false (the run goes on); UsageError propagates.
-// `after_experiment` is called with all records so far after each experiment finishes, so the
-// caller can save them (nothing measured is lost if a later experiment crashes).
+// `after_experiment` is called with all records so far after each group and each experiment
+// finishes, so the caller can save them: nothing measured is lost if a later one crashes or the
+// run is stopped (speedups of an unfinished experiment are derived when it finishes).
+// After request_stop() (a signal handler may call it) the run stops before its next group by
+// throwing Interrupted.
 std::vector<Record> run_configs(
     const std::vector<Config>& configs, const RunOptions& opt, const Calibration& calib,
     const std::function<void(const std::vector<Record>&)>& after_experiment = {});
@@ -61,6 +65,14 @@ std::vector<Record> run_configs(
 void derive_metrics(std::vector<Record>& records, const Calibration& calib);
 
 int default_repetitions(Profile p);
+
+// Ask a running run_configs to stop before its next group (async-signal-safe).
+void request_stop();
+bool stop_requested();
+class Interrupted : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
 
 // `p` without the parameters that the experiment's Inapplicable rules say mean nothing there.
 Params applicable_params(const Experiment& e, Params p);
