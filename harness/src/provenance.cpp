@@ -22,6 +22,7 @@
 
 #include "concurdl/build_info.hpp"
 #include "concurdl/git_info.hpp"
+#include "concurdl/harness/cpu_info.hpp"
 #include "concurdl/harness/experiment.hpp"
 
 extern "C" char** environ;
@@ -212,7 +213,8 @@ json collect_provenance() {
   json p = {
       {"host", host_name()},
       {"cpu_model", file_field("/proc/cpuinfo", "model name")},
-      {"cores", hardware_threads()},  // usable by this process (affinity mask)
+      {"cpu", cpu_info::collect_cpu()},  // which CPU "cpu_model" was: family, model, caches, ...
+      {"cores", hardware_threads()},     // usable by this process (affinity mask)
       {"online_cpus", std::thread::hardware_concurrency()},
       {"physical_cores", physical_cores()},
       {"memory_bytes", mem_kb.empty() ? 0 : std::stoull(mem_kb) * 1024},

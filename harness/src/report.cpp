@@ -16,6 +16,7 @@
 #include <sstream>
 
 #include "concurdl/build_info.hpp"
+#include "concurdl/harness/cpu_info.hpp"
 #include "report_detail.hpp"
 
 namespace concurdl {
@@ -71,6 +72,12 @@ std::string value_or_unknown(const nlohmann::json& prov, const std::string& key)
   return v.empty() ? "?" : v;
 }
 
+// The machine, told apart: "AMD EPYC (Zen 5, family 26 model 2), 2 CPUs, KVM, AVX-512".
+std::string cpu_cell(const nlohmann::json& prov) {
+  const std::string s = cpu_info::machine_summary(prov);
+  return s.empty() ? "?" : s;
+}
+
 // `out_dir` names a single run whose path was never set (a report written right after the run).
 Table runs_table(const std::vector<RunFile>& runs, const std::filesystem::path& out_dir) {
   Table t;
@@ -87,10 +94,9 @@ Table runs_table(const std::vector<RunFile>& runs, const std::filesystem::path& 
       if (!p.has_filename()) p = p.parent_path();
       dir = p.filename().string();
     }
-    t.rows.push_back({dir.empty() ? "?" : dir, value_or_unknown(p, "host"),
-                      value_or_unknown(p, "cpu_model"), value_or_unknown(p, "cores"),
-                      value_or_unknown(p, "compiler"), value_or_unknown(p, "build_type"), commit,
-                      value_or_unknown(p, "started")});
+    t.rows.push_back({dir.empty() ? "?" : dir, value_or_unknown(p, "host"), cpu_cell(p),
+                      value_or_unknown(p, "cores"), value_or_unknown(p, "compiler"),
+                      value_or_unknown(p, "build_type"), commit, value_or_unknown(p, "started")});
   }
   return t;
 }

@@ -1,0 +1,635 @@
+// provenance.cpu: the CPU's identity (vendor, family, model, microarchitecture), the vector
+// extensions and hypervisor that change what a number means, and cpu0's caches and the process's
+// CPUs' sharing, so that two results from "AMD EPYC" can be told apart. Read from /proc/cpuinfo
+// and sysfs; on x86 cross-checked with CPUID.
+#include "concurdl/harness/cpu_info.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <sched.h>
+
+#include <algorithm>
+#include <array>
+#include <charconv>
+#include <fstream>
+#include <set>
+#include <sstream>
+#if defined(__x86_64__) || defined(__i386__)
+#if __has_include(<cpuid.h>)
+#include <cpuid.h>
+#define CONCURDL_HAVE_CPUID 1
+#endif
+#endif
+
+namespace concurdl::cpu_info {
+
+using nlohmann::json;
+
+namespace {
+
+std::string_view trim(std::string_view s) {
+  const auto space = [](char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; };
+  while (!s.empty() && space(s.front())) s.remove_prefix(1);
+  while (!s.empty() && space(s.back())) s.remove_suffix(1);
+  return s;
+}
+
+// "26" or "0xd4f"; nullopt for anything else.
+std::optional<int> parse_int(std::string_view s) {
+  s = trim(s);
+  int base = 10;
+  if (s.size() > 2 && s[0] == '0' && (s[1] == 'x' || s[1] == 'X')) {
+    s.remove_prefix(2);
+    base = 16;
+  }
+  int v = 0;
+  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v, base);
+  if (ec != std::errc() || end != s.data() + s.size() || s.empty()) return std::nullopt;
+  return v;
+}
+
+std::vector<std::string> words(std::string_view s) {
+  std::vector<std::string> out;
+  std::istringstream in{std::string(s)};
+  for (std::string w; in >> w;) out.push_back(w);
+  return out;
+}
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return "";
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+std::string read_line(const std::string& path) { return std::string(trim(read_text(path))); }
+
+// Arm's implementer codes (MIDR_EL1[31:24]) for the vendors one meets in servers.
+std::string arm_vendor(std::string_view implementer) {
+  static const std::map<int, const char*> names = {
+      {0x41, "ARM"},       {0x42, "Broadcom"}, {0x43, "Cavium"},   {0x46, "Fujitsu"},
+      {0x48, "HiSilicon"}, {0x4e, "NVIDIA"},   {0x51, "Qualcomm"}, {0x61, "Apple"},
+      {0x6d, "Microsoft"}, {0xc0, "Ampere"}};
+  const auto code = parse_int(implementer);
+  if (!code) return "";
+  const auto it = names.find(*code);
+  return it != names.end() ? it->second : fmt::format("implementer {}", implementer);
+}
+
+struct ModelRange {
+  int first, last;
+  const char* name;
+};
+
+// AMD: the ranges of Linux's bsp_init_amd() (arch/x86/kernel/cpu/amd.c), which sets ZEN1..ZEN6.
+// Family 25 is both Zen 3 and Zen 4, family 26 both Zen 5 and Zen 6: the model decides.
+const std::map<int, std::vector<ModelRange>>& amd_table() {
+  static const std::map<int, std::vector<ModelRange>> table = {
+      {0x17,
+       {{0x08, 0x08, "Zen+"},  // Pinnacle Ridge; the first matching range wins
+        {0x18, 0x18, "Zen+"},  // Picasso
+        {0x00, 0x2f, "Zen"},
+        {0x50, 0x5f, "Zen"},
+        {0x30, 0x4f, "Zen 2"},
+        {0x60, 0x7f, "Zen 2"},
+        {0x90, 0x91, "Zen 2"},
+        {0xa0, 0xaf, "Zen 2"}}},
+      {0x19,
+       {{0x00, 0x0f, "Zen 3"},
+        {0x20, 0x5f, "Zen 3"},
+        {0x10, 0x1f, "Zen 4"},
+        {0x60, 0xaf, "Zen 4"}}},
+      {0x1a,
+       {{0x00, 0x2f, "Zen 5"},
+        {0x40, 0x4f, "Zen 5"},
+        {0x60, 0x7f, "Zen 5"},
+        {0x50, 0x5f, "Zen 6"},
+        {0x80, 0xaf, "Zen 6"},
+        {0xc0, 0xcf, "Zen 6"}}},
+  };
+  return table;
+}
+
+// Intel family 6: the models of Linux's intel-family.h one meets in servers and workstations.
+const std::map<int, const char*>& intel_family6() {
+  static const std::map<int, const char*> table = {
+      {0x2d, "Sandy Bridge-EP"},
+      {0x3e, "Ivy Bridge-EP"},
+      {0x3f, "Haswell-EP"},
+      {0x4f, "Broadwell-EP"},
+      {0x56, "Broadwell-DE"},
+      {0x4e, "Skylake"},
+      {0x5e, "Skylake"},
+      {0x8e, "Kaby Lake/Coffee Lake"},
+      {0x9e, "Kaby Lake/Coffee Lake"},
+      {0xa5, "Comet Lake"},
+      {0xa6, "Comet Lake"},
+      {0x6a, "Ice Lake-SP"},
+      {0x6c, "Ice Lake-D"},
+      {0x7e, "Ice Lake"},
+      {0x8c, "Tiger Lake"},
+      {0x8d, "Tiger Lake"},
+      {0xa7, "Rocket Lake"},
+      {0x97, "Alder Lake"},
+      {0x9a, "Alder Lake"},
+      {0xb7, "Raptor Lake"},
+      {0xba, "Raptor Lake"},
+      {0xbf, "Raptor Lake"},
+      {0xaa, "Meteor Lake"},
+      {0xc5, "Arrow Lake"},
+      {0xc6, "Arrow Lake"},
+      {0xbd, "Lunar Lake"},
+      {0x8f, "Sapphire Rapids"},
+      {0xcf, "Emerald Rapids"},
+      {0xad, "Granite Rapids"},
+      {0xae, "Granite Rapids-D"},
+      {0xaf, "Sierra Forest"},
+      {0xdd, "Clearwater Forest"},
+  };
+  return table;
+}
+
+// Model 0x55 is three generations, told apart by stepping.
+std::string intel_skylake_sp(std::optional<int> stepping) {
+  if (!stepping) return "Skylake-SP/Cascade Lake (stepping unknown)";
+  if (*stepping <= 4) return "Skylake-SP";
+  if (*stepping <= 7) return "Cascade Lake";
+  if (*stepping == 10 || *stepping == 11) return "Cooper Lake";
+  return fmt::format("Skylake-SP family (stepping {})", *stepping);
+}
+
+// Arm (implementer, part) pairs: the Neoverse cores behind Graviton, Grace, Altra, Cobalt, Axion.
+const std::map<std::pair<int, int>, const char*>& arm_parts() {
+  static const std::map<std::pair<int, int>, const char*> table = {
+      {{0x41, 0xd08}, "Cortex-A72"},   {{0x41, 0xd0b}, "Cortex-A76"},
+      {{0x41, 0xd0c}, "Neoverse N1"},  {{0x41, 0xd40}, "Neoverse V1"},
+      {{0x41, 0xd49}, "Neoverse N2"},  {{0x41, 0xd4f}, "Neoverse V2"},
+      {{0x41, 0xd84}, "Neoverse V3"},  {{0x41, 0xd8e}, "Neoverse N3"},
+      {{0x48, 0xd01}, "TaiShan v110"},
+  };
+  return table;
+}
+
+std::string opt_text(std::optional<int> v) { return v ? std::to_string(*v) : "?"; }
+
+// Flag -> what people call the extension, widest first: the summary names the first present.
+struct VectorLevel {
+  const char* flag;
+  const char* label;
+};
+constexpr std::array<VectorLevel, 8> kVectorLevels = {{{"avx512f", "AVX-512"},
+                                                       {"avx2", "AVX2"},
+                                                       {"avx", "AVX"},
+                                                       {"sse4_2", "SSE4.2"},
+                                                       {"sve2", "SVE2"},
+                                                       {"sve", "SVE"},
+                                                       {"asimd", "NEON"},
+                                                       {"neon", "NEON"}}};
+
+// The extensions whose presence changes what this suite's kernels can do (x86, then Arm).
+constexpr std::array<const char*, 19> kVectorFlags = {
+    "sse4_2",      "avx",         "avx2",     "fma",      "avx512f",  "avx512bw", "avx512vl",
+    "avx512_bf16", "avx512_fp16", "amx_tile", "amx_bf16", "amx_int8", "asimd",    "asimdhp",
+    "sve",         "sve2",        "bf16",     "i8mm",     "sme"};
+
+#if defined(__x86_64__) || defined(__i386__)
+constexpr bool kX86 = true;
+#else
+constexpr bool kX86 = false;
+#endif
+
+// The keys read, x86's and Arm's (Arm has no vendor_id and no `model`; its part number is).
+using Setter = void (*)(CpuinfoFields&, std::string_view);
+const std::map<std::string_view, Setter> kCpuinfoKeys = {
+    {"vendor_id", [](CpuinfoFields& c, std::string_view v) { c.vendor = v; }},
+    {"model name", [](CpuinfoFields& c, std::string_view v) { c.model_name = v; }},
+    {"cpu family", [](CpuinfoFields& c, std::string_view v) { c.family = parse_int(v); }},
+    {"model", [](CpuinfoFields& c, std::string_view v) { c.model = parse_int(v); }},
+    {"stepping", [](CpuinfoFields& c, std::string_view v) { c.stepping = parse_int(v); }},
+    {"flags", [](CpuinfoFields& c, std::string_view v) { c.flags = words(v); }},
+    {"Features", [](CpuinfoFields& c, std::string_view v) { c.flags = words(v); }},
+    {"CPU implementer", [](CpuinfoFields& c, std::string_view v) { c.implementer = v; }},
+    {"CPU part", [](CpuinfoFields& c, std::string_view v) { c.part = v; }},
+    {"CPU architecture", [](CpuinfoFields& c, std::string_view v) { c.family = parse_int(v); }},
+    {"CPU revision", [](CpuinfoFields& c, std::string_view v) { c.stepping = parse_int(v); }},
+};
+}  // namespace
+
+CpuinfoFields parse_cpuinfo(std::string_view text) {
+  CpuinfoFields c;
+  bool in_block = false;
+  while (!text.empty()) {
+    const auto nl = text.find('\n');
+    const std::string_view line = text.substr(0, nl);
+    text.remove_prefix(nl == std::string_view::npos ? text.size() : nl + 1);
+    if (trim(line).empty()) {
+      if (in_block) break;  // the first processor's block is enough
+      continue;
+    }
+    const auto colon = line.find(':');
+    if (colon == std::string_view::npos) continue;
+    in_block = true;
+    const std::string_view key = trim(line.substr(0, colon));
+    const std::string_view value = trim(line.substr(colon + 1));
+    if (const auto it = kCpuinfoKeys.find(key); it != kCpuinfoKeys.end()) it->second(c, value);
+  }
+  if (!c.implementer.empty()) {  // Arm: no vendor_id, and `model` is not a field
+    if (c.vendor.empty()) c.vendor = arm_vendor(c.implementer);
+    c.model = parse_int(c.part);
+  }
+  return c;
+}
+
+std::string microarchitecture(const CpuinfoFields& c) {
+  if (!c.implementer.empty()) {
+    const auto impl = parse_int(c.implementer);
+    const auto part = parse_int(c.part);
+    if (impl && part) {
+      const auto it = arm_parts().find({*impl, *part});
+      if (it != arm_parts().end()) return it->second;
+    }
+    return fmt::format("unknown (implementer {} part {})",
+                       c.implementer.empty() ? "?" : c.implementer, c.part.empty() ? "?" : c.part);
+  }
+  const std::string unknown =
+      fmt::format("unknown (family {} model {})", opt_text(c.family), opt_text(c.model));
+  if (!c.family || !c.model) return unknown;
+  if (c.vendor == "AuthenticAMD") {
+    const auto fam = amd_table().find(*c.family);
+    if (fam == amd_table().end()) return unknown;
+    for (const ModelRange& r : fam->second)
+      if (*c.model >= r.first && *c.model <= r.last) return r.name;
+    return unknown;
+  }
+  if (c.vendor == "GenuineIntel" && *c.family == 6) {
+    if (*c.model == 0x55) return intel_skylake_sp(c.stepping);
+    const auto it = intel_family6().find(*c.model);
+    if (it != intel_family6().end()) return it->second;
+  }
+  return unknown;
+}
+
+std::vector<std::string> vector_flags(const std::vector<std::string>& flags) {
+  const std::set<std::string> have(flags.begin(), flags.end());
+  std::vector<std::string> out;
+  for (const char* f : kVectorFlags)
+    if (have.count(f)) out.emplace_back(f);
+  return out;
+}
+
+std::string vector_summary(const std::vector<std::string>& flags_used) {
+  const std::set<std::string> have(flags_used.begin(), flags_used.end());
+  std::string out;
+  for (const VectorLevel& level : kVectorLevels) {
+    if (have.count(level.flag)) {
+      out = level.label;
+      break;
+    }
+  }
+  if (have.count("amx_tile")) out += out.empty() ? "AMX" : ", AMX";
+  if (have.count("sme")) out += out.empty() ? "SME" : ", SME";
+  return out;
+}
+
+CpuidSignature decode_cpuid_signature(std::uint32_t eax) {
+  const int stepping = static_cast<int>(eax & 0xf);
+  const int base_model = static_cast<int>((eax >> 4) & 0xf);
+  const int base_family = static_cast<int>((eax >> 8) & 0xf);
+  const int ext_model = static_cast<int>((eax >> 16) & 0xf);
+  const int ext_family = static_cast<int>((eax >> 20) & 0xff);
+  CpuidSignature s;
+  s.stepping = stepping;
+  s.family = base_family == 0xf ? base_family + ext_family : base_family;
+  s.model = base_family == 0x6 || base_family == 0xf ? (ext_model << 4) + base_model : base_model;
+  return s;
+}
+
+std::string hypervisor_vendor(bool x86, bool hypervisor_flag, std::string_view cpuid_signature,
+                              std::string_view sys_hypervisor_type) {
+  cpuid_signature = trim(cpuid_signature);
+  sys_hypervisor_type = trim(sys_hypervisor_type);
+  if (hypervisor_flag && !cpuid_signature.empty()) return std::string(cpuid_signature);
+  if (!sys_hypervisor_type.empty()) return std::string(sys_hypervisor_type);
+  if (hypervisor_flag) return "unknown";
+  return x86 ? "none" : "unknown";
+}
+
+std::string hypervisor_display(std::string_view vendor) {
+  static const std::map<std::string, std::string, std::less<>> names = {
+      {"KVMKVMKVM", "KVM"},       {"Linux KVM Hv", "KVM"},        {"Microsoft Hv", "Hyper-V"},
+      {"VMwareVMware", "VMware"}, {"XenVMMXenVMM", "Xen"},        {"xen", "Xen"},
+      {"TCGTCGTCGTCG", "QEMU"},   {"VBoxVBoxVBox", "VirtualBox"}, {"bhyve bhyve", "bhyve"},
+      {"ACRNACRNACRN", "ACRN"},   {"none", "bare metal"}};
+  const auto it = names.find(trim(vendor));
+  return it != names.end() ? it->second : std::string(trim(vendor));
+}
+
+std::optional<std::uint64_t> parse_cache_size(std::string_view text) {
+  text = trim(text);
+  std::uint64_t scale = 1;
+  if (!text.empty()) {
+    switch (text.back()) {
+      case 'K':
+        scale = 1ull << 10;
+        break;
+      case 'M':
+        scale = 1ull << 20;
+        break;
+      case 'G':
+        scale = 1ull << 30;
+        break;
+      default:
+        break;
+    }
+    if (scale != 1) text.remove_suffix(1);
+  }
+  std::uint64_t v = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (text.empty() || ec != std::errc() || end != text.data() + text.size()) return std::nullopt;
+  return v * scale;
+}
+
+std::optional<std::vector<int>> parse_cpu_list(std::string_view text) {
+  text = trim(text);
+  std::set<int> cpus;
+  while (!text.empty()) {
+    const auto comma = text.find(',');
+    const std::string_view item = trim(text.substr(0, comma));
+    text.remove_prefix(comma == std::string_view::npos ? text.size() : comma + 1);
+    const auto dash = item.find('-');
+    const auto first = parse_int(item.substr(0, dash));
+    const auto last = dash == std::string_view::npos ? first : parse_int(item.substr(dash + 1));
+    // A bound on the range keeps a corrupt list from filling memory.
+    if (!first || !last || *first < 0 || *last < *first || *last - *first > (1 << 20))
+      return std::nullopt;
+    for (int c = *first; c <= *last; ++c) cpus.insert(c);
+  }
+  return std::vector<int>(cpus.begin(), cpus.end());
+}
+
+std::string format_cpu_list(const std::vector<int>& cpus) {
+  std::vector<int> sorted = cpus;
+  std::sort(sorted.begin(), sorted.end());
+  sorted.erase(std::unique(sorted.begin(), sorted.end()), sorted.end());
+  std::string out;
+  for (std::size_t i = 0; i < sorted.size();) {
+    std::size_t j = i;
+    while (j + 1 < sorted.size() && sorted[j + 1] == sorted[j] + 1) ++j;
+    if (!out.empty()) out += ',';
+    out += j == i ? std::to_string(sorted[i]) : fmt::format("{}-{}", sorted[i], sorted[j]);
+    i = j + 1;
+  }
+  return out;
+}
+
+std::vector<std::string> sharing_groups(const std::vector<int>& cpus,
+                                        const std::map<int, std::string>& shared_list_of) {
+  const std::set<int> mine(cpus.begin(), cpus.end());
+  std::set<int> placed;
+  std::vector<std::string> groups;
+  for (int cpu : mine) {
+    if (placed.count(cpu)) continue;
+    std::vector<int> group{cpu};
+    if (const auto it = shared_list_of.find(cpu); it != shared_list_of.end()) {
+      if (const auto shared = parse_cpu_list(it->second)) {
+        for (int other : *shared)
+          if (other != cpu && mine.count(other) && !placed.count(other)) group.push_back(other);
+      }
+    }
+    placed.insert(group.begin(), group.end());
+    groups.push_back(format_cpu_list(group));
+  }
+  return groups;
+}
+
+namespace {
+
+#ifdef CONCURDL_HAVE_CPUID
+struct CpuidFacts {
+  std::string vendor;
+  CpuidSignature signature;
+  bool hypervisor = false;
+  std::string hypervisor_signature;
+};
+
+std::optional<CpuidFacts> read_cpuid() {
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  if (!__get_cpuid(0, &a, &b, &c, &d)) return std::nullopt;
+  CpuidFacts f;
+  char vendor[13] = {};
+  std::copy_n(reinterpret_cast<const char*>(&b), 4, vendor);
+  std::copy_n(reinterpret_cast<const char*>(&d), 4, vendor + 4);
+  std::copy_n(reinterpret_cast<const char*>(&c), 4, vendor + 8);
+  f.vendor = vendor;
+  if (!__get_cpuid(1, &a, &b, &c, &d)) return f;
+  f.signature = decode_cpuid_signature(a);
+  f.hypervisor = (c >> 31) & 1;
+  if (f.hypervisor) {
+    // Leaf 0x40000000 exists only under a hypervisor (ECX bit 31 of leaf 1), and __get_cpuid
+    // would refuse it (it checks against the highest basic leaf): ask directly.
+    __cpuid(0x40000000, a, b, c, d);
+    char sig[13] = {};
+    std::copy_n(reinterpret_cast<const char*>(&b), 4, sig);
+    std::copy_n(reinterpret_cast<const char*>(&c), 4, sig + 4);
+    std::copy_n(reinterpret_cast<const char*>(&d), 4, sig + 8);
+    f.hypervisor_signature = sig;  // stops at the first NUL: "KVMKVMKVM"
+  }
+  return f;
+}
+#endif
+
+std::vector<int> affinity_cpus() {
+  std::vector<int> cpus;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) == 0) {
+    for (int c = 0; c < CPU_SETSIZE; ++c)
+      if (CPU_ISSET(c, &set)) cpus.push_back(c);
+  }
+  return cpus;
+}
+
+std::string cpu_dir(int cpu) { return fmt::format("/sys/devices/system/cpu/cpu{}", cpu); }
+
+// cpuN's cache index directories that exist (index0, index1, ...).
+std::vector<std::string> cache_dirs(int cpu) {
+  std::vector<std::string> dirs;
+  for (int i = 0; i < 16; ++i) {
+    const std::string dir = fmt::format("{}/cache/index{}", cpu_dir(cpu), i);
+    if (!std::ifstream(dir + "/level")) break;
+    dirs.push_back(dir);
+  }
+  return dirs;
+}
+
+json caches_of_cpu0() {
+  json list = json::array();
+  for (const std::string& dir : cache_dirs(0)) {
+    json c = json::object();
+    if (const auto level = parse_int(read_line(dir + "/level"))) c["level"] = *level;
+    const std::string type = read_line(dir + "/type");
+    c["type"] = type.empty() ? "unknown" : type;
+    if (const auto size = parse_cache_size(read_line(dir + "/size"))) c["size_bytes"] = *size;
+    const std::string shared = read_line(dir + "/shared_cpu_list");
+    if (!shared.empty()) c["shared_cpu_list"] = shared;
+    list.push_back(c);
+  }
+  return list;
+}
+
+// level -> shared_cpu_list of cpu's caches that hold data (instruction caches aside).
+std::map<int, std::string> data_caches_shared(int cpu) {
+  std::map<int, std::string> shared;
+  for (const std::string& dir : cache_dirs(cpu)) {
+    const auto level = parse_int(read_line(dir + "/level"));
+    if (!level || read_line(dir + "/type") == "Instruction") continue;
+    shared.emplace(*level, read_line(dir + "/shared_cpu_list"));
+  }
+  return shared;
+}
+
+json topology() {
+  const std::vector<int> cpus = affinity_cpus();
+  if (cpus.empty()) return json::object();
+  std::map<int, std::string> core, l2, l3;
+  for (int cpu : cpus) {
+    core[cpu] = read_line(cpu_dir(cpu) + "/topology/thread_siblings_list");
+    auto shared = data_caches_shared(cpu);
+    l2[cpu] = shared[2];
+    l3[cpu] = shared[3];
+  }
+  const auto any = [](const std::map<int, std::string>& m) {
+    return std::any_of(m.begin(), m.end(), [](const auto& kv) { return !kv.second.empty(); });
+  };
+  json t = {{"cpus", format_cpu_list(cpus)}};
+  if (any(core)) t["core_groups"] = sharing_groups(cpus, core);
+  if (any(l2)) t["l2_groups"] = sharing_groups(cpus, l2);
+  if (any(l3)) t["l3_groups"] = sharing_groups(cpus, l3);
+  return t;
+}
+
+json collect_cpu_unguarded() {
+  CpuinfoFields info = parse_cpuinfo(read_text("/proc/cpuinfo"));
+  json cpu = json::object();
+  bool hypervisor_flag = std::count(info.flags.begin(), info.flags.end(), "hypervisor") > 0;
+  std::string hypervisor_signature;
+#ifdef CONCURDL_HAVE_CPUID
+  if (const auto id = read_cpuid()) {
+    // cpuinfo comes first (the kernel may hide features it does not enable); CPUID fills what it
+    // lacks (a container's made-up cpuinfo) and says when it disagrees.
+    std::vector<std::string> filled;
+    if (info.vendor.empty() && !id->vendor.empty()) {
+      info.vendor = id->vendor;
+      filled.push_back("vendor");
+    }
+    const auto fill = [&](std::optional<int>& mine, int theirs, const char* name) {
+      if (mine) return;
+      mine = theirs;
+      filled.push_back(name);
+    };
+    fill(info.family, id->signature.family, "family");
+    fill(info.model, id->signature.model, "model");
+    fill(info.stepping, id->signature.stepping, "stepping");
+    const bool agrees = info.vendor == id->vendor && info.family == id->signature.family &&
+                        info.model == id->signature.model &&
+                        info.stepping == id->signature.stepping;
+    if (!filled.empty())
+      cpu["cpuid_check"] =
+          fmt::format("{} taken from CPUID (not in /proc/cpuinfo)", fmt::join(filled, ", "));
+    else if (agrees)
+      cpu["cpuid_check"] = "agrees";
+    else
+      cpu["cpuid_check"] =
+          fmt::format("differs: CPUID says {} family {} model {} stepping {}", id->vendor,
+                      id->signature.family, id->signature.model, id->signature.stepping);
+    hypervisor_flag = hypervisor_flag || id->hypervisor;
+    hypervisor_signature = id->hypervisor_signature;
+  }
+#endif
+  cpu["vendor"] = info.vendor.empty() ? "unknown" : info.vendor;
+  if (info.family) cpu["family"] = *info.family;
+  if (info.model) cpu["model"] = *info.model;
+  if (info.stepping) cpu["stepping"] = *info.stepping;
+  if (!info.implementer.empty()) {
+    cpu["implementer"] = info.implementer;
+    cpu["part"] = info.part.empty() ? "unknown" : info.part;
+  }
+  cpu["microarchitecture"] = microarchitecture(info);
+  cpu["flags_used"] = vector_flags(info.flags);
+  cpu["hypervisor"] = hypervisor_vendor(kX86, hypervisor_flag, hypervisor_signature,
+                                        read_line("/sys/hypervisor/type"));
+  try {
+    cpu["caches"] = caches_of_cpu0();
+  } catch (const std::exception&) {
+  }
+  try {
+    cpu["topology"] = topology();
+  } catch (const std::exception&) {
+  }
+  return cpu;
+}
+
+const json* field(const json& obj, const char* key) {
+  if (!obj.is_object()) return nullptr;
+  const auto it = obj.find(key);
+  return it == obj.end() ? nullptr : &*it;
+}
+
+std::string string_field(const json& obj, const char* key) {
+  const json* v = field(obj, key);
+  return v && v->is_string() ? v->get<std::string>() : "";
+}
+
+std::string number_field(const json& obj, const char* key) {
+  const json* v = field(obj, key);
+  return v && v->is_number_integer() ? std::to_string(v->get<long long>()) : "";
+}
+
+}  // namespace
+
+json collect_cpu() {
+  // Provenance must never stop a run: a sysfs or cpuinfo surprise leaves fields out instead.
+  try {
+    return collect_cpu_unguarded();
+  } catch (const std::exception&) {
+    return json{{"vendor", "unknown"}, {"microarchitecture", "unknown"}};
+  }
+}
+
+std::string machine_summary(const json& p) {
+  const std::string brand = string_field(p, "cpu_model");
+  const json* cpu = field(p, "cpu");
+  if (!cpu || !cpu->is_object()) return brand;  // an older file: as it always read
+  try {
+    std::string out = brand.empty() ? string_field(*cpu, "vendor") : brand;
+    // What tells the machine apart: the microarchitecture and the numbers it came from.
+    std::vector<std::string> identity;
+    std::string uarch = string_field(*cpu, "microarchitecture");
+    if (!uarch.empty() && uarch.rfind("unknown", 0) != 0) identity.push_back(uarch);
+    const std::string family = number_field(*cpu, "family"), model = number_field(*cpu, "model");
+    const std::string part = string_field(*cpu, "part");
+    if (!string_field(*cpu, "implementer").empty() && !part.empty())
+      identity.push_back(
+          fmt::format("implementer {} part {}", string_field(*cpu, "implementer"), part));
+    else if (!family.empty() && !model.empty())
+      identity.push_back(fmt::format("family {} model {}", family, model));
+    if (!identity.empty()) out += fmt::format(" ({})", fmt::join(identity, ", "));
+    std::vector<std::string> parts{out};
+    if (const std::string n = number_field(p, "online_cpus"); !n.empty())
+      parts.push_back(n + (n == "1" ? " CPU" : " CPUs"));
+    if (const std::string hv = string_field(*cpu, "hypervisor"); !hv.empty() && hv != "unknown")
+      parts.push_back(hypervisor_display(hv));
+    if (const json* flags = field(*cpu, "flags_used"); flags && flags->is_array()) {
+      std::vector<std::string> names;
+      for (const json& f : *flags)
+        if (f.is_string()) names.push_back(f.get<std::string>());
+      if (const std::string v = vector_summary(names); !v.empty()) parts.push_back(v);
+    }
+    return fmt::format("{}", fmt::join(parts, ", "));
+  } catch (const std::exception&) {
+    return brand;
+  }
+}
+
+}  // namespace concurdl::cpu_info
