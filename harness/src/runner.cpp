@@ -6,9 +6,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
-#include <atomic>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -329,7 +329,8 @@ std::vector<Record> run_configs(
   Progress progress(configs.size(), opt.progress);
   // For tests of Ctrl-C: CONCURDL_INTERRUPT_AFTER_GROUPS=N raises SIGINT after the N-th group.
   long groups_finished = 0, interrupt_after = -1;
-  if (const char* n = std::getenv("CONCURDL_INTERRUPT_AFTER_GROUPS")) interrupt_after = std::atol(n);
+  if (const char* n = std::getenv("CONCURDL_INTERRUPT_AFTER_GROUPS"))
+    interrupt_after = std::atol(n);
   std::size_t i = 0;
   while (i < configs.size()) {
     // One experiment at a time; within it, one group at a time.
