@@ -110,6 +110,29 @@ TEST_F(Cli, UnknownFlagIsAUsageError) { expect_usage_error(run("run --frobnicate
 TEST_F(Cli, MissingRunDirectoryIsAUsageError) {
   expect_usage_error(run("report no-such-run"), "no-such-run");
 }
+// Values past what an experiment or a flag takes: exit 2 and one line naming the axis or the
+// flag and the limit, before anything is measured or written. Every axis's limit is checked
+// through expand() in test_axis_limits.cpp; this is the command line end to end.
+TEST_F(Cli, AbsurdValuesAreUsageErrorsNamingTheLimit) {
+  const Result n =
+      run("run ch01/false_sharing --no-calibrate --set n=999999999999999", CONCURDL_BIN);
+  expect_usage_error(n, "parameter 'n': '999999999999999' is more than 8589934592");
+  expect_usage_error(run("run ch02/rw_lock --no-calibrate --set read_pct=-5", CONCURDL_BIN),
+                     "parameter 'read_pct': '-5' is less than 0");
+  expect_usage_error(run("run ch99/sum --no-calibrate --threads 5000"),
+                     "--threads: '5000' is more than 4096");
+  expect_usage_error(run("run ch99/sum --no-calibrate --threads 99999999999999999999999"),
+                     "--threads: '99999999999999999999999' is more than 4096");
+  expect_usage_error(run("run ch99/sum --no-calibrate --repeat 999999999"), "--repeat");
+  expect_usage_error(run("run ch99/sum --no-calibrate --threads 2 --set threads=4"),
+                     "--threads and --set threads");
+  EXPECT_FALSE(fs::exists(dir_ / "results"));
+}
+TEST_F(Cli, AResultsFileThatIsADirectoryIsNamed) {
+  fs::create_directories(dir_ / "run" / "results.json");
+  expect_usage_error(run("report run"), "run/results.json: is a directory, not a results file");
+  expect_usage_error(run("compare run run"), "run/results.json: is a directory");
+}
 TEST_F(Cli, BadUsageWritesNoRunDirectory) {
   run("run --threads 0");
   EXPECT_FALSE(fs::exists(dir_ / "results"));
@@ -205,8 +228,11 @@ TEST_F(Cli, InterruptedRunResumesToTheSameConfigurations) {
   EXPECT_EQ(keys(full), keys(uninterrupted)) << "every configuration once, in the same order";
   EXPECT_TRUE(full.provenance.contains("finished"));
   EXPECT_TRUE(full.provenance.contains("resumed"));
-  for (const auto& r : full.records)
-    if (r.params.at("threads") == "2") EXPECT_TRUE(r.derived.count("speedup")) << r.params.at("n");
+  for (const auto& r : full.records) {
+    if (r.params.at("threads") == "2") {
+      EXPECT_TRUE(r.derived.count("speedup")) << r.params.at("n");
+    }
+  }
 
   expect_usage_error(run("run --resume " + cut_dir.string()), "nothing to resume");
   expect_usage_error(run("run --resume " + cut_dir.string() + " --quiet"), "nothing else");
@@ -305,6 +331,14 @@ TEST_F(Cli, ReportNamesATruncatedFileAndRendersTheOthers) {
   const Result by_file = run("report " + a.last_line() + "/results.json");
   EXPECT_EQ(by_file.rc, 0) << by_file.err;
   EXPECT_TRUE(fs::exists(good / "report.html"));
+
+  // One run named twice is reported once, and the second name is an error.
+  const Result twice =
+      run("report " + a.last_line() + " " + a.last_line() + "/results.json --out twice");
+  EXPECT_EQ(twice.rc, 2);
+  EXPECT_EQ(twice.err_lines(), 1) << twice.err;
+  EXPECT_NE(twice.err.find("given twice"), std::string::npos) << twice.err;
+  EXPECT_TRUE(fs::exists(dir_ / "twice/report.md"));
 }
 
 TEST_F(Cli, CompareWritesATableAndJson) {
@@ -319,6 +353,10 @@ TEST_F(Cli, CompareWritesATableAndJson) {
   ASSERT_EQ(j["rows"].size(), 1u);
   EXPECT_TRUE(j["rows"][0].contains("verdict"));
   expect_usage_error(run("compare " + a.last_line()), "two run directories");
+  fs::create_directories(dir_ / "a-dir");
+  expect_usage_error(run("compare " + a.last_line() + " " + b.last_line() + " --out a-dir"),
+                     "--out: 'a-dir' is a directory");
+  EXPECT_TRUE(fs::is_empty(dir_ / "a-dir"));
 }
 
 TEST_F(Cli, ExerciseReportsEachOutcomeAndTimesTheCorrectOne) {
@@ -355,6 +393,18 @@ TEST_F(Cli, TrainRejectsBadFlags) {
   expect_usage_error(run("train --checkpoint no-such-dir/ck", bin), "no-such-dir");
   expect_usage_error(run("train --frobnicate", bin), "frobnicate");
   expect_usage_error(run("train --data /nonexistent", bin), "/nonexistent");
+  // Sizes past the data set or past memory: refused by flag before anything is loaded.
+  expect_usage_error(run("train --batch 99999999", bin),
+                     "--batch: 99999999 is more than the 60000 training images");
+  expect_usage_error(run("train --batch 1000 --train-limit 640", bin),
+                     "--batch: 1000 is more than the 640 training images (--train-limit)");
+  expect_usage_error(run("train --train-limit 60001", bin), "--train-limit");
+  expect_usage_error(run("train --test-limit 10001", bin), "--test-limit");
+  expect_usage_error(run("train --threads 4097", bin), "--threads");
+  expect_usage_error(run("train --arch 784-999999999-10", bin), "--arch");
+  expect_usage_error(run("train --arch 784-65536-65536-10", bin), "parameters");
+  expect_usage_error(run("train --batch 60000 --arch 784-100000-10", bin), "activations");
+  expect_usage_error(run("train --checkpoint .", bin), "--checkpoint: '.' is a directory");
   EXPECT_FALSE(fs::exists(dir_ / "results"));
   const Result h = run("train --help", bin);
   EXPECT_EQ(h.rc, 0);

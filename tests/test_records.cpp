@@ -2,6 +2,7 @@
 // that survive a writer killed at any moment, run directories that are never reused.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -133,6 +134,14 @@ TEST(Records, LoaderNamesTheFileAndTheField) {
   EXPECT_NE(load_error(d / "missing.json").find("missing.json"), std::string::npos);
   write_text(d / "array.json", "[1,2]");
   EXPECT_NE(load_error(d / "array.json").find("array.json"), std::string::npos);
+
+  // Not a regular file: said for what it is, not read as an empty file (or waited on).
+  fs::create_directories(d / "dir-run" / "results.json");
+  EXPECT_EQ(load_error(d / "dir-run"),
+            (d / "dir-run" / "results.json").string() + ": is a directory, not a results file");
+  ASSERT_EQ(::mkfifo((d / "fifo.json").c_str(), 0600), 0);
+  EXPECT_NE(load_error(d / "fifo.json").find("fifo.json: is a FIFO"), std::string::npos);
+  EXPECT_NE(load_error("/dev/null").find("is a device"), std::string::npos);
 
   // A bad file never stops the others from loading.
   write_text(d / "good.json", good);

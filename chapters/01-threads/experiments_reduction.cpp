@@ -42,6 +42,9 @@ using namespace concurdl;
 using concurdl::threads::SumFn;
 using concurdl::threads::SumKind;
 
+// The most elements `n` takes: a float array of 32 GiB.
+constexpr std::int64_t kMaxFloats = max_elements(sizeof(float));
+
 // Input values in [0, 1), 24 random bits each (exact in a float), from a multiplicative hash of
 // the index: no generator state, so every thread can fill its own part. Filled with the same
 // static OpenMP schedule over all hardware threads as v4 reads it, so on a multi-socket machine
@@ -163,7 +166,7 @@ Experiment sum_exercise_timing(const std::string& title, SumFn student, SumFn re
                                SumKind kind, const std::string& n) {
   return exercise_timing(
       {.title = title,
-       .axes = {{"n", {n}, {}, AxisKind::size}},
+       .axes = {{"n", {n}, {}, AxisKind::size, kMaxFloats}},
        .prepare = [=](Impl impl, const Params& p, GroupCache& cache) {
          return sum_trial(impl == Impl::student ? student : reference,
                           input_for(cache, static_cast<std::size_t>(param_int(p, "n")), kind),
@@ -179,8 +182,8 @@ const bool registered = [] {
       // 8M elements take about 15 ms on one core here: long enough that where the scheduler
       // first puts a thread (both on one core, until it rebalances) does not decide the result.
       .axes = {threads::kSumVariants.axis("ch01/sum_compute_bound"),
-               {"threads", thread_counts(), {}, AxisKind::count},
-               {"n", {"16M"}, {"8M"}, AxisKind::size}},
+               {"threads", thread_counts(), {}, AxisKind::count, kMaxThreads},
+               {"n", {"16M"}, {"8M"}, AxisKind::size, kMaxFloats}},
       .baseline = {{"threads", "1"}},
       .inapplicable = threads::kSumVariants.inapplicable(is_serial, {"threads"}),
       .ceiling = Ceiling::peak_flops,
@@ -208,8 +211,12 @@ const bool registered = [] {
       .title =
           "Parallel sum of a float array 4x (quick) or 8x (full) the last-level cache: bandwidth",
       .axes = {threads::kSumVariants.axis("ch01/sum_memory_bound", {.where = reduces}),
-               {"threads", thread_counts(), {}, AxisKind::count},
-               {"n", {llc_multiple_elements(8)}, {llc_multiple_elements(4)}, AxisKind::size}},
+               {"threads", thread_counts(), {}, AxisKind::count, kMaxThreads},
+               {"n",
+                {llc_multiple_elements(8)},
+                {llc_multiple_elements(4)},
+                AxisKind::size,
+                kMaxFloats}},
       .baseline = {{"threads", "1"}},
       .inapplicable = threads::kSumVariants.inapplicable(is_serial, {"threads"}),
       .ceiling = Ceiling::mem_bandwidth,
@@ -235,8 +242,8 @@ const bool registered = [] {
       // profile adds 16 and 64 MiB: from memory, the loads dilute (but do not hide) the effect.
       .axes = {threads::kSumVariants.axis("ch01/false_sharing",
                                           {.where = writes_per_element, .all_quick = true}),
-               {"threads", thread_counts(), {}, AxisKind::count},
-               {"n", {"4M", "16M"}, {"2M"}, AxisKind::size}},
+               {"threads", thread_counts(), {}, AxisKind::count, kMaxThreads},
+               {"n", {"4M", "16M"}, {"2M"}, AxisKind::size, kMaxFloats}},
       .baseline = {{"variant", "v2_adjacent_partials"}},
       .prepare = sum_prepare(SumKind::memory_bound),
       .figures = {{.id = "rate",

@@ -112,7 +112,8 @@ const bool registered = [] {
       // The deadlock demonstrations run `threads` transfer threads (pairs in opposite
       // directions; one thread alone cannot deadlock, and its record says so); the livelock is
       // always a pair of polite threads.
-      .axes = {kHazardDemos.axis("ch02/hazards"), {"threads", {"2"}, {}, AxisKind::count}},
+      .axes = {kHazardDemos.axis("ch02/hazards"),
+               {"threads", {"2"}, {}, AxisKind::count, kMaxThreads}},
       .repetitions = 3,
       .prepare = hazard_trial,
       .figures = {{.id = "time",
@@ -130,9 +131,11 @@ const bool registered = [] {
        .title = "fix the deadlock",
        .test_binary = "ch02_tests",
        .test_filter = "TransferEx2_4/*",
-       .timing = exercise_timing({.title = "deadlock-free transfers, student vs std::scoped_lock",
-                                  .axes = {{"transfers", {"20000"}, {"5000"}, AxisKind::count}},
-                                  .prepare = transfer_exercise_trial})});
+       .timing = exercise_timing(
+           {.title = "deadlock-free transfers, student vs std::scoped_lock",
+            // per thread, a lock pair each: 2^30 take minutes
+            .axes = {{"transfers", {"20000"}, {"5000"}, AxisKind::count, std::int64_t{1} << 30}},
+            .prepare = transfer_exercise_trial})});
   return true;
 }();
 

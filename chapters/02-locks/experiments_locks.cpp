@@ -73,9 +73,7 @@ Trial throughput_trial(const Params& p, GroupCache&) {
 Trial rw_trial(const Params& p, GroupCache&) {
   const RwVariant& v = kRwVariants.find(p);
   const auto threads = static_cast<unsigned>(param_int(p, "threads"));
-  const std::int64_t pct = param_int(p, "read_pct");
-  if (pct < 0 || pct > 100)
-    throw UsageError(fmt::format("parameter 'read_pct': {} is not in [0, 100]", pct));
+  const std::int64_t pct = param_int(p, "read_pct");  // 0 .. 100 (the axis's limits)
   const std::uint32_t steps = cs_steps_of(p);
   const auto duration = duration_of(p);
   auto last = std::make_shared<RwResult>();
@@ -131,7 +129,8 @@ template <class Reference, class Student>
 Experiment lock_exercise_timing(const std::string& title) {
   return exercise_timing(
       {.title = title,
-       .axes = {{"cs", {"100ns"}}, {"duration_ms", {"100"}, {"50"}, AxisKind::count}},
+       .axes = {{"cs", {"100ns"}},
+                {"duration_ms", {"100"}, {"50"}, AxisKind::count, kMaxDurationMs}},
        .metric = "acquisitions_per_s",
        .unit = "1/s",
        .lower_is_better = false,
@@ -152,11 +151,11 @@ const bool registered = [] {
       .title = "Lock throughput and fairness: acquisitions/s and Jain's index vs threads for "
                "three critical-section lengths",
       .axes = {kLockVariants.axis("ch02/lock_throughput"),
-               {"threads", thread_counts(), {}, AxisKind::count},
+               {"threads", thread_counts(), {}, AxisKind::count, kMaxThreads},
                {"cs", cs_names()},
                // Longer than a scheduler time slice or two, so that the fairness index measures
                // the lock, not the scheduler.
-               {"duration_ms", {"200"}, {"50"}, AxisKind::count}},
+               {"duration_ms", {"200"}, {"50"}, AxisKind::count, kMaxDurationMs}},
       // "speedup" = this lock's throughput / std::mutex's at the same threads and cs.
       .baseline = {{"variant", "std_mutex"}},
       .metric = "acquisitions_per_s",
@@ -179,10 +178,14 @@ const bool registered = [] {
       .chapter = "02-locks",
       .title = "Readers-writer locks vs std::mutex at 50, 90 and 99% reads",
       .axes = {kRwVariants.axis("ch02/rw_lock"),
-               {"threads", thread_counts(), {}, AxisKind::count},
-               {"read_pct", {"50", "90", "99"}, {}, AxisKind::integer},
+               {"threads", thread_counts(), {}, AxisKind::count, kMaxThreads},
+               {.name = "read_pct",
+                .values = {"50", "90", "99"},
+                .kind = AxisKind::integer,
+                .max = 100,
+                .min = 0},
                {"cs", {"100ns", "1us"}, {"1us"}},
-               {"duration_ms", {"100"}, {"20"}, AxisKind::count}},
+               {"duration_ms", {"100"}, {"20"}, AxisKind::count, kMaxDurationMs}},
       .baseline = {{"variant", "std_mutex"}},
       .metric = "ops_per_s",
       .unit = "1/s",

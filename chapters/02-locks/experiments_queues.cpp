@@ -35,6 +35,11 @@ using StackFn = StackResult (*)(unsigned, std::uint64_t, unsigned, SeenTable*);
 
 // --- queues ------------------------------------------------------------------------------------
 
+// A producer numbers its items in 32 bits (tagged_item), so even a lone producer's share of
+// `items` fits; a queue of 2^31 16-byte ring cells is 32 GiB.
+constexpr std::int64_t kMaxItems = std::int64_t{1} << 32;
+constexpr std::int64_t kMaxCapacity = max_elements(16);
+
 Trial mpmc_trial(MpmcFn run, bool fifo, const Params& p) {
   const auto threads = static_cast<unsigned>(param_int(p, "threads"));
   // Not a usage error: `--threads 1,2,4` for the whole chapter is reasonable, and this one
@@ -73,13 +78,12 @@ Trial queue_trial(const Params& p, GroupCache&) {
 // --- stacks ------------------------------------------------------------------------------------
 
 constexpr unsigned kStackBurst = 8;
+// A thread numbers its pushes (rounds x burst) in 32 bits.
+constexpr std::int64_t kMaxRounds = ((std::int64_t{1} << 32) - 1) / kStackBurst;
 
 Trial stack_run_trial(StackFn run, const Params& p) {
   const auto threads = static_cast<unsigned>(param_int(p, "threads"));
   const auto rounds = static_cast<std::uint64_t>(param_int(p, "rounds"));
-  if (rounds * kStackBurst >= (std::uint64_t{1} << 32))
-    throw UsageError(
-        fmt::format("parameter 'rounds': {} is too many (items are 32-bit tagged)", rounds));
   auto last = std::make_shared<StackResult>();
   Trial t;
   t.run = [=] { *last = run(threads, rounds, kStackBurst, nullptr); };
@@ -129,9 +133,9 @@ const bool registered = [] {
       .chapter = "02-locks",
       .title = "MPMC queues: items/s with threads/2 producers and the rest consumers",
       .axes = {kQueueVariants.axis("ch02/queue_throughput"),
-               {"threads", thread_counts_from_two(), {}, AxisKind::count},
-               {"items", {"1M"}, {"200K"}, AxisKind::size},
-               {"capacity", {"1024"}, {}, AxisKind::size}},
+               {"threads", thread_counts_from_two(), {}, AxisKind::count, kMaxThreads},
+               {"items", {"1M"}, {"200K"}, AxisKind::size, kMaxItems},
+               {"capacity", {"1024"}, {}, AxisKind::size, kMaxCapacity}},
       // speedup = items/s against the mutex + condvar queue at the same thread count
       .baseline = {{"variant", "v1_blocking_queue"}},
       .prepare = queue_trial,
@@ -154,8 +158,8 @@ const bool registered = [] {
       .chapter = "02-locks",
       .title = "Stacks: push+pop operations/s, mutex stack vs Treiber stack",
       .axes = {kStackVariants.axis("ch02/stack_throughput"),
-               {"threads", thread_counts(), {}, AxisKind::count},
-               {"rounds", {"100K"}, {"10K"}, AxisKind::size}},
+               {"threads", thread_counts(), {}, AxisKind::count, kMaxThreads},
+               {"rounds", {"100K"}, {"10K"}, AxisKind::size, kMaxRounds}},
       .baseline = {{"variant", "locked_stack"}},
       .prepare = stack_trial,
       .figures = {{.id = "rate",
@@ -171,8 +175,8 @@ const bool registered = [] {
       .title = "Message passing vs shared memory: a histogram under a lock vs an owner thread "
                "fed through a channel",
       .axes = {kMessagePassingVariants.axis("ch02/message_passing"),
-               {"threads", thread_counts(), {}, AxisKind::count},
-               {"items", {"2M"}, {"200K"}, AxisKind::size}},
+               {"threads", thread_counts(), {}, AxisKind::count, kMaxThreads},
+               {"items", {"2M"}, {"200K"}, AxisKind::size, kMaxItems}},
       .baseline = {{"variant", "v1_shared_state"}},
       .prepare = message_trial,
       .figures = {{.id = "rate",
@@ -191,8 +195,8 @@ const bool registered = [] {
        .test_filter = "QueueEx2_3/*:BlockingQueueTyped/student.*",
        .timing = exercise_timing(
            {.title = "blocking queue, student vs v1_blocking_queue",
-            .axes = {{"items", {"200K"}, {"100K"}, AxisKind::size},
-                     {"capacity", {"1024"}, {}, AxisKind::size}},
+            .axes = {{"items", {"200K"}, {"100K"}, AxisKind::size, kMaxItems},
+                     {"capacity", {"1024"}, {}, AxisKind::size, kMaxCapacity}},
             .prepare = [](Impl impl, const Params& p, GroupCache&) {
               const MpmcFn fn =
                   impl == Impl::student
@@ -200,21 +204,20 @@ const bool registered = [] {
                       : &run_mpmc<BlockingAdapter<BoundedBlockingQueue<std::uint64_t>>>;
               return mpmc_trial(fn, true, p);
             }})});
-  register_exercise(
-      {.id = "2.5",
-       .chapter = "02-locks",
-       .title = "Treiber stack push and pop",
-       .test_binary = "ch02_tests",
-       .test_filter = "StackEx2_5/*",
-       .timing = exercise_timing({.title = "Treiber stack, student vs reference",
-                                  .axes = {{"rounds", {"50K"}, {"10K"}, AxisKind::size}},
-                                  .prepare = [](Impl impl, const Params& p, GroupCache&) {
-                                    const StackFn fn =
-                                        impl == Impl::student
-                                            ? &run_stack<StudentTreiberStack<std::uint64_t>>
-                                            : &run_stack<TreiberStack<std::uint64_t>>;
-                                    return stack_run_trial(fn, p);
-                                  }})});
+  register_exercise({.id = "2.5",
+                     .chapter = "02-locks",
+                     .title = "Treiber stack push and pop",
+                     .test_binary = "ch02_tests",
+                     .test_filter = "StackEx2_5/*",
+                     .timing = exercise_timing(
+                         {.title = "Treiber stack, student vs reference",
+                          .axes = {{"rounds", {"50K"}, {"10K"}, AxisKind::size, kMaxRounds}},
+                          .prepare = [](Impl impl, const Params& p, GroupCache&) {
+                            const StackFn fn = impl == Impl::student
+                                                   ? &run_stack<StudentTreiberStack<std::uint64_t>>
+                                                   : &run_stack<TreiberStack<std::uint64_t>>;
+                            return stack_run_trial(fn, p);
+                          }})});
   return true;
 }();
 

@@ -352,9 +352,13 @@ const bool registered = [] {
       .title = "Reading N pipes: a thread per pipe (blocking), epoll (readiness), io_uring "
                "(completion)",
       .axes = {kConsumers.axis("ch03/fan_in"),
-               {"pipes", {"1", "4", "16", "64", "256"}, {"4", "64"}, AxisKind::count},
-               {"bytes", {"64M"}, {"16M"}, AxisKind::size},
-               {"message", {"4K"}, {}, AxisKind::size}},
+               // The threads row reads each pipe on a thread of its own.
+               {"pipes", {"1", "4", "16", "64", "256"}, {"4", "64"}, AxisKind::count, kMaxThreads},
+               // Streamed, never held: 64 GiB take about a minute at pipe speeds.
+               {"bytes", {"64M"}, {"16M"}, AxisKind::size, std::int64_t{1} << 36},
+               // The producer holds one message per pipe; a pipe buffers 64 KiB, so larger
+               // writes are only split by the kernel.
+               {"message", {"4K"}, {}, AxisKind::size, std::int64_t{1} << 20}},
       .baseline = {{"variant", "threads"}},
       .interleave = {"variant", "pipes"},
       .prepare = fan_in_trial,
@@ -373,7 +377,8 @@ const bool registered = [] {
       .chapter = "03-async-io",
       .title = "K dependent asynchronous steps: blocking get, std::async per step, Future::then",
       .axes = {kContinuations.axis("ch03/continuations"),
-               {"steps", {"1000"}, {"500"}, AxisKind::count}},
+               // std_async holds a thread per step, all pending at once.
+               {"steps", {"1000"}, {"500"}, AxisKind::count, kMaxThreads}},
       .baseline = {{"variant", "blocking_get"}},
       .prepare = continuations_trial,
       .figures = {{.id = "rate",

@@ -44,6 +44,9 @@ using namespace concurdl;
 using namespace concurdl::async_io;
 using Clock = std::chrono::steady_clock;
 
+constexpr std::int64_t kMaxRecords = std::int64_t{1} << 24;
+constexpr std::int64_t kMaxComputeRatio = 1000;
+
 double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
@@ -115,10 +118,13 @@ Setup& setup_for(const Params& p, GroupCache& cache) {
   return cache.get<Setup>("setup", [&] {
     Setup s;
     s.spec.records = static_cast<std::uint64_t>(param_int(p, "records"));
+    // Checked before the data set is written: one batch of everything measures no loader.
+    if (const std::int64_t batch = param_int(p, "batch"); std::uint64_t(batch) > s.spec.records)
+      throw UsageError(
+          fmt::format("parameter 'batch': {} is more than the {} records", batch, s.spec.records));
     s.spec.payload_bytes = 784;
     s.spec.seed = 42;
-    const double latency = param_real(p, "latency_us") * 1e-6;
-    if (latency < 0) throw UsageError("parameter 'latency_us' must be >= 0");
+    const double latency = param_real(p, "latency_us") * 1e-6;  // 0 .. 1 s (the axis's limits)
     s.dir = std::make_shared<TempDir>("concurdl-ch03-loader");
     data::write_synthetic_dataset(s.dir->path() / "ds", s.spec, 1024);
     s.store = std::make_shared<RecordStore>(
@@ -166,8 +172,7 @@ Trial loader_trial(Setup& s, std::unique_ptr<Loader> loader, double compute) {
 }
 
 double compute_per_batch(const Setup& s, const Params& p) {
-  const double ratio = param_real(p, "compute_ratio");
-  if (ratio < 0) throw UsageError("parameter 'compute_ratio' must be >= 0");
+  const double ratio = param_real(p, "compute_ratio");  // 0 .. kMaxComputeRatio
   return ratio * s.io_epoch / static_cast<double>(s.batches);
 }
 
@@ -249,9 +254,28 @@ Trial exercise_trial(Impl impl, const Params& p, GroupCache& cache, bool prefetc
 }
 
 const bool registered = [] {
-  const Axis records{"records", {"4096"}, {"2048"}, AxisKind::size};
-  const Axis batch{"batch", {"64"}, {}, AxisKind::count};
-  const Axis latency{"latency_us", {"50", "200"}, {"50"}, AxisKind::real};
+  // A data set of 16M records of 784 bytes is 13 GiB on disk; a batch can be no larger.
+  const Axis records{"records", {"4096"}, {"2048"}, AxisKind::size, kMaxRecords};
+  const Axis batch{"batch", {"64"}, {}, AxisKind::count, kMaxRecords};
+  // Simulated storage: every read waits this long, so a second per read is already absurd.
+  auto latency_axis = [](std::vector<std::string> values, std::vector<std::string> quick) {
+    return Axis{.name = "latency_us",
+                .values = std::move(values),
+                .quick = std::move(quick),
+                .kind = AxisKind::real,
+                .max = 1'000'000,
+                .min = 0};
+  };
+  const Axis latency = latency_axis({"50", "200"}, {"50"});
+  // Compute per batch as a multiple of the I/O: beyond 1000x the loader is invisible.
+  auto compute_ratio = [](std::vector<std::string> values, std::vector<std::string> quick) {
+    return Axis{.name = "compute_ratio",
+                .values = std::move(values),
+                .quick = std::move(quick),
+                .kind = AxisKind::real,
+                .max = kMaxComputeRatio,
+                .min = 0};
+  };
 
   const Metric io_s{"io_s", "s", true,
                     "the group's serial I/O time per epoch: the sync loader without compute"};
@@ -295,8 +319,8 @@ const bool registered = [] {
       .title = "Epoch time and overlap efficiency per loader vs compute/io, latency-bound "
                "storage, beside the no-overlap and perfect-overlap models",
       .axes = {loader_kinds().axis("ch03/loader_epoch"),
-               {"workers", {"4"}, {}, AxisKind::count},
-               {"compute_ratio", {"0.25", "0.5", "1", "2", "4"}, {"0.5", "1", "2"}, AxisKind::real},
+               {"workers", {"4"}, {}, AxisKind::count, kMaxThreads},
+               compute_ratio({"0.25", "0.5", "1", "2", "4"}, {"0.5", "1", "2"}),
                latency,
                records,
                batch},
@@ -316,8 +340,12 @@ const bool registered = [] {
       .title = "Samples/s vs workers (threads; for uring: reads in flight on one thread), "
                "latency-bound storage, no compute",
       .axes = {loader_kinds().axis("ch03/loader_workers", {.where = with_workers}),
-               {"workers", {"1", "2", "4", "8", "16", "32"}, {"1", "2", "4", "8"}, AxisKind::count},
-               {"latency_us", {"50"}, {}, AxisKind::real},
+               {"workers",
+                {"1", "2", "4", "8", "16", "32"},
+                {"1", "2", "4", "8"},
+                AxisKind::count,
+                kMaxThreads},
+               latency_axis({"50"}, {}),
                records,
                batch},
       .baseline = {{"workers", "1"}},
@@ -344,9 +372,9 @@ const bool registered = [] {
   auto loader_exercise = [&](const char* title, bool prefetch) {
     return exercise_timing({.title = title,
                             .threads_axis = prefetch ? "" : "workers",
-                            .axes = {{"compute_ratio", {prefetch ? "1" : "0"}, {}, AxisKind::real},
-                                     {"latency_us", {"50"}, {}, AxisKind::real},
-                                     {"records", {"2048"}, {"1024"}, AxisKind::size},
+                            .axes = {compute_ratio({prefetch ? "1" : "0"}, {}),
+                                     latency_axis({"50"}, {}),
+                                     {"records", {"2048"}, {"1024"}, AxisKind::size, kMaxRecords},
                                      batch},
                             .prepare = [prefetch](Impl impl, const Params& p, GroupCache& c) {
                               return exercise_trial(impl, p, c, prefetch);

@@ -42,6 +42,14 @@ void note_once(const std::string& what) {
   if (said.insert(what).second) std::fprintf(stderr, "concurdl: note: %s\n", what.c_str());
 }
 
+// The axes' limits. A queue depth is that many threads for the blocking paths and that many
+// ring entries for io_uring (which takes up to 32768). The file is written to a temporary
+// directory and read into a buffer of its size; at 2 GiB its pieces fit their 32-bit numbers
+// (shuffled_pieces) whatever the request size.
+constexpr std::int64_t kMaxDepth = kMaxThreads;
+constexpr std::int64_t kMaxRequest = std::int64_t{1} << 30;
+constexpr std::int64_t kMaxFile = std::int64_t{1} << 31;
+
 // One group's file: a temporary directory with `bytes` of pseudo-random data and its CRC.
 struct TestFile {
   std::shared_ptr<TempDir> dir;
@@ -99,9 +107,7 @@ Trial read_trial(std::shared_ptr<ReadState> st, std::uint32_t expected_crc, std:
 }
 
 std::size_t request_of(const Params& p) {
-  const auto request = static_cast<std::size_t>(param_int(p, "request"));
-  if (request > (std::size_t{1} << 30)) throw UsageError("parameter 'request': at most 1G");
-  return request;
+  return static_cast<std::size_t>(param_int(p, "request"));  // at most 1 GiB (kMaxRequest)
 }
 
 Trial buffered_trial(const Params& p, GroupCache& cache) {
@@ -197,10 +203,13 @@ Trial exercise_uring_trial(Impl impl, const Params& p, GroupCache& cache) {
 #endif
 
 const bool registered = [] {
-  const Axis qd{"qd", {"1", "2", "8", "32"}, {"1", "8"}, AxisKind::count};
-  const Axis request{
-      "request", {"4K", "16K", "64K", "256K", "1M"}, {"4K", "64K", "1M"}, AxisKind::size};
-  const Axis file{"file", {"256M"}, {"32M"}, AxisKind::size};
+  const Axis qd{"qd", {"1", "2", "8", "32"}, {"1", "8"}, AxisKind::count, kMaxDepth};
+  const Axis request{"request",
+                     {"4K", "16K", "64K", "256K", "1M"},
+                     {"4K", "64K", "1M"},
+                     AxisKind::size,
+                     kMaxRequest};
+  const Axis file{"file", {"256M"}, {"32M"}, AxisKind::size, kMaxFile};
 
   register_experiment({
       .id = "ch03/read_throughput",
@@ -294,9 +303,9 @@ const bool registered = [] {
                          {.title = "batched io_uring read, student vs reference, 64 KiB pieces "
                                    "at depth 8, page cache",
                           .threads_axis = "",
-                          .axes = {{"qd", {"8"}, {}, AxisKind::count},
-                                   {"request", {"64K"}, {}, AxisKind::size},
-                                   {"file", {"64M"}, {"16M"}, AxisKind::size}},
+                          .axes = {{"qd", {"8"}, {}, AxisKind::count, kMaxDepth},
+                                   {"request", {"64K"}, {}, AxisKind::size, kMaxRequest},
+                                   {"file", {"64M"}, {"16M"}, AxisKind::size, kMaxFile}},
                           .prepare = exercise_uring_trial})});
 #else
   register_exercise({.id = "3.2",

@@ -344,7 +344,9 @@ Trial thread_copy_trial(const Params& p) {
   return t;
 }
 
-Axis threads_axis() { return {"threads", thread_counts_up_to_cores(), {}, AxisKind::count}; }
+Axis threads_axis() {
+  return {"threads", thread_counts_up_to_cores(), {}, AxisKind::count, kMaxThreads};
+}
 
 const bool registered = [] {
   register_chapter({kCalibrationChapter, "Calibration: this machine's measured ceilings"});
@@ -381,7 +383,10 @@ const bool registered = [] {
       {.id = "calibrate/fma_peak",
        .chapter = kCalibrationChapter,
        .title = "Peak FLOP/s: independent FMA chains in registers",
-       .axes = {threads_axis(), {"iterations", {"20000000"}, {"4000000"}, AxisKind::size}},
+       // At most 2^32 iterations, 200 times the full profile's: the serial reference alone
+       // then takes minutes.
+       .axes = {threads_axis(),
+                {"iterations", {"20000000"}, {"4000000"}, AxisKind::size, std::int64_t{1} << 32}},
        .baseline = {{"threads", "1"}},
        .ceiling = Ceiling::peak_flops,
        .interleave = {"threads"},
@@ -394,18 +399,20 @@ const bool registered = [] {
                     .title = "FMA throughput vs threads",
                     .y = "flops_per_s",
                     .series = ""}}});
-  register_experiment({.id = "calibrate/thread_copy",
-                       .chapter = kCalibrationChapter,
-                       .title = "Thread-to-thread copy bandwidth (writer -> reader handoff)",
-                       .axes = {{"chunk", {"64K", "1M", "16M"}, {"1M"}, AxisKind::size}},
-                       .interleave = {"chunk"},
-                       .prepare = [](const Params& p, GroupCache&) { return thread_copy_trial(p); },
-                       .figures = {{.id = "bandwidth",
-                                    .title = "Thread-to-thread copy bandwidth",
-                                    .kind = FigureKind::bars,
-                                    .x = "chunk",
-                                    .y = "bytes_per_s",
-                                    .series = ""}}});
+  register_experiment(
+      {.id = "calibrate/thread_copy",
+       .chapter = kCalibrationChapter,
+       .title = "Thread-to-thread copy bandwidth (writer -> reader handoff)",
+       // Two buffers of a chunk each (the writer's, the reader's): 32 GiB.
+       .axes = {{"chunk", {"64K", "1M", "16M"}, {"1M"}, AxisKind::size, max_elements(2)}},
+       .interleave = {"chunk"},
+       .prepare = [](const Params& p, GroupCache&) { return thread_copy_trial(p); },
+       .figures = {{.id = "bandwidth",
+                    .title = "Thread-to-thread copy bandwidth",
+                    .kind = FigureKind::bars,
+                    .x = "chunk",
+                    .y = "bytes_per_s",
+                    .series = ""}}});
   return true;
 }();
 

@@ -53,13 +53,23 @@ Profile parse_profile(const std::string& s) {
   throw UsageError(fmt::format("--profile: '{}' is not a profile (quick, full or smoke)", s));
 }
 
-std::vector<std::string> parse_counts(const std::string& flag, const std::string& text) {
+// The most timed repetitions --repeat takes: each is a whole run of the configuration.
+constexpr int kMaxRepeat = 1000;
+
+// Counts in [1, most], e.g. "1,2,4"; the message names the flag, the value and the range.
+std::vector<std::string> parse_counts(const std::string& flag, const std::string& text,
+                                      std::int64_t most) {
   std::vector<std::string> out = split_list(text, flag);
   for (const auto& v : out) {
-    bool ok = !v.empty() && v.find_first_not_of("0123456789") == std::string::npos && v.size() < 10;
-    if (ok) ok = std::stol(v) >= 1;
-    if (!ok)
+    if (v.find_first_not_of("0123456789") != std::string::npos)
       throw UsageError(fmt::format("{}: '{}' is not a count (need an integer >= 1)", flag, v));
+    // Digits only: compared as text past 18 digits, so no value overflows.
+    const std::size_t first = std::min(v.find_first_not_of('0'), v.size());
+    const std::string digits = v.substr(first);
+    if (digits.empty())
+      throw UsageError(fmt::format("{}: '{}' is not a count (need an integer >= 1)", flag, v));
+    if (digits.size() > 18 || std::stoll(digits) > most)
+      throw UsageError(fmt::format("{}: '{}' is more than {}, the most it takes", flag, v, most));
   }
   return out;
 }
@@ -67,10 +77,10 @@ std::vector<std::string> parse_counts(const std::string& flag, const std::string
 RunOptions make_options(const Args& a) {
   RunOptions opt;
   opt.profile = parse_profile(a.profile);
-  if (!a.threads.empty()) opt.threads = parse_counts("--threads", a.threads);
-  if (!a.ranks.empty()) opt.ranks = parse_counts("--ranks", a.ranks);
+  if (!a.threads.empty()) opt.threads = parse_counts("--threads", a.threads, kMaxThreads);
+  if (!a.ranks.empty()) opt.ranks = parse_counts("--ranks", a.ranks, kMaxThreads);
   if (!a.repeat.empty()) {
-    const auto reps = parse_counts("--repeat", a.repeat);
+    const auto reps = parse_counts("--repeat", a.repeat, kMaxRepeat);
     if (reps.size() != 1)
       throw UsageError(fmt::format("--repeat: '{}' is not one count", a.repeat));
     opt.repeat = std::stoi(reps[0]);
@@ -81,6 +91,13 @@ RunOptions make_options(const Args& a) {
       throw UsageError(fmt::format("--set: '{}' is not key=value", kv));
     opt.set[kv.substr(0, eq)] = split_list(kv.substr(eq + 1), "--set " + kv.substr(0, eq));
   }
+  // Two flags for one axis: the one that would win silently is a usage error instead.
+  auto once = [&](const char* axis, bool flag_given) {
+    if (flag_given && opt.set.count(axis))
+      throw UsageError(fmt::format("--{0} and --set {0}=... both give the {0}: give one", axis));
+  };
+  once("threads", opt.threads.has_value());
+  once("ranks", opt.ranks.has_value());
   if (!a.hostfile.empty() && !fs::is_regular_file(a.hostfile))
     throw UsageError(fmt::format("--hostfile: '{}' is not a readable file", a.hostfile));
   opt.progress = !a.quiet;
@@ -298,7 +315,7 @@ std::optional<int> launch_ranks(const Args& a, int argc, char** argv) {
     if (!a.hostfile.empty()) throw UsageError("--hostfile: only with --ranks N");
     return std::nullopt;
   }
-  const std::vector<std::string> counts = parse_counts("--ranks", a.ranks);
+  const std::vector<std::string> counts = parse_counts("--ranks", a.ranks, kMaxThreads);
   if (!ranks::built())
     throw UsageError(
         "--ranks: this concurdl was built without MPI (apt-get install libopenmpi-dev "
@@ -322,6 +339,18 @@ int cmd_report(const Args& a) {
   std::vector<fs::path> paths(a.targets.begin(), a.targets.end());
   std::vector<std::string> errors;
   std::vector<RunFile> runs = load_runs(paths, errors);
+  // One run given twice (DIR and DIR/results.json) would count its records twice.
+  std::vector<fs::path> seen;
+  std::erase_if(runs, [&](const RunFile& r) {
+    std::error_code ec;
+    const fs::path canonical = fs::weakly_canonical(r.path, ec);
+    if (std::find(seen.begin(), seen.end(), canonical) == seen.end()) {
+      seen.push_back(canonical);
+      return false;
+    }
+    errors.push_back(fmt::format("{}: given twice; reported once", r.path.string()));
+    return true;
+  });
   for (const auto& e : errors) std::fprintf(stderr, "concurdl: %s\n", e.c_str());
   if (runs.empty()) return 2;
   fs::path out;
@@ -341,6 +370,9 @@ int cmd_report(const Args& a) {
 
 int cmd_compare(const Args& a) {
   if (a.targets.size() != 2) throw UsageError("compare: give exactly two run directories, A and B");
+  if (!a.out.empty() && fs::is_directory(a.out))
+    throw UsageError(fmt::format("--out: '{}' is a directory; give the JSON file to write, e.g. {}",
+                                 a.out, (fs::path(a.out) / "a-vs-b.json").string()));
   const RunFile ra = load_run(a.targets[0]);
   const RunFile rb = load_run(a.targets[1]);
   const CompareResult r = compare_runs(ra, rb);

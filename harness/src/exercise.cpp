@@ -41,7 +41,7 @@ Experiment exercise_timing(ExerciseTiming t) {
   e.title = std::move(t.title);
   e.axes.push_back({"impl", {"reference", "student"}});
   if (!t.threads_axis.empty())
-    e.axes.push_back({t.threads_axis, {exercise_threads()}, {}, AxisKind::count});
+    e.axes.push_back({t.threads_axis, {exercise_threads()}, {}, AxisKind::count, kMaxThreads});
   for (Axis& a : t.axes) e.axes.push_back(std::move(a));
   e.metric = std::move(t.metric);
   e.unit = std::move(t.unit);
@@ -99,7 +99,10 @@ std::vector<const Exercise*> exercises_of(const std::string& chapter) {
   return mine;
 }
 
-std::string exercise_threads() { return std::to_string(std::max(2u, hardware_threads())); }
+std::string exercise_threads() {
+  return std::to_string(
+      std::min(std::max(2u, hardware_threads()), static_cast<unsigned>(kMaxThreads)));
+}
 
 ExerciseOutcome check_exercise(const Exercise& e, const fs::path& bin_dir) {
   ExerciseOutcome out;

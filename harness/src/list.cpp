@@ -86,6 +86,7 @@ void print_experiment(const Experiment& e) {
     for (const Axis& ax : e.axes) {
       fmt::print("      {:<12} {}", ax.name, fmt::join(ax.values, ","));
       if (!ax.quick.empty()) fmt::print("   (quick: {})", fmt::join(ax.quick, ","));
+      if (ax.min) fmt::print("   (at least {})", *ax.min);
       if (ax.max != 0) fmt::print("   (at most {})", ax.max);
       fmt::print("\n");
       if (doc != nullptr && doc->axis == ax.name) print_variants(ax, *doc);

@@ -326,7 +326,8 @@ const bool registered = register_experiment({
     .id = "calibrate/rank_pingpong",
     .chapter = kCalibrationChapter,
     .title = "Ping-pong between two MPI ranks: one-way time vs message size (alpha and beta)",
-    .axes = {{"ranks", {"2"}, {}, AxisKind::count},
+    // Ranks 0 and 1 ping-pong (any others wait); a message's size is an MPI int.
+    .axes = {{"ranks", {"2"}, {}, AxisKind::count, kMaxThreads},
              {"bytes",
               {"8", "1K", "16K", "256K", "1M", "4M", "16M"},
               {"8", "16K", "1M", "4M"},

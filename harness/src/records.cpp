@@ -274,6 +274,18 @@ RunFile load_run(const fs::path& dir_or_file) {
   std::error_code ec;
   const fs::path file =
       fs::is_directory(dir_or_file, ec) ? dir_or_file / "results.json" : dir_or_file;
+  // Anything but a regular file (a directory named results.json, a FIFO that would block) is
+  // refused by what it is; a directory would otherwise read as empty.
+  if (const fs::file_type type = fs::status(file, ec).type();
+      !ec && type != fs::file_type::regular && type != fs::file_type::not_found) {
+    const char* what = type == fs::file_type::directory ? "a directory"
+                       : type == fs::file_type::fifo    ? "a FIFO"
+                       : type == fs::file_type::socket  ? "a socket"
+                       : type == fs::file_type::character || type == fs::file_type::block
+                           ? "a device"
+                           : "an unknown kind of file";
+    throw UsageError(fmt::format("{}: is {}, not a results file", file.string(), what));
+  }
   std::ifstream in(file, std::ios::binary);
   if (!in)
     throw UsageError(fmt::format("{}: cannot be read: {}", file.string(), std::strerror(errno)));

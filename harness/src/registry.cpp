@@ -15,14 +15,28 @@ namespace concurdl {
 
 void check_axis_value(const Axis& a, std::string_view text) {
   check_value(a.name, a.kind, text);
-  if (a.max == 0 || a.kind == AxisKind::text || a.kind == AxisKind::real) return;
-  const std::int64_t v =
-      a.kind == AxisKind::integer ? parse_integer(a.name, text) : parse_size(a.name, text);
-  if (v > a.max)
+  if ((a.max == 0 && !a.min) || a.kind == AxisKind::text) return;
+  bool above = false, below = false;
+  if (a.kind == AxisKind::real) {
+    const double v = parse_real(a.name, text);
+    above = a.max != 0 && v > static_cast<double>(a.max);
+    below = a.min && v < static_cast<double>(*a.min);
+  } else {
+    const std::int64_t v =
+        a.kind == AxisKind::integer ? parse_integer(a.name, text) : parse_size(a.name, text);
+    above = a.max != 0 && v > a.max;
+    below = a.min && v < *a.min;
+  }
+  if (above)
     throw UsageError(
         fmt::format("parameter '{}': '{}' is more than {}, the most this experiment "
                     "takes",
                     a.name, text, a.max));
+  if (below)
+    throw UsageError(
+        fmt::format("parameter '{}': '{}' is less than {}, the least this "
+                    "experiment takes",
+                    a.name, text, *a.min));
 }
 
 namespace {
@@ -48,8 +62,10 @@ void check_declaration(const Experiment& e) {
     fail("no prepare function");
   for (const Axis& a : e.axes) {
     if (a.values.empty()) fail("axis '" + a.name + "' has no values");
-    if (a.max != 0 && (a.kind == AxisKind::text || a.kind == AxisKind::real))
-      fail("axis '" + a.name + "' has a max but is not an integer axis");
+    if ((a.max != 0 || a.min) && a.kind == AxisKind::text)
+      fail("axis '" + a.name + "' has a max or a min but is not a numeric axis");
+    if (a.min && a.max != 0 && *a.min > a.max)
+      fail("axis '" + a.name + "' has a min above its max");
     for (const auto& v : a.values) check_axis_value(a, v);
     for (const auto& v : a.quick) check_axis_value(a, v);
   }
@@ -183,15 +199,20 @@ std::vector<std::string> powers_of_two_to(unsigned limit, unsigned also) {
   for (unsigned p : v) out.push_back(std::to_string(p));
   return out;
 }
+
+// The hardware threads, but never more than an axis of threads takes (kMaxThreads).
+unsigned threads_within_limit() {
+  return std::min(hardware_threads(), static_cast<unsigned>(kMaxThreads));
+}
 }  // namespace
 
 std::vector<std::string> thread_counts() {
-  const unsigned hw = hardware_threads();
-  return powers_of_two_to(std::max(8u, 2 * hw), hw);
+  const unsigned hw = threads_within_limit();
+  return powers_of_two_to(std::min(std::max(8u, 2 * hw), static_cast<unsigned>(kMaxThreads)), hw);
 }
 
 std::vector<std::string> thread_counts_up_to_cores() {
-  const unsigned hw = hardware_threads();
+  const unsigned hw = threads_within_limit();
   return powers_of_two_to(hw, hw);
 }
 

@@ -164,7 +164,8 @@ const bool registered = [] {
   register_chapter({"kernels",
                     "Shared kernels and the training stack: GEMM v1-v4 vs OpenBLAS "
                     "on a roofline, the MLP trained on Fashion-MNIST"});
-  const std::string all_cores = std::to_string(hardware_threads());
+  const std::string all_cores =
+      std::to_string(std::min<std::int64_t>(hardware_threads(), kMaxThreads));
 
   // v1 takes ~0.25 s a call at n = 512 and ~4.6 s at 1024 (Sapphire Rapids), so the quick
   // profile stops at 512; the sizes past that are kernels/gemm_large, without v1.
@@ -175,7 +176,7 @@ const bool registered = [] {
       .axes =
           {kernels::gemm_variants().axis("kernels/gemm"),
            {"n", {"64", "128", "256", "512", "1024"}, {"128", "256", "512"}, AxisKind::size, kMaxN},
-           {"threads", {all_cores}, {}, AxisKind::count}},
+           {"threads", {all_cores}, {}, AxisKind::count, kMaxThreads}},
       .baseline = {{"variant", "openblas"}},
       .ceiling = Ceiling::peak_flops,
       .prepare = gemm_trial,
@@ -188,7 +189,7 @@ const bool registered = [] {
       .title = "GEMM v2-v4 vs OpenBLAS at large n on all cores (v1 left out: seconds a call)",
       .axes = {kernels::gemm_variants().axis("kernels/gemm_large", {.where = fits_large_n}),
                {"n", {"1024", "2048", "3072"}, {"1024"}, AxisKind::size, kMaxN},
-               {"threads", {all_cores}, {}, AxisKind::count}},
+               {"threads", {all_cores}, {}, AxisKind::count, kMaxThreads}},
       .baseline = {{"variant", "openblas"}},
       .ceiling = Ceiling::peak_flops,
       .prepare = gemm_trial,
@@ -201,7 +202,7 @@ const bool registered = [] {
       .title = "GEMM v4 and OpenBLAS at n = 1024: speedup vs threads, past the cores",
       .axes = {kernels::gemm_variants().axis("kernels/gemm_threads", {.where = multithreaded}),
                {"n", {"1024", "2048"}, {"1024"}, AxisKind::size, kMaxN},
-               {"threads", thread_counts(), {}, AxisKind::count}},
+               {"threads", thread_counts(), {}, AxisKind::count, kMaxThreads}},
       .baseline = {{"threads", "1"}},
       .ceiling = Ceiling::peak_flops,
       .prepare = gemm_trial,

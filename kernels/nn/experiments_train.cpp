@@ -5,6 +5,7 @@
 //                             suite's own GEMM v4, on the first images of Fashion-MNIST
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <memory>
 #include <string>
@@ -105,12 +106,20 @@ const bool registered_curve = register_experiment({
     .chapter = "kernels",
     .title = "Training the MLP on Fashion-MNIST: test accuracy and loss per epoch (concurdl train)",
     // Declared for the record's vocabulary; `concurdl train` sets them from its flags.
+    // The limits are those of the command's flags (train_command.cpp).
     .axes = {{.name = "arch", .values = {MlpSpec{}.describe()}},
-             {.name = "batch", .values = {"64"}, .kind = AxisKind::count},
-             {.name = "threads", .values = {"1"}, .kind = AxisKind::count},
+             {.name = "batch",
+              .values = {"64"},
+              .kind = AxisKind::count,
+              .max = data::kFashionMnistTrain},
+             {.name = "threads", .values = {"1"}, .kind = AxisKind::count, .max = kMaxThreads},
              {.name = "seed", .values = {"1"}, .kind = AxisKind::count},
              {.name = "gemm", .values = {"openblas"}},
-             {.name = "epoch", .values = {"0"}, .kind = AxisKind::integer}},
+             {.name = "epoch",
+              .values = {"0"},
+              .kind = AxisKind::integer,
+              .max = kMaxTrainEpochs,
+              .min = 0}},
     .metric = "test_accuracy",
     .unit = "fraction",
     .lower_is_better = false,
@@ -154,6 +163,10 @@ struct ThroughputState {
 
 Trial throughput_trial(const Params& p, GroupCache& cache) {
   const auto images = static_cast<std::size_t>(param_int(p, "images"));
+  // A batch larger than the images would make an epoch one short step: not what this measures.
+  if (const std::int64_t batch = param_int(p, "batch"); std::size_t(batch) > images)
+    throw UsageError(
+        fmt::format("parameter 'batch': {} is more than the {} images", batch, images));
   auto data =
       cache.get<std::shared_ptr<const Dataset>>(fmt::format("fashion-mnist:{}", images), [&] {
         const data::FashionMnist fm = data::load_fashion_mnist();
@@ -192,7 +205,9 @@ Trial throughput_trial(const Params& p, GroupCache& cache) {
 // Quick profile: 1 .. the hardware threads, and twice that (one oversubscribed point).
 std::vector<std::string> quick_threads() {
   std::vector<std::string> v = thread_counts_up_to_cores();
-  v.push_back(std::to_string(2 * hardware_threads()));
+  const std::string over =
+      std::to_string(std::min<std::int64_t>(2 * hardware_threads(), kMaxThreads));
+  if (v.back() != over) v.push_back(over);
   return v;
 }
 
@@ -204,7 +219,8 @@ const bool registered_throughput = register_experiment({
              {.name = "threads",
               .values = thread_counts(),
               .quick = quick_threads(),
-              .kind = AxisKind::count},
+              .kind = AxisKind::count,
+              .max = kMaxThreads},
              {.name = "batch",
               .values = {"64", "256"},
               .quick = {"64"},

@@ -64,6 +64,36 @@ void require(bool ok, const char* flag, const T& value, const char* need) {
   if (!ok) throw UsageError(fmt::format("{}: '{}' is not allowed ({})", flag, value, need));
 }
 
+// What one run may hold, so that an absurd --arch or --batch is a usage error rather than a
+// failed allocation: 2^28 parameters (1 GiB of floats; 3 GiB with the gradients and the
+// momentum), and a step's activations, batch x the sum of the widths, 2^32 floats (16 GiB).
+// Widths of at most 2^20 and 1024 layers keep the products below from overflowing.
+constexpr std::uint64_t kMaxWidth = 1u << 20, kMaxLayers = 1024;
+constexpr std::uint64_t kMaxParameters = std::uint64_t{1} << 28;
+constexpr std::uint64_t kMaxActivations = std::uint64_t{1} << 32;
+
+void check_size(const MlpSpec& spec, const std::string& arch, std::size_t batch) {
+  if (spec.widths.size() > kMaxLayers)
+    throw UsageError(fmt::format("--arch: '{}' has {} layers; at most {}", arch, spec.widths.size(),
+                                 kMaxLayers));
+  std::uint64_t parameters = 0, units = 0;
+  for (std::size_t i = 0; i < spec.widths.size(); ++i) {
+    const std::uint64_t w = spec.widths[i];
+    if (w > kMaxWidth)
+      throw UsageError(
+          fmt::format("--arch: '{}' has a layer {} wide; at most {}", arch, w, kMaxWidth));
+    units += w;
+    if (i > 0) parameters += spec.widths[i - 1] * w + w;  // weights and biases
+  }
+  if (parameters > kMaxParameters)
+    throw UsageError(fmt::format("--arch: '{}' has {} parameters; at most {} (2^28)", arch,
+                                 parameters, kMaxParameters));
+  if (batch * units > kMaxActivations)
+    throw UsageError(fmt::format(
+        "--batch: {} rows of the {} units of '{}' are {} activations a step; at most {} (2^32)",
+        batch, units, arch, batch * units, kMaxActivations));
+}
+
 TrainConfig make_config(const TrainArgs& a) {
   require(a.epochs >= 1, "--epochs", a.epochs, "need >= 1");
   require(a.batch >= 1, "--batch", a.batch, "need >= 1");
@@ -75,6 +105,12 @@ TrainConfig make_config(const TrainArgs& a) {
   require(std::isfinite(a.lr_decay) && a.lr_decay > 0 && a.lr_decay <= 1, "--lr-decay", a.lr_decay,
           "need 0 < decay <= 1");
   require(a.threads >= 1, "--threads", a.threads, "need >= 1");
+  // The training set is the data set's 60000 images or the first --train-limit of them (the
+  // loader checks the count), so a batch larger than it is known before anything is loaded.
+  const std::size_t train_images = a.train_limit == 0 ? data::kFashionMnistTrain : a.train_limit;
+  if (a.batch > train_images)
+    throw UsageError(fmt::format("--batch: {} is more than the {} training images{}", a.batch,
+                                 train_images, a.train_limit == 0 ? "" : " (--train-limit)"));
   TrainConfig c;
   try {
     c.spec = MlpSpec::parse(a.arch);
@@ -86,6 +122,7 @@ TrainConfig make_config(const TrainArgs& a) {
     throw UsageError(fmt::format(
         "--arch: '{}' must start with {} (28 x 28 pixels) and end with {} (the classes)", a.arch,
         in, data::kFashionMnistClasses));
+  check_size(c.spec, a.arch, a.batch);
   if (!kernels::parse_gemm_version(a.gemm, c.gemm)) {
     std::vector<std::string> names;
     for (auto v : kernels::gemm_versions()) names.emplace_back(kernels::gemm_version_name(v));
@@ -148,23 +185,24 @@ int train_main(const std::vector<std::string>& args) {
   TrainArgs a;
   CLI::App app{"concurdl train: the MLP on Fashion-MNIST, recorded and charted", "concurdl train"};
   app.add_option("--epochs", a.epochs, "epochs to reach (a resumed run continues to this count)")
-      ->check(whole_number(1, 1000000));
-  app.add_option("--batch", a.batch, "mini-batch size")->check(whole_number(1, 1u << 30));
+      ->check(whole_number(1, kMaxTrainEpochs));
+  app.add_option("--batch", a.batch, "mini-batch size (at most the training images)")
+      ->check(whole_number(1, 1u << 30));
   app.add_option("--lr", a.lr, "learning rate of the first epoch");
   app.add_option("--lr-decay", a.lr_decay, "epoch e runs at lr * decay^e (1: constant)");
   app.add_option("--momentum", a.momentum, "SGD momentum");
   app.add_option("--weight-decay", a.weight_decay, "L2 weight decay");
   app.add_option("--threads", a.threads, "compute threads (GEMM, element-wise ops); default: all")
-      ->check(whole_number(1, 4096));
+      ->check(whole_number(1, kMaxThreads));
   app.add_option("--seed", a.seed, "initialisation and shuffling seed")
       ->check(whole_number(0, UINT64_MAX));
   app.add_option("--arch", a.arch, "layer widths, e.g. 784-256-128-10");
   app.add_option("--gemm", a.gemm,
                  "GEMM: openblas (default) or the suite's v1_naive .. v4_register");
   app.add_option("--train-limit", a.train_limit, "train on the first N images only (0: all 60000)")
-      ->check(whole_number(0, UINT32_MAX));
+      ->check(whole_number(0, data::kFashionMnistTrain));
   app.add_option("--test-limit", a.test_limit, "evaluate on the first N test images (0: all 10000)")
-      ->check(whole_number(0, UINT32_MAX));
+      ->check(whole_number(0, data::kFashionMnistTest));
   app.add_option("--data", a.data,
                  "Fashion-MNIST directory (default $CONCURDL_FASHION_MNIST or Debian's)");
   app.add_option("--checkpoint", a.checkpoint, "write a checkpoint here after every epoch");
@@ -184,6 +222,9 @@ int train_main(const std::vector<std::string>& args) {
 
   const TrainConfig config = make_config(a);
   if (!a.checkpoint.empty()) check_writable_parent("--checkpoint", a.checkpoint);
+  if (!a.checkpoint.empty() && fs::is_directory(a.checkpoint))
+    throw UsageError(
+        fmt::format("--checkpoint: '{}' is a directory; give the file to write", a.checkpoint));
   if (!a.resume.empty() && !fs::is_regular_file(a.resume))
     throw UsageError(fmt::format("--resume: '{}' is not a readable file", a.resume));
 

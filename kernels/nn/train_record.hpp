@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -19,6 +20,9 @@
 namespace concurdl::nn {
 
 inline constexpr const char* kTrainExperiment = "kernels/train";
+
+// The most epochs `concurdl train --epochs` reaches, and so the largest "epoch" of a record.
+inline constexpr std::int64_t kMaxTrainEpochs = 1'000'000;
 
 struct TrainRecordContext {
   TrainConfig config;

@@ -49,8 +49,9 @@ Experiment exercise_timing(ExerciseTiming t);
 // Throws std::logic_error on a duplicate id, or a timing without the "impl" axis.
 bool register_exercise(Exercise e);
 
-// The thread count an exercise timing runs at, as axis text: every hardware thread, and never
-// fewer than two (a lock, a pool or false sharing shows nothing with one thread running).
+// The thread count an exercise timing runs at, as axis text: every hardware thread (up to
+// kMaxThreads), and never fewer than two (a lock, a pool or false sharing shows nothing with
+// one thread running).
 std::string exercise_threads();
 const std::vector<Exercise>& exercises();
 // One chapter's exercises in exercise order ("1.2" before "1.10"), whatever the link order.

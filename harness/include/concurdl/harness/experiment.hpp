@@ -25,17 +25,32 @@ struct Axis {
   std::vector<std::string> values;  // the full profile's values
   std::vector<std::string> quick;   // the quick profile's values; empty = same as `values`
   AxisKind kind = AxisKind::text;
-  // count, size, integer: the largest value the experiment takes (0: any that fits in 64 bits).
-  // Set it wherever a value's square or product could overflow or could never fit in memory, so
-  // that `--set n=99999999999` is a usage error naming the limit, not a failed allocation.
+  // Numeric kinds: the largest value the experiment takes. Every numeric axis of a chapter
+  // declares one (tests/test_axis_limits.cpp holds them to it): what fits in memory on a big
+  // machine (max_elements), what the code counts without overflow, or what ends in reasonable
+  // time, so that `--set n=99999999999` is a usage error naming the limit, not a failed
+  // allocation or a run that never ends. 0: no limit but the kind's own.
   std::int64_t max = 0;
   // The smoke profile's values; empty: every quick value of a text axis (each variant's glue
   // runs), the smallest quick value of a numeric one.
   std::vector<std::string> smoke;
+  // Numeric kinds: the smallest value, where the experiment needs more than the kind allows
+  // (count and size: 1; integer and real: any): 0 for a percentage or a latency.
+  std::optional<std::int64_t> min;
 };
 
-// check_value() for this axis, and its `max`.
+// check_value() for this axis, and its `min` and `max`.
 void check_axis_value(const Axis& a, std::string_view text);
+
+// Limits that axes of one kind share, so that they agree across the chapters.
+// Threads, workers, processes and ranks: more than any machine has hardware threads, and few
+// enough that a sweep cannot exhaust the process table. thread_counts() stops there too.
+inline constexpr std::int64_t kMaxThreads = 4096;
+// Elements of `bytes_each` bytes in one array of at most 32 GiB (2^33 floats): what a big
+// machine holds with room for the rest of the run.
+constexpr std::int64_t max_elements(std::int64_t bytes_each) {
+  return (std::int64_t{1} << 35) / bytes_each;
+}
 
 // The work one run does, declared once next to the code; the harness derives items/s, bytes/s
 // and FLOP/s from it and the measured time. Zero means "not meaningful here".
@@ -244,7 +259,8 @@ const ChapterInfo* find_chapter(const std::string& name);
 
 // 1, 2, 4, ... up to max(8, 2 x hardware threads), plus the hardware thread count itself:
 // scaling up to the cores and beyond them (oversubscription). Never assumes a core count.
-// "Hardware threads" is the size of this process's CPU affinity mask (taskset, cpusets).
+// "Hardware threads" is the size of this process's CPU affinity mask (taskset, cpusets). Both
+// lists stop at kMaxThreads.
 std::vector<std::string> thread_counts();
 // 1 .. hardware threads in powers of two plus the count itself (no oversubscription).
 std::vector<std::string> thread_counts_up_to_cores();
