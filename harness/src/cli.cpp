@@ -16,6 +16,7 @@
 #include <set>
 #include <stdexcept>
 
+#include "cli_detail.hpp"
 #include "concurdl/build_info.hpp"
 #include "concurdl/harness/calibrate.hpp"
 #include "concurdl/harness/compare.hpp"
@@ -33,18 +34,7 @@ namespace concurdl {
 
 namespace fs = std::filesystem;
 
-namespace {
-
-struct Args {
-  std::vector<std::string> targets;
-  std::string profile = "quick";
-  std::string threads, repeat, ranks, hostfile, out;
-  std::string resume;        // --resume DIR: go on with an interrupted run
-  std::string continue_run;  // the same, once DIR's own command line has been read back
-  std::vector<std::string> set;
-  bool no_calibrate = false, no_report = false, quiet = false, no_timing = false;
-  bool markdown = false;
-};
+namespace cli_detail {
 
 Profile parse_profile(const std::string& s) {
   if (s == "quick") return Profile::quick;
@@ -178,158 +168,6 @@ void print_invalid(const std::vector<Record>& records) {
 void report_run(const RunFile& f, const fs::path& dir) {
   const ReportFiles rep = write_report({f}, {}, dir);
   for (const auto& w : rep.warnings) std::fprintf(stderr, "concurdl: warning: %s\n", w.c_str());
-}
-
-// run and calibrate share this: measure, save after every experiment, report, print the path.
-// The first Ctrl-C stops the run after the group being measured (everything finished is on
-// disk); a second one ends the program at once.
-void on_interrupt(int) {
-  request_stop();
-  std::signal(SIGINT, SIG_DFL);
-}
-
-// The key of a configuration in a results file: its experiment and its parameters.
-std::string config_key(const std::string& experiment, const Params& p) {
-  return experiment + " {" + describe(p) + "}";
-}
-
-// run and calibrate share this: measure, save after every group, report, print the path.
-// With a.continue_run (from `--resume DIR`) the run goes on in DIR: configurations already
-// recorded there are not measured again, and the rest are appended in the same order.
-int measure(const std::vector<std::string>& command, const std::vector<const Experiment*>& selected,
-            const Args& a, bool calibrate_first) {
-  RunOptions opt = make_options(a);
-  const bool across_ranks = ranks::initialized();
-  // Under --ranks every rank measures; rank 0 alone shows progress and writes the run.
-  const bool writer = ranks::world_rank() == 0;
-  if (!writer) opt.progress = false;
-  std::vector<Config> configs = expand(selected, opt);  // bad input fails before any output
-  const bool resuming = !a.continue_run.empty();
-  RunFile f;
-  fs::path dir;
-  if (resuming) {
-    dir = a.continue_run;
-    f = load_run(dir);
-    f.provenance.erase("finished");
-    f.provenance["resumed"].push_back(utc_now_iso());
-    std::set<std::string> done;
-    for (const Record& r : f.records) done.insert(config_key(r.experiment, r.params));
-    std::erase_if(configs, [&](const Config& c) {
-      return done.count(config_key(c.experiment->id, c.params)) > 0;
-    });
-    if (opt.progress)
-      std::fprintf(stderr, "concurdl: resuming %s: %zu configurations recorded, %zu to measure\n",
-                   dir.string().c_str(), f.records.size(), configs.size());
-  } else {
-    f.concurdl_version = build::version;
-    f.command = command;
-    f.provenance = collect_provenance();
-    if (!a.hostfile.empty()) f.provenance["hostfile"] = fs::absolute(a.hostfile).string();
-    if (across_ranks) f.provenance["mpi_world_size"] = ranks::world_size();
-    f.provenance["profile"] = a.profile;
-    const fs::path root = a.out.empty() ? fs::path("results/runs") : fs::path(a.out);
-    if (writer) dir = make_run_dir(root, f.provenance["host"].get<std::string>(), short_commit());
-  }
-  auto save = [&] {
-    if (writer) write_run(dir, f);
-  };
-  save();
-  // Is anything else running? Recorded, and said in one line, before anything is measured.
-  // (Not across ranks: the other ranks' waiting would count as activity.)
-  if (!across_ranks) {
-    Activity act;
-    const std::string busy = quiet_check(0.2, &act);
-    f.provenance["activity_before_run"] = {{"other_processes_cpus", act.others_cpus},
-                                           {"steal_cpus", act.steal_cpus},
-                                           {"seconds", act.seconds}};
-    if (!busy.empty() && opt.progress)
-      std::fprintf(stderr, "concurdl: warning: %s\n", busy.c_str());
-  }
-  std::signal(SIGINT, on_interrupt);
-  auto interrupted = [&] {
-    if (writer)
-      std::fprintf(stderr,
-                   "concurdl: interrupted: %zu configurations are saved in %s; 'concurdl run "
-                   "--resume %s' measures the rest\n",
-                   f.records.size(), dir.string().c_str(), dir.string().c_str());
-    return 130;
-  };
-
-  const bool selects_calibration =
-      std::any_of(selected.begin(), selected.end(),
-                  [](const Experiment* e) { return e->chapter == kCalibrationChapter; });
-  if (calibrate_first && !selects_calibration && !(resuming && !f.calibration.empty())) {
-    RunOptions copt;
-    copt.profile = opt.profile == Profile::smoke ? Profile::smoke : Profile::quick;
-    copt.progress = opt.progress;
-    if (opt.progress) std::fprintf(stderr, "concurdl: calibrating this machine\n");
-    std::vector<Record> calib;
-    try {
-      calib = run_configs(expand(chapter_experiments(kCalibrationChapter, across_ranks), copt),
-                          copt, {});
-    } catch (const Interrupted&) {
-      return interrupted();
-    }
-    f.calibration = calibration_from_records(calib);
-    f.records.insert(f.records.end(), calib.begin(), calib.end());
-    save();
-  }
-  const std::size_t before = f.records.size();
-  std::vector<Record> measured;
-  try {
-    measured = run_configs(configs, opt, f.calibration, [&](const std::vector<Record>& so_far) {
-      f.records.resize(before);
-      f.records.insert(f.records.end(), so_far.begin(), so_far.end());
-      save();
-    });
-  } catch (const Interrupted&) {
-    return interrupted();
-  } catch (const UsageError&) {
-    // Bad input found while preparing (an unknown variant given with --set): keep the run
-    // directory only if it already holds measurements.
-    if (writer && !resuming && f.records.empty()) fs::remove_all(dir);
-    throw;
-  }
-  if (selects_calibration) {
-    // The calibration experiments were measured as part of this run: they are the calibration.
-    f.calibration = calibration_from_records(measured);
-    derive_metrics(measured, f.calibration);
-  }
-  f.records.resize(before);
-  f.records.insert(f.records.end(), measured.begin(), measured.end());
-  // A resumed experiment's speedups need the records of both sittings.
-  if (resuming) derive_metrics(f.records, f.calibration);
-  f.provenance["finished"] = utc_now_iso();
-  if (!writer) return all_valid(f.records) ? 0 : 1;  // validity is agreed by every rank
-  save();
-  if (!a.no_report) report_run(f, dir);
-  print_invalid(f.records);
-  std::cout << dir.string() << std::endl;
-  return all_valid(f.records) ? 0 : 1;
-}
-
-// `concurdl run --ranks N`: outside an MPI launch, start one (mpirun -np N concurdl run ...)
-// and return its exit status; inside one, join it. Bad input fails here, before mpirun starts.
-std::optional<int> launch_ranks(const Args& a, int argc, char** argv) {
-  if (a.ranks.empty()) {
-    if (!a.hostfile.empty()) throw UsageError("--hostfile: only with --ranks N");
-    return std::nullopt;
-  }
-  const std::vector<std::string> counts = parse_counts("--ranks", a.ranks, kMaxThreads);
-  if (!ranks::built())
-    throw UsageError(
-        "--ranks: this concurdl was built without MPI (apt-get install libopenmpi-dev "
-        "openmpi-bin, then configure again)");
-  int most = 1;
-  for (const auto& c : counts) most = std::max(most, std::stoi(c));
-  expand(select(a.targets, true), make_options(a));
-  if (!ranks::launched_by_mpi())
-    return ranks::launch(most, a.hostfile, std::vector<std::string>(argv + 1, argv + argc));
-  ranks::init();
-  if (ranks::world_size() < most)
-    throw UsageError(fmt::format("--ranks {}: this MPI launch has only {} rank(s)", a.ranks,
-                                 ranks::world_size()));
-  return std::nullopt;
 }
 
 int cmd_list(const Args& a) { return list_main(a.targets, a.markdown); }
@@ -471,7 +309,9 @@ std::vector<Command>& command_list() {
   return list;
 }
 
-}  // namespace
+}  // namespace cli_detail
+
+using namespace cli_detail;
 
 bool register_command(Command c) {
   for (const auto& existing : command_list())
@@ -482,31 +322,6 @@ bool register_command(Command c) {
 }
 
 const std::vector<Command>& commands() { return command_list(); }
-
-namespace {
-
-// `concurdl run --resume DIR`: DIR's own command line again, told to go on in DIR.
-int resume_run(const Args& a, int argc) {
-  if (argc != 4)
-    throw UsageError(
-        "--resume takes a run directory and nothing else: the run's own command line is used");
-  fs::path dir = a.resume;
-  if (fs::is_regular_file(dir)) dir = dir.parent_path();  // results.json given
-  const RunFile f = load_run(dir);
-  if (f.command.size() < 2 || f.command[1] != "run")
-    throw UsageError(fmt::format("--resume {}: not a run of 'concurdl run'", a.resume));
-  if (f.provenance.contains("finished"))
-    throw UsageError(fmt::format("--resume {}: this run finished; nothing to resume", a.resume));
-  std::vector<std::string> args = f.command;
-  args.push_back("--continue-run");
-  args.push_back(dir.string());
-  std::vector<char*> argv;
-  for (auto& s : args) argv.push_back(s.data());
-  argv.push_back(nullptr);
-  return cli_main(static_cast<int>(args.size()), argv.data());
-}
-
-}  // namespace
 
 int cli_main(int argc, char** argv) {
   reexec_for_openblas_kernels(argv);  // OpenBLAS's fair kernels on CPUs it cannot place
