@@ -85,6 +85,34 @@ void expect_usage_error(const Result& r, const std::string& names) {
 
 }  // namespace
 
+// `concurdl check RUN`: the claims judged on a run; 0 when every claim that applies holds, 1 when
+// one does not, 2 for a run that cannot be read.
+TEST_F(Cli, CheckJudgesTheClaimsOfARun) {
+  const Result good = run("run ch99/sum --profile smoke --no-calibrate --quiet --out good");
+  ASSERT_EQ(good.rc, 0) << good.err;
+  Result c = run("check " + good.last_line());
+  EXPECT_EQ(c.rc, 0) << c.out << c.err;
+  EXPECT_NE(c.out.find("held      ch99/sum: The toy sum is right at one thread"), std::string::npos)
+      << c.out;
+  EXPECT_NE(c.out.find("needs a GPU; this run had none"), std::string::npos) << c.out;
+  EXPECT_NE(c.out.find("smoke profile"), std::string::npos) << c.out;
+  EXPECT_NE(c.out.find("1 held, 0 not held, 2 not applicable"), std::string::npos) << c.out;
+  // The run kept them too, and said them when it finished.
+  const std::string results = slurp(dir_ / good.last_line() / "results.json");
+  EXPECT_NE(results.find("\"claims\""), std::string::npos);
+
+  const Result bad =
+      run("run ch99/sum --profile smoke --no-calibrate --quiet --set broken=1 --out bad");
+  ASSERT_EQ(bad.rc, 1) << bad.err;
+  c = run("check " + bad.last_line());
+  EXPECT_EQ(c.rc, 1) << c.out << c.err;
+  EXPECT_NE(c.out.find("NOT HELD  ch99/sum: The toy sum is right at one thread"), std::string::npos)
+      << c.out;
+  EXPECT_NE(c.out.find("is invalid"), std::string::npos) << c.out;
+
+  expect_usage_error(run("check no-such-run"), "no-such-run");
+}
+
 TEST_F(Cli, ZeroThreadsIsAUsageError) { expect_usage_error(run("run --threads 0"), "--threads"); }
 TEST_F(Cli, NegativeRepeatIsAUsageError) {
   expect_usage_error(run("run --repeat -1"), "--repeat: '-1' is not a count");

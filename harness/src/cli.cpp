@@ -1,4 +1,4 @@
-// The `concurdl` command line: list, run, calibrate, report, compare, exercise.
+// The `concurdl` command line: list, run, calibrate, report, check, compare, exercise.
 // Exit codes: 0 success; 1 an experiment or a validation failed; 2 bad usage or bad input
 // (one line on stderr naming what was wrong). Progress on stderr, the output path last on stdout.
 #include "concurdl/harness/cli.hpp"
@@ -19,7 +19,9 @@
 #include "cli_detail.hpp"
 #include "concurdl/build_info.hpp"
 #include "concurdl/harness/calibrate.hpp"
+#include "concurdl/harness/claims.hpp"
 #include "concurdl/harness/compare.hpp"
+#include "concurdl/harness/cpu_info.hpp"
 #include "concurdl/harness/errors.hpp"
 #include "concurdl/harness/exercise.hpp"
 #include "concurdl/harness/noise.hpp"
@@ -293,6 +295,23 @@ int cmd_exercise(const Args& a) {
   return ok ? 0 : 1;
 }
 
+// `concurdl check RUN`: the lessons' claims judged on RUN's records; 1 when one that applies
+// does not hold.
+int cmd_check(const Args& a) {
+  if (a.targets.size() != 1) throw UsageError("check takes one run directory or results.json");
+  const RunFile f = load_run(a.targets.front());
+  const std::vector<ClaimResult> claims = evaluate_claims(f);
+  std::string machine = cpu_info::machine_summary(f.provenance);
+  fmt::print("What this run shows: {}{}\n", a.targets.front(),
+             machine.empty() ? "" : " (" + machine + ")");
+  if (claims.empty()) {
+    fmt::print("no experiment of this run makes a claim\n");
+    return 0;
+  }
+  fmt::print("{}", claims_text(claims));
+  return any_failed(claims) ? 1 : 0;
+}
+
 void add_run_flags(CLI::App* app, Args& a) {
   app->add_option("--profile", a.profile,
                   "quick (default), full, or smoke (every configuration once, smallest sizes)");
@@ -362,6 +381,10 @@ int cli_main(int argc, char** argv) {
       "--out", a.out,
       "where to write (default: the run directory, or results/reports/... for several)");
 
+  auto* check = app.add_subcommand(
+      "check", "judge the lessons' claims on a run: exit 1 when one that applies does not hold");
+  check->add_option("run", a.targets, "run directory or results.json")->required();
+
   auto* compare =
       app.add_subcommand("compare", "ratio, CI and verdict per configuration of two runs");
   compare->add_option("runs", a.targets, "RUN_A RUN_B")->required();
@@ -405,6 +428,7 @@ int cli_main(int argc, char** argv) {
     if (*calibrate)
       return measure(command, chapter_experiments(kCalibrationChapter, false), a, false);
     if (*report) return cmd_report(a);
+    if (*check) return cmd_check(a);
     if (*compare) return cmd_compare(a);
     if (*exercise) return cmd_exercise(a);
     for (auto& [c, sub] : extra)

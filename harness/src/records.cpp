@@ -109,12 +109,14 @@ json to_json(const Calibration& c) {
 json to_json(const RunFile& f) {
   json records = json::array();
   for (const auto& r : f.records) records.push_back(to_json(r));
-  return {{"schema_version", f.schema_version},
-          {"concurdl_version", f.concurdl_version},
-          {"command", f.command},
-          {"provenance", f.provenance},
-          {"calibration", to_json(f.calibration)},
-          {"records", records}};
+  json j = {{"schema_version", f.schema_version},
+            {"concurdl_version", f.concurdl_version},
+            {"command", f.command},
+            {"provenance", f.provenance},
+            {"calibration", to_json(f.calibration)}};
+  if (!f.claims.is_null()) j["claims"] = f.claims;
+  j["records"] = records;
+  return j;
 }
 
 namespace {
@@ -262,6 +264,10 @@ RunFile run_from_json(const json& j, const std::string& where) {
     f.calibration.thread_copy_bytes_per_s = get("thread_copy_bytes_per_s");
     f.calibration.rank_alpha_s = get("rank_alpha_s");
     f.calibration.rank_beta_s_per_byte = get("rank_beta_s_per_byte");
+  }
+  if (auto it = j.find("claims"); it != j.end()) {
+    if (!it->is_array()) rd.fail("claims", "expected an array");
+    f.claims = *it;
   }
   const json& records = rd.at(j, "records", "");
   if (!records.is_array()) rd.fail("records", "expected an array");

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <stdexcept>
 #include <thread>
 
@@ -97,6 +98,21 @@ void check_declaration(const Experiment& e) {
       if (!has_axis(k)) fail("an inapplicable rule's condition names '" + k + "', not an axis");
     for (const auto& a : rule.axes)
       if (!has_axis(a)) fail("an inapplicable rule names '" + a + "', not an axis");
+  }
+  for (const Claim& c : e.claims) {
+    if (c.id.empty() || c.statement.empty()) fail("a claim needs an id and a statement");
+    if (std::count_if(e.claims.begin(), e.claims.end(),
+                      [&](const Claim& o) { return o.id == c.id; }) > 1)
+      fail("claim '" + c.id + "' declared twice");
+    if (c.select.empty()) fail("claim '" + c.id + "' selects no records (select is empty)");
+    for (const auto* params : {&c.select, &c.versus})
+      for (const auto& [k, v] : *params)
+        if (!has_axis(k)) fail("claim '" + c.id + "' names '" + k + "', which is not an axis");
+    if (c.field != "median" && !is_metric(c.field) && !is_derived(c.field))
+      fail("claim '" + c.id + "' has field '" + c.field +
+           "', neither the metric, a named metric nor a derived metric");
+    if (!std::isfinite(c.bound) || !std::isfinite(c.reference))
+      fail("claim '" + c.id + "' has a bound or reference that is not a number");
   }
   for (const Figure& f : e.figures) {
     if (f.id.empty()) fail("a figure without an id");

@@ -8,6 +8,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <ctime>
 #include <fstream>
@@ -16,6 +17,7 @@
 #include <sstream>
 
 #include "concurdl/build_info.hpp"
+#include "concurdl/harness/claims.hpp"
 #include "concurdl/harness/cpu_info.hpp"
 #include "report_detail.hpp"
 
@@ -291,6 +293,161 @@ std::string chapter_heading(const std::string& folder) {
   return folder;
 }
 
+// An id for links within the report: letters, digits and '-' only.
+std::string anchor_of(const std::string& prefix, const std::string& name) {
+  std::string out = prefix + "-";
+  for (char c : name) out += std::isalnum(static_cast<unsigned char>(c)) ? c : '-';
+  return out;
+}
+
+// The chapter's lesson README from the report's directory, "" when this program's source tree
+// does not have it (a report made elsewhere).
+std::string lesson_link(const std::string& folder, const std::filesystem::path& out_dir) {
+  namespace fs = std::filesystem;
+  const fs::path src = build::source_dir;
+  for (const fs::path& p : {src / "chapters" / folder / "README.md", src / folder / "README.md"}) {
+    std::error_code ec;
+    if (!fs::is_regular_file(p, ec)) continue;
+    const fs::path rel = fs::relative(p, fs::absolute(out_dir), ec);
+    return ec || rel.empty() ? p.string() : rel.generic_string();
+  }
+  return "";
+}
+
+// The claims of every run, one row per claim (by experiment and id) in the order first judged.
+struct JudgedClaim {
+  std::string experiment, id, chapter, statement, expected, reference;
+  std::vector<std::optional<ClaimResult>> per_run;
+};
+
+std::vector<JudgedClaim> judge(const std::vector<RunFile>& runs) {
+  std::vector<JudgedClaim> out;
+  for (std::size_t i = 0; i < runs.size(); ++i)
+    for (ClaimResult& r : evaluate_claims(runs[i])) {
+      auto it = std::find_if(out.begin(), out.end(), [&](const JudgedClaim& j) {
+        return j.experiment == r.experiment && j.id == r.id;
+      });
+      if (it == out.end()) {
+        out.push_back({r.experiment, r.id, r.chapter, r.statement, r.expected,
+                       claim_value_text(r.reference, r.unit),
+                       std::vector<std::optional<ClaimResult>>(runs.size())});
+        it = std::prev(out.end());
+      }
+      it->per_run[i] = std::move(r);
+    }
+  return out;
+}
+
+std::string flags_text(const ClaimResult& r) {
+  std::string out;
+  for (const auto& f : r.flags)
+    out += f == "noisy" ? " [noisy: measured while the machine was busy]"
+                        : " [above the calibrated ceiling]";
+  return out;
+}
+
+// "1.25× held", "0.91× NOT HELD at variant=padded, threads=2 over ...", "n/a: needs 2 CPUs".
+std::string judged_cell(const std::optional<ClaimResult>& r) {
+  if (!r) return "—";
+  if (r->status == ClaimStatus::not_applicable) return "n/a: " + r->reason;
+  std::string out = (r->value ? claim_value_text(*r->value, r->unit) : std::string("—")) + " " +
+                    (r->status == ClaimStatus::held ? "held" : "NOT HELD");
+  if (r->status == ClaimStatus::not_held && !r->reason.empty()) out += ": " + r->reason;
+  return out + flags_text(*r);
+}
+
+std::vector<report_detail::ClaimLine> claim_lines(const std::vector<JudgedClaim>& judged,
+                                                  const std::vector<std::string>& labels) {
+  std::vector<report_detail::ClaimLine> out;
+  for (const auto& j : judged) {
+    report_detail::ClaimLine line;
+    line.statement = j.experiment + ": " + j.statement;
+    if (j.per_run.size() == 1 && j.per_run[0]) {
+      const ClaimResult& r = *j.per_run[0];
+      line.mark = r.status == ClaimStatus::held       ? "held"
+                  : r.status == ClaimStatus::not_held ? "NOT HELD"
+                                                      : "n/a";
+      line.outcome = r.status == ClaimStatus::not_applicable ? r.reason : claim_outcome_text(r);
+      if (r.status == ClaimStatus::not_held && !r.reason.empty()) line.outcome += "; " + r.reason;
+      line.outcome += flags_text(r);
+      line.failed = r.status == ClaimStatus::not_held;
+    } else {
+      int held = 0, applicable = 0;
+      std::vector<std::string> parts;
+      for (std::size_t i = 0; i < j.per_run.size(); ++i) {
+        const auto& r = j.per_run[i];
+        if (r && r->status != ClaimStatus::not_applicable) {
+          ++applicable;
+          held += r->status == ClaimStatus::held;
+          line.failed = line.failed || r->status == ClaimStatus::not_held;
+        }
+        parts.push_back(labels[i] + ": " + judged_cell(r));
+      }
+      line.mark = fmt::format("held in {} of {}", held, applicable);
+      line.outcome =
+          fmt::format("{} (reference {}); {}", j.expected, j.reference, fmt::join(parts, "; "));
+    }
+    out.push_back(std::move(line));
+  }
+  return out;
+}
+
+Table chapter_claims(const std::vector<JudgedClaim>& judged, const std::string& chapter,
+                     const std::vector<std::string>& labels) {
+  Table t;
+  t.head = {"claim", "expected", "reference machine"};
+  t.numeric = {false, false, true};
+  for (const auto& l : labels) {
+    t.head.push_back(labels.size() == 1 ? "this run" : l);
+    t.numeric.push_back(false);
+  }
+  for (const auto& j : judged) {
+    if (j.chapter != chapter) continue;
+    std::vector<std::string> row = {j.experiment + ": " + j.statement, j.expected, j.reference};
+    for (const auto& r : j.per_run) row.push_back(judged_cell(r));
+    t.rows.push_back(std::move(row));
+  }
+  return t;
+}
+
+report_detail::Glance glance_of(const ChapterSection& cs, const std::string& chapter,
+                                const std::vector<RunFile>& runs,
+                                const std::vector<JudgedClaim>& judged) {
+  report_detail::Glance g{cs.heading, cs.anchor, cs.lesson, "", ""};
+  int held = 0, applicable = 0, na = 0;
+  for (const auto& j : judged)
+    if (j.chapter == chapter)
+      for (const auto& r : j.per_run) {
+        if (!r) continue;
+        if (r->status == ClaimStatus::not_applicable) {
+          ++na;
+          continue;
+        }
+        ++applicable;
+        held += r->status == ClaimStatus::held;
+      }
+  g.claims = applicable + na == 0 ? "none made"
+                                  : fmt::format("{} of {} held{}", held, applicable,
+                                                na ? fmt::format(" ({} not applicable)", na) : "");
+  std::size_t n = 0, invalid = 0, noisy = 0, above = 0;
+  for (const auto& run : runs)
+    for (const auto& r : run.records) {
+      std::string ch = r.chapter;
+      if (ch.empty())
+        if (const Experiment* e = find_experiment(r.experiment)) ch = e->chapter;
+      if (ch != chapter) continue;
+      ++n;
+      invalid += !r.valid;
+      noisy += r.notes.count("noisy");
+      above += r.notes.count("above_ceiling");
+    }
+  g.records = fmt::format("{} record{}", n, n == 1 ? "" : "s");
+  if (invalid) g.records += fmt::format(", {} INVALID", invalid);
+  if (noisy) g.records += fmt::format(", {} noisy", noisy);
+  if (above) g.records += fmt::format(", {} above the ceiling", above);
+  return g;
+}
+
 std::vector<ChapterSection> sections(const std::vector<RunFile>& runs,
                                      const std::vector<std::string>& labels,
                                      const std::vector<ChartSpec>& charts,
@@ -309,10 +466,13 @@ std::vector<ChapterSection> sections(const std::vector<RunFile>& runs,
     }
   std::vector<ChapterSection> out;
   for (const auto& [chapter, ids] : by_chapter) {
-    ChapterSection cs{chapter_heading(chapter), {}};
+    ChapterSection cs;
+    cs.heading = chapter_heading(chapter);
+    cs.anchor = anchor_of("ch", chapter);
     for (const auto& id : ids) {
       ExperimentSection es;
       es.id = id;
+      es.anchor = anchor_of("exp", id);
       const Experiment* e = find_experiment(id);
       es.title = e && !e->title.empty() ? e->title : id;
       if (!e)
@@ -372,7 +532,20 @@ ReportFiles write_report(const std::vector<RunFile>& runs,
       "Generated {} by concurdl {} from {} record{} in {} run{}.", utc_now(), build::version,
       n_records, n_records == 1 ? "" : "s", runs.size(), runs.size() == 1 ? "" : "s");
 
-  const auto chapter_sections = sections(runs, labels, charts, out.charts, chart_warnings);
+  auto chapter_sections = sections(runs, labels, charts, out.charts, chart_warnings);
+  const std::vector<JudgedClaim> judged = judge(runs);
+  std::vector<report_detail::Glance> glance;
+  std::vector<ClaimResult> all_results;
+  for (const auto& j : judged)
+    for (const auto& r : j.per_run)
+      if (r) all_results.push_back(*r);
+  for (auto& cs : chapter_sections) {
+    // The folder is the heading's first word ("01-threads — Threads").
+    const std::string folder = cs.heading.substr(0, cs.heading.find(' '));
+    cs.lesson = lesson_link(folder, out_dir);
+    cs.claims = chapter_claims(judged, folder, labels);
+    glance.push_back(glance_of(cs, folder, runs, judged));
+  }
 
   const report_detail::ReportContent content{.title = title,
                                              .subtitle = subtitle,
@@ -380,6 +553,9 @@ ReportFiles write_report(const std::vector<RunFile>& runs,
                                              .warnings = out.warnings,
                                              .runs = runs_table(runs, out_dir),
                                              .calibration = calibration_table(runs, labels),
+                                             .claims = claim_lines(judged, labels),
+                                             .claims_summary = claims_counts(all_results),
+                                             .glance = glance,
                                              .chapters = chapter_sections,
                                              .several = runs.size() > 1};
   out.md = out_dir / "report.md";

@@ -36,6 +36,7 @@ struct ChartEntry {
 
 struct ExperimentSection {
   std::string id, title;
+  std::string anchor;    // "exp-ch01-false-sharing"
   std::string timed_by;  // how its samples were timed, when not simply "host"
   std::vector<ChartEntry> charts;
   std::vector<std::string> notes;
@@ -45,13 +46,34 @@ struct ExperimentSection {
 
 struct ChapterSection {
   std::string heading;
+  std::string anchor;  // "ch-01-threads": the id the contents link to
+  std::string lesson;  // the lesson README, relative to the report ("" when not found)
+  Table claims;        // the chapter's claims, judged on each run (the lesson's headlines)
   std::vector<ExperimentSection> experiments;
+};
+
+// One line of "What this run shows": a claim and how it fared (in each run when merged).
+struct ClaimLine {
+  std::string mark;       // "held", "NOT HELD", "n/a", or a run-by-run summary when merged
+  std::string statement;  // "ch01/false_sharing: ..."
+  std::string outcome;    // "1.25× (at least 1.1×; reference 1.27×)" or the reason
+  bool failed = false;
+};
+
+// A row of "Chapters at a glance".
+struct Glance {
+  std::string heading, anchor, lesson;
+  std::string claims;   // "3 of 4 held (1 not applicable)"
+  std::string records;  // "94 records, 2 invalid, 3 noisy"
 };
 
 struct ReportContent {
   std::string title, subtitle;
   std::vector<std::string> load_errors, warnings;
   Table runs, calibration;
+  std::vector<ClaimLine> claims;  // "What this run shows"
+  std::string claims_summary;     // "9 held, 1 not held, 3 not applicable"
+  std::vector<Glance> glance;
   std::vector<ChapterSection> chapters;
   bool several = false;  // merged runs: the records tables start with a run column
 };

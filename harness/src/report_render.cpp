@@ -198,7 +198,48 @@ ul.notes { font-size: .9em; color: #333; }
 .box { border-left: 4px solid #b00020; background: #fff4f4; padding: .4em 1em; margin: 1em 0; }
 .box.warn { border-color: #c77700; background: #fff9ec; }
 .muted { color: #666; }
+ul.claims li.failed { color: #b00020; }
+nav ul { margin: .2em 0; } nav li { margin: .1em 0; }
 )css";
+
+// The report's sections before the chapters, for the contents: (anchor, heading).
+std::vector<std::pair<std::string, std::string>> top_sections(const ReportContent& r) {
+  std::vector<std::pair<std::string, std::string>> out = {
+      {"claims", "What this run shows"}, {"glance", "Chapters at a glance"}, {"runs", "Runs"}};
+  if (!r.calibration.rows.empty()) out.emplace_back("calibration", "Calibration");
+  return out;
+}
+
+// Markdown has no ids of its own: an empty anchor before the heading works on every renderer.
+std::string md_anchor(const std::string& id) { return "<a id=\"" + id + "\"></a>\n\n"; }
+
+// Chapters at a glance, its chapter and lesson cells made links.
+Table glance_table(const ReportContent& r, bool markdown_links) {
+  Table t;
+  t.head = {"chapter", "lesson", "claims", "records"};
+  t.numeric = {false, false, false, false};
+  for (const auto& g : r.glance) {
+    if (markdown_links)
+      t.rows.push_back({"[" + md_alt(g.heading) + "](#" + g.anchor + ")",
+                        g.lesson.empty() ? "—" : "[README](" + g.lesson + ")", g.claims,
+                        g.records});
+    else
+      t.rows.push_back({g.heading, g.lesson, g.claims, g.records});
+  }
+  return t;
+}
+
+std::string html_glance(const ReportContent& r) {
+  std::string h =
+      "<table>\n<thead><tr><th>chapter</th><th>lesson</th><th>claims</th><th>records</th></tr>"
+      "</thead>\n<tbody>\n";
+  for (const auto& g : r.glance) {
+    h += "<tr><td><a href=\"#" + g.anchor + "\">" + esc(g.heading) + "</a></td><td>";
+    h += g.lesson.empty() ? "—" : "<a href=\"" + esc(g.lesson) + "\">README</a>";
+    h += "</td><td>" + esc(g.claims) + "</td><td>" + esc(g.records) + "</td></tr>\n";
+  }
+  return h + "</tbody>\n</table>\n";
+}
 
 }  // namespace
 
@@ -214,12 +255,30 @@ std::string markdown(const ReportContent& r) {
     for (const auto& w : r.warnings) md += "- " + w + "\n";
     md += "\n";
   }
-  md += "## Runs\n\n" + md_table(r.runs) + "\n";
-  if (!r.calibration.rows.empty()) md += "## Calibration\n\n" + md_table(r.calibration) + "\n";
+  md += md_anchor("claims") + "## What this run shows\n\n";
+  if (r.claims.empty()) md += "No experiment of this run makes a claim.\n\n";
+  for (const auto& c : r.claims)
+    md += "- **" + c.mark + "** " + c.statement + " — " + c.outcome + "\n";
+  if (!r.claims.empty()) md += "\n" + r.claims_summary + ".\n\n";
+  md +=
+      md_anchor("glance") + "## Chapters at a glance\n\n" + md_table(glance_table(r, true)) + "\n";
+  md += "## Contents\n\n";
+  for (const auto& [anchor, text] : top_sections(r))
+    md += "- [" + md_alt(text) + "](#" + anchor + ")\n";
   for (const auto& ch : r.chapters) {
-    md += "## " + ch.heading + "\n\n";
+    md += "- [" + md_alt(ch.heading) + "](#" + ch.anchor + ")\n";
+    for (const auto& e : ch.experiments) md += "  - [" + md_alt(e.title) + "](#" + e.anchor + ")\n";
+  }
+  md += "\n";
+  md += md_anchor("runs") + "## Runs\n\n" + md_table(r.runs) + "\n";
+  if (!r.calibration.rows.empty())
+    md += md_anchor("calibration") + "## Calibration\n\n" + md_table(r.calibration) + "\n";
+  for (const auto& ch : r.chapters) {
+    md += md_anchor(ch.anchor) + "## " + ch.heading + "\n\n";
+    if (!ch.lesson.empty()) md += "The lesson: [" + ch.lesson + "](" + ch.lesson + ")\n\n";
+    if (!ch.claims.rows.empty()) md += "What the lesson claims:\n\n" + md_table(ch.claims) + "\n";
     for (const auto& e : ch.experiments) {
-      md += "### " + e.title + " (`" + e.id + "`)\n\n";
+      md += md_anchor(e.anchor) + "### " + e.title + " (`" + e.id + "`)\n\n";
       if (!e.timed_by.empty()) md += "timed by: " + e.timed_by + "\n\n";
       for (const auto& n : e.notes) md += "*" + n + "*\n\n";
       for (const auto& c : e.charts) md += md_chart(c);
@@ -246,12 +305,37 @@ std::string html(const ReportContent& r) {
     for (const auto& w : r.warnings) h += "<li>" + esc(w) + "</li>\n";
     h += "</ul>\n</div>\n";
   }
-  h += "<h2>Runs</h2>\n" + html_table(r.runs);
-  if (!r.calibration.rows.empty()) h += "<h2>Calibration</h2>\n" + html_table(r.calibration);
+  h += "<h2 id=\"claims\">What this run shows</h2>\n";
+  if (r.claims.empty()) h += "<p>No experiment of this run makes a claim.</p>\n";
+  if (!r.claims.empty()) {
+    h += "<ul class=\"claims\">\n";
+    for (const auto& c : r.claims)
+      h += std::string(c.failed ? "<li class=\"failed\">" : "<li>") + "<strong>" + esc(c.mark) +
+           "</strong> " + esc(c.statement) + " — " + esc(c.outcome) + "</li>\n";
+    h += "</ul>\n<p>" + esc(r.claims_summary) + ".</p>\n";
+  }
+  h += "<h2 id=\"glance\">Chapters at a glance</h2>\n" + html_glance(r);
+  h += "<nav>\n<h2 id=\"contents\">Contents</h2>\n<ul>\n";
+  for (const auto& [anchor, text] : top_sections(r))
+    h += "<li><a href=\"#" + anchor + "\">" + esc(text) + "</a></li>\n";
   for (const auto& ch : r.chapters) {
-    h += "<h2>" + esc(ch.heading) + "</h2>\n";
+    h += "<li><a href=\"#" + ch.anchor + "\">" + esc(ch.heading) + "</a>\n<ul>\n";
+    for (const auto& e : ch.experiments)
+      h += "<li><a href=\"#" + e.anchor + "\">" + esc(e.title) + "</a></li>\n";
+    h += "</ul></li>\n";
+  }
+  h += "</ul>\n</nav>\n";
+  h += "<h2 id=\"runs\">Runs</h2>\n" + html_table(r.runs);
+  if (!r.calibration.rows.empty())
+    h += "<h2 id=\"calibration\">Calibration</h2>\n" + html_table(r.calibration);
+  for (const auto& ch : r.chapters) {
+    h += "<h2 id=\"" + ch.anchor + "\">" + esc(ch.heading) + "</h2>\n";
+    if (!ch.lesson.empty())
+      h += "<p>The lesson: <a href=\"" + esc(ch.lesson) + "\">" + esc(ch.lesson) + "</a></p>\n";
+    if (!ch.claims.rows.empty()) h += "<p>What the lesson claims:</p>\n" + html_table(ch.claims);
     for (const auto& e : ch.experiments) {
-      h += "<h3>" + esc(e.title) + " (<code>" + esc(e.id) + "</code>)</h3>\n";
+      h += "<h3 id=\"" + e.anchor + "\">" + esc(e.title) + " (<code>" + esc(e.id) +
+           "</code>)</h3>\n";
       if (!e.timed_by.empty()) h += "<p class=\"muted\">timed by: " + esc(e.timed_by) + "</p>\n";
       for (const auto& n : e.notes) h += "<p><em>" + esc(n) + "</em></p>\n";
       for (const auto& c : e.charts) h += html_chart(c);

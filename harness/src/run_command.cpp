@@ -11,6 +11,7 @@
 #include "cli_detail.hpp"
 #include "concurdl/build_info.hpp"
 #include "concurdl/harness/calibrate.hpp"
+#include "concurdl/harness/claims.hpp"
 #include "concurdl/harness/cli.hpp"
 #include "concurdl/harness/errors.hpp"
 #include "concurdl/harness/noise.hpp"
@@ -145,9 +146,15 @@ int measure(const std::vector<std::string>& command, const std::vector<const Exp
   if (resuming) derive_metrics(f.records, f.calibration);
   f.provenance["finished"] = utc_now_iso();
   if (!writer) return all_valid(f.records) ? 0 : 1;  // validity is agreed by every rank
+  // What the lessons claim, judged on what was just measured: kept with the run and said.
+  const std::vector<ClaimResult> claims = evaluate_claims(f);
+  f.claims = claims_json(claims);
   save();
   if (!a.no_report) report_run(f, dir);
   print_invalid(f.records);
+  if (!claims.empty() && !a.quiet)
+    std::fprintf(stderr, "\nWhat this run shows (the lessons' claims):\n%s\n",
+                 claims_text(claims).c_str());
   std::cout << dir.string() << std::endl;
   return all_valid(f.records) ? 0 : 1;
 }

@@ -194,6 +194,33 @@ struct Inapplicable {
   std::vector<std::string> axes;  // {"workers"}
 };
 
+// What a lesson says its experiment shows, as data the harness checks after every run
+// (claims.hpp): "padding the partial sums to a cache line each makes them at least 1.5x faster
+// at 2 threads". The value is one field of the records matching `select`; with `versus`, how
+// many times better each is than its peer, the record with those parameters replaced (the
+// same idiom as Experiment::baseline). Several matching records (a size the claim leaves
+// free): the claim is about every one of them, and the worst is reported.
+struct Claim {
+  std::string id;         // unique within the experiment: "padding_beats_adjacent"
+  std::string statement;  // one sentence a student can read as the lesson's claim
+  Params select;          // {{"variant", "padded"}, {"threads", "2"}}
+  // "median" (the experiment's metric), a named Metric (its median) or a derived metric
+  // ("speedup", "bytes_per_s", "fraction_of_ceiling").
+  std::string field = "median";
+  Params versus;  // {{"variant", "adjacent"}}: a ratio, better / worse, so > 1 means better
+  enum class Compare { at_least, at_most } compare = Compare::at_least;
+  double bound = 0;  // holds when value >= bound (at_least) or value <= bound (at_most)
+  std::string unit;  // how the value is printed: "x" for a ratio, "" for a plain number
+  // When it applies; otherwise it is "not applicable" with the reason.
+  unsigned min_cpus = 0;    // CPUs this process may use (provenance.cores)
+  std::string cpu_feature;  // "avx512f": among provenance.cpu.flags_used
+  bool needs_gpu = false;   // provenance.gpus is not empty
+  bool timing = true;       // depends on speed: not judged on the smoke profile
+  // Its value on the reference machine (results/reference/README.md), quoted beside every
+  // run's; tests/test_reference_runs.cpp holds it to the committed reference run.
+  double reference = 0;
+};
+
 struct Experiment {
   std::string id;       // "ch01/sum_memory_bound"
   std::string chapter;  // "01-threads"
@@ -235,6 +262,8 @@ struct Experiment {
   // Derived metrics this experiment's records carry beyond the harness's own (items_per_s,
   // speedup, intensity, ...): a figure's x or y may name them.
   std::vector<std::string> derived;
+  // What the lesson claims this experiment shows, checked after every run (Claim).
+  std::vector<Claim> claims;
   // Recorded by a command of its own (`concurdl train`), not measured by `run`: it has no
   // `prepare`, `run` leaves it out, and its figures chart the records that command writes.
   std::string recorded_by;

@@ -66,6 +66,9 @@ struct RunFile {
   nlohmann::json provenance = nlohmann::json::object();
   Calibration calibration;
   std::vector<Record> records;
+  // The lesson claims as judged when the run was written (claims.hpp), for outside tools:
+  // concurdl itself judges them again from the records. Null: not judged (an older run).
+  nlohmann::json claims;
   std::filesystem::path path;  // where it was loaded from (not serialized)
 };
 

@@ -1,0 +1,71 @@
+// Claims (Experiment::claims) judged against a run's records: held, not held, or not
+// applicable with the reason. `concurdl run` prints them after measuring, results.json keeps
+// them, the report opens with them, and `concurdl check RUN` exits 1 when one that applies
+// does not hold.
+#pragma once
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "concurdl/harness/experiment.hpp"
+#include "concurdl/harness/records.hpp"
+
+namespace concurdl {
+
+enum class ClaimStatus { held, not_held, not_applicable };
+const char* to_string(ClaimStatus s);  // "held", "not held", "not applicable"
+
+struct ClaimResult {
+  std::string experiment, chapter, id, statement;
+  ClaimStatus status = ClaimStatus::not_applicable;
+  std::optional<double> value;  // the worst over the matching records, when measured
+  std::string where;            // the records it came from: "variant=padded, threads=2 over ..."
+  std::string reason;           // why not held or not applicable
+  std::string expected;         // "at least 1.5×"
+  std::string unit;
+  double reference = 0;
+  // The records it came from carry these notes: "noisy" (measured while the machine was busy)
+  // or "above_ceiling". A claim judged on such records says so.
+  std::vector<std::string> flags;
+};
+
+// One claim of `e` against `run`'s records.
+ClaimResult evaluate_claim(const Experiment& e, const Claim& c, const RunFile& run);
+// Every claim of every registered experiment that has records in `run`, in experiment order.
+std::vector<ClaimResult> evaluate_claims(const RunFile& run);
+
+// "1.27×", "0.93", "4.20 GB/s"-like: three significant digits and the claim's unit.
+std::string claim_value_text(double v, const std::string& unit);
+// "1.25× (at least 1.5×; reference 1.27×)" or "—" with the reason.
+std::string claim_outcome_text(const ClaimResult& r);
+// The terminal table `concurdl check` and the end of `concurdl run` print, and its counts.
+std::string claims_text(const std::vector<ClaimResult>& results);
+std::string claims_counts(const std::vector<ClaimResult>& results);
+// A claim that applies and does not hold.
+bool any_failed(const std::vector<ClaimResult>& results);
+
+// The committed run every claim's `reference` comes from (results/reference/NAME), and the
+// machine it was taken on, as the lessons name it.
+inline constexpr const char* kReferenceRun = "debian12-zen5-2vcpu-all";
+inline constexpr const char* kReferenceMachine =
+    "2-vCPU AMD EPYC guest, family 26 model 2 (Zen 5), AVX-512, KVM";
+
+// A chapter README's claims block, generated from the chapter's declarations:
+//   <!-- claims:begin 01-threads -->
+//   | claim | holds when | reference | applies |
+//   <!-- claims:end -->
+std::string claims_markdown(const std::string& chapter);
+// `readme` with every claims block's body regenerated.
+std::string regenerate_claim_blocks(const std::string& readme);
+// What differs between a README's claims blocks and the program's claims ("" lines none);
+// a chapter with claims needs a block.
+std::vector<std::string> check_readme_claims(const std::filesystem::path& readme,
+                                             const std::string& chapter);
+
+nlohmann::json to_json(const ClaimResult& r);
+nlohmann::json claims_json(const std::vector<ClaimResult>& results);
+
+}  // namespace concurdl

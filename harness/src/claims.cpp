@@ -1,0 +1,375 @@
+// Claims judged against a run's records (claims.hpp).
+#include "concurdl/harness/claims.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <sstream>
+
+#include "concurdl/harness/runner.hpp"
+
+namespace concurdl {
+
+const char* to_string(ClaimStatus s) {
+  switch (s) {
+    case ClaimStatus::held:
+      return "held";
+    case ClaimStatus::not_held:
+      return "not held";
+    case ClaimStatus::not_applicable:
+      return "not applicable";
+  }
+  return "?";
+}
+
+namespace {
+
+using json = nlohmann::json;
+
+// Why the claim does not apply on the machine or profile the run had, or "".
+std::string inapplicable_because(const Claim& c, const json& prov) {
+  auto number = [&](const char* key) -> std::optional<double> {
+    if (prov.is_object() && prov.contains(key) && prov.at(key).is_number())
+      return prov.at(key).get<double>();
+    return std::nullopt;
+  };
+  if (c.needs_gpu) {
+    const bool gpu = prov.is_object() && prov.contains("gpus") && prov.at("gpus").is_array() &&
+                     !prov.at("gpus").empty();
+    if (!gpu) return "needs a GPU; this run had none";
+  }
+  if (c.min_cpus > 0) {
+    const auto cores = number("cores");
+    if (!cores)
+      return fmt::format("needs {} CPUs; the run does not say how many it had", c.min_cpus);
+    if (*cores < c.min_cpus)
+      return fmt::format("needs {} CPUs; this run had {}", c.min_cpus, static_cast<int>(*cores));
+  }
+  if (!c.cpu_feature.empty()) {
+    bool has = false;
+    if (prov.is_object() && prov.contains("cpu") && prov.at("cpu").is_object()) {
+      const json& cpu = prov.at("cpu");
+      if (cpu.contains("flags_used") && cpu.at("flags_used").is_array())
+        for (const auto& f : cpu.at("flags_used"))
+          if (f.is_string() && f.get<std::string>() == c.cpu_feature) has = true;
+    }
+    if (!has) return fmt::format("needs a CPU with {}; this run's had none", c.cpu_feature);
+  }
+  if (c.timing && prov.is_object() && prov.contains("profile") && prov.at("profile") == "smoke")
+    return "depends on speed, and the smoke profile times nothing seriously";
+  return "";
+}
+
+// The field of one record, and whether lower is better for it; nullopt when it has none.
+std::optional<double> field_of(const Record& r, const std::string& field, bool& lower_better) {
+  if (field == "median") {
+    lower_better = r.lower_is_better;
+    if (r.stats.n == 0 && r.samples.empty()) return std::nullopt;
+    return r.stats.median;
+  }
+  if (auto m = r.metrics.find(field); m != r.metrics.end()) {
+    lower_better = m->second.lower_is_better;
+    if (m->second.stats.n == 0 && m->second.samples.empty()) return std::nullopt;
+    return m->second.stats.median;
+  }
+  if (auto d = r.derived.find(field); d != r.derived.end()) {
+    lower_better = false;  // rates, speedups, fractions of a ceiling
+    return d->second;
+  }
+  return std::nullopt;
+}
+
+bool matches(const Params& p, const Params& select) {
+  return std::all_of(select.begin(), select.end(), [&](const auto& kv) {
+    auto it = p.find(kv.first);
+    return it != p.end() && it->second == kv.second;
+  });
+}
+
+void add_flags(const Record& r, std::vector<std::string>& flags) {
+  for (const char* key : {"noisy", "above_ceiling"})
+    if (r.notes.count(key) && std::find(flags.begin(), flags.end(), key) == flags.end())
+      flags.push_back(key);
+}
+
+std::string expected_text(const Claim& c) {
+  return fmt::format("{} {}", c.compare == Claim::Compare::at_least ? "at least" : "at most",
+                     claim_value_text(c.bound, c.unit));
+}
+
+}  // namespace
+
+std::string claim_value_text(double v, const std::string& unit) {
+  if (!std::isfinite(v)) return "?";
+  std::string num = fmt::format("{:.3g}", v);
+  if (num.find('e') != std::string::npos) num = fmt::format("{:.3e}", v);
+  if (unit.empty()) return num;
+  if (unit == "×" || unit == "x" || unit == "%") return num + (unit == "x" ? "×" : unit);
+  return num + " " + unit;
+}
+
+ClaimResult evaluate_claim(const Experiment& e, const Claim& c, const RunFile& run) {
+  ClaimResult out;
+  out.experiment = e.id;
+  out.chapter = e.chapter;
+  out.id = c.id;
+  out.statement = c.statement;
+  out.unit = c.unit;
+  out.reference = c.reference;
+  out.expected = expected_text(c);
+  if (std::string why = inapplicable_because(c, run.provenance); !why.empty()) {
+    out.reason = std::move(why);
+    return out;
+  }
+  const bool at_least = c.compare == Claim::Compare::at_least;
+  std::optional<double> worst;
+  std::string invalid, missing;
+  bool any_selected = false;
+  for (const Record& r : run.records) {
+    if (r.experiment != e.id || !matches(r.params, c.select)) continue;
+    any_selected = true;
+    if (!r.valid) {
+      invalid = fmt::format("{{{}}} is invalid: {}", describe(r.params), r.validation);
+      continue;
+    }
+    bool lower = false;
+    const std::optional<double> v = field_of(r, c.field, lower);
+    if (!v) {
+      missing = fmt::format("{{{}}} has no {}", describe(r.params), c.field);
+      continue;
+    }
+    double value = *v;
+    std::string where = describe(r.params);
+    const Record* peer = nullptr;
+    if (!c.versus.empty()) {
+      Params p = r.params;
+      for (const auto& [k, val] : c.versus) p[k] = val;
+      p = applicable_params(e, std::move(p));
+      for (const Record& q : run.records)
+        if (q.experiment == e.id && q.params == p) peer = &q;
+      if (!peer) {
+        missing = fmt::format("its peer {{{}}} was not measured", describe(p));
+        continue;
+      }
+      if (!peer->valid) {
+        invalid = fmt::format("its peer {{{}}} is invalid: {}", describe(p), peer->validation);
+        continue;
+      }
+      bool peer_lower = false;
+      const std::optional<double> pv = field_of(*peer, c.field, peer_lower);
+      if (!pv || *pv == 0 || *v == 0) {
+        missing = fmt::format("its peer {{{}}} has no {}", describe(p), c.field);
+        continue;
+      }
+      value = lower ? *pv / *v : *v / *pv;
+      where += " over " + describe(peer->params);
+    }
+    add_flags(r, out.flags);
+    if (peer) add_flags(*peer, out.flags);
+    if (!worst || (at_least ? value < *worst : value > *worst)) {
+      worst = value;
+      out.where = where;
+    }
+  }
+  if (!invalid.empty()) {
+    out.status = ClaimStatus::not_held;
+    out.value = worst;
+    out.reason = invalid;
+    return out;
+  }
+  if (!worst) {
+    out.reason = any_selected ? missing
+                              : fmt::format("not measured in this run (no record with {})",
+                                            describe(c.select));
+    return out;
+  }
+  out.value = worst;
+  const bool holds = at_least ? *worst >= c.bound : *worst <= c.bound;
+  out.status = holds ? ClaimStatus::held : ClaimStatus::not_held;
+  return out;
+}
+
+std::vector<ClaimResult> evaluate_claims(const RunFile& run) {
+  std::vector<ClaimResult> out;
+  for (const Experiment& e : experiments()) {
+    if (e.claims.empty()) continue;
+    const bool present = std::any_of(run.records.begin(), run.records.end(),
+                                     [&](const Record& r) { return r.experiment == e.id; });
+    if (!present) continue;
+    for (const Claim& c : e.claims) out.push_back(evaluate_claim(e, c, run));
+  }
+  return out;
+}
+
+std::string claim_outcome_text(const ClaimResult& r) {
+  std::string out = r.value ? claim_value_text(*r.value, r.unit) : "—";
+  out += fmt::format(" ({}; reference {})", r.expected, claim_value_text(r.reference, r.unit));
+  return out;
+}
+
+std::string claims_counts(const std::vector<ClaimResult>& results) {
+  int held = 0, failed = 0, na = 0, flagged = 0;
+  for (const auto& r : results) {
+    (r.status == ClaimStatus::held ? held : r.status == ClaimStatus::not_held ? failed : na)++;
+    if (!r.flags.empty() && r.status != ClaimStatus::not_applicable) ++flagged;
+  }
+  std::string out = fmt::format("{} held, {} not held, {} not applicable", held, failed, na);
+  if (flagged) out += fmt::format("; {} judged on flagged records", flagged);
+  return out;
+}
+
+std::string claims_text(const std::vector<ClaimResult>& results) {
+  std::string out;
+  for (const auto& r : results) {
+    const char* status = r.status == ClaimStatus::held       ? "held    "
+                         : r.status == ClaimStatus::not_held ? "NOT HELD"
+                                                             : "n/a     ";
+    out += fmt::format("{}  {}: {}\n", status, r.experiment, r.statement);
+    std::string detail = r.status == ClaimStatus::not_applicable ? r.reason : claim_outcome_text(r);
+    if (r.status == ClaimStatus::not_held && !r.reason.empty()) detail += "; " + r.reason;
+    if (!r.where.empty() && r.status != ClaimStatus::not_applicable) detail += " at " + r.where;
+    for (const auto& f : r.flags)
+      detail += f == "noisy" ? " [NOISY: measured while the machine was busy]"
+                             : " [ABOVE CEILING: see the record's notes]";
+    out += "          " + detail + "\n";
+  }
+  out += claims_counts(results) + "\n";
+  return out;
+}
+
+bool any_failed(const std::vector<ClaimResult>& results) {
+  return std::any_of(results.begin(), results.end(),
+                     [](const ClaimResult& r) { return r.status == ClaimStatus::not_held; });
+}
+
+namespace {
+
+constexpr std::string_view kOpen = "<!-- claims:begin ";
+constexpr std::string_view kClose = "<!-- claims:end -->";
+
+std::string applies_text(const Claim& c) {
+  std::vector<std::string> parts;
+  if (c.min_cpus > 0) parts.push_back(fmt::format("≥ {} CPUs", c.min_cpus));
+  if (!c.cpu_feature.empty()) parts.push_back(c.cpu_feature);
+  if (c.needs_gpu) parts.push_back("a GPU");
+  parts.push_back(c.timing ? "timed profiles" : "every profile");
+  std::string out;
+  for (const auto& p : parts) out += (out.empty() ? "" : ", ") + p;
+  return out;
+}
+
+std::string md_escape(std::string s) {
+  std::string out;
+  for (char ch : s) {
+    if (ch == '|') out += '\\';
+    out += ch == '\n' ? ' ' : ch;
+  }
+  return out;
+}
+
+struct ClaimBlock {
+  std::string chapter;
+  std::size_t body_begin = 0, body_end = 0, line = 0;
+};
+
+std::vector<ClaimBlock> claim_blocks(const std::string& text) {
+  std::vector<ClaimBlock> out;
+  std::size_t pos = 0;
+  while ((pos = text.find(kOpen, pos)) != std::string::npos) {
+    const std::size_t name_begin = pos + kOpen.size();
+    const std::size_t name_end = text.find(" -->", name_begin);
+    const std::size_t line = 1 + std::count(text.begin(), text.begin() + pos, '\n');
+    if (name_end == std::string::npos)
+      throw std::runtime_error(fmt::format("line {}: a claims block opens without ' -->'", line));
+    ClaimBlock b;
+    b.chapter = text.substr(name_begin, name_end - name_begin);
+    b.line = line;
+    b.body_begin = text.find('\n', name_end);
+    b.body_begin = b.body_begin == std::string::npos ? text.size() : b.body_begin + 1;
+    b.body_end = text.find(kClose, b.body_begin);
+    if (b.body_end == std::string::npos)
+      throw std::runtime_error(fmt::format("line {}: a claims block is not closed", line));
+    out.push_back(b);
+    pos = b.body_end + kClose.size();
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string claims_markdown(const std::string& chapter) {
+  std::string out = fmt::format(
+      "| claim | holds when | on the reference machine | applies with |\n"
+      "|---|---|---:|---|\n");
+  for (const Experiment& e : experiments()) {
+    if (e.chapter != chapter) continue;
+    for (const Claim& c : e.claims)
+      out += fmt::format("| {} (`{}`) | {} | {} | {} |\n", md_escape(c.statement), e.id,
+                         expected_text(c), claim_value_text(c.reference, c.unit), applies_text(c));
+  }
+  out += fmt::format(
+      "\nThe reference machine: {} (`results/reference/{}`). `concurdl check RUN` judges these "
+      "on your own run; the report of every run opens with them.\n",
+      kReferenceMachine, kReferenceRun);
+  return out;
+}
+
+std::string regenerate_claim_blocks(const std::string& readme) {
+  std::string out;
+  std::size_t copied = 0;
+  for (const ClaimBlock& b : claim_blocks(readme)) {
+    out += readme.substr(copied, b.body_begin - copied) + claims_markdown(b.chapter);
+    copied = b.body_end;
+  }
+  return out + readme.substr(copied);
+}
+
+std::vector<std::string> check_readme_claims(const std::filesystem::path& readme,
+                                             const std::string& chapter) {
+  std::ifstream in(readme);
+  if (!in) return {readme.string() + ": cannot be read"};
+  std::stringstream buf;
+  buf << in.rdbuf();
+  const std::string text = buf.str();
+  std::vector<ClaimBlock> blocks;
+  try {
+    blocks = claim_blocks(text);
+  } catch (const std::exception& e) {
+    return {readme.string() + ": " + e.what()};
+  }
+  const bool has_claims =
+      std::any_of(experiments().begin(), experiments().end(),
+                  [&](const Experiment& e) { return e.chapter == chapter && !e.claims.empty(); });
+  std::vector<std::string> problems;
+  if (has_claims && std::none_of(blocks.begin(), blocks.end(),
+                                 [&](const ClaimBlock& b) { return b.chapter == chapter; }))
+    problems.push_back(fmt::format("{}: no claims block for {} ({}{} -->)", readme.string(),
+                                   chapter, kOpen, chapter));
+  for (const ClaimBlock& b : blocks)
+    if (text.substr(b.body_begin, b.body_end - b.body_begin) != claims_markdown(b.chapter))
+      problems.push_back(fmt::format("{}:{}: the claims block of {} is not the program's claims",
+                                     readme.string(), b.line, b.chapter));
+  return problems;
+}
+
+nlohmann::json to_json(const ClaimResult& r) {
+  json j = {{"experiment", r.experiment}, {"id", r.id},
+            {"statement", r.statement},   {"status", to_string(r.status)},
+            {"expected", r.expected},     {"reference", r.reference}};
+  if (r.value) j["value"] = *r.value;
+  if (!r.unit.empty()) j["unit"] = r.unit;
+  if (!r.where.empty()) j["where"] = r.where;
+  if (!r.reason.empty()) j["reason"] = r.reason;
+  if (!r.flags.empty()) j["flags"] = r.flags;
+  return j;
+}
+
+nlohmann::json claims_json(const std::vector<ClaimResult>& results) {
+  json a = json::array();
+  for (const auto& r : results) a.push_back(to_json(r));
+  return a;
+}
+
+}  // namespace concurdl

@@ -1,0 +1,152 @@
+// Claims judged on records (claims.hpp): held, not held, not applicable, and why.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "concurdl/harness/claims.hpp"
+
+namespace {
+
+using namespace concurdl;
+
+Record rec(const std::string& variant, const std::string& threads, double median_s,
+           bool valid = true) {
+  Record r;
+  r.experiment = "chX/sum";
+  r.chapter = "98-claims";
+  r.params = {{"variant", variant}, {"threads", threads}, {"n", "1M"}};
+  r.samples = {median_s};
+  r.stats.median = median_s;
+  r.stats.n = 1;
+  r.valid = valid;
+  if (!valid) r.validation = "before timing: sum 3 != 2";
+  return r;
+}
+
+Experiment experiment() {
+  Experiment e;
+  e.id = "chX/sum";
+  e.chapter = "98-claims";
+  e.axes = {{"variant", {"adjacent", "padded"}},
+            {"threads", {"1", "2"}, {}, AxisKind::count},
+            {"n", {"1M"}, {}, AxisKind::size}};
+  return e;
+}
+
+RunFile run(std::vector<Record> records, int cores = 2, const std::string& profile = "quick") {
+  RunFile f;
+  f.provenance = {{"cores", cores}, {"profile", profile}, {"gpus", nlohmann::json::array()}};
+  f.records = std::move(records);
+  return f;
+}
+
+Claim padded_faster(double bound) {
+  return {.id = "padded_faster",
+          .statement = "padded beats adjacent at 2 threads",
+          .select = {{"variant", "padded"}, {"threads", "2"}},
+          .versus = {{"variant", "adjacent"}},
+          .bound = bound,
+          .unit = "×",
+          .min_cpus = 2,
+          .reference = 1.3};
+}
+
+TEST(Claims, HeldWhenTheRatioReachesTheBound) {
+  const RunFile f = run({rec("adjacent", "2", 0.013), rec("padded", "2", 0.010)});
+  const ClaimResult r = evaluate_claim(experiment(), padded_faster(1.2), f);
+  EXPECT_EQ(r.status, ClaimStatus::held);
+  ASSERT_TRUE(r.value);
+  EXPECT_NEAR(*r.value, 1.3, 1e-9);  // a time: peer / this
+  EXPECT_NE(r.where.find("variant=padded"), std::string::npos);
+  EXPECT_EQ(claim_outcome_text(r), "1.3× (at least 1.2×; reference 1.3×)");
+}
+
+TEST(Claims, NotHeldBelowTheBoundOrOnAnInvalidRecord) {
+  const ClaimResult below =
+      evaluate_claim(experiment(), padded_faster(2.0),
+                     run({rec("adjacent", "2", 0.013), rec("padded", "2", 0.010)}));
+  EXPECT_EQ(below.status, ClaimStatus::not_held);
+  const ClaimResult invalid =
+      evaluate_claim(experiment(), padded_faster(1.0),
+                     run({rec("adjacent", "2", 0.013), rec("padded", "2", 0.010, false)}));
+  EXPECT_EQ(invalid.status, ClaimStatus::not_held);
+  EXPECT_NE(invalid.reason.find("invalid"), std::string::npos) << invalid.reason;
+  EXPECT_TRUE(any_failed({below}));
+}
+
+TEST(Claims, NotApplicableSaysWhy) {
+  const RunFile both = run({rec("adjacent", "2", 0.013), rec("padded", "2", 0.010)});
+  // Too few CPUs.
+  ClaimResult r = evaluate_claim(experiment(), padded_faster(1.2),
+                                 run({rec("adjacent", "2", 0.013), rec("padded", "2", 0.010)}, 1));
+  EXPECT_EQ(r.status, ClaimStatus::not_applicable);
+  EXPECT_EQ(r.reason, "needs 2 CPUs; this run had 1");
+  // The smoke profile times nothing seriously.
+  r = evaluate_claim(experiment(), padded_faster(1.2),
+                     run({rec("adjacent", "2", 0.013), rec("padded", "2", 0.010)}, 2, "smoke"));
+  EXPECT_EQ(r.status, ClaimStatus::not_applicable);
+  EXPECT_NE(r.reason.find("smoke"), std::string::npos);
+  // A GPU, a CPU feature.
+  Claim gpu = padded_faster(1.2);
+  gpu.needs_gpu = true;
+  EXPECT_EQ(evaluate_claim(experiment(), gpu, both).reason, "needs a GPU; this run had none");
+  Claim avx = padded_faster(1.2);
+  avx.cpu_feature = "avx512f";
+  EXPECT_NE(evaluate_claim(experiment(), avx, both).reason.find("avx512f"), std::string::npos);
+  // Not measured: no record selected, or the peer missing.
+  r = evaluate_claim(experiment(), padded_faster(1.2), run({rec("adjacent", "2", 0.013)}));
+  EXPECT_EQ(r.status, ClaimStatus::not_applicable);
+  EXPECT_NE(r.reason.find("not measured"), std::string::npos) << r.reason;
+  r = evaluate_claim(experiment(), padded_faster(1.2), run({rec("padded", "2", 0.010)}));
+  EXPECT_EQ(r.status, ClaimStatus::not_applicable);
+  EXPECT_NE(r.reason.find("peer"), std::string::npos) << r.reason;
+  EXPECT_FALSE(any_failed({r}));
+}
+
+TEST(Claims, TheWorstOfSeveralMatchingRecordsIsJudged) {
+  // The claim leaves n free: it is about every size, and the worst decides.
+  Record a1 = rec("adjacent", "2", 0.013), p1 = rec("padded", "2", 0.010);
+  Record a2 = rec("adjacent", "2", 0.011), p2 = rec("padded", "2", 0.010);
+  a2.params["n"] = p2.params["n"] = "4M";
+  const ClaimResult r = evaluate_claim(experiment(), padded_faster(1.2), run({a1, p1, a2, p2}));
+  EXPECT_EQ(r.status, ClaimStatus::not_held);
+  EXPECT_NEAR(*r.value, 1.1, 1e-9);
+  EXPECT_NE(r.where.find("n=4M"), std::string::npos) << r.where;
+}
+
+TEST(Claims, AFieldAndAnUpperBound) {
+  Record p = rec("padded", "2", 0.010);
+  p.derived["efficiency"] = 0.4;
+  const Claim at_most{.id = "inefficient",
+                      .statement = "efficiency stays below half",
+                      .select = {{"variant", "padded"}},
+                      .field = "efficiency",
+                      .compare = Claim::Compare::at_most,
+                      .bound = 0.5,
+                      .timing = false};
+  ClaimResult r = evaluate_claim(experiment(), at_most, run({p}, 1, "smoke"));
+  EXPECT_EQ(r.status, ClaimStatus::held);  // does not depend on speed: judged on smoke too
+  EXPECT_EQ(r.expected, "at most 0.5");
+  p.derived["efficiency"] = 0.6;
+  r = evaluate_claim(experiment(), at_most, run({p}));
+  EXPECT_EQ(r.status, ClaimStatus::not_held);
+}
+
+TEST(Claims, FlagsOfTheRecordsTravelWithTheClaim) {
+  Record a = rec("adjacent", "2", 0.013), p = rec("padded", "2", 0.010);
+  a.notes["noisy"] = "other processes used 0.98 CPUs";
+  const ClaimResult r = evaluate_claim(experiment(), padded_faster(1.2), run({a, p}));
+  EXPECT_EQ(r.status, ClaimStatus::held);
+  ASSERT_EQ(r.flags.size(), 1u);
+  EXPECT_EQ(r.flags[0], "noisy");
+  const std::string text = claims_text({r});
+  EXPECT_NE(text.find("NOISY"), std::string::npos) << text;
+  EXPECT_NE(text.find("1 held, 0 not held, 0 not applicable; 1 judged on flagged records"),
+            std::string::npos)
+      << text;
+  const nlohmann::json j = to_json(r);
+  EXPECT_EQ(j.at("status"), "held");
+  EXPECT_EQ(j.at("flags")[0], "noisy");
+}
+
+}  // namespace

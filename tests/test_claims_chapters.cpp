@@ -1,0 +1,81 @@
+// The chapters' claims (Experiment::claims): each README quotes them in a generated block, and
+// each declared reference value is what the committed reference run measured, where they hold.
+// Regenerate the README blocks after changing a claim:
+//     CONCURDL_UPDATE_README=1 build/bin/chapter_variants_tests --gtest_filter='ReadmeClaims*'
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "concurdl/build_info.hpp"
+#include "concurdl/harness/claims.hpp"
+#include "concurdl/harness/experiment.hpp"
+#include "concurdl/harness/records.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+using namespace concurdl;
+
+fs::path readme_of(const std::string& chapter) {
+  const fs::path src = build::source_dir;
+  return chapter == "kernels" ? src / "kernels" / "README.md"
+                              : src / "chapters" / chapter / "README.md";
+}
+
+class ReadmeClaims : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(ReadmeClaims, BlockIsTheProgramsClaims) {
+  const std::string chapter = GetParam();
+  const fs::path readme = readme_of(chapter);
+  if (std::getenv("CONCURDL_UPDATE_README") != nullptr) {
+    std::ifstream in(readme);
+    std::stringstream text;
+    text << in.rdbuf();
+    const std::string updated = regenerate_claim_blocks(text.str());
+    if (updated != text.str()) std::ofstream(readme) << updated;
+  }
+  for (const std::string& problem : check_readme_claims(readme, chapter))
+    ADD_FAILURE() << problem
+                  << "\n(regenerate: CONCURDL_UPDATE_README=1 chapter_variants_tests "
+                     "--gtest_filter='ReadmeClaims*')";
+}
+
+INSTANTIATE_TEST_SUITE_P(Chapters, ReadmeClaims,
+                         ::testing::Values("01-threads", "02-locks", "03-async-io", "kernels"),
+                         [](const auto& info) {
+                           std::string n = info.param;
+                           return n.substr(0, 2) == "ke" ? std::string("kernels") : n.substr(0, 2);
+                         });
+
+// Every claim holds on the reference machine (or does not apply there), and the value it
+// quotes is the one measured there, to the three digits it is printed with.
+TEST(ReferenceClaims, DeclaredReferencesAreTheReferenceRunsValues) {
+  const fs::path run = fs::path(build::source_dir) / "results" / "reference" / kReferenceRun;
+  const RunFile f = load_run(run);
+  const std::vector<ClaimResult> results = evaluate_claims(f);
+  std::size_t judged = 0;
+  for (const ClaimResult& r : results) {
+    SCOPED_TRACE(r.experiment + " " + r.id);
+    EXPECT_NE(r.status, ClaimStatus::not_held)
+        << "the lesson claims what its reference run does not show: " << claim_outcome_text(r)
+        << (r.reason.empty() ? "" : "; " + r.reason);
+    if (!r.value) continue;
+    ++judged;
+    EXPECT_LE(std::abs(r.reference - *r.value), 0.006 * std::abs(*r.value))
+        << "declared reference " << r.reference << ", the reference run measured "
+        << claim_value_text(*r.value, r.unit);
+  }
+  // Every registered claim of a chapter the reference run measured is judged there.
+  std::size_t declared = 0;
+  for (const Experiment& e : experiments())
+    for (const Claim& c : e.claims) declared += c.needs_gpu ? 0 : 1;
+  EXPECT_EQ(results.size(), declared) << "claims of experiments the reference run did not measure";
+  EXPECT_EQ(judged, results.size()) << "claims not applicable on the reference machine";
+}
+
+}  // namespace
