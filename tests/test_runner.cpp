@@ -8,6 +8,7 @@
 #include <map>
 #include <mutex>
 
+#include "concurdl/harness/calibrate.hpp"
 #include "concurdl/harness/errors.hpp"
 #include "concurdl/harness/runner.hpp"
 
@@ -253,6 +254,70 @@ TEST(Runner, DeclaredFlopsAndBytesGiveTheArithmeticIntensity) {
   ASSERT_TRUE(records[0].valid) << records[0].validation;
   EXPECT_DOUBLE_EQ(records[0].derived.at("intensity"), 2.5);
   EXPECT_GT(records[0].derived.at("flops_per_s"), 0);
+}
+
+namespace {
+// A calibration experiment (chapter 00-calibration, with a ceiling) whose times are scripted per
+// take: the runner measures its group again until the figure (best bytes/s) agrees in two
+// consecutive takes. One warm-up and two timed runs per take; each variant its own group.
+std::map<std::string, int> calib_calls;
+const std::map<std::string, std::vector<double>> calib_script = {
+    {"settles", {1.0, 1.5, 1.52}},         // the first take disturbed; the 2nd and 3rd agree
+    {"quiet", {1.0, 1.01}},                // agrees at once
+    {"unsettled", {1.0, 1.5, 1.1, 1.6}}};  // never two in a row within 5%
+const bool registered_calibration = [] {
+  register_experiment({
+      .id = "test/runner_calibration_takes",
+      .chapter = kCalibrationChapter,
+      .title = "scripted calibration takes (harness_tests only)",
+      .axes = {{"variant", {"settles", "quiet", "unsettled"}}},
+      .ceiling = Ceiling::mem_bandwidth,
+      .interleave = {},
+      .repetitions = 2,
+      .prepare =
+          [](const Params& p, GroupCache&) {
+            const std::string v = p.at("variant");
+            Trial t;
+            t.measure = [v] {
+              const int take = calib_calls[v]++ / 3;  // 1 warm-up + 2 timed runs per take
+              return calib_script.at(v).at(static_cast<std::size_t>(take));
+            };
+            t.work = {0, 1e9, 0};
+            return t;
+          },
+  });
+  return true;
+}();
+}  // namespace
+
+TEST(Runner, ACalibrationGroupIsTakenAgainUntilTwoTakesAgree) {
+  calib_calls.clear();
+  RunOptions opt;
+  opt.progress = false;
+  const auto records = run_configs(configs_of("test/runner_calibration_takes", opt), opt, {});
+  std::map<std::string, const Record*> by;
+  for (const Record& r : records) by[r.params.at("variant")] = &r;
+  ASSERT_EQ(by.size(), 3u);
+  EXPECT_EQ(calib_calls["quiet"], 2 * 3);
+  EXPECT_EQ(calib_calls["settles"], 3 * 3);
+  EXPECT_EQ(calib_calls["unsettled"], 4 * 3);
+  for (const auto& [v, r] : by) {
+    ASSERT_TRUE(r->valid) << v << ": " << r->validation;
+    EXPECT_EQ(r->samples.size(), 2u) << v << ": one take's samples, not every take's";
+  }
+  // The better take of the agreeing pair (the faster one); of all takes when none agreed.
+  EXPECT_DOUBLE_EQ(by["quiet"]->stats.median, 1.0);
+  EXPECT_DOUBLE_EQ(by["settles"]->stats.median, 1.5);
+  EXPECT_DOUBLE_EQ(by["unsettled"]->stats.median, 1.0);
+  EXPECT_FALSE(by["quiet"]->notes.count("unstable"));
+  EXPECT_FALSE(by["settles"]->notes.count("unstable"));
+  ASSERT_TRUE(by["unsettled"]->notes.count("unstable"));
+  EXPECT_EQ(by["unsettled"]->notes.at("unstable"),
+            "memory bandwidth: takes 1e+09, 6.67e+08, 9.09e+08, 6.25e+08 disagree by more than "
+            "5%; the best take of each configuration is kept");
+  const Calibration c = calibration_from_records(records);
+  ASSERT_TRUE(c.detail.contains("unstable")) << c.detail.dump();
+  EXPECT_EQ(c.detail["unstable"].size(), 1u);
 }
 
 TEST(Registry, AFigureMayNameADerivedMetricAsXButNotAnUnknownName) {

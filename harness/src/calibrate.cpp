@@ -434,6 +434,50 @@ double best(const std::vector<Record>& records, const std::string& id, const cha
 
 }  // namespace
 
+bool takes_agree(const std::vector<double>& a, const std::vector<double>& b, double tolerance) {
+  if (a.size() != b.size()) return false;
+  for (std::size_t i = 0; i < a.size(); ++i)
+    if (std::fabs(a[i] - b[i]) > tolerance * std::max(std::fabs(a[i]), std::fabs(b[i])))
+      return false;
+  return true;
+}
+
+Takes agreeing_takes(const std::function<std::vector<double>()>& take, double tolerance,
+                     int max_takes) {
+  Takes t;
+  for (int i = 0; i < std::max(1, max_takes); ++i) {
+    t.figures.push_back(take());
+    if (t.figures.back().empty()) {
+      t.agreed = true;
+      break;
+    }
+    const std::size_t n = t.figures.size();
+    if (n >= 2 && takes_agree(t.figures[n - 2], t.figures[n - 1], tolerance)) {
+      t.agreed = true;
+      break;
+    }
+  }
+  return t;
+}
+
+std::vector<std::pair<std::string, double>> calibration_figures(const std::vector<Record>& group) {
+  if (group.empty()) return {};
+  const Experiment* e = find_experiment(group.front().experiment);
+  if (!e || e->chapter != kCalibrationChapter || e->ceiling == Ceiling::none) return {};
+  const char* rate = e->ceiling == Ceiling::peak_flops ? "flops_per_s" : "bytes_per_s";
+  double best = 0, one = 0;
+  for (const Record& r : group) {
+    auto it = r.derived.find(rate);
+    if (!r.valid || it == r.derived.end()) continue;
+    best = std::max(best, it->second);
+    if (auto th = r.params.find("threads"); th != r.params.end() && th->second == "1")
+      one = it->second;
+  }
+  if (e->ceiling == Ceiling::mem_bandwidth) return {{"memory bandwidth", best}};
+  if (group.size() > 1) return {{"peak FLOP/s, all cores", best}, {"peak FLOP/s, 1 core", one}};
+  return {{"peak FLOP/s", best}};
+}
+
 Calibration calibration_from_records(const std::vector<Record>& records) {
   Calibration c;
   nlohmann::json copy = nlohmann::json::object(), triad = nlohmann::json::object(),
@@ -471,6 +515,22 @@ Calibration calibration_from_records(const std::vector<Record>& records) {
               {"fma_flops_per_s_by_threads", fma},
               {"array_bytes", array_elements() * sizeof(double)},
               {"last_level_cache_bytes", last_level_cache_bytes()}};
+  // What the runner noted on the calibration records: figures whose takes never agreed, and
+  // configurations measured while other processes ran (once each, in the records' order).
+  nlohmann::json unstable = nlohmann::json::array(), noisy = nlohmann::json::array();
+  for (const Record& r : records) {
+    const Experiment* e = find_experiment(r.experiment);
+    if (!e || e->chapter != kCalibrationChapter) continue;
+    if (auto it = r.notes.find("unstable"); it != r.notes.end()) {
+      const std::string line = r.experiment + ": " + it->second;
+      if (std::find(unstable.begin(), unstable.end(), line) == unstable.end())
+        unstable.push_back(line);
+    }
+    if (auto it = r.notes.find("noisy"); it != r.notes.end())
+      noisy.push_back(fmt::format("{} {}: {}", r.experiment, describe(r.params), it->second));
+  }
+  if (!unstable.empty()) c.detail["unstable"] = unstable;
+  if (!noisy.empty()) c.detail["noisy"] = noisy;
   return c;
 }
 

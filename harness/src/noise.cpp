@@ -4,7 +4,9 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -34,8 +36,9 @@ std::optional<CpuTimes> read_cpu_times() {
   if (!std::getline(stat, line)) return std::nullopt;
   auto t = parse_proc_stat(line);
   if (!t) return std::nullopt;
-  // /proc/self/stat: fields 14 and 15 are utime and stime, after "pid (comm) state ...";
-  // comm may hold spaces, so count from the closing parenthesis.
+  // /proc/self/stat: fields 14 to 17 are utime, stime, cutime and cstime (children waited
+  // for: a fork-based experiment's workers are its own work, not another program's), after
+  // "pid (comm) state ..."; comm may hold spaces, so count from the closing parenthesis.
   std::ifstream self("/proc/self/stat");
   std::string s;
   if (std::getline(self, s)) {
@@ -43,12 +46,10 @@ std::optional<CpuTimes> read_cpu_times() {
     if (close != std::string::npos) {
       std::istringstream rest(s.substr(close + 1));
       std::string field;
-      double utime = 0, stime = 0;
-      for (int i = 3; i <= 15 && rest >> field; ++i) {
-        if (i == 14) utime = std::stod(field);
-        if (i == 15) stime = std::stod(field);
-      }
-      t->self = utime + stime;
+      double jiffies = 0;
+      for (int i = 3; i <= 17 && rest >> field; ++i)
+        if (i >= 14) jiffies += std::stod(field);
+      t->self = jiffies;
     }
   }
   return t;
@@ -66,6 +67,10 @@ Activity activity_between(const CpuTimes& a, const CpuTimes& b, double seconds) 
   return out;
 }
 
+bool is_noisy(const Activity& a) {
+  return a.others_cpus >= kNoisyOthersCpus || a.steal_cpus >= kNoisyStealCpus;
+}
+
 std::string quiet_check(double seconds, Activity* measured) {
   const auto a = read_cpu_times();
   const auto t0 = std::chrono::steady_clock::now();
@@ -76,12 +81,70 @@ std::string quiet_check(double seconds, Activity* measured) {
   if (!a || !b) return "";
   const Activity act = activity_between(*a, *b, elapsed);
   if (measured) *measured = act;
-  // A quarter of a CPU busy elsewhere, or 5% of one stolen, changes timings measurably.
-  if (act.others_cpus < 0.25 && act.steal_cpus < 0.05) return "";
+  if (!is_noisy(act)) return "";
   return fmt::format(
       "the machine is not quiet: other processes used {:.2f} of {} CPUs and the hypervisor "
       "stole {:.2f} over {:.1f} s; timings will be noisier than a quiet run's",
       act.others_cpus, hardware_threads(), act.steal_cpus, act.seconds);
+}
+
+void NoiseMeter::start() {
+  if (off_) return;
+  start_ = read_cpu_times();
+  t0_ = std::chrono::steady_clock::now();
+}
+
+void NoiseMeter::stop() {
+  if (off_ || !start_) return;
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
+  const auto end = read_cpu_times();
+  if (!end) {
+    off_ = true;  // /proc went away: say nothing rather than something wrong
+    return;
+  }
+  add(*start_, *end, seconds);
+  start_.reset();
+}
+
+void NoiseMeter::add(const CpuTimes& a, const CpuTimes& b, double seconds) {
+  if (off_) return;
+  if (seconds < kMinWindowSeconds) {
+    off_ = true;
+    return;
+  }
+  // Summed with their signs: a window's counts may be a jiffy under or over, and clamping each
+  // at zero would turn that rounding into activity.
+  others_jiffies_ += (b.busy - a.busy) - (b.self - a.self);
+  steal_jiffies_ += b.steal - a.steal;
+  seconds_ += seconds;
+  ++windows_;
+}
+
+Activity NoiseMeter::average() const {
+  Activity out;
+  out.seconds = seconds_;
+  if (seconds_ <= 0) return out;
+  const double scale = 1.0 / (seconds_ * static_cast<double>(sysconf(_SC_CLK_TCK)));
+  out.others_cpus = std::max(0.0, others_jiffies_) * scale;
+  out.steal_cpus = std::max(0.0, steal_jiffies_) * scale;
+  return out;
+}
+
+bool NoiseMeter::judged() const {
+  if (off_ || windows_ == 0) return false;
+  const double jiffy = 1.0 / static_cast<double>(sysconf(_SC_CLK_TCK));
+  return seconds_ >= kMinNoiseSeconds && seconds_ >= 10 * std::sqrt(windows_) * jiffy;
+}
+
+std::string NoiseMeter::note(const char* during) const {
+  if (!judged()) return "";
+  const Activity act = average();
+  if (!is_noisy(act)) return "";
+  return fmt::format(
+      "other processes used {:.2f} CPUs and the hypervisor stole {:.2f} during {} ({:.2f} s; "
+      "flagged at {} / {}): the timing is likely slower and noisier than a quiet run's",
+      act.others_cpus, act.steal_cpus, during, act.seconds, kNoisyOthersCpus, kNoisyStealCpus);
 }
 
 }  // namespace concurdl

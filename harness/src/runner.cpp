@@ -3,6 +3,7 @@
 #include "concurdl/harness/runner.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -16,8 +17,10 @@
 #include <limits>
 #include <set>
 
+#include "concurdl/harness/calibrate.hpp"
 #include "concurdl/harness/errors.hpp"
 #include "concurdl/harness/gbench.hpp"
+#include "concurdl/harness/noise.hpp"
 #include "concurdl/harness/ranks.hpp"
 
 namespace concurdl {
@@ -196,10 +199,14 @@ struct Slot {
   Record record;
   Timer* timer = nullptr;
   bool across_ranks = false;
+  NoiseMeter noise;  // other processes' CPU time during the timed repetitions
 };
 
-Sample run_once(Trial& t, Timer& timer, bool across_ranks = false) {
+// `noise`, where given, is read around the measurement (after the untimed reset): outside the
+// timer, which times only `run`.
+Sample run_once(Trial& t, Timer& timer, bool across_ranks = false, NoiseMeter* noise = nullptr) {
   if (t.reset) t.reset();
+  if (noise) noise->start();
   Sample sample;
   if (t.measure && across_ranks) {
     // The slowest rank's value; a rank that failed contributes infinity, so that every rank
@@ -219,6 +226,7 @@ Sample run_once(Trial& t, Timer& timer, bool across_ranks = false) {
     sample.value = timer.time(t.run);
     if (t.observe) t.observe(sample);
   }
+  if (noise) noise->stop();
   // A NaN or infinite sample would poison the statistics and cannot be stored as JSON.
   if (!std::isfinite(sample.value))
     throw std::runtime_error(fmt::format("the measurement is {}", sample.value));
@@ -289,11 +297,13 @@ void agree(std::vector<Slot>& slots) {
   }
 }
 
-void measure_group(std::vector<Slot>& slots, int repetitions, int warmup, Progress& progress) {
+// `progress` is null when the group is measured again (a calibration's later takes).
+void measure_group(std::vector<Slot>& slots, int repetitions, int warmup, Progress* progress) {
   agree(slots);  // prepare
   // Before timing: each configuration runs once and is checked; a wrong one is never timed.
   for (Slot& s : slots) {
-    progress.step(fmt::format("{} {}", s.config->experiment->id, describe(s.config->params)));
+    if (progress)
+      progress->step(fmt::format("{} {}", s.config->experiment->id, describe(s.config->params)));
     if (!s.record.valid) continue;  // prepare failed; its reason stays in the record
     guarded(s, "failed", [&] {
       run_once(s.trial, *s.timer, s.across_ranks);
@@ -310,14 +320,129 @@ void measure_group(std::vector<Slot>& slots, int repetitions, int warmup, Progre
     for (std::size_t i = 0; i < n; ++i) {
       Slot& s = slots[(i + static_cast<std::size_t>(r)) % n];
       if (!s.record.valid) continue;
+      // Other processes' CPU time is accounted around each timed repetition, except across
+      // MPI ranks: there the other ranks are processes of ours, and their waiting for each
+      // other would count as activity.
       guarded(s, "failed during timing", [&] {
-        add_sample(*s.config->experiment, s.record, run_once(s.trial, *s.timer, s.across_ranks));
+        add_sample(
+            *s.config->experiment, s.record,
+            run_once(s.trial, *s.timer, s.across_ranks, s.across_ranks ? nullptr : &s.noise));
       });
     }
   }
   // After timing: the last timed run's output must still be right.
   for (Slot& s : slots) guarded(s, "check after timing failed", [&] { check(s, "after timing"); });
   agree(slots);
+  // A configuration timed while other processes used a quarter of a CPU or more (or the
+  // hypervisor stole 5% of one) says so in its notes, which the report shows beside it.
+  for (Slot& s : slots)
+    if (std::string note = s.noise.note(); !note.empty()) s.record.notes["noisy"] = note;
+}
+
+// The group's records, with statistics and derived metrics, moved out of its measured slots.
+std::vector<Record> finish_group(const Experiment& e, std::vector<Slot>& slots) {
+  std::vector<Record> out;
+  for (Slot& s : slots) {
+    if (!s.record.samples.empty()) s.record.stats = summarize(s.record.samples);
+    for (auto& [name, m] : s.record.metrics)
+      if (!m.samples.empty()) m.stats = summarize(m.samples);
+    const Work& w = s.trial.work;
+    const double t = s.record.stats.median;
+    if (e.metric == "time" && t > 0) {
+      if (w.items > 0) s.record.derived["items_per_s"] = w.items / t;
+      if (w.bytes > 0) s.record.derived["bytes_per_s"] = w.bytes / t;
+      if (w.flops > 0) s.record.derived["flops_per_s"] = w.flops / t;
+    }
+    // Arithmetic intensity (FLOP per byte moved): where the run sits on a roofline.
+    if (w.flops > 0 && w.bytes > 0) s.record.derived["intensity"] = w.flops / w.bytes;
+    if (e.derive && s.record.valid && s.record.stats.n > 0)
+      guarded(s, "derive failed", [&] { e.derive(s.record.params, w, s.record); });
+    out.push_back(std::move(s.record));
+  }
+  return out;
+}
+
+// Of two records of one configuration, the better measured: valid first, then the better
+// median.
+bool better(const Record& a, const Record& b) {
+  if (a.valid != b.valid) return a.valid;
+  if (a.stats.n == 0 || b.stats.n == 0) return a.stats.n > b.stats.n;
+  return a.lower_is_better ? a.stats.median < b.stats.median : a.stats.median > b.stats.median;
+}
+
+// A calibration group is measured again until its figures (calibration_figures) agree in two
+// consecutive takes within kCalibrationTolerance, at most kCalibrationMaxTakes times. Each
+// configuration keeps its better record of the agreeing pair (of every take when none agreed:
+// a disturbed take is the slower one). A figure that never settled is said in the records'
+// note "unstable", which calibration_from_records gathers into Calibration::detail (the
+// calibration's "unstable" in results.json), and in one line on stderr. Each take is also
+// watched as a whole, in one window, which the jiffy counters can judge even where the
+// repetitions are too short to: a take during which other processes were busy gets the note
+// "noisy" where its repetitions did not already.
+std::vector<Record> measure_calibration_group(const Experiment& e, std::vector<Slot>& slots,
+                                              int reps, int warmup, Progress& progress,
+                                              bool verbose) {
+  const std::vector<Record> fresh = [&] {
+    std::vector<Record> r;
+    for (const Slot& s : slots) r.push_back(s.record);
+    return r;
+  }();
+  std::vector<std::vector<Record>> taken;
+  std::vector<std::string> names;
+  const Takes takes = agreeing_takes(
+      [&] {
+        if (!taken.empty())
+          for (std::size_t k = 0; k < slots.size(); ++k) {
+            slots[k].record = fresh[k];
+            slots[k].noise = {};
+          }
+        NoiseMeter whole;
+        whole.start();
+        measure_group(slots, reps, warmup, taken.empty() ? &progress : nullptr);
+        whole.stop();
+        taken.push_back(finish_group(e, slots));
+        if (std::string note = whole.note("this calibration take"); !note.empty())
+          for (Record& r : taken.back())
+            if (!r.notes.count("noisy")) r.notes["noisy"] = note;
+        std::vector<double> values;
+        names.clear();
+        for (const auto& [name, v] : calibration_figures(taken.back())) {
+          names.push_back(name);
+          values.push_back(v);
+        }
+        // No valid record, no figure: measuring again would only fail again.
+        if (std::all_of(values.begin(), values.end(), [](double v) { return v == 0; }))
+          values.clear();
+        return values;
+      },
+      kCalibrationTolerance, kCalibrationMaxTakes);
+  const std::size_t n = taken.size();
+  const std::size_t first = takes.agreed && n >= 2 ? n - 2 : 0;
+  std::vector<Record> kept = taken.back();
+  for (std::size_t k = 0; k < kept.size(); ++k)
+    for (std::size_t t = first; t < n; ++t)
+      if (better(taken[t][k], kept[k])) kept[k] = taken[t][k];
+  if (!takes.agreed) {
+    // The figures that disagree in the last two takes, with every take's value.
+    const std::vector<double>& last = takes.figures[n - 1];
+    const std::vector<double>& before = takes.figures[n >= 2 ? n - 2 : 0];
+    std::string text;
+    for (std::size_t f = 0; f < names.size(); ++f) {
+      if (n >= 2 && takes_agree({before[f]}, {last[f]}, kCalibrationTolerance)) continue;
+      std::vector<std::string> values;
+      for (const auto& take : takes.figures) values.push_back(fmt::format("{:.3g}", take[f]));
+      text += fmt::format("{}{}: takes {} disagree by more than {:.0f}%", text.empty() ? "" : "; ",
+                          names[f], fmt::join(values, ", "), 100 * kCalibrationTolerance);
+    }
+    text += "; the best take of each configuration is kept";
+    for (Record& r : kept) r.notes["unstable"] = text;
+    if (verbose) {
+      std::fprintf(stderr, "concurdl: warning: %s did not settle: %s\n", e.id.c_str(),
+                   text.c_str());
+      std::fflush(stderr);
+    }
+  }
+  return kept;
 }
 
 }  // namespace
@@ -398,24 +523,16 @@ std::vector<Record> run_configs(
                                          : s.timer->name();
         slots.push_back(std::move(s));
       }
-      measure_group(slots, reps, std::max(1, e->warmup), progress);
-      for (Slot& s : slots) {
-        if (!s.record.samples.empty()) s.record.stats = summarize(s.record.samples);
-        for (auto& [name, m] : s.record.metrics)
-          if (!m.samples.empty()) m.stats = summarize(m.samples);
-        const Work& w = s.trial.work;
-        const double t = s.record.stats.median;
-        if (e->metric == "time" && t > 0) {
-          if (w.items > 0) s.record.derived["items_per_s"] = w.items / t;
-          if (w.bytes > 0) s.record.derived["bytes_per_s"] = w.bytes / t;
-          if (w.flops > 0) s.record.derived["flops_per_s"] = w.flops / t;
-        }
-        // Arithmetic intensity (FLOP per byte moved): where the run sits on a roofline.
-        if (w.flops > 0 && w.bytes > 0) s.record.derived["intensity"] = w.flops / w.bytes;
-        if (e->derive && s.record.valid && s.record.stats.n > 0)
-          guarded(s, "derive failed", [&] { e->derive(s.record.params, w, s.record); });
-        done.push_back(std::move(s.record));
+      std::vector<Record> group;
+      if (e->chapter == kCalibrationChapter && !e->mpi) {
+        group = measure_calibration_group(*e, slots, reps, std::max(1, e->warmup), progress,
+                                          opt.progress);
+      } else {
+        measure_group(slots, reps, std::max(1, e->warmup), &progress);
+        group = finish_group(*e, slots);
       }
+      done.insert(done.end(), std::make_move_iterator(group.begin()),
+                  std::make_move_iterator(group.end()));
       // The journal: every finished group is on disk before the next one starts.
       if (after_experiment) {
         std::vector<Record> so_far = records;
