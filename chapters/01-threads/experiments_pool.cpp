@@ -318,6 +318,26 @@ const bool registered = [] {
                    .title = "Medium (~10 us) tasks: speedup over the inline loop on 1 thread",
                    .kind = FigureKind::speedup,
                    .where = {{"task", "medium"}}}},
+      .claims = {{.id = "stealing_pool_near_tbb",
+                  .statement = "The chapter's StealingPool runs tiny tasks at 2 threads at least "
+                               "0.4x as fast as oneTBB task_group (at most 2.5x its time per "
+                               "task)",
+                  .select = {{"variant", "v5_stealing_pool"}, {"threads", "2"}, {"task", "tiny"}},
+                  .versus = {{"variant", "v3_tbb_task_group"}},
+                  .bound = 0.4,
+                  .unit = "×",
+                  .min_cpus = 2,
+                  .reference = 0.469},
+                 {.id = "stealing_pool_beats_thread_pool",
+                  .statement = "Per-thread lanes, stealing and no future per task make the "
+                               "StealingPool at least 2x cheaper per tiny task than the simple "
+                               "one-mutex ThreadPool at 2 threads",
+                  .select = {{"variant", "v5_stealing_pool"}, {"threads", "2"}, {"task", "tiny"}},
+                  .versus = {{"variant", "v2_pool"}},
+                  .bound = 2,
+                  .unit = "×",
+                  .min_cpus = 2,
+                  .reference = 2.72}},
   });
 
   register_exercise({

@@ -164,6 +164,14 @@ const bool registered = [] {
                .log_y = true,
                .y_label = "seconds per spawn (log)"},
           },
+      .claims = {{.id = "thread_cheaper_than_fork",
+                  .statement = "Creating and joining a thread is at least 20x cheaper than "
+                               "fork + waitpid of a process, however much memory the parent has",
+                  .select = {{"variant", "std_thread"}},
+                  .versus = {{"variant", "fork_waitpid"}},
+                  .bound = 20,
+                  .unit = "×",
+                  .reference = 39.6}},
   });
 
   register_experiment({

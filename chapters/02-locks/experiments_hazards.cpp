@@ -123,6 +123,26 @@ const bool registered = [] {
                    .series = "threads",
                    .log_y = true,
                    .y_label = "seconds (log)"}},
+      // A record is valid only when the demonstration ended the way the lesson says (the
+      // deadlock detected with its cycle named, the fix finished with the money conserved), so
+      // these claims are about that outcome and how soon it came.
+      .claims = {{.id = "deadlock_detected",
+                  .statement = "The watchdog detects the deadlock, names the wait-for cycle and "
+                               "ends the demonstration within 0.5 s (timeout 100 ms)",
+                  .select = {{"variant", "deadlock_naive"}},
+                  .compare = Claim::Compare::at_most,
+                  .bound = 0.5,
+                  .unit = "s",
+                  .timing = false,
+                  .reference = 0.150},
+                 {.id = "scoped_lock_finishes",
+                  .statement = "The std::scoped_lock fix finishes all its transfers, sooner than "
+                               "the watchdog's 100 ms timeout",
+                  .select = {{"variant", "deadlock_scoped_lock"}},
+                  .compare = Claim::Compare::at_most,
+                  .bound = 0.1,
+                  .unit = "s",
+                  .reference = 0.0518}},
   });
 
   register_exercise(
