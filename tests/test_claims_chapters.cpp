@@ -1,7 +1,7 @@
 // The chapters' claims (Experiment::claims): each README quotes them in a generated block, and
 // each declared reference value is what the committed reference run measured, where they hold.
 // Regenerate the README blocks after changing a claim:
-//     CONCURDL_UPDATE_README=1 build/bin/chapter_variants_tests --gtest_filter='ReadmeClaims*'
+//     CONCURDL_UPDATE_README=1 build/bin/chapter_variants_tests --gtest_filter='*ReadmeClaims*'
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -42,7 +42,7 @@ TEST_P(ReadmeClaims, BlockIsTheProgramsClaims) {
   for (const std::string& problem : check_readme_claims(readme, chapter))
     ADD_FAILURE() << problem
                   << "\n(regenerate: CONCURDL_UPDATE_README=1 chapter_variants_tests "
-                     "--gtest_filter='ReadmeClaims*')";
+                     "--gtest_filter='*ReadmeClaims*')";
 }
 
 INSTANTIATE_TEST_SUITE_P(Chapters, ReadmeClaims,
