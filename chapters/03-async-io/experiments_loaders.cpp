@@ -332,6 +332,25 @@ const bool registered = [] {
       .interleave = {"loader", "workers", "compute_ratio"},
       .prepare = epoch_trial,
       .figures = epoch_figures,
+      // With io = compute, epoch / max(io, compute) = 2 - overlap efficiency: an efficiency of
+      // at least 0.85 is an epoch of at most 1.15x the perfect-overlap model.
+      .claims = {{.id = "prefetch_overlaps",
+                  .statement = "With compute per batch equal to I/O per batch, one prefetch "
+                               "thread hides at least 85% of the I/O behind the compute: the "
+                               "epoch takes at most 1.15x max(io, compute)",
+                  .select = {{"loader", "prefetch"}, {"compute_ratio", "1"}},
+                  .field = "overlap_efficiency",
+                  .bound = 0.85,
+                  .reference = 0.951},
+                 {.id = "sync_overlaps_nothing",
+                  .statement = "The synchronous loader overlaps nothing: at every compute/io "
+                               "ratio its overlap efficiency is at most 0.1 (its epoch is io + "
+                               "compute)",
+                  .select = {{"loader", "sync"}},
+                  .field = "overlap_efficiency",
+                  .compare = Claim::Compare::at_most,
+                  .bound = 0.1,
+                  .reference = -0.0518}},
   });
 
   register_experiment({
@@ -366,6 +385,16 @@ const bool registered = [] {
                    .series = "loader",
                    .log_x = true,
                    .y_label = "samples/s"}},
+      .claims = {{.id = "workers_scale_past_cores",
+                  .statement = "Latency-bound storage, no compute: 8 workers (8 reads in flight "
+                               "for io_uring) deliver at least 5.5x the samples/s of one, "
+                               "whatever the number of cores, because they wait rather than "
+                               "compute",
+                  .select = {{"workers", "8"}},
+                  .field = "speedup",
+                  .bound = 5.5,
+                  .unit = "×",
+                  .reference = 6.88}},
   });
 
   // 3.1: one prefetching loader (no workers) with compute = io; 3.3: N workers, no compute.
