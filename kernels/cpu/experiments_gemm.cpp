@@ -213,12 +213,13 @@ const bool registered = [] {
       .prepare = gemm_trial,
       .figures = size_figures("v2-v4, large n"),
       .claims = {{.id = "v4_vs_openblas",
-                  .statement = "At n = 1024 on all cores, the AVX-512 v4 is at least 1.3x as "
-                               "fast as OpenBLAS running its AVX2 (Haswell) kernels, as in the "
-                               "reference run (OPENBLAS_CORETYPE=Haswell)",
+                  .statement = "At n = 1024 on all cores, the AVX-512 v4 keeps up with "
+                               "OpenBLAS: at least 0.8x its speed whichever kernels OpenBLAS "
+                               "runs (AVX2 ones in the reference run, which set "
+                               "OPENBLAS_CORETYPE=Haswell; 1.2x its AVX-512 ones on a Xeon)",
                   .select = {{"variant", "v4_register"}, {"n", "1024"}},
                   .versus = {{"variant", "openblas"}},
-                  .bound = 1.3,
+                  .bound = 0.8,
                   .unit = "×",
                   .cpu_feature = "avx512f",
                   .reference = 1.77},
