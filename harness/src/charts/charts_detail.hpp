@@ -67,6 +67,13 @@ std::vector<std::string> plot_clauses(const ChartSpec& chart,
                                       const std::vector<const ChartSeries*>& drawn,
                                       const std::string& dat);
 
+// The key entry of the points above their calibrated ceiling.
+inline constexpr std::string_view kAboveCeilingLabel = "above the calibrated ceiling (see notes)";
+// Those points as drawn (a bar's x moved onto its bar, y at its top), in the order of `drawn`:
+// the block after the series in the .dat (index drawn.size()), circled in red. Empty when none.
+std::vector<ChartPoint> above_ceiling_marks(const ChartSpec& chart,
+                                            const std::vector<const ChartSeries*>& drawn);
+
 // ---- gnuplot.cpp ----
 
 // A gnuplot double-quoted string (labels are drawn `noenhanced`).

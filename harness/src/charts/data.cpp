@@ -82,6 +82,18 @@ bool scales_with_metric(const std::string& name) {
   return names.count(name) > 0;
 }
 
+// The derived figures a record's calibrated ceiling bounds: a chart of one of them circles the
+// records flagged above it (Record::notes "above_ceiling", set when the metrics are derived).
+bool is_ceiling_rate(const std::string& y) {
+  return y == "flops_per_s" || y == "bytes_per_s" || y == "fraction_of_ceiling";
+}
+
+// "1.27 x the calibrated peak FLOP/s" from the flag's text (its part before the reasons).
+std::string ceiling_ratio(const std::string& note) {
+  const auto colon = note.find(':');
+  return colon == std::string::npos ? note : note.substr(0, colon);
+}
+
 std::string default_y_label(const std::string& y, const Record& r) {
   auto with_unit = [](const std::string& name, const std::string& unit) {
     return unit.empty() ? name : name + " (" + unit + ")";
@@ -254,8 +266,13 @@ std::optional<ChartData> measure(const std::vector<RunFile>& runs,
       return *number_value(a) < *number_value(b);
     });
 
+  // A record above its calibrated ceiling is circled where y is what was compared with it.
+  if (is_ceiling_rate(d.y))
+    for (Selected& s : sel) s.pt.above_ceiling = s.rec->notes.count("above_ceiling") > 0;
+
   const std::vector<std::string> folded = folded_parameters(sel, fig);
   std::map<std::pair<std::string, std::string>, int> seen;  // (label, x) -> times seen
+  std::vector<std::string> above;  // the circled points, named for the chart's note
   for (Selected& s : sel) {
     const std::string own = own_label(*s.rec, fig, folded);
     std::string label = runs.size() > 1 ? labels[s.run] + ": " + own : own;
@@ -277,6 +294,27 @@ std::optional<ChartData> measure(const std::vector<RunFile>& runs,
     }
     it->series.points.push_back(s.pt);
     it->at_x.emplace(s.pt.x, s.rec);
+    if (s.pt.above_ceiling) {
+      // Where it is: x (a derived x, such as the intensity, rounded) and what varies along x.
+      std::string at = s.rec->params.count(fig.x) ? s.x : fmt::format("{:.4g}", s.pt.x);
+      at = fig.x + " = " + at;
+      for (const auto& k : fig.along_x)
+        if (auto v = s.rec->params.find(k); v != s.rec->params.end())
+          at += ", " + k + " = " + v->second;
+      above.push_back(
+          fmt::format("{} at {} ({})", label, at, ceiling_ratio(s.rec->notes.at("above_ceiling"))));
+    }
+  }
+  if (!above.empty()) {
+    constexpr std::size_t kNamed = 6;
+    std::string named = fmt::format(
+        "{}", fmt::join(above.begin(), above.begin() + std::min(above.size(), kNamed), "; "));
+    if (above.size() > kNamed) named += fmt::format("; and {} more", above.size() - kNamed);
+    chart.notes.push_back(fmt::format(
+        "{} point{} above the calibrated ceiling (circled in red): {}. A measurement cannot beat "
+        "its ceiling: the calibration may have been disturbed (another program running while it "
+        "measured), or the declared work is wrong (see the records' notes).",
+        above.size(), above.size() == 1 ? " lies" : "s lie", named));
   }
   bool first = true;
   for (auto& m : d.measured) {

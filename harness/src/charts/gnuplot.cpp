@@ -82,6 +82,14 @@ std::string write_dat(const ChartSpec& chart, const std::vector<const ChartSerie
       out += "\n";
     }
   }
+  // Last, the points above their calibrated ceiling again, where they are drawn: circled.
+  if (const auto marks = chart_detail::above_ceiling_marks(chart, drawn); !marks.empty()) {
+    out += fmt::format("{}# index {}\n# series: {}\n", drawn.empty() ? "" : "\n\n", drawn.size(),
+                       chart_detail::kAboveCeilingLabel);
+    out += "# kind: marker (measured points above their calibrated ceiling; see the notes)\n";
+    out += bars ? "# columns: x (moved onto its bar) y\n" : "# columns: x y\n";
+    for (const auto& p : marks) out += num(p.x) + " " + num(p.y) + "\n";
+  }
   return out;
 }
 

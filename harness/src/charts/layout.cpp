@@ -57,6 +57,13 @@ int owner_of(const ChartSeries& m, const std::vector<const ChartSeries*>& measur
   return best;
 }
 
+// Bars of one category stand side by side, 0.8 wide together: the k-th of n (from 0) is moved
+// this far from the category's x.
+double bar_width(std::size_t n) { return 0.8 / std::max(1.0, static_cast<double>(n)); }
+double bar_offset(std::size_t k, std::size_t n) {
+  return (static_cast<double>(k) - (static_cast<double>(n) - 1) / 2.0) * bar_width(n);
+}
+
 bool has_error_bars(const ChartSeries& s) {
   return std::any_of(s.points.begin(), s.points.end(),
                      [](const ChartPoint& p) { return p.lo != p.y || p.hi != p.y; });
@@ -147,7 +154,11 @@ std::string key_settings(const ChartSpec& chart, const std::vector<const ChartSe
                          double log_x_base) {
   std::size_t longest = 0;
   for (const auto* s : drawn) longest = std::max(longest, s->label.size());
-  const std::size_t entries = drawn.size();
+  std::size_t entries = drawn.size();
+  if (!above_ceiling_marks(chart, drawn).empty()) {
+    longest = std::max(longest, kAboveCeilingLabel.size());
+    ++entries;
+  }
   // A long key may still fit inside in smaller type (9 pt instead of 11).
   if (auto corner = free_corner(chart, drawn, log_x_base, longest, entries, 1.0))
     return "set key inside " + *corner + " box opaque noenhanced\n";
@@ -241,8 +252,7 @@ std::vector<std::string> plot_clauses(const ChartSpec& chart,
   // further ones); the experiment's other models dark colours, dashtype 2; the harness's other
   // overlays (ideal, ceilings) are grey, each with its own dash pattern.
   std::vector<std::string> clauses;
-  const double n_bars = static_cast<double>(measured.size());
-  const double width = bars ? 0.8 / std::max(1.0, n_bars) : 0;
+  const double width = bar_width(measured.size());
   int measured_i = 0, grey_i = 0, model_i = 0;
   std::map<int, int> models_of_owner;  // a series' second and third model: other dashes
   for (std::size_t i = 0; i < drawn.size(); ++i) {
@@ -274,7 +284,7 @@ std::vector<std::string> plot_clauses(const ChartSpec& chart,
     }
     const int colour = ++measured_i;
     if (bars) {
-      const double offset = (measured_i - 1 - (n_bars - 1) / 2.0) * width;
+      const double offset = bar_offset(static_cast<std::size_t>(measured_i - 1), measured.size());
       const std::string x = fmt::format("($1{:+.4f})", offset);
       clauses.push_back(src + " using " + x + ":2:(" + num(width) + ") with boxes lt " +
                         std::to_string(colour) + title);
@@ -293,7 +303,25 @@ std::vector<std::string> plot_clauses(const ChartSpec& chart,
                         title);
     }
   }
+  // Drawn last, over everything: a large open red circle around each point above its ceiling.
+  if (!above_ceiling_marks(chart, drawn).empty())
+    clauses.push_back(dat + " index " + std::to_string(drawn.size()) +
+                      " using 1:2 with points pt 6 ps 2.4 lw 2 lc rgb '#e00000' title " +
+                      gp_string(kAboveCeilingLabel));
   return clauses;
+}
+
+std::vector<ChartPoint> above_ceiling_marks(const ChartSpec& chart,
+                                            const std::vector<const ChartSeries*>& drawn) {
+  const auto measured = measured_of(drawn);
+  std::vector<ChartPoint> marks;
+  for (std::size_t k = 0; k < measured.size(); ++k)
+    for (ChartPoint p : measured[k]->points) {
+      if (!p.above_ceiling) continue;
+      if (chart.kind == FigureKind::bars) p.x += bar_offset(k, measured.size());
+      marks.push_back(p);
+    }
+  return marks;
 }
 
 }  // namespace concurdl::chart_detail

@@ -16,6 +16,9 @@ struct ChartPoint {
   double lo = 0, hi = 0;    // error bar (95% CI); equal to y when there is none
   std::string x_label;      // category label for bar charts (e.g. the variant)
   bool gap_before = false;  // a model with no value between the previous point and this one
+  // Its record is above its calibrated ceiling (Record::notes "above_ceiling") and y is the rate
+  // or fraction compared with it: drawn circled, and the chart's notes say why it may be.
+  bool above_ceiling = false;
 };
 
 struct ChartSeries {
