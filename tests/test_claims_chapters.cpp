@@ -78,4 +78,23 @@ TEST(ReferenceClaims, DeclaredReferencesAreTheReferenceRunsValues) {
   EXPECT_EQ(judged, results.size()) << "claims not applicable on the reference machine";
 }
 
+// The same build, run again on the same machine on quiet days: a claim is what the lesson can
+// promise a student on that machine, so it holds in every one of them, not only in the run
+// that supplies its reference value.
+TEST(ReferenceClaims, HoldInEveryRepeatOnTheReferenceMachine) {
+  const fs::path repeats =
+      fs::path(build::source_dir) / "results" / "reference" / kReferenceRepeats;
+  std::size_t runs = 0;
+  for (const auto& entry : fs::directory_iterator(repeats)) {
+    if (!fs::is_regular_file(entry.path() / "results.json")) continue;
+    ++runs;
+    const RunFile f = load_run(entry.path());
+    for (const ClaimResult& r : evaluate_claims(f)) {
+      SCOPED_TRACE(entry.path().filename().string() + ": " + r.experiment + " " + r.id);
+      EXPECT_EQ(r.status, ClaimStatus::held) << claim_outcome_text(r) << "; " << r.reason;
+    }
+  }
+  EXPECT_GE(runs, 3u) << repeats;
+}
+
 }  // namespace

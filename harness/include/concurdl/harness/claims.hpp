@@ -50,6 +50,9 @@ bool any_failed(const std::vector<ClaimResult>& results);
 // The committed run every claim's `reference` comes from (results/reference/NAME), and the
 // machine it was taken on, as the lessons name it.
 inline constexpr const char* kReferenceRun = "debian12-zen5-2vcpu-all";
+// Further quiet runs of one build on that machine (results/reference/NAME/RUN/results.json):
+// every claim holds in each of them too (tests/test_claims_chapters.cpp).
+inline constexpr const char* kReferenceRepeats = "debian12-zen5-2vcpu-repeats";
 inline constexpr const char* kReferenceMachine =
     "2-vCPU AMD EPYC guest, family 26 model 2 (Zen 5), AVX-512, KVM";
 
