@@ -220,6 +220,25 @@ const bool registered = [] {
   return true;
 }();
 
+// A configuration far too short for the jiffy counters (0.2 ms) interleaved with a long one.
+const bool registered_pair = [] {
+  register_experiment({
+      .id = "test/noise_pair",
+      .chapter = "98-noise-test",
+      .title = "0.2 ms and 60 ms asleep, interleaved",
+      .axes = {{"variant", {"short", "long"}}},
+      .repetitions = 5,
+      .prepare =
+          [](const Params& p, GroupCache&) {
+            const auto d = std::chrono::microseconds(p.at("variant") == "short" ? 200 : 60000);
+            Trial t;
+            t.run = [d] { std::this_thread::sleep_for(d); };
+            return t;
+          },
+  });
+  return true;
+}();
+
 Record measure_sleep() {
   RunOptions opt;
   opt.progress = false;
@@ -278,4 +297,27 @@ TEST(Noise, AConfigurationTimedBesideABusyProcessIsFlaggedNoisy) {
   const std::string& note = busy.notes.at("noisy");
   EXPECT_NE(note.find("other processes used"), std::string::npos) << note;
   EXPECT_NE(note.find("during the timed repetitions"), std::string::npos) << note;
+}
+
+// A configuration whose repetitions are too short to judge on their own takes the verdict of
+// its group's round-robin, which it was interleaved with.
+TEST(Noise, AConfigurationTooShortToJudgeTakesItsGroupsVerdict) {
+  if (!read_cpu_times()) GTEST_SKIP() << "/proc/stat cannot be read here";
+  RunOptions opt;
+  opt.progress = false;
+  std::vector<Record> records;
+  {
+    BusyChild child;
+    ASSERT_TRUE(child.started());
+    records = run_configs(expand({find_experiment("test/noise_pair")}, opt), opt, {});
+  }
+  ASSERT_EQ(records.size(), 2u);
+  for (const Record& r : records) {
+    SCOPED_TRACE(describe(r.params));
+    ASSERT_TRUE(r.valid) << r.validation;
+    ASSERT_TRUE(r.notes.count("noisy")) << "a spinning child beside the run was not noticed";
+  }
+  const Record& short_one = records[0].params.at("variant") == "short" ? records[0] : records[1];
+  EXPECT_NE(short_one.notes.at("noisy").find("of its group"), std::string::npos)
+      << short_one.notes.at("noisy");
 }

@@ -316,6 +316,12 @@ void measure_group(std::vector<Slot>& slots, int repetitions, int warmup, Progre
   // Timing, round-robin: repetition r runs every configuration once, starting at a rotating
   // offset so no configuration is always first (or always right after the same neighbour).
   const std::size_t n = slots.size();
+  // The whole round-robin in one window too: configurations too short to judge on their own
+  // repetitions were interleaved with the rest of the group, so the group's verdict is theirs.
+  const bool across_ranks =
+      std::any_of(slots.begin(), slots.end(), [](const Slot& s) { return s.across_ranks; });
+  NoiseMeter group;
+  if (!across_ranks) group.start();
   for (int r = 0; r < repetitions; ++r) {
     for (std::size_t i = 0; i < n; ++i) {
       Slot& s = slots[(i + static_cast<std::size_t>(r)) % n];
@@ -335,8 +341,14 @@ void measure_group(std::vector<Slot>& slots, int repetitions, int warmup, Progre
   agree(slots);
   // A configuration timed while other processes used a quarter of a CPU or more (or the
   // hypervisor stole 5% of one) says so in its notes, which the report shows beside it.
-  for (Slot& s : slots)
-    if (std::string note = s.noise.note(); !note.empty()) s.record.notes["noisy"] = note;
+  if (!across_ranks) group.stop();
+  for (Slot& s : slots) {
+    std::string note = s.noise.judged() ? s.noise.note()
+                                        : group.note(
+                                              "the timed repetitions of its group, "
+                                              "interleaved with it");
+    if (!note.empty()) s.record.notes["noisy"] = note;
+  }
 }
 
 // The group's records, with statistics and derived metrics, moved out of its measured slots.
