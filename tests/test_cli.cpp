@@ -264,6 +264,28 @@ TEST_F(Cli, InterruptedRunResumesToTheSameConfigurations) {
 
   expect_usage_error(run("run --resume " + cut_dir.string()), "nothing to resume");
   expect_usage_error(run("run --resume " + cut_dir.string() + " --quiet"), "nothing else");
+
+  // A set of Google Benchmark micro-benchmarks is one configuration whose records carry
+  // parameters of their own: once recorded, a resumed run does not measure it again.
+  const std::string mixed =
+      "run ch99/atomic_increment ch99/sum --set n=1M,2M --no-calibrate --no-report --quiet";
+  const Result cut2 =
+      run(mixed + " --out cut2", CONCURDL_SELFTEST_BIN, "CONCURDL_INTERRUPT_AFTER_GROUPS=1");
+  ASSERT_EQ(cut2.rc, 130) << cut2.err;
+  const fs::path cut2_dir = fs::directory_iterator(dir_ / "cut2")->path();
+  ASSERT_EQ(run("run --resume " + cut2_dir.string()).rc, 0);
+  const Result whole2 = run(mixed + " --out whole2");
+  ASSERT_EQ(whole2.rc, 0) << whole2.err;
+  const auto resumed2 = keys(load_run(cut2_dir)),
+             uninterrupted2 = keys(load_run(dir_ / whole2.last_line()));
+  EXPECT_EQ(std::set<std::string>(resumed2.begin(), resumed2.end()).size(), resumed2.size())
+      << "a configuration recorded twice";
+  // (The bridge may order a set's benchmarks differently from one run to the next.)
+  EXPECT_EQ(std::set<std::string>(resumed2.begin(), resumed2.end()),
+            std::set<std::string>(uninterrupted2.begin(), uninterrupted2.end()));
+  EXPECT_TRUE(std::any_of(resumed2.begin(), resumed2.end(), [](const std::string& k) {
+    return k.rfind("ch99/atomic_increment", 0) == 0;
+  }));
   expect_usage_error(run("run --resume no-such-dir"), "no-such-dir");
 }
 

@@ -57,9 +57,16 @@ int measure(const std::vector<std::string>& command, const std::vector<const Exp
     f = load_run(dir);
     f.provenance.erase("finished");
     f.provenance["resumed"].push_back(utc_now_iso());
-    std::set<std::string> done;
-    for (const Record& r : f.records) done.insert(config_key(r.experiment, r.params));
+    std::set<std::string> done, experiments_done;
+    for (const Record& r : f.records) {
+      done.insert(config_key(r.experiment, r.params));
+      experiments_done.insert(r.experiment);
+    }
     std::erase_if(configs, [&](const Config& c) {
+      // A set of micro-benchmarks is one configuration whose records (one per benchmark, with
+      // parameters of their own) are saved together once the whole set has run.
+      if (!c.experiment->microbenchmark_filter.empty())
+        return experiments_done.count(c.experiment->id) > 0;
       return done.count(config_key(c.experiment->id, c.params)) > 0;
     });
     if (opt.progress)
