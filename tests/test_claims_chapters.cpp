@@ -4,6 +4,7 @@
 //     CONCURDL_UPDATE_README=1 build/bin/chapter_variants_tests --gtest_filter='*ReadmeClaims*'
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -97,6 +98,29 @@ TEST(ReferenceClaims, HoldInEveryRepeatOnTheReferenceMachine) {
     }
   }
   EXPECT_GE(runs, 3u) << repeats;
+}
+
+// What a disturbed run looks like: the same build as a repeat, taken while `sh -c 'while :; do
+// :; done'` burned one of the two CPUs. Every claim is judged on records flagged noisy (so a
+// failed claim says why), while the quiet repeats flag no claim as noisy.
+TEST(ReferenceClaims, ARunBesideABusyProcessFlagsItsClaimsNoisy) {
+  const fs::path root = fs::path(build::source_dir) / "results" / "reference";
+  const RunFile busy =
+      load_run(root / "debian12-zen5-2vcpu-busy-example" / "20261125T022453Z-vm-5944002");
+  const std::vector<ClaimResult> judged = evaluate_claims(busy);
+  ASSERT_FALSE(judged.empty());
+  std::size_t failed = 0;
+  for (const ClaimResult& r : judged) {
+    SCOPED_TRACE(r.experiment + " " + r.id);
+    EXPECT_NE(std::find(r.flags.begin(), r.flags.end(), "noisy"), r.flags.end());
+    failed += r.status == ClaimStatus::not_held ? 1 : 0;
+  }
+  EXPECT_GT(failed, 0u) << "a core taken away should cost some claim";
+  for (const auto& entry : fs::directory_iterator(root / kReferenceRepeats))
+    for (const ClaimResult& r : evaluate_claims(load_run(entry.path()))) {
+      SCOPED_TRACE(entry.path().filename().string() + ": " + r.experiment + " " + r.id);
+      EXPECT_EQ(std::find(r.flags.begin(), r.flags.end(), "noisy"), r.flags.end());
+    }
 }
 
 }  // namespace
