@@ -1,5 +1,6 @@
-// The runner: expand the sweep, then for each group of configurations measured together:
-// prepare, check, warm up, time round-robin, check again; then statistics and derived metrics.
+// The runner: for each group of configurations measured together (sweep.cpp expands them):
+// prepare, check, warm up, time round-robin while watching the machine, check again; then
+// statistics (derived metrics: derive.cpp). Calibration groups are taken until they agree.
 #include "concurdl/harness/runner.hpp"
 
 #include <fmt/format.h>
@@ -25,44 +26,6 @@
 
 namespace concurdl {
 
-namespace {
-
-double now_s() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-// The smoke profile: every quick value of a text axis (each variant's glue runs once), the
-// smallest quick value of a numeric one, unless the axis names its own.
-std::vector<std::string> smoke_values(const Axis& a) {
-  if (!a.smoke.empty()) return a.smoke;
-  const std::vector<std::string>& q = a.quick.empty() ? a.values : a.quick;
-  if (a.kind == AxisKind::text) return q;
-  auto number = [&](const std::string& v) {
-    return a.kind == AxisKind::real
-               ? parse_real(a.name, v)
-               : static_cast<double>(a.kind == AxisKind::integer ? parse_integer(a.name, v)
-                                                                 : parse_size(a.name, v));
-  };
-  return {*std::min_element(q.begin(), q.end(), [&](const std::string& x, const std::string& y) {
-    return number(x) < number(y);
-  })};
-}
-
-std::vector<std::string> axis_values(const Axis& a, Profile p) {
-  if (p == Profile::smoke) return smoke_values(a);
-  return p == Profile::quick && !a.quick.empty() ? a.quick : a.values;
-}
-
-bool matches(const Params& p, const Params& when) {
-  for (const auto& [k, v] : when) {
-    auto it = p.find(k);
-    if (it == p.end() || it->second != v) return false;
-  }
-  return true;
-}
-
-}  // namespace
-
 class HostTimer final : public Timer {
  public:
   std::string name() const override { return "host"; }
@@ -84,99 +47,6 @@ std::atomic<bool> g_stop{false};
 
 void request_stop() { g_stop.store(true); }
 bool stop_requested() { return g_stop.load(); }
-
-int default_repetitions(Profile p) {
-  switch (p) {
-    case Profile::smoke:
-      return 1;
-    case Profile::quick:
-      return 5;
-    case Profile::full:
-      return 10;
-  }
-  return 5;
-}
-
-Params applicable_params(const Experiment& e, Params p) {
-  for (const Inapplicable& rule : e.inapplicable)
-    if (matches(p, rule.when))
-      for (const auto& axis : rule.axes) p.erase(axis);
-  return p;
-}
-
-std::vector<Config> expand(const std::vector<const Experiment*>& selected, const RunOptions& opt) {
-  std::set<std::string> used_keys;
-  std::vector<Config> out;
-  for (const Experiment* e : selected) {
-    if (!e->microbenchmark_filter.empty()) {  // one entry; the bridge runs the whole set
-      out.push_back({e, {}});
-      continue;
-    }
-    std::vector<Params> partial{Params{}};
-    for (const Axis& a : e->axes) {
-      std::vector<std::string> values = axis_values(a, opt.profile);
-      if (auto it = opt.set.find(a.name); it != opt.set.end()) {
-        values = it->second;
-        used_keys.insert(a.name);
-      }
-      if (a.name == "threads" && opt.threads) values = *opt.threads;
-      if (a.name == "ranks" && opt.ranks) values = *opt.ranks;
-      for (const auto& v : values) check_axis_value(a, v);
-      std::vector<Params> next;
-      for (const Params& p : partial)
-        for (const auto& v : values) {
-          Params q = p;
-          q[a.name] = v;
-          next.push_back(std::move(q));
-        }
-      partial = std::move(next);
-    }
-    // Inapplicable axes are dropped, and the configurations that then coincide measured once.
-    std::vector<Params> kept;
-    for (auto& p : partial) {
-      Params q = applicable_params(*e, std::move(p));
-      if (std::find(kept.begin(), kept.end(), q) == kept.end()) kept.push_back(std::move(q));
-    }
-    for (auto& p : kept) out.push_back({e, std::move(p)});
-  }
-  for (const auto& [key, values] : opt.set)
-    if (!used_keys.count(key))
-      throw UsageError(
-          fmt::format("--set {}: no selected experiment has a parameter '{}'", key, key));
-  return out;
-}
-
-Progress::Progress(std::size_t total, bool enabled)
-    : total_(total), enabled_(enabled), tty_(::isatty(STDERR_FILENO) == 1), start_(now_s()) {}
-
-Progress::~Progress() { done(); }
-
-void Progress::step(const std::string& what) {
-  ++current_;
-  if (!enabled_) return;
-  const double t = now_s();
-  const double elapsed = t - start_;
-  // On a pipe or a log file: a line every few seconds, not one per configuration.
-  if (!tty_ && t - last_print_ < 3.0 && current_ != 1 && current_ != total_) return;
-  last_print_ = t;
-  std::string eta = "?";
-  if (current_ > 1) {
-    const double per = elapsed / static_cast<double>(current_ - 1);
-    eta = fmt::format("{:.0f}s", per * static_cast<double>(total_ - current_ + 1));
-  }
-  const std::string line =
-      fmt::format("[{}/{}] {:.0f}s elapsed, ETA {}  {}", current_, total_, elapsed, eta, what);
-  if (tty_)
-    std::fprintf(stderr, "\r\033[K%s", line.substr(0, 160).c_str());
-  else
-    std::fprintf(stderr, "%s\n", line.c_str());
-  std::fflush(stderr);
-}
-
-void Progress::done() {
-  if (enabled_ && tty_ && current_ > 0) std::fprintf(stderr, "\n");
-  enabled_ = false;
-}
 
 namespace {
 
@@ -562,89 +432,6 @@ std::vector<Record> run_configs(
   }
   progress.done();
   return records;
-}
-
-namespace {
-
-// The worker count along the experiment's scaling axis, or 0 where it has none.
-double workers(const Params& p, const std::string& axis) {
-  auto it = p.find(axis);
-  if (it == p.end()) return 0;
-  try {
-    return static_cast<double>(std::stoll(it->second));
-  } catch (const std::exception&) {
-    return 0;
-  }
-}
-
-}  // namespace
-
-// A measurement above the ceiling it is measured against cannot be right: either the
-// calibration was disturbed (another program ran while it measured) or the work the
-// experiment declares is not the work it does. Said in the record's notes, which the report
-// shows beside the record. The calibrated peak FLOP/s bounds every record; the memory
-// bandwidth only those that declare it as their ceiling (data in cache may go faster).
-namespace {
-void flag_above_ceiling(Record& r, const Calibration& calib) {
-  constexpr double kTolerance = 1.05;
-  r.notes.erase("above_ceiling");  // derived again under another calibration
-  auto note = [&](double fraction, const char* ceiling) {
-    r.notes["above_ceiling"] = fmt::format(
-        "{:.2f} x the calibrated {}: the calibration may have been disturbed (another program "
-        "running while it measured), or the declared work is wrong",
-        fraction, ceiling);
-  };
-  if (auto it = r.derived.find("fraction_of_ceiling");
-      it != r.derived.end() && it->second > kTolerance) {
-    const Experiment* e = find_experiment(r.experiment);
-    note(it->second, e && e->ceiling == Ceiling::peak_flops ? "peak FLOP/s" : "memory bandwidth");
-  } else if (auto f = r.derived.find("flops_per_s"); f != r.derived.end() && calib.peak_flops > 0 &&
-                                                     f->second > kTolerance * calib.peak_flops) {
-    note(f->second / calib.peak_flops, "peak FLOP/s");
-  }
-}
-}  // namespace
-
-void derive_metrics(std::vector<Record>& records, const Calibration& calib) {
-  for (Record& r : records) {
-    if (!r.valid || r.stats.n == 0) continue;
-    const Experiment* e = find_experiment(r.experiment);
-    if (e && !e->baseline.empty()) {
-      Params base = r.params;
-      for (const auto& [k, v] : e->baseline) base[k] = v;
-      base = applicable_params(*e, std::move(base));
-      auto it = std::find_if(records.begin(), records.end(), [&](const Record& b) {
-        return b.experiment == r.experiment && b.params == base && b.valid && b.stats.n > 0;
-      });
-      if (it != records.end() && r.stats.median > 0 && it->stats.median > 0) {
-        // Speedup is the ratio of throughputs when the work is declared: for strong scaling
-        // (same work) that equals the ratio of times; for weak scaling (work grows with the
-        // workers) it is the only meaningful one.
-        double s = r.lower_is_better ? it->stats.median / r.stats.median
-                                     : r.stats.median / it->stats.median;
-        for (const char* rate : {"items_per_s", "flops_per_s", "bytes_per_s"}) {
-          auto a = r.derived.find(rate), b = it->derived.find(rate);
-          if (a != r.derived.end() && b != it->derived.end() && b->second > 0) {
-            s = a->second / b->second;
-            break;
-          }
-        }
-        r.derived["speedup"] = s;
-        const double p = workers(r.params, e->scaling_axis), p0 = workers(base, e->scaling_axis);
-        if (p > 0 && p0 > 0 && p != p0) {
-          r.derived["efficiency"] = s * p0 / p;
-          if (p0 == 1 && p > 1) r.derived["karp_flatt"] = karp_flatt(s, p);
-        }
-      }
-    }
-    if (e && e->ceiling == Ceiling::mem_bandwidth && calib.mem_bandwidth_bytes_per_s > 0 &&
-        r.derived.count("bytes_per_s"))
-      r.derived["fraction_of_ceiling"] = r.derived["bytes_per_s"] / calib.mem_bandwidth_bytes_per_s;
-    if (e && e->ceiling == Ceiling::peak_flops && calib.peak_flops > 0 &&
-        r.derived.count("flops_per_s"))
-      r.derived["fraction_of_ceiling"] = r.derived["flops_per_s"] / calib.peak_flops;
-    flag_above_ceiling(r, calib);
-  }
 }
 
 }  // namespace concurdl

@@ -1,0 +1,95 @@
+// Derived metrics of a run's records: speedup and efficiency against each record's baseline,
+// Karp-Flatt, the fraction of the calibrated ceiling, and the above-ceiling flag.
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "concurdl/harness/runner.hpp"
+#include "concurdl/harness/stats.hpp"
+
+namespace concurdl {
+
+namespace {
+
+// The worker count along the experiment's scaling axis, or 0 where it has none.
+double workers(const Params& p, const std::string& axis) {
+  auto it = p.find(axis);
+  if (it == p.end()) return 0;
+  try {
+    return static_cast<double>(std::stoll(it->second));
+  } catch (const std::exception&) {
+    return 0;
+  }
+}
+
+}  // namespace
+
+// A measurement above the ceiling it is measured against cannot be right: either the
+// calibration was disturbed (another program ran while it measured) or the work the
+// experiment declares is not the work it does. Said in the record's notes, which the report
+// shows beside the record. The calibrated peak FLOP/s bounds every record; the memory
+// bandwidth only those that declare it as their ceiling (data in cache may go faster).
+namespace {
+void flag_above_ceiling(Record& r, const Calibration& calib) {
+  constexpr double kTolerance = 1.05;
+  r.notes.erase("above_ceiling");  // derived again under another calibration
+  auto note = [&](double fraction, const char* ceiling) {
+    r.notes["above_ceiling"] = fmt::format(
+        "{:.2f} x the calibrated {}: the calibration may have been disturbed (another program "
+        "running while it measured), or the declared work is wrong",
+        fraction, ceiling);
+  };
+  if (auto it = r.derived.find("fraction_of_ceiling");
+      it != r.derived.end() && it->second > kTolerance) {
+    const Experiment* e = find_experiment(r.experiment);
+    note(it->second, e && e->ceiling == Ceiling::peak_flops ? "peak FLOP/s" : "memory bandwidth");
+  } else if (auto f = r.derived.find("flops_per_s"); f != r.derived.end() && calib.peak_flops > 0 &&
+                                                     f->second > kTolerance * calib.peak_flops) {
+    note(f->second / calib.peak_flops, "peak FLOP/s");
+  }
+}
+}  // namespace
+
+void derive_metrics(std::vector<Record>& records, const Calibration& calib) {
+  for (Record& r : records) {
+    if (!r.valid || r.stats.n == 0) continue;
+    const Experiment* e = find_experiment(r.experiment);
+    if (e && !e->baseline.empty()) {
+      Params base = r.params;
+      for (const auto& [k, v] : e->baseline) base[k] = v;
+      base = applicable_params(*e, std::move(base));
+      auto it = std::find_if(records.begin(), records.end(), [&](const Record& b) {
+        return b.experiment == r.experiment && b.params == base && b.valid && b.stats.n > 0;
+      });
+      if (it != records.end() && r.stats.median > 0 && it->stats.median > 0) {
+        // Speedup is the ratio of throughputs when the work is declared: for strong scaling
+        // (same work) that equals the ratio of times; for weak scaling (work grows with the
+        // workers) it is the only meaningful one.
+        double s = r.lower_is_better ? it->stats.median / r.stats.median
+                                     : r.stats.median / it->stats.median;
+        for (const char* rate : {"items_per_s", "flops_per_s", "bytes_per_s"}) {
+          auto a = r.derived.find(rate), b = it->derived.find(rate);
+          if (a != r.derived.end() && b != it->derived.end() && b->second > 0) {
+            s = a->second / b->second;
+            break;
+          }
+        }
+        r.derived["speedup"] = s;
+        const double p = workers(r.params, e->scaling_axis), p0 = workers(base, e->scaling_axis);
+        if (p > 0 && p0 > 0 && p != p0) {
+          r.derived["efficiency"] = s * p0 / p;
+          if (p0 == 1 && p > 1) r.derived["karp_flatt"] = karp_flatt(s, p);
+        }
+      }
+    }
+    if (e && e->ceiling == Ceiling::mem_bandwidth && calib.mem_bandwidth_bytes_per_s > 0 &&
+        r.derived.count("bytes_per_s"))
+      r.derived["fraction_of_ceiling"] = r.derived["bytes_per_s"] / calib.mem_bandwidth_bytes_per_s;
+    if (e && e->ceiling == Ceiling::peak_flops && calib.peak_flops > 0 &&
+        r.derived.count("flops_per_s"))
+      r.derived["fraction_of_ceiling"] = r.derived["flops_per_s"] / calib.peak_flops;
+    flag_above_ceiling(r, calib);
+  }
+}
+
+}  // namespace concurdl
