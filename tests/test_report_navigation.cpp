@@ -140,6 +140,10 @@ TEST(ReportNavigation, OpensWithWhatTheRunShows) {
               ")"),
       std::string::npos)
       << md;
+  // A run with records measured while the machine was busy says so before the claims.
+  const auto busy = md.find("This run was measured on a busy machine: 1 of its 4 records");
+  EXPECT_NE(busy, std::string::npos) << md;
+  EXPECT_LT(busy, claims);
   const std::string html = slurp(files.html);
   EXPECT_LT(html.find("id=\"claims\""), html.find("id=\"runs\""));
   EXPECT_NE(html.find("<li class=\"failed\"><strong>NOT HELD</strong>"), std::string::npos);

@@ -19,6 +19,7 @@
 #include "concurdl/build_info.hpp"
 #include "concurdl/harness/claims.hpp"
 #include "concurdl/harness/cpu_info.hpp"
+#include "concurdl/harness/noise.hpp"
 #include "report_detail.hpp"
 
 namespace concurdl {
@@ -448,6 +449,35 @@ report_detail::Glance glance_of(const ChapterSection& cs, const std::string& cha
   return g;
 }
 
+// A run taken while the machine was busy says so before anything else: the activity seen
+// before it started, and how many of its records were measured while others used the CPUs.
+std::string busy_machine_warning(const RunFile& run, const std::string& label, bool several) {
+  std::size_t noisy = 0;
+  for (const Record& r : run.records) noisy += r.notes.count("noisy");
+  double others = 0, steal = 0;
+  if (const auto& p = run.provenance; p.is_object() && p.contains("activity_before_run")) {
+    const auto& a = p.at("activity_before_run");
+    if (a.is_object() && a.contains("other_processes_cpus") &&
+        a.at("other_processes_cpus").is_number())
+      others = a.at("other_processes_cpus").get<double>();
+    if (a.is_object() && a.contains("steal_cpus") && a.at("steal_cpus").is_number())
+      steal = a.at("steal_cpus").get<double>();
+  }
+  const bool busy_before = others >= kNoisyOthersCpus || steal >= kNoisyStealCpus;
+  if (noisy == 0 && !busy_before) return "";
+  std::string w = several ? label + ": this run" : std::string("This run");
+  w += fmt::format(
+      " was measured on a busy machine: {} of its {} records were timed while other "
+      "processes used a quarter of a CPU or more (note `noisy`)",
+      noisy, run.records.size());
+  if (busy_before)
+    w += fmt::format(
+        ", and before it started other processes used {:.2f} CPUs and the "
+        "hypervisor stole {:.2f}",
+        others, steal);
+  return w + ". Its timings and the claims judged on them describe that machine, not this code.";
+}
+
 std::vector<ChapterSection> sections(const std::vector<RunFile>& runs,
                                      const std::vector<std::string>& labels,
                                      const std::vector<ChartSpec>& charts,
@@ -533,6 +563,9 @@ ReportFiles write_report(const std::vector<RunFile>& runs,
       n_records, n_records == 1 ? "" : "s", runs.size(), runs.size() == 1 ? "" : "s");
 
   auto chapter_sections = sections(runs, labels, charts, out.charts, chart_warnings);
+  for (std::size_t i = 0; i < runs.size(); ++i)
+    if (std::string w = busy_machine_warning(runs[i], labels[i], runs.size() > 1); !w.empty())
+      out.warnings.push_back(std::move(w));
   const std::vector<JudgedClaim> judged = judge(runs);
   std::vector<report_detail::Glance> glance;
   std::vector<ClaimResult> all_results;
