@@ -31,6 +31,7 @@
 #include "concurdl/harness/report.hpp"
 #include "concurdl/harness/runner.hpp"
 #include "list.hpp"
+#include "report_detail.hpp"
 
 namespace concurdl {
 
@@ -193,6 +194,12 @@ int cmd_report(const Args& a) {
   });
   for (const auto& e : errors) std::fprintf(stderr, "concurdl: %s\n", e.c_str());
   if (runs.empty()) return 2;
+  const bool attempts = std::any_of(runs.begin(), runs.end(),
+                                    [](const RunFile& r) { return r.exercises.is_array(); });
+  if (a.csv && !attempts)
+    throw UsageError(
+        "--csv: none of these runs is a saved exercise attempt (concurdl exercise CHAPTER --out "
+        "DIR saves one)");
   fs::path out;
   if (!a.out.empty()) {
     out = a.out;
@@ -203,6 +210,9 @@ int cmd_report(const Args& a) {
   }
   ensure_directory(out, "report output");
   const ReportFiles rep = write_report(runs, errors, out);
+  if (a.csv)
+    write_file_atomic(out / "exercises.csv",
+                      report_detail::exercises_csv(runs, report_detail::run_labels(runs)));
   for (const auto& w : rep.warnings) std::fprintf(stderr, "concurdl: warning: %s\n", w.c_str());
   std::cout << out.string() << std::endl;
   return errors.empty() ? 0 : 2;
@@ -228,71 +238,6 @@ int cmd_compare(const Args& a) {
   write_file_atomic(out, to_json(r).dump(2) + "\n");
   std::cout << out.string() << std::endl;
   return 0;
-}
-
-int cmd_exercise(const Args& a) {
-  if (a.targets.size() != 1)
-    throw UsageError("exercise: give one chapter, e.g. concurdl exercise ch02");
-  const ChapterInfo* c = find_chapter(a.targets[0]);
-  if (!c)
-    throw UsageError(fmt::format("unknown chapter '{}' (concurdl list shows them)", a.targets[0]));
-  const std::vector<const Exercise*> mine = exercises_of(c->folder);
-  if (mine.empty()) throw UsageError(fmt::format("chapter {} has no exercises", c->folder));
-  RunOptions opt = make_options(a);
-  bool ok = true;
-  for (const Exercise* x : mine) {
-    const ExerciseOutcome o = check_exercise(*x, program_dir());
-    switch (o.state) {
-      case ExerciseState::not_attempted:
-        fmt::print(
-            "exercise {} {}: not attempted ({} of {} tests skipped: CDL_TODO still in place)\n",
-            x->id, x->title, o.tests_skipped, o.tests_skipped + o.tests_passed);
-        continue;
-      case ExerciseState::wrong:
-        ok = false;
-        fmt::print("exercise {} {}: WRONG, {} of {} tests failed; first: {}\n", x->id, x->title,
-                   o.tests_failed, o.tests_failed + o.tests_passed + o.tests_skipped, o.detail);
-        continue;
-      case ExerciseState::error:
-        ok = false;
-        fmt::print("exercise {} {}: could not be checked: {}\n", x->id, x->title, o.detail);
-        continue;
-      case ExerciseState::correct:
-        fmt::print("exercise {} {}: correct ({} tests passed)\n", x->id, x->title, o.tests_passed);
-        break;
-    }
-    if (!x->timing.prepare || a.no_timing) continue;
-    const std::vector<Config> configs = expand({&x->timing}, opt);
-    const std::vector<Record> recs = run_configs(configs, opt, {});
-    for (const Record& s : recs) {
-      if (s.params.at("impl") != "student") continue;
-      Params ref_params = s.params;
-      ref_params["impl"] = "reference";
-      auto ref = std::find_if(recs.begin(), recs.end(),
-                              [&](const Record& r) { return r.params == ref_params; });
-      if (ref == recs.end()) continue;
-      Params shown = s.params;
-      shown.erase("impl");
-      if (!s.valid || !ref->valid) {
-        ok = false;
-        fmt::print("    {}: INVALID: {}\n", describe(shown),
-                   s.valid ? ref->validation : s.validation);
-        continue;
-      }
-      const Ratio ratio = ratio_of_medians(s.samples, ref->samples);
-      const MannWhitney mw = mann_whitney(s.samples, ref->samples);
-      const bool differs = mw.p_value < 0.05 && (ratio.lo > 1 || ratio.hi < 1);
-      const bool faster = s.lower_is_better ? ratio.value < 1 : ratio.value > 1;
-      fmt::print(
-          "    {}: student {:.3g} {} vs reference {:.3g} {}: ratio {:.2f}x [{:.2f}, {:.2f}] -> "
-          "{}\n",
-          describe(shown), s.stats.median, s.unit, ref->stats.median, ref->unit, ratio.value,
-          ratio.lo, ratio.hi,
-          differs ? (faster ? "student is faster" : "student is slower")
-                  : "no significant difference");
-    }
-  }
-  return ok ? 0 : 1;
 }
 
 // `concurdl check RUN`: the lessons' claims judged on RUN's records; 1 when one that applies
@@ -380,6 +325,9 @@ int cli_main(int argc, char** argv) {
   report->add_option(
       "--out", a.out,
       "where to write (default: the run directory, or results/reports/... for several)");
+  report->add_flag("--csv", a.csv,
+                   "also write exercises.csv: a row per saved exercise attempt (concurdl "
+                   "exercise --out) and exercise");
 
   auto* check = app.add_subcommand(
       "check", "judge the lessons' claims on a run: exit 1 when one that applies does not hold");
@@ -392,7 +340,13 @@ int cli_main(int argc, char** argv) {
 
   auto* exercise = app.add_subcommand(
       "exercise", "check a chapter's exercises, then time them against the reference");
-  exercise->add_option("chapter", a.targets, "the chapter, e.g. ch02")->required();
+  exercise
+      ->add_option("chapter", a.targets,
+                   "the chapter, e.g. ch02, then only these exercises, e.g. 2.1 2.3")
+      ->required();
+  exercise->add_option("--out", a.out,
+                       "save the attempt as a run under DIR (tests, verdicts, ratios, machine) "
+                       "for the class report");
   exercise->add_option("--repeat", a.repeat, "timed repetitions");
   exercise->add_option("--profile", a.profile, "quick (default), full or smoke");
   exercise->add_flag("--no-timing", a.no_timing, "tests only");

@@ -23,6 +23,7 @@ struct Args {
   std::vector<std::string> set;
   bool no_calibrate = false, no_report = false, quiet = false, no_timing = false;
   bool markdown = false;
+  bool csv = false;  // report: exercises.csv of the class's attempts
 };
 
 RunOptions make_options(const Args& a);
@@ -34,6 +35,12 @@ std::vector<const Experiment*> chapter_experiments(const std::string& folder, bo
 // Chapters and experiment ids; nothing = every chapter.
 std::vector<const Experiment*> select(const std::vector<std::string>& targets, bool across_ranks);
 bool all_valid(const std::vector<Record>& records);
+// The directory of the running program (where the chapters' test binaries are).
+std::filesystem::path program_dir();
+// Creates `dir` or throws UsageError naming `what`.
+void ensure_directory(const std::filesystem::path& dir, const char* what);
+// `concurdl exercise CHAPTER [ID ...]` (exercise_command.cpp).
+int cmd_exercise(const Args& a);
 void print_invalid(const std::vector<Record>& records);
 void report_run(const RunFile& f, const std::filesystem::path& dir);
 

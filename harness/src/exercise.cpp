@@ -10,12 +10,15 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cmath>
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <thread>
+
+#include "concurdl/harness/stats.hpp"
 
 namespace concurdl {
 
@@ -56,10 +59,55 @@ Experiment exercise_timing(ExerciseTiming t) {
   return e;
 }
 
+const char* to_string(Verdict v) {
+  switch (v) {
+    case Verdict::not_attempted:
+      return "not attempted";
+    case Verdict::wrong:
+      return "WRONG";
+    case Verdict::error:
+      return "could not be checked";
+    case Verdict::correct:
+      return "correct";
+    case Verdict::correct_but_slow:
+      return "CORRECT BUT SLOW";
+    case Verdict::inconclusive:
+      return "INCONCLUSIVE";
+    case Verdict::done:
+      return "done";
+  }
+  return "?";
+}
+
+bool verdict_passes(Verdict v) { return v == Verdict::done || v == Verdict::correct; }
+
+TimingVerdict judge_timing(const std::vector<double>& student, const std::vector<double>& reference,
+                           bool lower_is_better, double target) {
+  const Ratio r =
+      lower_is_better ? ratio_of_medians(student, reference) : ratio_of_medians(reference, student);
+  TimingVerdict out{Verdict::inconclusive, r.value, r.lo, r.hi};
+  if (r.lo > target)
+    out.verdict = Verdict::correct_but_slow;
+  else if (r.hi <= target)
+    out.verdict = Verdict::done;
+  return out;
+}
+
+Verdict worst_timing(const std::vector<TimingVerdict>& v) {
+  Verdict worst = Verdict::done;
+  for (const TimingVerdict& t : v) {
+    if (t.verdict == Verdict::correct_but_slow) return Verdict::correct_but_slow;
+    if (t.verdict == Verdict::inconclusive) worst = Verdict::inconclusive;
+  }
+  return worst;
+}
+
 bool register_exercise(Exercise e) {
   auto& list = exercise_list();
   for (const auto& x : list)
     if (x.id == e.id) throw std::logic_error("exercise " + e.id + " registered twice");
+  if (!(e.target >= 1) || !std::isfinite(e.target))
+    throw std::logic_error("exercise " + e.id + ": its target must be a finite ratio >= 1");
   if (e.timing.prepare) {
     // "02-locks" + "2.2" -> "ch02/exercise_2.2"
     if (e.timing.id.empty())

@@ -115,6 +115,7 @@ json to_json(const RunFile& f) {
             {"provenance", f.provenance},
             {"calibration", to_json(f.calibration)}};
   if (!f.claims.is_null()) j["claims"] = f.claims;
+  if (!f.exercises.is_null()) j["exercises"] = f.exercises;
   j["records"] = records;
   return j;
 }
@@ -268,6 +269,13 @@ RunFile run_from_json(const json& j, const std::string& where) {
   if (auto it = j.find("claims"); it != j.end()) {
     if (!it->is_array()) rd.fail("claims", "expected an array");
     f.claims = *it;
+  }
+  if (auto it = j.find("exercises"); it != j.end()) {
+    if (!it->is_array()) rd.fail("exercises", "expected an array");
+    for (std::size_t i = 0; i < it->size(); ++i)
+      if (!(*it)[i].is_object() || !(*it)[i].contains("id") || !(*it)[i].contains("verdict"))
+        rd.fail(fmt::format("exercises[{}]", i), "expected an object with an id and a verdict");
+    f.exercises = *it;
   }
   const json& records = rd.at(j, "records", "");
   if (!records.is_array()) rd.fail("records", "expected an array");

@@ -535,7 +535,8 @@ ReportFiles write_report(const std::vector<RunFile>& runs,
   std::filesystem::create_directories(figures);
   const auto labels = report_detail::run_labels(runs);
 
-  const std::vector<ChartSpec> charts = build_charts(runs);
+  std::vector<ChartSpec> charts = build_charts(runs);
+  for (ChartSpec& c : report_detail::exercise_charts(runs, labels)) charts.push_back(std::move(c));
   std::vector<std::string> chart_warnings;
   for (const auto& chart : charts) {
     std::string warning;
@@ -563,6 +564,12 @@ ReportFiles write_report(const std::vector<RunFile>& runs,
       n_records, n_records == 1 ? "" : "s", runs.size(), runs.size() == 1 ? "" : "s");
 
   auto chapter_sections = sections(runs, labels, charts, out.charts, chart_warnings);
+  std::vector<report_detail::ExerciseSection> exercise_sections =
+      report_detail::exercise_sections(runs, labels);
+  for (auto& es : exercise_sections)
+    for (std::size_t i = 0; i < charts.size(); ++i)
+      if (charts[i].experiment == "exercise/" + es.id)
+        es.charts.push_back({&charts[i], &out.charts[i], chart_warnings[i], {}});
   for (std::size_t i = 0; i < runs.size(); ++i)
     if (std::string w = busy_machine_warning(runs[i], labels[i], runs.size() > 1); !w.empty())
       out.warnings.push_back(std::move(w));
@@ -590,6 +597,7 @@ ReportFiles write_report(const std::vector<RunFile>& runs,
                                              .claims_summary = claims_counts(all_results),
                                              .glance = glance,
                                              .chapters = chapter_sections,
+                                             .exercises = exercise_sections,
                                              .several = runs.size() > 1};
   out.md = out_dir / "report.md";
   out.html = out_dir / "report.html";

@@ -67,6 +67,23 @@ struct Glance {
   std::string records;  // "94 records, 2 invalid, 3 noisy"
 };
 
+// One exercise across the saved attempts of a class (`concurdl exercise --out`): a row per
+// attempt, and a chart of the cost ratios against the target.
+struct ExerciseSection {
+  std::string id, title, anchor;
+  Table attempts;
+  std::vector<ChartEntry> charts;
+};
+
+// The class's exercises: one section per exercise id, in exercise order; empty when no run is
+// an exercise attempt. `charts` are appended to `specs` for rendering (ids "exercise/ID").
+std::vector<ExerciseSection> exercise_sections(const std::vector<RunFile>& runs,
+                                               const std::vector<std::string>& labels);
+std::vector<ChartSpec> exercise_charts(const std::vector<RunFile>& runs,
+                                       const std::vector<std::string>& labels);
+// One row per attempt and exercise, for a spreadsheet.
+std::string exercises_csv(const std::vector<RunFile>& runs, const std::vector<std::string>& labels);
+
 struct ReportContent {
   std::string title, subtitle;
   std::vector<std::string> load_errors, warnings;
@@ -75,6 +92,7 @@ struct ReportContent {
   std::string claims_summary;     // "9 held, 1 not held, 3 not applicable"
   std::vector<Glance> glance;
   std::vector<ChapterSection> chapters;
+  std::vector<ExerciseSection> exercises;  // class results, when the runs are exercise attempts
   bool several = false;  // merged runs: the records tables start with a run column
 };
 

@@ -207,6 +207,7 @@ std::vector<std::pair<std::string, std::string>> top_sections(const ReportConten
   std::vector<std::pair<std::string, std::string>> out = {
       {"claims", "What this run shows"}, {"glance", "Chapters at a glance"}, {"runs", "Runs"}};
   if (!r.calibration.rows.empty()) out.emplace_back("calibration", "Calibration");
+  if (!r.exercises.empty()) out.emplace(out.begin() + 1, "exercises", "Class results: exercises");
   return out;
 }
 
@@ -260,6 +261,14 @@ std::string markdown(const ReportContent& r) {
   for (const auto& c : r.claims)
     md += "- **" + c.mark + "** " + c.statement + " — " + c.outcome + "\n";
   if (!r.claims.empty()) md += "\n" + r.claims_summary + ".\n\n";
+  if (!r.exercises.empty()) {
+    md += md_anchor("exercises") + "## Class results: exercises\n\n";
+    for (const auto& e : r.exercises) {
+      md += md_anchor(e.anchor) + "### Exercise " + e.id + ": " + e.title + "\n\n";
+      for (const auto& c : e.charts) md += md_chart(c);
+      md += md_table(e.attempts) + "\n";
+    }
+  }
   md +=
       md_anchor("glance") + "## Chapters at a glance\n\n" + md_table(glance_table(r, true)) + "\n";
   md += "## Contents\n\n";
@@ -313,6 +322,14 @@ std::string html(const ReportContent& r) {
       h += std::string(c.failed ? "<li class=\"failed\">" : "<li>") + "<strong>" + esc(c.mark) +
            "</strong> " + esc(c.statement) + " — " + esc(c.outcome) + "</li>\n";
     h += "</ul>\n<p>" + esc(r.claims_summary) + ".</p>\n";
+  }
+  if (!r.exercises.empty()) {
+    h += "<h2 id=\"exercises\">Class results: exercises</h2>\n";
+    for (const auto& e : r.exercises) {
+      h += "<h3 id=\"" + e.anchor + "\">Exercise " + esc(e.id) + ": " + esc(e.title) + "</h3>\n";
+      for (const auto& c : e.charts) h += html_chart(c);
+      h += html_table(e.attempts);
+    }
   }
   h += "<h2 id=\"glance\">Chapters at a glance</h2>\n" + html_glance(r);
   h += "<nav>\n<h2 id=\"contents\">Contents</h2>\n<ul>\n";

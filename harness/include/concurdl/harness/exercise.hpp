@@ -21,6 +21,10 @@ struct Exercise {
   // Timing: an experiment whose "impl" axis is {"reference", "student"}, built by
   // exercise_timing() below. Empty `timing.prepare` means the exercise has no timing part.
   Experiment timing;
+  // The performance target: the student's cost (time, or 1 / throughput) at most `target`
+  // times the reference's, judged on the 95% interval of the ratio of medians (CS149's rule,
+  // 1.2, by default). An attempt is done only when it is correct and meets it.
+  double target = 1.2;
 };
 
 // Which implementation a timing configuration runs: the chapter's or the student's.
@@ -58,6 +62,32 @@ const std::vector<Exercise>& exercises();
 std::vector<const Exercise*> exercises_of(const std::string& chapter);
 
 enum class ExerciseState { not_attempted, wrong, correct, error };
+
+// The grade of an attempt: its tests, then its timing against the target.
+enum class Verdict {
+  not_attempted,     // CDL_TODO still in place
+  wrong,             // a test failed (or never returned)
+  error,             // the tests could not be run
+  correct,           // tests pass; not timed (--no-timing, or the exercise has no timing)
+  correct_but_slow,  // tests pass; the cost ratio's interval lies above the target
+  inconclusive,      // tests pass; the interval straddles the target: measure again
+  done,              // tests pass; the interval lies at or below the target
+};
+const char* to_string(Verdict v);  // "not attempted", "WRONG", ..., "CORRECT BUT SLOW", "done"
+// What `concurdl exercise` accepts: done, or correct when nothing is timed.
+bool verdict_passes(Verdict v);
+
+// One configuration's timing: the student's cost over the reference's (time: student /
+// reference; a throughput: reference / student) with its 95% bootstrap interval, and the
+// verdict against `target`.
+struct TimingVerdict {
+  Verdict verdict = Verdict::inconclusive;
+  double cost = 0, lo = 0, hi = 0;
+};
+TimingVerdict judge_timing(const std::vector<double>& student, const std::vector<double>& reference,
+                           bool lower_is_better, double target);
+// Several configurations: the worst of their verdicts (slow before inconclusive before done).
+Verdict worst_timing(const std::vector<TimingVerdict>& v);
 
 struct ExerciseOutcome {
   const Exercise* exercise = nullptr;

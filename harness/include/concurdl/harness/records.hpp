@@ -69,6 +69,9 @@ struct RunFile {
   // The lesson claims as judged when the run was written (claims.hpp), for outside tools:
   // concurdl itself judges them again from the records. Null: not judged (an older run).
   nlohmann::json claims;
+  // An exercise attempt saved by `concurdl exercise --out` (one object per exercise: tests,
+  // verdict, cost ratio and interval, target); null in a run of experiments.
+  nlohmann::json exercises;
   std::filesystem::path path;  // where it was loaded from (not serialized)
 };
 

@@ -1,0 +1,196 @@
+// `concurdl exercise CHAPTER [ID ...]`: each exercise's tests (not attempted / wrong / correct),
+// then its timing against the reference, interleaved in one process, graded against its target:
+// done, correct but slow, or inconclusive. Exit 0 only when every attempted exercise passes.
+// With --out DIR the attempt is saved as a run (results.json with an `exercises` section), which
+// `concurdl report` merges with other students' into one table per exercise.
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <iostream>
+#include <map>
+
+#include "cli_detail.hpp"
+#include "concurdl/build_info.hpp"
+#include "concurdl/harness/errors.hpp"
+#include "concurdl/harness/exercise.hpp"
+#include "concurdl/harness/provenance.hpp"
+#include "concurdl/harness/stats.hpp"
+
+namespace concurdl::cli_detail {
+
+namespace {
+
+using json = nlohmann::json;
+
+struct Attempt {
+  const Exercise* exercise = nullptr;
+  ExerciseOutcome tests;
+  Verdict verdict = Verdict::error;
+  std::vector<TimingVerdict> timings;  // one per timed configuration
+  std::vector<std::string> configurations;
+  std::vector<Record> records;
+};
+
+Verdict from_tests(ExerciseState s) {
+  switch (s) {
+    case ExerciseState::not_attempted:
+      return Verdict::not_attempted;
+    case ExerciseState::wrong:
+      return Verdict::wrong;
+    case ExerciseState::error:
+      return Verdict::error;
+    case ExerciseState::correct:
+      return Verdict::correct;
+  }
+  return Verdict::error;
+}
+
+// Times a correct attempt; prints a line per configuration and returns the timing verdicts.
+void time_attempt(Attempt& at, const RunOptions& opt) {
+  const Exercise& x = *at.exercise;
+  at.records = run_configs(expand({&x.timing}, opt), opt, {});
+  for (const Record& s : at.records) {
+    if (s.params.at("impl") != "student") continue;
+    Params ref_params = s.params;
+    ref_params["impl"] = "reference";
+    auto ref = std::find_if(at.records.begin(), at.records.end(),
+                            [&](const Record& r) { return r.params == ref_params; });
+    if (ref == at.records.end()) continue;
+    Params shown = s.params;
+    shown.erase("impl");
+    if (!s.valid || !ref->valid) {
+      fmt::print("    {}: INVALID: {}\n", describe(shown),
+                 s.valid ? ref->validation : s.validation);
+      at.verdict = Verdict::wrong;
+      return;
+    }
+    const TimingVerdict t = judge_timing(s.samples, ref->samples, s.lower_is_better, x.target);
+    at.timings.push_back(t);
+    at.configurations.push_back(describe(shown));
+    fmt::print(
+        "    {}: student {:.3g} {} vs reference {:.3g} {}: cost {:.2f}x [{:.2f}, {:.2f}], target "
+        "{:.2g}x -> {}\n",
+        describe(shown), s.stats.median, s.unit, ref->stats.median, ref->unit, t.cost, t.lo, t.hi,
+        x.target, to_string(t.verdict));
+  }
+  at.verdict = at.timings.empty() ? Verdict::correct : worst_timing(at.timings);
+}
+
+json to_json(const Attempt& at) {
+  const Exercise& x = *at.exercise;
+  json j = {{"id", x.id},
+            {"title", x.title},
+            {"chapter", x.chapter},
+            {"verdict", to_string(at.verdict)},
+            {"passes", verdict_passes(at.verdict)},
+            {"tests_passed", at.tests.tests_passed},
+            {"tests_failed", at.tests.tests_failed},
+            {"tests_skipped", at.tests.tests_skipped},
+            {"target", x.target}};
+  if (!at.tests.detail.empty()) j["detail"] = at.tests.detail;
+  // The worst configuration's cost ratio stands for the exercise.
+  if (!at.timings.empty()) {
+    std::size_t worst = 0;
+    for (std::size_t i = 1; i < at.timings.size(); ++i)
+      if (at.timings[i].cost > at.timings[worst].cost) worst = i;
+    j["cost"] = at.timings[worst].cost;
+    j["cost_ci95"] = {at.timings[worst].lo, at.timings[worst].hi};
+    j["configuration"] = at.configurations[worst];
+  }
+  return j;
+}
+
+}  // namespace
+
+int cmd_exercise(const Args& a) {
+  if (a.targets.empty())
+    throw UsageError("exercise: give one chapter, e.g. concurdl exercise ch02 (then exercise ids)");
+  const ChapterInfo* c = find_chapter(a.targets[0]);
+  if (!c)
+    throw UsageError(fmt::format("unknown chapter '{}' (concurdl list shows them)", a.targets[0]));
+  std::vector<const Exercise*> mine = exercises_of(c->folder);
+  if (mine.empty()) throw UsageError(fmt::format("chapter {} has no exercises", c->folder));
+  if (a.targets.size() > 1) {  // only the exercises named
+    std::vector<const Exercise*> named;
+    for (std::size_t i = 1; i < a.targets.size(); ++i) {
+      auto it = std::find_if(mine.begin(), mine.end(),
+                             [&](const Exercise* x) { return x->id == a.targets[i]; });
+      if (it == mine.end())
+        throw UsageError(fmt::format("chapter {} has no exercise '{}'", c->folder, a.targets[i]));
+      named.push_back(*it);
+    }
+    mine = named;
+  }
+  RunOptions opt = make_options(a);
+  const std::string rerun =
+      fmt::format("concurdl exercise {} --repeat 20", fmt::join(a.targets, " "));
+  std::vector<Attempt> attempts;
+  for (const Exercise* x : mine) {
+    Attempt at{x, check_exercise(*x, program_dir())};
+    const ExerciseOutcome& o = at.tests;
+    at.verdict = from_tests(o.state);
+    switch (o.state) {
+      case ExerciseState::not_attempted:
+        fmt::print(
+            "exercise {} {}: not attempted ({} of {} tests skipped: CDL_TODO still in place)\n",
+            x->id, x->title, o.tests_skipped, o.tests_skipped + o.tests_passed);
+        break;
+      case ExerciseState::wrong:
+        fmt::print("exercise {} {}: WRONG, {} of {} tests failed; first: {}\n", x->id, x->title,
+                   o.tests_failed, o.tests_failed + o.tests_passed + o.tests_skipped, o.detail);
+        break;
+      case ExerciseState::error:
+        fmt::print("exercise {} {}: could not be checked: {}\n", x->id, x->title, o.detail);
+        break;
+      case ExerciseState::correct:
+        fmt::print("exercise {} {}: correct ({} tests passed)\n", x->id, x->title, o.tests_passed);
+        if (x->timing.prepare && !a.no_timing) {
+          time_attempt(at, opt);
+          std::string why;
+          if (at.verdict == Verdict::correct_but_slow)
+            why = fmt::format(": correct, but more than {:.2g}x the reference's cost", x->target);
+          else if (at.verdict == Verdict::inconclusive)
+            why = fmt::format(": the interval straddles the {:.2g}x target; measure again: {}",
+                              x->target, rerun);
+          else if (at.verdict == Verdict::done)
+            why = fmt::format(": correct and within {:.2g}x the reference's cost", x->target);
+          fmt::print("  -> exercise {}: {}{}\n", x->id, to_string(at.verdict), why);
+        }
+        break;
+    }
+    attempts.push_back(std::move(at));
+  }
+  // Not attempted is not a failure; anything attempted must pass.
+  bool ok = true;
+  std::map<Verdict, int> counts;
+  for (const Attempt& at : attempts) {
+    ++counts[at.verdict];
+    if (at.verdict != Verdict::not_attempted && !verdict_passes(at.verdict)) ok = false;
+  }
+  std::vector<std::string> summary;
+  for (const auto& [v, n] : counts) summary.push_back(fmt::format("{} {}", n, to_string(v)));
+  fmt::print("{}: {}\n", c->folder, fmt::join(summary, ", "));
+
+  if (!a.out.empty()) {  // the attempt, saved as a run for the instructor's class report
+    RunFile f;
+    f.concurdl_version = build::version;
+    f.command = {"concurdl", "exercise"};
+    f.command.insert(f.command.end(), a.targets.begin(), a.targets.end());
+    f.provenance = collect_provenance();
+    f.provenance["profile"] = a.profile;
+    f.provenance["finished"] = utc_now_iso();
+    f.exercises = json::array();
+    for (Attempt& at : attempts) {
+      f.exercises.push_back(to_json(at));
+      for (Record& r : at.records) f.records.push_back(std::move(r));
+    }
+    ensure_directory(a.out, "--out");
+    const auto dir = make_run_dir(a.out, f.provenance["host"].get<std::string>(), short_commit());
+    write_run(dir, f);
+    std::cout << dir.string() << std::endl;
+  }
+  return ok ? 0 : 1;
+}
+
+}  // namespace concurdl::cli_detail
