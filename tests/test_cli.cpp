@@ -439,6 +439,16 @@ TEST_F(Cli, SavedAttemptsFromThreeMachinesMergeIntoAClassTable) {
     // Each student's own machine: the provenance is the only thing that differs.
     nlohmann::json j = nlohmann::json::parse(slurp(dir / "results.json"));
     ASSERT_EQ(j.at("exercises").size(), 3u);
+    // The questions handed in with it, the student's own numbers filled in.
+    const std::string answers = slurp(dir / "answers.md");
+    EXPECT_NE(
+        answers.find("## Exercise 99.5: slow attempt\n\nVerdict: **CORRECT BUT SLOW** (cost "),
+        std::string::npos)
+        << answers;
+    EXPECT_NE(answers.find("1. Your sum took "), std::string::npos) << answers;
+    EXPECT_NE(answers.find(" at n=1M ("), std::string::npos) << answers;
+    EXPECT_EQ(answers.find("{student}"), std::string::npos) << answers;
+    EXPECT_NE(answers.find("Verdict: **not attempted**."), std::string::npos) << answers;
     j["provenance"]["host"] = host;
     std::ofstream(dir / "results.json") << j.dump();
     dirs.push_back(dir.string());

@@ -59,6 +59,16 @@ Experiment exercise_timing(ExerciseTiming t) {
   return e;
 }
 
+std::string fill_question(std::string question, const std::map<std::string, std::string>& values) {
+  for (const auto& [name, value] : values) {
+    const std::string key = "{" + name + "}";
+    for (std::size_t pos = 0; (pos = question.find(key, pos)) != std::string::npos;
+         pos += value.size())
+      question.replace(pos, key.size(), value);
+  }
+  return question;
+}
+
 const char* to_string(Verdict v) {
   switch (v) {
     case Verdict::not_attempted:

@@ -12,6 +12,7 @@
 
 #include "cli_detail.hpp"
 #include "concurdl/build_info.hpp"
+#include "concurdl/harness/cpu_info.hpp"
 #include "concurdl/harness/errors.hpp"
 #include "concurdl/harness/exercise.hpp"
 #include "concurdl/harness/provenance.hpp"
@@ -29,7 +30,15 @@ struct Attempt {
   Verdict verdict = Verdict::error;
   std::vector<TimingVerdict> timings;  // one per timed configuration
   std::vector<std::string> configurations;
+  std::vector<std::string> student_medians, reference_medians;  // "0.0105 s"
   std::vector<Record> records;
+  // The configuration that stands for the exercise: the one with the highest cost.
+  std::size_t worst() const {
+    std::size_t w = 0;
+    for (std::size_t i = 1; i < timings.size(); ++i)
+      if (timings[i].cost > timings[w].cost) w = i;
+    return w;
+  }
 };
 
 Verdict from_tests(ExerciseState s) {
@@ -68,6 +77,8 @@ void time_attempt(Attempt& at, const RunOptions& opt) {
     const TimingVerdict t = judge_timing(s.samples, ref->samples, s.lower_is_better, x.target);
     at.timings.push_back(t);
     at.configurations.push_back(describe(shown));
+    at.student_medians.push_back(fmt::format("{:.3g} {}", s.stats.median, s.unit));
+    at.reference_medians.push_back(fmt::format("{:.3g} {}", ref->stats.median, ref->unit));
     fmt::print(
         "    {}: student {:.3g} {} vs reference {:.3g} {}: cost {:.2f}x [{:.2f}, {:.2f}], target "
         "{:.2g}x -> {}\n",
@@ -91,14 +102,53 @@ json to_json(const Attempt& at) {
   if (!at.tests.detail.empty()) j["detail"] = at.tests.detail;
   // The worst configuration's cost ratio stands for the exercise.
   if (!at.timings.empty()) {
-    std::size_t worst = 0;
-    for (std::size_t i = 1; i < at.timings.size(); ++i)
-      if (at.timings[i].cost > at.timings[worst].cost) worst = i;
+    const std::size_t worst = at.worst();
     j["cost"] = at.timings[worst].cost;
     j["cost_ci95"] = {at.timings[worst].lo, at.timings[worst].hi};
     j["configuration"] = at.configurations[worst];
   }
   return j;
+}
+
+// The student's numbers the questions may quote.
+std::map<std::string, std::string> question_values(const Attempt& at, const std::string& machine) {
+  std::map<std::string, std::string> v = {{"machine", machine}};
+  if (at.timings.empty()) {  // not attempted, wrong, or not timed: nothing to quote yet
+    for (const char* name : {"cost", "cost_ci", "student", "reference", "configuration", "threads"})
+      v[name] = "(not measured)";
+    return v;
+  }
+  const std::size_t w = at.worst();
+  v["cost"] = fmt::format("{:.2f}×", at.timings[w].cost);
+  v["cost_ci"] = fmt::format("[{:.2f}, {:.2f}]", at.timings[w].lo, at.timings[w].hi);
+  v["student"] = at.student_medians[w];
+  v["reference"] = at.reference_medians[w];
+  v["configuration"] = at.configurations[w];
+  for (const Record& r : at.records)
+    if (auto it = r.params.find("threads"); it != r.params.end()) v["threads"] = it->second;
+  return v;
+}
+
+// answers.md: each exercise's verdict and its questions, the student's numbers filled in, with
+// room for the answers.
+std::string answers_markdown(const std::vector<Attempt>& attempts, const std::string& chapter,
+                             const std::string& machine) {
+  std::string md = fmt::format("# Chapter {}: answers\n\nMachine: {}\n\n", chapter, machine);
+  for (const Attempt& at : attempts) {
+    const Exercise& x = *at.exercise;
+    md +=
+        fmt::format("## Exercise {}: {}\n\nVerdict: **{}**", x.id, x.title, to_string(at.verdict));
+    const auto values = question_values(at, machine);
+    if (!at.timings.empty())
+      md += fmt::format(" (cost {} {} at {}; target {:.2g}×; you {}, the reference {})",
+                        values.at("cost"), values.at("cost_ci"), values.at("configuration"),
+                        x.target, values.at("student"), values.at("reference"));
+    md += ".\n\n";
+    for (std::size_t i = 0; i < x.questions.size(); ++i)
+      md += fmt::format("{}. {}\n\n   *Your answer:*\n\n", i + 1,
+                        fill_question(x.questions[i], values));
+  }
+  return md;
 }
 
 }  // namespace
@@ -171,6 +221,13 @@ int cmd_exercise(const Args& a) {
   std::vector<std::string> summary;
   for (const auto& [v, n] : counts) summary.push_back(fmt::format("{} {}", n, to_string(v)));
   fmt::print("{}: {}\n", c->folder, fmt::join(summary, ", "));
+  std::size_t questions = 0;
+  for (const Attempt& at : attempts) questions += at.exercise->questions.size();
+  if (questions > 0 && a.out.empty())
+    fmt::print(
+        "{} questions to answer from your own numbers: concurdl exercise {} --out DIR writes them "
+        "to DIR/.../answers.md with your numbers filled in\n",
+        questions, a.targets.front());
 
   if (!a.out.empty()) {  // the attempt, saved as a run for the instructor's class report
     RunFile f;
@@ -188,6 +245,9 @@ int cmd_exercise(const Args& a) {
     ensure_directory(a.out, "--out");
     const auto dir = make_run_dir(a.out, f.provenance["host"].get<std::string>(), short_commit());
     write_run(dir, f);
+    std::string machine = cpu_info::machine_summary(f.provenance);
+    if (machine.empty()) machine = f.provenance["host"].get<std::string>();
+    write_file_atomic(dir / "answers.md", answers_markdown(attempts, c->folder, machine));
     std::cout << dir.string() << std::endl;
   }
   return ok ? 0 : 1;

@@ -129,7 +129,10 @@ const bool registered = [] {
                                          : "slow attempt",
                        .test_binary = "ch99_tests",
                        .test_filter = fmt::format("ToySum/ex99_{}.*", k),
-                       .timing = timing});
+                       .timing = timing,
+                       .questions = {"Your sum took {student} against the reference's "
+                                     "{reference} at {configuration} ({cost} {cost_ci}). Why?",
+                                     "What would change on a machine other than {machine}?"}});
   }
   return true;
 }();

@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -25,7 +26,17 @@ struct Exercise {
   // times the reference's, judged on the 95% interval of the ratio of medians (CS149's rule,
   // 1.2, by default). An attempt is done only when it is correct and meets it.
   double target = 1.2;
+  // 2-4 questions handed in with the attempt: what the student measured and the mechanism
+  // behind it. `concurdl exercise --out` writes them to answers.md with the student's own
+  // numbers filled in where a question names them: {cost}, {cost_ci} ("[0.97, 1.04]"),
+  // {student} and {reference} (the medians with their unit), {configuration}
+  // ("n=4M, threads=2"), {threads}, {machine}. Model answers: docs/instructors/.
+  std::vector<std::string> questions;
 };
+
+// A question with the attempt's numbers in place of its {names}; a name the attempt has no
+// value for is left as it is.
+std::string fill_question(std::string question, const std::map<std::string, std::string>& values);
 
 // Which implementation a timing configuration runs: the chapter's or the student's.
 enum class Impl { reference, student };
