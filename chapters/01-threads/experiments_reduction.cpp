@@ -289,22 +289,44 @@ const bool registered = [] {
 
   const SumFn v7 = threads::kSumVariants.find("v7_local_sums").fn;
   const SumFn v3 = threads::kSumVariants.find("v3_padded_partials").fn;
-  register_exercise({.id = "1.1",
-                     .chapter = "01-threads",
-                     .title = "parallel sum with std::thread",
-                     .test_binary = "ch01_tests",
-                     .test_filter = "ReductionEx1_1/*",
-                     .timing = sum_exercise_timing("std::thread sum, student vs v7_local_sums",
-                                                   &threads::student_thread_sum, v7,
-                                                   SumKind::compute_bound, "2M")});
-  register_exercise({.id = "1.2",
-                     .chapter = "01-threads",
-                     .title = "fix the false sharing",
-                     .test_binary = "ch01_tests",
-                     .test_filter = "ReductionEx1_2/*",
-                     .timing = sum_exercise_timing(
-                         "per-thread slots, student vs v3_padded_partials",
-                         &threads::student_padded_sum, v3, SumKind::memory_bound, "4M")});
+  register_exercise(
+      {.id = "1.1",
+       .chapter = "01-threads",
+       .title = "parallel sum with std::thread",
+       .test_binary = "ch01_tests",
+       .test_filter = "ReductionEx1_1/*",
+       .timing =
+           sum_exercise_timing("std::thread sum, student vs v7_local_sums",
+                               &threads::student_thread_sum, v7, SumKind::compute_bound, "2M"),
+       .questions = {"Your std::thread sum took {student} against v7_local_sums' {reference} at "
+                     "{configuration}: a cost of {cost}, 95% interval {cost_ci}. If you are "
+                     "slower, what does your version do per call or per element that v7 does not "
+                     "(extra threads, a shared or adjacent accumulator, copies)?",
+                     "Run `concurdl run ch01/sum_compute_bound --threads 1,2,4` and quote "
+                     "v7_local_sums' speedup at 2 and at 4 threads. Why does it stop growing once "
+                     "threads outnumber the CPUs of {machine}?",
+                     "Why must each thread add into a variable of its own rather than `+=` into "
+                     "one shared double, when the tests may pass either way? Say what "
+                     "ThreadSanitizer reports and what the shared version can lose."}});
+  register_exercise(
+      {.id = "1.2",
+       .chapter = "01-threads",
+       .title = "fix the false sharing",
+       .test_binary = "ch01_tests",
+       .test_filter = "ReductionEx1_2/*",
+       .timing = sum_exercise_timing("per-thread slots, student vs v3_padded_partials",
+                                     &threads::student_padded_sum, v3, SumKind::memory_bound, "4M"),
+       .questions = {
+           "Your padded sum took {student} against v3_padded_partials' {reference} at "
+           "{configuration} ({cost}, interval {cost_ci}). What are sizeof(StudentSlot) and "
+           "alignof(StudentSlot) now, and how many threads' slots share one 64-byte line?",
+           "Run `concurdl run ch01/false_sharing --threads 2,4` and quote v3_padded_partials' "
+           "speedup over v2_adjacent_partials at 2 and at 4 threads. Explain the 2-thread number "
+           "with cache-line ownership (MESI): what must happen to the line before a core can write "
+           "its slot when the other core wrote last?",
+           "Why does the gap change when threads outnumber cores (4 threads on 2 CPUs)? If the gap "
+           "at 2 threads is small on {machine}, what about where your two CPUs sit (cores, SMT "
+           "siblings, a shared L1 or L2) could explain it?"}});
   return true;
 }();
 

@@ -155,7 +155,17 @@ const bool registered = [] {
            {.title = "deadlock-free transfers, student vs std::scoped_lock",
             // per thread, a lock pair each: 2^30 take minutes
             .axes = {{"transfers", {"20000"}, {"5000"}, AxisKind::count, std::int64_t{1} << 30}},
-            .prepare = transfer_exercise_trial})});
+            .prepare = transfer_exercise_trial}),
+       .questions = {"Your transfers took {student} against std::scoped_lock's {reference} at "
+                     "{configuration} ({cost}, interval {cost_ci}). Which of the four conditions "
+                     "for deadlock (mutual exclusion, hold and wait, no preemption, circular wait) "
+                     "does your fix break, and how?",
+                     "Run `concurdl run ch02/hazards` and quote the times of deadlock_naive and "
+                     "deadlock_scoped_lock. What does the first one measure, and why does it take "
+                     "two transfers in opposite directions to deadlock?",
+                     "If you ordered the two locks yourself: by what, why does that order not "
+                     "depend on the direction of the transfer, and what does it rule out? (If you "
+                     "used std::scoped_lock: what does it do when its second lock is busy?)"}});
   return true;
 }();
 

@@ -224,20 +224,44 @@ const bool registered = [] {
       .figures = rw_figures,
   });
 
-  register_exercise({.id = "2.1",
-                     .chapter = "02-locks",
-                     .title = "TTAS lock with exponential backoff",
-                     .test_binary = "ch02_tests",
-                     .test_filter = "LockEx2_1/*",
-                     .timing = lock_exercise_timing<TtasBackoffLock, StudentTtasBackoffLock>(
-                         "TTAS + backoff, student vs v3_ttas_backoff")});
-  register_exercise({.id = "2.2",
-                     .chapter = "02-locks",
-                     .title = "ticket lock",
-                     .test_binary = "ch02_tests",
-                     .test_filter = "LockEx2_2/*:TicketFifo/student.*",
-                     .timing = lock_exercise_timing<TicketLock, StudentTicketLock>(
-                         "ticket lock, student vs v4_ticket")});
+  register_exercise(
+      {.id = "2.1",
+       .chapter = "02-locks",
+       .title = "TTAS lock with exponential backoff",
+       .test_binary = "ch02_tests",
+       .test_filter = "LockEx2_1/*",
+       .timing = lock_exercise_timing<TtasBackoffLock, StudentTtasBackoffLock>(
+           "TTAS + backoff, student vs v3_ttas_backoff"),
+       .questions = {
+           "Your lock made {student} acquisitions against the reference's {reference} at "
+           "{configuration}, 100 ns critical sections: a cost of {cost} (the reference's "
+           "throughput over yours), interval {cost_ci}. Which of your operations are acquire, "
+           "which release, which relaxed, and what breaks if unlock()'s store is relaxed?",
+           "Time your lock again with the backoff taken out (plain TTAS) and quote both costs. "
+           "What happens at every release without backoff (how many waiters try to take the line "
+           "exclusively at once), and what does backoff change?",
+           "Run `concurdl run ch02/lock_throughput --set cs=100ns --threads 2,4` and quote the "
+           "acquisitions/s of v2_ttas, v3_ttas_backoff and std_mutex at 2 and 4 threads. Why does "
+           "spinning cost more once threads outnumber cores, and what does std_mutex do "
+           "instead?"}});
+  register_exercise(
+      {.id = "2.2",
+       .chapter = "02-locks",
+       .title = "ticket lock",
+       .test_binary = "ch02_tests",
+       .test_filter = "LockEx2_2/*:TicketFifo/student.*",
+       .timing =
+           lock_exercise_timing<TicketLock, StudentTicketLock>("ticket lock, student vs v4_ticket"),
+       .questions = {
+           "Your ticket lock made {student} acquisitions against the reference's {reference} at "
+           "{configuration} ({cost}, interval {cost_ci}). Why does unlock() need no "
+           "read-modify-write on serving_, and which memory order does its store need?",
+           "Run `concurdl run ch02/lock_throughput --set cs=100ns --threads 2,4,8` and quote "
+           "v4_ticket's acquisitions/s and Jain's index (the fairness_* charts) at 2 and at 4 "
+           "threads. Why is it perfectly fair while every thread has a core?",
+           "Why does the ticket lock's throughput collapse once threads outnumber cores (who holds "
+           "the next ticket, and where is that thread?), while std_mutex and TTAS do not "
+           "collapse?"}});
   return true;
 }();
 

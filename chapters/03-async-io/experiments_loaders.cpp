@@ -415,14 +415,34 @@ const bool registered = [] {
        .title = "prefetching loader with a bounded queue",
        .test_binary = "ch03_tests",
        .test_filter = "LoaderTyped/student_prefetch.*",
-       .timing = loader_exercise("prefetching loader, student vs reference, compute = io", true)});
-  register_exercise({.id = "3.3",
-                     .chapter = "03-async-io",
-                     .title = "ordered delivery from N workers (reorder buffer)",
-                     .test_binary = "ch03_tests",
-                     .test_filter = "ReorderTyped/student.*:LoaderTyped/student_ordered.*",
-                     .timing = loader_exercise(
-                         "ordered worker loader, student vs reference reorder buffer", false)});
+       .timing = loader_exercise("prefetching loader, student vs reference, compute = io", true),
+       .questions = {
+           "Your loader's epoch took {student} against the reference's {reference} at "
+           "{configuration} ({cost}, interval {cost_ci}). Run `concurdl run ch03/loader_epoch "
+           "--set compute_ratio=1` and quote the sync and prefetch epochs and prefetch's "
+           "overlap_efficiency: why is the epoch about max(io, compute) and not io + compute?",
+           "Why does produce() make a batch without holding mu_? What would the epoch be if it "
+           "held the lock while reading, and why?",
+           "What does the bound `prefetch` buy (back-pressure: how far ahead the producer can get, "
+           "and so memory)? When would a deeper queue shorten the epoch, and when not?"}});
+  register_exercise(
+      {.id = "3.3",
+       .chapter = "03-async-io",
+       .title = "ordered delivery from N workers (reorder buffer)",
+       .test_binary = "ch03_tests",
+       .test_filter = "ReorderTyped/student.*:LoaderTyped/student_ordered.*",
+       .timing =
+           loader_exercise("ordered worker loader, student vs reference reorder buffer", false),
+       .questions = {
+           "Your ordered loader delivered the epoch in {student} against the reference's "
+           "{reference} at {configuration} ({cost}, interval {cost_ci}). Run `concurdl run "
+           "ch03/loader_workers --set workers=1,2,4,8` and quote workers_ordered and "
+           "workers_unordered at each worker count: why do more workers than CPUs still help here?",
+           "Why can the worker holding batch `next` never be blocked by the window, and why does "
+           "that rule out a deadlock however the workers are scheduled?",
+           "What does ordered delivery cost when one batch in a window is slow (head-of-line "
+           "blocking), and what happens to memory and to the workers while the reorder buffer "
+           "waits for it?"}});
   return true;
 }();
 
