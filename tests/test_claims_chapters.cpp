@@ -57,7 +57,7 @@ INSTANTIATE_TEST_SUITE_P(Chapters, ReadmeClaims,
 // quotes is the one measured there, to the three digits it is printed with.
 TEST(ReferenceClaims, DeclaredReferencesAreTheReferenceRunsValues) {
   std::vector<ClaimResult> results;
-  for (const char* name : {kReferenceRun, kReferenceTrainRun}) {
+  for (const char* name : {kReferenceRun, kReferenceTrainRun, kReferenceLitmusRun}) {
     const RunFile f = load_run(fs::path(build::source_dir) / "results" / "reference" / name);
     for (ClaimResult& r : evaluate_claims(f)) results.push_back(std::move(r));
   }

@@ -74,6 +74,18 @@ const bool registered = [] {
                    .y = "forbidden_per_million",
                    .series = "test",
                    .y_label = "forbidden outcomes per million trials"}},
+      // Not about speed: judged on every profile, smoke runs included. (Whether relaxed
+      // orders show it is the machine's business: reported, not claimed.)
+      .claims = {{.id = "seq_cst_forbids_store_buffering",
+                  .statement = "Under seq_cst the store-buffering litmus never shows r1 = r2 = 0, "
+                               "the outcome sequential consistency forbids",
+                  .select = {{"test", "store_buffering"}, {"order", "seq_cst"}},
+                  .field = "forbidden",
+                  .compare = Claim::Compare::at_most,
+                  .bound = 0,
+                  .min_cpus = 2,
+                  .timing = false,
+                  .reference = 0}},
   });
   return true;
 }();

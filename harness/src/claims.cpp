@@ -310,9 +310,10 @@ std::string claims_markdown(const std::string& chapter) {
                          expected_text(c), claim_value_text(c.reference, c.unit), applies_text(c));
   }
   out += fmt::format(
-      "\nThe reference machine: {} (`results/reference/{}`; training: `{}`). `concurdl check "
-      "RUN` judges these on your own run; the report of every run opens with them.\n",
-      kReferenceMachine, kReferenceRun, kReferenceTrainRun);
+      "\nThe reference machine: {} (`results/reference/{}`; training: `{}`; litmus: `{}`). "
+      "`concurdl check RUN` judges these on your own run; the report of every run opens with "
+      "them.\n",
+      kReferenceMachine, kReferenceRun, kReferenceTrainRun, kReferenceLitmusRun);
   return out;
 }
 

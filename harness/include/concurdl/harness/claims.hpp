@@ -50,8 +50,10 @@ bool any_failed(const std::vector<ClaimResult>& results);
 // The committed run every claim's `reference` comes from (results/reference/NAME), and the
 // machine it was taken on, as the lessons name it.
 inline constexpr const char* kReferenceRun = "debian12-zen5-2vcpu-all";
-// The same machine's `concurdl train --epochs 10 --threads 2`, for the claims about training.
+// The same machine's runs of what that run did not measure: `concurdl train --epochs 10
+// --threads 2` for the claims about training, and experiments added since (`ch02/litmus`).
 inline constexpr const char* kReferenceTrainRun = "debian12-zen5-2vcpu-train-2t";
+inline constexpr const char* kReferenceLitmusRun = "debian12-zen5-2vcpu-litmus";
 // Further quiet runs of one build on that machine (results/reference/NAME/RUN/results.json):
 // every claim holds in each of them too (tests/test_claims_chapters.cpp).
 inline constexpr const char* kReferenceRepeats = "debian12-zen5-2vcpu-repeats";
