@@ -570,9 +570,11 @@ ReportFiles write_report(const std::vector<RunFile>& runs,
     for (std::size_t i = 0; i < charts.size(); ++i)
       if (charts[i].experiment == "exercise/" + es.id)
         es.charts.push_back({&charts[i], &out.charts[i], chart_warnings[i], {}});
+  // Said in the report, not on stderr: a report of a noisy run is not a problem of the report.
+  std::vector<std::string> warnings = out.warnings;
   for (std::size_t i = 0; i < runs.size(); ++i)
     if (std::string w = busy_machine_warning(runs[i], labels[i], runs.size() > 1); !w.empty())
-      out.warnings.push_back(std::move(w));
+      warnings.push_back(std::move(w));
   const std::vector<JudgedClaim> judged = judge(runs);
   std::vector<report_detail::Glance> glance;
   std::vector<ClaimResult> all_results;
@@ -590,7 +592,7 @@ ReportFiles write_report(const std::vector<RunFile>& runs,
   const report_detail::ReportContent content{.title = title,
                                              .subtitle = subtitle,
                                              .load_errors = load_errors,
-                                             .warnings = out.warnings,
+                                             .warnings = warnings,
                                              .runs = runs_table(runs, out_dir),
                                              .calibration = calibration_table(runs, labels),
                                              .claims = claim_lines(judged, labels),

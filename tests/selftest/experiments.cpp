@@ -108,11 +108,12 @@ const bool registered = [] {
           const bool student = p.at("impl") == "student";
           auto result = std::make_shared<std::int64_t>(0);
           Trial t;
-          // A millisecond asleep on both sides: the sums themselves take microseconds, too
-          // little for a ratio that says "as fast" with confidence on a shared machine.
+          // 5 ms asleep on both sides: the sums themselves take microseconds, too little for a
+          // ratio that says "as fast" with confidence on a shared machine, where a wake-up may
+          // come a fraction of a millisecond late.
           t.run = [=] {
             *result = student ? toy::student_sum(k, n) : toy::serial_sum(n);
-            std::this_thread::sleep_for(std::chrono::milliseconds(1));
+            std::this_thread::sleep_for(std::chrono::milliseconds(5));
           };
           t.check = [=] {
             return *result == toy::serial_sum(n) ? std::string() : std::string("wrong sum");
