@@ -27,6 +27,7 @@
 #include "concurdl/build_info.hpp"
 #include "concurdl/data/error.hpp"
 #include "concurdl/data/idx.hpp"
+#include "concurdl/harness/claims.hpp"
 #include "concurdl/harness/cli.hpp"
 #include "concurdl/harness/errors.hpp"
 #include "concurdl/harness/experiment.hpp"
@@ -308,7 +309,13 @@ int train_main(const std::vector<std::string>& args) {
                     r.seconds > 0 ? static_cast<double>(r.samples) / r.seconds : 0.0, elapsed));
   }
   f.provenance["finished"] = utc_now_iso();
+  // The training lesson's claims (test accuracy after 10 epochs), judged and kept as a run's.
+  const std::vector<ClaimResult> claims = evaluate_claims(f);
+  f.claims = claims_json(claims);
   write_run(run_dir, f);
+  if (!claims.empty() && !a.quiet)
+    std::fprintf(stderr, "\nWhat this run shows (the lessons' claims):\n%s\n",
+                 claims_text(claims).c_str());
   if (!a.no_report) {
     const ReportFiles rep = write_report({f}, {}, run_dir);
     for (const auto& w : rep.warnings) std::fprintf(stderr, "concurdl: warning: %s\n", w.c_str());
