@@ -1,6 +1,6 @@
 // The command line, end to end: exit codes and one-line errors for bad input, a real
 // calibration run with records and charts, reports that survive a bad file, compare, and the
-// exercise workflow (not attempted / wrong / correct + timing). Drives `concurdl-selftest`,
+// exercise workflow's bad input (test_cli_exercise.cpp has the rest). Drives `concurdl-selftest`,
 // which is `concurdl` plus the toy chapter in tests/selftest.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "cli_fixture.hpp"
 #include "concurdl/build_info.hpp"
 #include "concurdl/harness/calibrate.hpp"
 #include "concurdl/harness/openblas_env.hpp"
@@ -20,71 +21,7 @@
 namespace fs = std::filesystem;
 using concurdl::load_run;
 using concurdl::RunFile;
-
-namespace {
-
-struct Result {
-  int rc = -1;
-  std::string out, err;
-  std::string last_line() const {
-    std::string s = out;
-    while (!s.empty() && s.back() == '\n') s.pop_back();
-    return s.substr(s.rfind('\n') == std::string::npos ? 0 : s.rfind('\n') + 1);
-  }
-  int err_lines() const {
-    int n = 0;
-    for (char c : err) n += c == '\n';
-    return n;
-  }
-};
-
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-class Cli : public ::testing::Test {
- protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("concurdl-cli-" +
-            std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()) + "-" +
-            std::to_string(::getpid()));
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override {
-    if (!HasFailure()) fs::remove_all(dir_);
-  }
-
-  // Runs in the test's own directory, so default output paths (results/...) land there.
-  Result run(const std::string& args, const char* program = CONCURDL_SELFTEST_BIN,
-             const std::string& env = "") {
-    const fs::path out = dir_ / "stdout.txt", err = dir_ / "stderr.txt";
-    const std::string cmd = "cd '" + dir_.string() + "' && " + env + " '" + program + "' " + args +
-                            " >'" + out.string() + "' 2>'" + err.string() + "' </dev/null";
-    const int status = std::system(cmd.c_str());
-    Result r;
-    r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    r.out = slurp(out);
-    r.err = slurp(err);
-    return r;
-  }
-
-  fs::path dir_;
-};
-
-// Bad input: exit 2, exactly one line on stderr naming what was wrong, nothing on stdout.
-void expect_usage_error(const Result& r, const std::string& names) {
-  EXPECT_EQ(r.rc, 2) << r.err;
-  EXPECT_EQ(r.err_lines(), 1) << r.err;
-  EXPECT_NE(r.err.find(names), std::string::npos) << r.err;
-  EXPECT_TRUE(r.out.empty()) << r.out;
-}
-
-}  // namespace
+using namespace cli_test;
 
 // `concurdl check RUN`: the claims judged on a run; 0 when every claim that applies holds, 1 when
 // one does not, 2 for a run that cannot be read.
@@ -408,90 +345,6 @@ TEST_F(Cli, CompareWritesATableAndJson) {
   expect_usage_error(run("compare " + a.last_line() + " " + b.last_line() + " --out a-dir"),
                      "--out: 'a-dir' is a directory");
   EXPECT_TRUE(fs::is_empty(dir_ / "a-dir"));
-}
-
-TEST_F(Cli, ExerciseReportsEachOutcomeAndTimesTheCorrectOne) {
-  const Result r =
-      run("exercise ch99 --repeat 5 --quiet", CONCURDL_SELFTEST_BIN, "CONCURDL_EXERCISE_TIMEOUT=3");
-  EXPECT_EQ(r.rc, 1) << "a wrong attempt must fail the command\n" << r.out << r.err;
-  EXPECT_NE(r.out.find("exercise 99.1 untouched stub: not attempted"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("exercise 99.2 wrong attempt: WRONG"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("ToySum/ex99_2."), std::string::npos) << "names the failing test\n" << r.out;
-  EXPECT_NE(r.out.find("exercise 99.3 right attempt: correct"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("cost"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("exercise 99.4 endless loop: WRONG"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("did not finish within 3 s"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("-> exercise 99.5: CORRECT BUT SLOW"), std::string::npos) << r.out;
-  expect_usage_error(run("exercise ch00"), "no exercises");
-  expect_usage_error(run("exercise ch99 99.9"), "no exercise '99.9'");
-}
-
-// A class's attempts, saved with `exercise --out` on three machines, merge into one table and
-// one chart per exercise, and a CSV with a row per attempt and exercise.
-TEST_F(Cli, SavedAttemptsFromThreeMachinesMergeIntoAClassTable) {
-  const char* hosts[] = {"lab-a", "lab-b", "laptop-c"};
-  std::vector<std::string> dirs;
-  for (const char* host : hosts) {
-    const Result r = run("exercise ch99 99.1 99.3 99.5 --repeat 5 --quiet --out class");
-    ASSERT_EQ(r.rc, 1) << r.out << r.err;  // 99.5 is slow
-    const fs::path dir = dir_ / r.last_line();
-    ASSERT_TRUE(fs::is_regular_file(dir / "results.json")) << r.out;
-    // Each student's own machine: the provenance is the only thing that differs.
-    nlohmann::json j = nlohmann::json::parse(slurp(dir / "results.json"));
-    ASSERT_EQ(j.at("exercises").size(), 3u);
-    // The questions handed in with it, the student's own numbers filled in.
-    const std::string answers = slurp(dir / "answers.md");
-    EXPECT_NE(
-        answers.find("## Exercise 99.5: slow attempt\n\nVerdict: **CORRECT BUT SLOW** (cost "),
-        std::string::npos)
-        << answers;
-    EXPECT_NE(answers.find("1. Your sum took "), std::string::npos) << answers;
-    EXPECT_NE(answers.find(" at n=1M ("), std::string::npos) << answers;
-    EXPECT_EQ(answers.find("{student}"), std::string::npos) << answers;
-    EXPECT_NE(answers.find("Verdict: **not attempted**."), std::string::npos) << answers;
-    j["provenance"]["host"] = host;
-    std::ofstream(dir / "results.json") << j.dump();
-    dirs.push_back(dir.string());
-  }
-  const Result rep =
-      run("report " + dirs[0] + " " + dirs[1] + " " + dirs[2] + " --out class-report --csv");
-  ASSERT_EQ(rep.rc, 0) << rep.err;
-  const std::string csv = slurp(dir_ / "class-report" / "exercises.csv");
-  std::size_t rows = 0;
-  for (char c : csv) rows += c == '\n';
-  EXPECT_EQ(rows, 1u + 3u * 3u) << csv;  // a header, then 3 attempts x 3 exercises
-  for (const char* host : hosts) EXPECT_NE(csv.find(std::string(host) + ","), std::string::npos);
-  EXPECT_NE(csv.find(",99.5,slow attempt,CORRECT BUT SLOW,no,"), std::string::npos) << csv;
-  EXPECT_NE(csv.find(",99.3,right attempt,"), std::string::npos) << csv;
-  const std::string md = slurp(dir_ / "class-report" / "report.md");
-  EXPECT_NE(md.find("## Class results: exercises"), std::string::npos);
-  EXPECT_NE(md.find("### Exercise 99.5: slow attempt"), std::string::npos);
-  EXPECT_TRUE(fs::is_regular_file(dir_ / "class-report" / "figures" / "exercise_99_5.dat"));
-  // --csv over runs that hold no attempt is a usage error.
-  const Result plain = run("run ch99/sum --profile smoke --no-calibrate --quiet --out plain");
-  ASSERT_EQ(plain.rc, 0) << plain.err;
-  expect_usage_error(run("report " + plain.last_line() + " --csv"), "--csv");
-}
-
-// Speed is part of "done": a correct attempt 4x the reference's time is correct but slow
-// (exit 1); the reference's own code in the stub's place is done (exit 0); an exercise not
-// attempted fails nothing; --no-timing grades correctness alone.
-TEST_F(Cli, ExerciseVerdictsWeighTheTargetAndSetTheExitCode) {
-  const Result slow = run("exercise ch99 99.5 --repeat 5 --quiet");
-  EXPECT_EQ(slow.rc, 1) << slow.out << slow.err;
-  EXPECT_NE(slow.out.find("-> exercise 99.5: CORRECT BUT SLOW: correct, but more than 1.2x"),
-            std::string::npos)
-      << slow.out;
-  const Result done = run("exercise ch99 99.3 --repeat 15 --quiet");
-  EXPECT_EQ(done.rc, 0) << done.out << done.err;
-  EXPECT_NE(done.out.find("-> exercise 99.3: done: correct and within 1.2x"), std::string::npos)
-      << done.out;
-  const Result untouched = run("exercise ch99 99.1 --quiet");
-  EXPECT_EQ(untouched.rc, 0) << untouched.out;
-  EXPECT_NE(untouched.out.find("1 not attempted"), std::string::npos) << untouched.out;
-  const Result untimed = run("exercise ch99 99.5 --no-timing --quiet");
-  EXPECT_EQ(untimed.rc, 0) << untimed.out;
-  EXPECT_NE(untimed.out.find("1 correct"), std::string::npos) << untimed.out;
 }
 
 // `concurdl train` (the training stack's command): bad flags are usage errors; a short run on

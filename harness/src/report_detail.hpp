@@ -4,9 +4,11 @@
 #pragma once
 
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "concurdl/harness/claims.hpp"
 #include "concurdl/harness/records.hpp"
 #include "concurdl/harness/report.hpp"
 
@@ -83,6 +85,26 @@ std::vector<ChartSpec> exercise_charts(const std::vector<RunFile>& runs,
                                        const std::vector<std::string>& labels);
 // One row per attempt and exercise, for a spreadsheet.
 std::string exercises_csv(const std::vector<RunFile>& runs, const std::vector<std::string>& labels);
+
+// ---- the lessons' claims (report_claims.cpp) ----
+
+// The claims of every run, one row per claim (by experiment and id) in the order first judged.
+struct JudgedClaim {
+  std::string experiment, id, chapter, statement, expected, reference;
+  std::vector<std::optional<ClaimResult>> per_run;
+};
+std::vector<JudgedClaim> judge(const std::vector<RunFile>& runs);
+// "What this run shows": one line per claim.
+std::vector<ClaimLine> claim_lines(const std::vector<JudgedClaim>& judged,
+                                   const std::vector<std::string>& labels);
+// One chapter's claims, a column per run.
+Table chapter_claims(const std::vector<JudgedClaim>& judged, const std::string& chapter,
+                     const std::vector<std::string>& labels);
+// A chapter's row of "Chapters at a glance": its claims held and its flagged records.
+Glance glance_of(const ChapterSection& cs, const std::string& chapter,
+                 const std::vector<RunFile>& runs, const std::vector<JudgedClaim>& judged);
+// "" unless the run was measured on a busy machine; else the report's warning.
+std::string busy_machine_warning(const RunFile& run, const std::string& label, bool several);
 
 struct ReportContent {
   std::string title, subtitle;

@@ -204,10 +204,12 @@ nav ul { margin: .2em 0; } nav li { margin: .1em 0; }
 
 // The report's sections before the chapters, for the contents: (anchor, heading).
 std::vector<std::pair<std::string, std::string>> top_sections(const ReportContent& r) {
-  std::vector<std::pair<std::string, std::string>> out = {
-      {"claims", "What this run shows"}, {"glance", "Chapters at a glance"}, {"runs", "Runs"}};
+  std::vector<std::pair<std::string, std::string>> out;
+  out.emplace_back("claims", "What this run shows");
+  if (!r.exercises.empty()) out.emplace_back("exercises", "Class results: exercises");
+  out.emplace_back("glance", "Chapters at a glance");
+  out.emplace_back("runs", "Runs");
   if (!r.calibration.rows.empty()) out.emplace_back("calibration", "Calibration");
-  if (!r.exercises.empty()) out.emplace(out.begin() + 1, "exercises", "Class results: exercises");
   return out;
 }
 

@@ -1,0 +1,174 @@
+// The report's claims: "What this run shows" (one line per claim, run by run when merged), each
+// chapter's claims table, the chapters-at-a-glance rows, and the warning of a run measured on a
+// busy machine. Built for report.cpp; rendered by report_render.cpp.
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+
+#include "concurdl/harness/noise.hpp"
+#include "report_detail.hpp"
+
+namespace concurdl::report_detail {
+
+std::vector<JudgedClaim> judge(const std::vector<RunFile>& runs) {
+  std::vector<JudgedClaim> out;
+  for (std::size_t i = 0; i < runs.size(); ++i)
+    for (ClaimResult& r : evaluate_claims(runs[i])) {
+      auto it = std::find_if(out.begin(), out.end(), [&](const JudgedClaim& j) {
+        return j.experiment == r.experiment && j.id == r.id;
+      });
+      if (it == out.end()) {
+        out.push_back({r.experiment, r.id, r.chapter, r.statement, r.expected,
+                       claim_value_text(r.reference, r.unit),
+                       std::vector<std::optional<ClaimResult>>(runs.size())});
+        it = std::prev(out.end());
+      }
+      it->per_run[i] = std::move(r);
+    }
+  return out;
+}
+
+namespace {
+
+std::string flags_text(const ClaimResult& r) {
+  std::string out;
+  for (const auto& f : r.flags)
+    out += f == "noisy" ? " [noisy: measured while the machine was busy]"
+                        : " [above the calibrated ceiling]";
+  return out;
+}
+
+// "1.25× held", "0.91× NOT HELD at variant=padded, threads=2 over ...", "n/a: needs 2 CPUs".
+std::string judged_cell(const std::optional<ClaimResult>& r) {
+  if (!r) return "—";
+  if (r->status == ClaimStatus::not_applicable) return "n/a: " + r->reason;
+  std::string out = (r->value ? claim_value_text(*r->value, r->unit) : std::string("—")) + " " +
+                    (r->status == ClaimStatus::held ? "held" : "NOT HELD");
+  if (r->status == ClaimStatus::not_held && !r->reason.empty()) out += ": " + r->reason;
+  return out + flags_text(*r);
+}
+
+}  // namespace
+
+std::vector<ClaimLine> claim_lines(const std::vector<JudgedClaim>& judged,
+                                   const std::vector<std::string>& labels) {
+  std::vector<ClaimLine> out;
+  for (const auto& j : judged) {
+    ClaimLine line;
+    line.statement = j.experiment + ": " + j.statement;
+    if (j.per_run.size() == 1 && j.per_run[0]) {
+      const ClaimResult& r = *j.per_run[0];
+      line.mark = r.status == ClaimStatus::held       ? "held"
+                  : r.status == ClaimStatus::not_held ? "NOT HELD"
+                                                      : "n/a";
+      line.outcome = r.status == ClaimStatus::not_applicable ? r.reason : claim_outcome_text(r);
+      if (r.status == ClaimStatus::not_held && !r.reason.empty()) line.outcome += "; " + r.reason;
+      line.outcome += flags_text(r);
+      line.failed = r.status == ClaimStatus::not_held;
+    } else {
+      int held = 0, applicable = 0;
+      std::vector<std::string> parts;
+      for (std::size_t i = 0; i < j.per_run.size(); ++i) {
+        const auto& r = j.per_run[i];
+        if (r && r->status != ClaimStatus::not_applicable) {
+          ++applicable;
+          held += r->status == ClaimStatus::held;
+          line.failed = line.failed || r->status == ClaimStatus::not_held;
+        }
+        parts.push_back(labels[i] + ": " + judged_cell(r));
+      }
+      line.mark = fmt::format("held in {} of {}", held, applicable);
+      line.outcome =
+          fmt::format("{} (reference {}); {}", j.expected, j.reference, fmt::join(parts, "; "));
+    }
+    out.push_back(std::move(line));
+  }
+  return out;
+}
+
+Table chapter_claims(const std::vector<JudgedClaim>& judged, const std::string& chapter,
+                     const std::vector<std::string>& labels) {
+  Table t;
+  t.head = {"claim", "expected", "reference machine"};
+  t.numeric = {false, false, true};
+  for (const auto& l : labels) {
+    t.head.push_back(labels.size() == 1 ? "this run" : l);
+    t.numeric.push_back(false);
+  }
+  for (const auto& j : judged) {
+    if (j.chapter != chapter) continue;
+    std::vector<std::string> row = {j.experiment + ": " + j.statement, j.expected, j.reference};
+    for (const auto& r : j.per_run) row.push_back(judged_cell(r));
+    t.rows.push_back(std::move(row));
+  }
+  return t;
+}
+
+Glance glance_of(const ChapterSection& cs, const std::string& chapter,
+                 const std::vector<RunFile>& runs, const std::vector<JudgedClaim>& judged) {
+  Glance g{cs.heading, cs.anchor, cs.lesson, "", ""};
+  int held = 0, applicable = 0, na = 0;
+  for (const auto& j : judged)
+    if (j.chapter == chapter)
+      for (const auto& r : j.per_run) {
+        if (!r) continue;
+        if (r->status == ClaimStatus::not_applicable) {
+          ++na;
+          continue;
+        }
+        ++applicable;
+        held += r->status == ClaimStatus::held;
+      }
+  g.claims = applicable + na == 0 ? "none made"
+                                  : fmt::format("{} of {} held{}", held, applicable,
+                                                na ? fmt::format(" ({} not applicable)", na) : "");
+  std::size_t n = 0, invalid = 0, noisy = 0, above = 0;
+  for (const auto& run : runs)
+    for (const auto& r : run.records) {
+      std::string ch = r.chapter;
+      if (ch.empty())
+        if (const Experiment* e = find_experiment(r.experiment)) ch = e->chapter;
+      if (ch != chapter) continue;
+      ++n;
+      invalid += !r.valid;
+      noisy += r.notes.count("noisy");
+      above += r.notes.count("above_ceiling");
+    }
+  g.records = fmt::format("{} record{}", n, n == 1 ? "" : "s");
+  if (invalid) g.records += fmt::format(", {} INVALID", invalid);
+  if (noisy) g.records += fmt::format(", {} noisy", noisy);
+  if (above) g.records += fmt::format(", {} above the ceiling", above);
+  return g;
+}
+
+// A run taken while the machine was busy says so before anything else: the activity seen
+// before it started, and how many of its records were measured while others used the CPUs.
+std::string busy_machine_warning(const RunFile& run, const std::string& label, bool several) {
+  std::size_t noisy = 0;
+  for (const Record& r : run.records) noisy += r.notes.count("noisy");
+  double others = 0, steal = 0;
+  if (const auto& p = run.provenance; p.is_object() && p.contains("activity_before_run")) {
+    const auto& a = p.at("activity_before_run");
+    if (a.is_object() && a.contains("other_processes_cpus") &&
+        a.at("other_processes_cpus").is_number())
+      others = a.at("other_processes_cpus").get<double>();
+    if (a.is_object() && a.contains("steal_cpus") && a.at("steal_cpus").is_number())
+      steal = a.at("steal_cpus").get<double>();
+  }
+  const bool busy_before = others >= kNoisyOthersCpus || steal >= kNoisyStealCpus;
+  if (noisy == 0 && !busy_before) return "";
+  std::string w = several ? label + ": this run" : std::string("This run");
+  w += fmt::format(
+      " was measured on a busy machine: {} of its {} records were timed while other "
+      "processes used a quarter of a CPU or more (note `noisy`)",
+      noisy, run.records.size());
+  if (busy_before)
+    w += fmt::format(
+        ", and before it started other processes used {:.2f} CPUs and the "
+        "hypervisor stole {:.2f}",
+        others, steal);
+  return w + ". Its timings and the claims judged on them describe that machine, not this code.";
+}
+
+}  // namespace concurdl::report_detail
