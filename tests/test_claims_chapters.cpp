@@ -5,16 +5,19 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <sstream>
 #include <string>
 
 #include "concurdl/build_info.hpp"
 #include "concurdl/harness/claims.hpp"
 #include "concurdl/harness/experiment.hpp"
+#include "concurdl/harness/lesson_numbers.hpp"
 #include "concurdl/harness/records.hpp"
 
 namespace {
@@ -122,5 +125,48 @@ TEST(ReferenceClaims, ARunBesideABusyProcessFlagsItsClaimsNoisy) {
       EXPECT_EQ(std::find(r.flags.begin(), r.flags.end(), "noisy"), r.flags.end());
     }
 }
+
+// Lesson numbers (lesson_numbers.hpp): every marker in a lesson names one record of a committed
+// run and shows that record's number as the marker formats it. Regenerate after a new reference
+// run with CONCURDL_UPDATE_README=1 chapter_variants_tests --gtest_filter='*LessonNumbers*'.
+class LessonNumbers : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(LessonNumbers, EveryMarkerIsItsRecordsNumber) {
+  const fs::path src = build::source_dir;
+  const fs::path lesson = src / GetParam();
+  RunLibrary runs(src / "results" / "reference", kReferenceRun);
+  if (std::getenv("CONCURDL_UPDATE_README") != nullptr) {
+    std::ifstream in(lesson);
+    std::stringstream text;
+    text << in.rdbuf();
+    const std::string updated = regenerate_numbers(text.str(), runs);
+    if (updated != text.str()) std::ofstream(lesson) << updated;
+  }
+  std::size_t count = 0;
+  for (const std::string& problem : check_numbers(lesson, runs, count))
+    ADD_FAILURE() << problem
+                  << "\n(regenerate: CONCURDL_UPDATE_README=1 chapter_variants_tests "
+                     "--gtest_filter='*LessonNumbers*')";
+  RecordProperty("markers", static_cast<int>(count));
+  std::cout << GetParam() << ": " << count << " numbers from committed runs\n";
+  // A chapter lesson with a reference run states measured numbers: they come from markers.
+  const std::string path = GetParam();
+  if (path.rfind("chapters/", 0) == 0 || path.rfind("kernels/", 0) == 0) {
+    EXPECT_GT(count, 0u) << "a lesson without a single number marker";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Lessons, LessonNumbers,
+                         ::testing::Values("chapters/01-threads/README.md",
+                                           "chapters/02-locks/README.md",
+                                           "chapters/03-async-io/README.md", "kernels/README.md",
+                                           "README.md", "results/reference/README.md",
+                                           "docs/course.md", "docs/methodology.md"),
+                         [](const auto& info) {
+                           std::string n;
+                           for (char ch : std::string(info.param))
+                             n += std::isalnum(static_cast<unsigned char>(ch)) ? ch : '_';
+                           return n;
+                         });
 
 }  // namespace
