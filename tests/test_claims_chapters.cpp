@@ -161,7 +161,9 @@ INSTANTIATE_TEST_SUITE_P(Lessons, LessonNumbers,
                                            "chapters/02-locks/README.md",
                                            "chapters/03-async-io/README.md", "kernels/README.md",
                                            "README.md", "results/reference/README.md",
-                                           "docs/course.md", "docs/methodology.md"),
+                                           "docs/course.md", "docs/methodology.md",
+                                           "docs/instructors/ch01.md", "docs/instructors/ch02.md",
+                                           "docs/instructors/ch03.md"),
                          [](const auto& info) {
                            std::string n;
                            for (char ch : std::string(info.param))
