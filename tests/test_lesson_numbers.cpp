@@ -7,9 +7,11 @@
 #include <fstream>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "concurdl/harness/lesson_numbers.hpp"
 #include "concurdl/harness/records.hpp"
+#include "concurdl/harness/stats.hpp"
 
 namespace {
 
@@ -39,6 +41,8 @@ class LessonNumbersTest : public ::testing::Test {
     RunFile f;
     f.records = {record("slow", "1", 0.0152), record("slow", "2", 0.0080),
                  record("fast", "2", 0.0040)};
+    f.records[2].metrics["forbidden_per_million"] = {"", false, {3, 9, 5}, {}};
+    f.records[2].metrics["forbidden_per_million"].stats = summarize(std::vector<double>{3, 9, 5});
     Record serial = record("serial", "1", 0.02);
     serial.params.erase("threads");  // an axis that does not apply to it
     f.records.push_back(serial);
@@ -98,6 +102,8 @@ TEST_F(LessonNumbersTest, FormatsAsLessonsPrintThem) {
   EXPECT_EQ(format_number(8.7e-7, "t2", ""), "870 ns");
   EXPECT_EQ(format_number(4.6, "t2", ""), "4.6 s");
   EXPECT_EQ(format_number(3.0, "f1", "GB"), "3.0 GB");
+  EXPECT_EQ(format_number(0.89384, "f4", ""), "0.8938");
+  EXPECT_EQ(format_number(22593, "g4", ""), "22590");
 }
 
 TEST_F(LessonNumbersTest, ResolvesRecordsPeersAndCalibration) {
@@ -113,6 +119,10 @@ TEST_F(LessonNumbersTest, ResolvesRecordsPeersAndCalibration) {
   EXPECT_DOUBLE_EQ(value("<!-- n ch01/demo variant=fast,threads=2 median x2 vs:variant=serial -->"),
                    5.0);
   EXPECT_DOUBLE_EQ(value("<!-- n ch01/demo variant=fast items_per_s s3 -->"), 2.5e8);
+  EXPECT_DOUBLE_EQ(value("<!-- n ch01/demo variant=fast items_per_s t3 inv -->"), 4e-9);
+  EXPECT_DOUBLE_EQ(value("<!-- n ch01/demo variant=fast forbidden_per_million f0 -->"), 5);
+  EXPECT_DOUBLE_EQ(value("<!-- n ch01/demo variant=fast forbidden_per_million.max f0 -->"), 9);
+  EXPECT_DOUBLE_EQ(value("<!-- n ch01/demo variant=fast forbidden_per_million.min f0 -->"), 3);
   EXPECT_DOUBLE_EQ(value("<!-- n calibration - mem_bandwidth_bytes_per_s s3 -->"), 49.24e9);
 }
 

@@ -46,8 +46,9 @@ Params parse_select(const std::string& text, std::size_t line) {
 }
 
 bool known_format(const std::string& f) {
-  static constexpr std::array<std::string_view, 14> kFormats = {
-      "x1", "x2", "f0", "f1", "f2", "f3", "g2", "g3", "p0", "p1", "s2", "s3", "t2", "t3"};
+  static constexpr std::array<std::string_view, 17> kFormats = {"x1", "x2", "f0", "f1", "f2", "f3",
+                                                                "f4", "g2", "g3", "g4", "p0", "p1",
+                                                                "s2", "s3", "t2", "t3", "t4"};
   return std::find(kFormats.begin(), kFormats.end(), f) != kFormats.end();
 }
 
@@ -79,6 +80,15 @@ std::optional<double> record_field(const Record& r, const std::string& field, bo
   if (auto m = r.metrics.find(field); m != r.metrics.end()) {
     lower = m->second.lower_is_better;
     return m->second.stats.median;
+  }
+  // A named metric's smallest or largest repetition: "forbidden_per_million.max".
+  if (const std::size_t dot = field.rfind('.'); dot != std::string::npos) {
+    const std::string which = field.substr(dot + 1);
+    if (auto m = r.metrics.find(field.substr(0, dot));
+        m != r.metrics.end() && (which == "min" || which == "max")) {
+      lower = m->second.lower_is_better;
+      return which == "min" ? m->second.stats.min : m->second.stats.max;
+    }
   }
   if (auto d = r.derived.find(field); d != r.derived.end()) {
     lower = false;
@@ -176,10 +186,12 @@ std::vector<NumberMarker> parse_number_markers(const std::string& text) {
         m.versus = parse_select(opt.substr(3), m.line);
       } else if (opt.rfind("run:", 0) == 0) {
         m.run = opt.substr(4);
+      } else if (opt == "inv") {
+        m.invert = true;
       } else if (opt.rfind("unit:", 0) == 0) {
         m.unit = opt.substr(5);
       } else {
-        fail(m.line, fmt::format("unknown option '{}' (vs:, run:, unit:)", opt));
+        fail(m.line, fmt::format("unknown option '{}' (vs:, run:, unit:, inv)", opt));
       }
     }
     m.text_begin = body_end + kOpenEnd.size();
@@ -207,7 +219,9 @@ const RunFile& RunLibrary::get(const std::string& name) {
   return loaded_.back().second;
 }
 
-double marker_value(const NumberMarker& m, RunLibrary& runs) {
+namespace {
+
+double unformatted_value(const NumberMarker& m, RunLibrary& runs) {
   const std::string name = m.run.empty() ? runs.default_run() : m.run;
   const RunFile& run = runs.get(name);
   if (m.experiment == "calibration") {
@@ -233,6 +247,15 @@ double marker_value(const NumberMarker& m, RunLibrary& runs) {
     throw std::runtime_error(
         fmt::format("{}: {{{}}} has no usable '{}'", name, describe(q.params), m.field));
   return lower ? *pv / *v : *v / *pv;
+}
+
+}  // namespace
+
+double marker_value(const NumberMarker& m, RunLibrary& runs) {
+  const double v = unformatted_value(m, runs);
+  if (!m.invert) return v;
+  if (v == 0) throw std::runtime_error("inv of a zero value");
+  return 1.0 / v;
 }
 
 std::string format_number(double v, const std::string& format, const std::string& unit) {

@@ -13,11 +13,12 @@
 //   EXPERIMENT   an experiment id, or `calibration` (the run's calibrated ceilings)
 //   SELECT       k=v,k=v: the parameters that pick exactly one record (`-` for calibration)
 //   FIELD        median | min | max | ci95_lo | ci95_hi (the record's own metric, usually
-//                seconds), a named metric (its median), or a derived value (speedup,
+//                seconds), a named metric (its median; NAME.min, NAME.max for its extreme
+//                repetitions), or a derived value (speedup,
 //                items_per_s, fraction_of_ceiling, ...); for calibration, one of its figures
-//   FORMAT       x1 x2 (a ratio: "1.29×"), f0..f3 (fixed decimals), g2 g3 (significant
+//   FORMAT       x1 x2 (a ratio: "1.29×"), f0..f4 (fixed decimals), g2..g4 (significant
 //                digits), p0 p1 (a fraction as a percentage: "87%"), s2 s3 (significant
-//                digits with K/M/G/T: "144K", with a unit "49.2 GB/s"), t2 t3 (seconds as
+//                digits with K/M/G/T: "144K", with a unit "49.2 GB/s"), t2..t4 (seconds as
 //                "15.2 ms", "870 ns", "4.6 s")
 // then, optionally:
 //   vs:SELECT    divide by the record that SELECT's values give when substituted into the
@@ -26,6 +27,7 @@
 //   run:NAME     results/reference/NAME (default: claims.hpp's kReferenceRun); a folder of
 //                several runs takes NAME/RUN
 //   unit:TEXT    appended after a space ("B/s" after an SI prefix: "49.2 GB/s")
+//   inv          one over the value: items_per_s inv t3 is the time per item ("441 ns")
 #pragma once
 
 #include <cstddef>
@@ -44,6 +46,7 @@ struct NumberMarker {
   std::string experiment;
   Params select, versus;
   std::string field, format, run, unit;
+  bool invert = false;
   std::string text;  // what the lesson shows between the markers now
   std::size_t text_begin = 0, text_end = 0;
 };
