@@ -1,0 +1,109 @@
+// All-reduce written by hand over a Communicator's send/recv, simplest first. Every one is a free
+// function with the same signature, so the table below drives the tests, the experiments and
+// the lesson's list; they run on every host-memory backend (threads, mpi) unchanged.
+//
+// With n ranks, N floats, α the cost of one message and β the cost of one float on the wire,
+// each rank's time is roughly (the lesson derives these):
+//
+//   v1_naive             every rank sends to 0, 0 sums and sends back   2(n-1)·(α + Nβ) at root
+//   v2_tree              binomial tree: reduce to 0, broadcast from 0   2·log2(n)·(α + Nβ)
+//   v3_halving_doubling  Rabenseifner: reduce-scatter by recursive      2·log2(n)·α + 2Nβ
+//                        halving, all-gather by recursive doubling
+//   v4_ring              ring reduce-scatter + ring all-gather,         2(n-1)·α + 2Nβ(n-1)/n
+//                        segmented and pipelined
+//   native               the backend's own (shared-memory slices, MPI_Allreduce, NCCL)
+//
+// The ring's pieces are exported on their own, over one buffer split into n blocks (block_of:
+// sizes that do not divide by n give the first N mod n blocks one more float):
+//   reduce_scatter_ring  afterwards rank r's block r holds the sum of every rank's block r;
+//   all_gather_ring      rank r's block r is in place before; every block is everywhere after.
+// Chapter 06 gathers activations with all_gather_ring; chapter 07 broadcasts with
+// broadcast_tree. Tags: each call uses opts.tag for all its messages (they are told apart by
+// their order), so concurrent point-to-point traffic of the caller's must use other tags.
+#pragma once
+
+#include <cstddef>
+#include <span>
+
+#include "concurdl/dp/communicator.hpp"
+#include "concurdl/harness/variants.hpp"
+
+namespace concurdl::dp {
+
+struct AlgoOptions {
+  int tag = 1000;
+  // The ring sends each block in segments of this many floats (0: one message per block) so
+  // that a segment received and summed can go on to the next rank while the rest arrives.
+  std::size_t segment_floats = std::size_t{1} << 16;  // 256 KiB
+};
+
+// Block i of `count` floats split into `parts` blocks.
+struct Block {
+  std::size_t offset = 0;
+  std::size_t count = 0;
+};
+constexpr Block block_of(std::size_t count, int parts, int i) {
+  const auto p = static_cast<std::size_t>(parts);
+  const auto k = static_cast<std::size_t>(i);
+  const std::size_t base = count / p, extra = count % p;
+  return {k * base + (k < extra ? k : extra), base + (k < extra ? 1 : 0)};
+}
+
+// acc[i] += x[i] (the local step of every reduction).
+void add_into(std::span<float> acc, std::span<const float> x);
+
+// --- all-reduce: out = sum over ranks of in; `in` may be `out` (in place) ---
+void allreduce_naive(Communicator& comm, std::span<const float> in, std::span<float> out,
+                     const AlgoOptions& opts = {});
+void allreduce_tree(Communicator& comm, std::span<const float> in, std::span<float> out,
+                    const AlgoOptions& opts = {});
+void allreduce_halving_doubling(Communicator& comm, std::span<const float> in, std::span<float> out,
+                                const AlgoOptions& opts = {});
+void allreduce_ring(Communicator& comm, std::span<const float> in, std::span<float> out,
+                    const AlgoOptions& opts = {});
+void allreduce_native(Communicator& comm, std::span<const float> in, std::span<float> out,
+                      const AlgoOptions& opts = {});
+
+// --- the building blocks, in place on one buffer ---
+void reduce_scatter_ring(Communicator& comm, std::span<float> data, const AlgoOptions& opts = {});
+void all_gather_ring(Communicator& comm, std::span<float> data, const AlgoOptions& opts = {});
+// Binomial trees rooted at `root`: reduce leaves the sum on root (other ranks' data are partial
+// sums afterwards); broadcast copies root's data everywhere.
+void reduce_tree(Communicator& comm, std::span<float> data, int root, const AlgoOptions& opts = {});
+void broadcast_tree(Communicator& comm, std::span<float> data, int root,
+                    const AlgoOptions& opts = {});
+
+// --- the table ---
+using AllReduceFn = void (*)(Communicator&, std::span<const float>, std::span<float>,
+                             const AlgoOptions&);
+struct AllReduceVariant : VariantInfo {
+  AllReduceFn run;
+  bool hand_written = true;  // over send/recv (false: the backend's own)
+};
+
+inline constexpr AllReduceVariant kAllReduceRows[] = {
+    {{"v1_naive",
+      "every rank sends its vector to rank 0, which sums and sends the result back: rank 0's "
+      "link carries 2(n-1) vectors, so time grows linearly with ranks"},
+     &allreduce_naive},
+    {{"v2_tree",
+      "binomial tree: reduce to 0 then broadcast, log2(n) rounds each; fewer rounds, but every "
+      "round still moves the whole vector"},
+     &allreduce_tree},
+    {{"v3_halving_doubling",
+      "Rabenseifner: recursive halving reduce-scatter then recursive doubling all-gather; log2(n) "
+      "rounds and 2N(n-1)/n floats per rank (extra ranks of a non-power of two fold in first)"},
+     &allreduce_halving_doubling},
+    {{"v4_ring",
+      "ring reduce-scatter then ring all-gather, pipelined in segments: 2(n-1) steps, each rank "
+      "sends 2N(n-1)/n floats to one neighbour; bandwidth-optimal, latency grows with n"},
+     &allreduce_ring},
+    {{"native",
+      "the backend's own: shared-memory slices (threads), MPI_Allreduce (mpi), NCCL (nccl); the "
+      "peer the hand-written ones are measured against"},
+     &allreduce_native,
+     false},
+};
+inline constexpr VariantTable kAllReduceVariants{kAllReduceRows, "algorithm"};
+
+}  // namespace concurdl::dp

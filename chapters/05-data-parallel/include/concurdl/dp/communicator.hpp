@@ -1,0 +1,229 @@
+// The communicator: what data-parallel training (this chapter), tensor and pipeline parallelism
+// (chapter 06) and parameter servers (chapter 07) need from "the other ranks", behind one
+// interface with three backends:
+//
+//   threads  ranks are threads of one process over shared memory    run_threads(n, body)
+//   mpi      ranks are processes under mpirun (one machine or many)  MpiCommunicator(comm)
+//   nccl     one rank per GPU, NCCL's collectives, ids over MPI      NcclCommunicator(comm, dev)
+//
+// Two layers. Point-to-point (send / recv / isend / irecv) is all the hand-written collectives
+// of algorithms.hpp use, so the lesson's naive, tree, halving-doubling and ring all-reduce run
+// unchanged on every host-memory backend. The native collectives (broadcast, all_reduce,
+// reduce_scatter, all_gather) are each backend's own implementation: MPI_Allreduce, NCCL, or a
+// shared-memory algorithm for threads; the hand-written ones are measured against them.
+//
+// The contract, the same on every backend:
+// - Data are floats; every reduction is a sum (gradients). Every rank calls a collective with
+//   the same sizes, in the same order; tags keep unrelated point-to-point traffic apart.
+// - A receive takes exactly one message of exactly its size (a size mismatch is an error on
+//   both MPI and threads, not a truncation). Messages from one sender with one tag arrive in the
+//   order they were sent (MPI's non-overtaking rule); kAnySource takes the earliest match.
+// - send() returns when `data` may be reused. It may or may not wait for the receive: threads
+//   never waits (it copies into the receiver's posted buffer, or buffers the message), MPI waits
+//   for large messages. Two ranks that must both send before they receive use isend/irecv.
+// - isend/irecv return a Request; the buffer belongs to the communicator until wait() (or a
+//   true test()). A Request destroyed before completion cancels or waits (never leaves a
+//   dangling write into freed memory), so an exception cannot corrupt memory on its way out.
+// - A failure is an exception, never exit(): arguments out of range are std::invalid_argument;
+//   library failures LibraryError (CDL_MPI_CHECK, CDL_NCCL_CHECK); on the threads backend, a
+//   rank that throws makes every other rank's waiting call throw PeerFailed("rank 1 failed:
+//   ...") within milliseconds, and run_threads rethrows the first rank's own exception.
+// - memory(): where the spans must live. host for threads and mpi; device for nccl (the spans
+//   are then device pointers, never dereferenced on the host). The hand-written algorithms
+//   need host memory.
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+
+namespace concurdl::dp {
+
+// recv/irecv from whichever rank sends first (a parameter server's workers, chapter 07).
+inline constexpr int kAnySource = -1;
+// Tags run 0..kMaxTag: the smallest upper bound MPI guarantees (MPI_TAG_UB >= 32767).
+inline constexpr int kMaxTag = 32767;
+
+enum class MemorySpace { host, device };
+
+// On the threads backend: thrown by a rank's communicator calls once another rank has failed.
+class PeerFailed : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// A non-blocking operation in flight. Move-only; default-constructed: already complete.
+class Request {
+ public:
+  // What a backend fills in.
+  class Impl {
+   public:
+    virtual ~Impl() = default;
+    virtual void wait() = 0;  // blocks until complete; throws on failure
+    virtual bool test() = 0;  // true when complete (then wait() returns at once)
+    // After completion: the rank the message came from (a receive), -1 for a send.
+    virtual int source() const { return -1; }
+    // Called by ~Request when neither wait() nor a true test() completed it: cancel the
+    // operation if it has not started, else wait for it. Must not throw.
+    virtual void abandon() noexcept = 0;
+  };
+
+  Request() = default;
+  explicit Request(std::unique_ptr<Impl> impl) : impl_(std::move(impl)), done_(impl_ == nullptr) {}
+  Request(Request&& other) noexcept : impl_(std::move(other.impl_)), done_(other.done_) {
+    other.done_ = true;
+  }
+  Request& operator=(Request&& other) noexcept {
+    if (this != &other) {
+      release();
+      impl_ = std::move(other.impl_);
+      done_ = other.done_;
+      other.done_ = true;
+    }
+    return *this;
+  }
+  Request(const Request&) = delete;
+  Request& operator=(const Request&) = delete;
+  ~Request() { release(); }
+
+  void wait() {
+    if (done_) return;
+    impl_->wait();
+    done_ = true;
+  }
+  bool test() {
+    if (!done_ && impl_->test()) done_ = true;
+    return done_;
+  }
+  int source() const { return impl_ ? impl_->source() : -1; }
+
+ private:
+  void release() noexcept {
+    if (!done_ && impl_) impl_->abandon();
+    impl_.reset();
+    done_ = true;
+  }
+  std::unique_ptr<Impl> impl_;
+  bool done_ = true;
+};
+
+// Waits for every request in order (the rest are abandoned by their destructors if one throws).
+inline void wait_all(std::span<Request> requests) {
+  for (Request& r : requests) r.wait();
+}
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+  Communicator() = default;
+  Communicator(const Communicator&) = delete;
+  Communicator& operator=(const Communicator&) = delete;
+
+  virtual std::string_view name() const = 0;  // "threads", "mpi", "nccl"
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  virtual MemorySpace memory() const { return MemorySpace::host; }
+  virtual void barrier() = 0;
+
+  // --- point to point ---
+  void send(int dst, std::span<const float> data, int tag) {
+    check_peer(dst, false, "send");
+    check_tag(tag);
+    do_send(dst, data, tag);
+  }
+  // Returns the rank the message came from (the one asked for, or the sender for kAnySource).
+  int recv(int src, std::span<float> data, int tag) {
+    check_peer(src, true, "recv");
+    check_tag(tag);
+    return do_recv(src, data, tag);
+  }
+  Request isend(int dst, std::span<const float> data, int tag) {
+    check_peer(dst, false, "isend");
+    check_tag(tag);
+    return do_isend(dst, data, tag);
+  }
+  Request irecv(int src, std::span<float> data, int tag) {
+    check_peer(src, true, "irecv");
+    check_tag(tag);
+    return do_irecv(src, data, tag);
+  }
+  // Sends to `dst` and receives from `src` at once (a ring step, a halving-doubling exchange):
+  // never deadlocks, whatever the message size.
+  void sendrecv(int dst, std::span<const float> out, int src, std::span<float> in, int tag) {
+    check_peer(dst, false, "sendrecv");
+    check_peer(src, false, "sendrecv");
+    check_tag(tag);
+    do_sendrecv(dst, out, src, in, tag);
+  }
+
+  // --- native collectives (the backend's own), sums over float ---
+  // Every rank ends with root's `data`.
+  void broadcast(std::span<float> data, int root) {
+    check_peer(root, false, "broadcast root");
+    do_broadcast(data, root);
+  }
+  // out = sum over ranks of in. `in` and `out` are the same span (in place) or do not overlap.
+  void all_reduce(std::span<const float> in, std::span<float> out) {
+    if (in.size() != out.size())
+      throw std::invalid_argument("all_reduce: in has " + std::to_string(in.size()) +
+                                  " floats, out " + std::to_string(out.size()));
+    if (in.data() != out.data()) check_disjoint(in, out, "all_reduce");
+    do_all_reduce(in, out);
+  }
+  void all_reduce(std::span<float> data) { all_reduce(data, data); }
+  // Rank r's out = block r of the sum: in holds size() blocks of out.size() floats.
+  void reduce_scatter(std::span<const float> in, std::span<float> out) {
+    if (in.size() != out.size() * static_cast<std::size_t>(size()))
+      throw std::invalid_argument("reduce_scatter: in must hold size() * out.size() floats");
+    check_disjoint(in, out, "reduce_scatter");
+    do_reduce_scatter(in, out);
+  }
+  // Block r of every rank's out = rank r's in: out holds size() blocks of in.size() floats.
+  void all_gather(std::span<const float> in, std::span<float> out) {
+    if (out.size() != in.size() * static_cast<std::size_t>(size()))
+      throw std::invalid_argument("all_gather: out must hold size() * in.size() floats");
+    check_disjoint(in, out, "all_gather");
+    do_all_gather(in, out);
+  }
+
+ protected:
+  virtual void do_send(int dst, std::span<const float> data, int tag) = 0;
+  virtual int do_recv(int src, std::span<float> data, int tag) = 0;
+  virtual Request do_isend(int dst, std::span<const float> data, int tag) = 0;
+  virtual Request do_irecv(int src, std::span<float> data, int tag) = 0;
+  virtual void do_sendrecv(int dst, std::span<const float> out, int src, std::span<float> in,
+                           int tag) {
+    Request r = do_irecv(src, in, tag);
+    Request s = do_isend(dst, out, tag);
+    r.wait();
+    s.wait();
+  }
+  virtual void do_broadcast(std::span<float> data, int root) = 0;
+  virtual void do_all_reduce(std::span<const float> in, std::span<float> out) = 0;
+  virtual void do_reduce_scatter(std::span<const float> in, std::span<float> out) = 0;
+  virtual void do_all_gather(std::span<const float> in, std::span<float> out) = 0;
+
+ private:
+  void check_peer(int peer, bool any_ok, const char* what) const {
+    if ((any_ok && peer == kAnySource) || (peer >= 0 && peer < size())) return;
+    throw std::invalid_argument(std::string(what) + ": rank " + std::to_string(peer) +
+                                " is not in 0.." + std::to_string(size() - 1));
+  }
+  static void check_tag(int tag) {
+    if (tag < 0 || tag > kMaxTag)
+      throw std::invalid_argument("tag " + std::to_string(tag) + " is not in 0.." +
+                                  std::to_string(kMaxTag));
+  }
+  static void check_disjoint(std::span<const float> a, std::span<const float> b, const char* what) {
+    if (a.empty() || b.empty()) return;
+    const std::less<const float*> before;
+    if (before(a.data(), b.data() + b.size()) && before(b.data(), a.data() + a.size()))
+      throw std::invalid_argument(std::string(what) + ": in and out overlap");
+  }
+};
+
+}  // namespace concurdl::dp

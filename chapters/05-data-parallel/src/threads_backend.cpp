@@ -1,0 +1,431 @@
+// The threads backend (threads_backend.hpp): inboxes for point to point, published buffers for
+// the native collectives, and a failure flag that wakes every waiting rank.
+#include "concurdl/dp/threads_backend.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <cstring>
+#include <deque>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace concurdl::dp {
+namespace {
+
+std::string tag_text(int src, int tag) {
+  return (src == kAnySource ? std::string("any rank") : "rank " + std::to_string(src)) + " tag " +
+         std::to_string(tag);
+}
+
+// A receive waiting for its message. The sender that matches it copies into `buf` outside the
+// inbox lock (state copying), then marks it done; nobody else touches `buf` meanwhile.
+struct RecvSlot {
+  enum class State { posted, copying, done };
+  int src;
+  int tag;
+  std::span<float> buf;
+  State state = State::posted;
+  int from = -1;  // the sender, once matched
+};
+
+// A message that arrived before its receive was posted.
+struct Message {
+  int src;
+  int tag;
+  std::vector<float> data;
+};
+
+struct alignas(64) Inbox {
+  std::mutex m;
+  std::condition_variable cv;
+  std::deque<std::shared_ptr<RecvSlot>> posted;  // in posting order
+  std::deque<Message> buffered;                  // in arrival order
+  std::vector<std::vector<float>> pool;          // buffers of delivered messages, for reuse
+};
+
+class World {
+ public:
+  explicit World(int n)
+      : n_(n), inboxes_(static_cast<std::size_t>(n)), finished_(static_cast<std::size_t>(n)) {
+    for (auto& box : inboxes_) box = std::make_unique<Inbox>();
+    for (auto& f : finished_) f.store(false);
+    coll_in_.resize(static_cast<std::size_t>(n));
+    coll_out_.resize(static_cast<std::size_t>(n));
+    coll_count_.resize(static_cast<std::size_t>(n));
+  }
+
+  int size() const { return n_; }
+  Inbox& inbox(int rank) { return *inboxes_[static_cast<std::size_t>(rank)]; }
+
+  // --- failure and completion ---
+
+  bool failed() const { return failed_.load(std::memory_order_acquire); }
+  bool finished(int rank) const {
+    return finished_[static_cast<std::size_t>(rank)].load(std::memory_order_acquire);
+  }
+  bool any_finished() const { return any_finished_.load(std::memory_order_acquire); }
+  bool all_others_finished(int rank) const {
+    for (int r = 0; r < n_; ++r)
+      if (r != rank && !finished(r)) return false;
+    return true;
+  }
+
+  void fail(int rank, std::exception_ptr e) {
+    {
+      std::lock_guard lock(fail_m_);
+      if (first_error_ == nullptr) {
+        first_error_ = e;
+        std::string what = "unknown exception";
+        try {
+          std::rethrow_exception(e);
+        } catch (const std::exception& ex) {
+          what = ex.what();
+        } catch (...) {
+        }
+        failure_ = "rank " + std::to_string(rank) + " failed: " + what;
+        failed_.store(true, std::memory_order_release);
+      }
+    }
+    wake_everyone();
+  }
+  void finish(int rank) {
+    finished_[static_cast<std::size_t>(rank)].store(true, std::memory_order_release);
+    any_finished_.store(true, std::memory_order_release);
+    wake_everyone();
+  }
+  std::string failure() {
+    std::lock_guard lock(fail_m_);
+    return failure_;
+  }
+  std::exception_ptr first_error() {
+    std::lock_guard lock(fail_m_);
+    return first_error_;
+  }
+  [[noreturn]] void throw_failed() { throw PeerFailed(failure()); }
+
+  // --- barrier (generation counting) ---
+
+  void barrier(int rank) {
+    std::unique_lock lock(bar_m_);
+    if (failed()) throw_failed();
+    const std::uint64_t gen = generation_;
+    if (++arrived_ == n_) {
+      arrived_ = 0;
+      ++generation_;
+      bar_cv_.notify_all();
+      return;
+    }
+    bar_cv_.wait(lock, [&] { return generation_ != gen || failed() || any_finished(); });
+    if (generation_ != gen) return;
+    --arrived_;
+    if (failed()) throw_failed();
+    throw std::logic_error("rank " + std::to_string(rank) +
+                           ": barrier: another rank returned without reaching it");
+  }
+
+  // --- the native collectives' published buffers (valid between two barriers) ---
+  std::vector<const float*> coll_in_;
+  std::vector<float*> coll_out_;
+  std::vector<std::size_t> coll_count_;
+
+ private:
+  void wake_everyone() {
+    for (auto& box : inboxes_) {
+      std::lock_guard lock(box->m);  // so no waiter misses the change between check and sleep
+      box->cv.notify_all();
+    }
+    std::lock_guard lock(bar_m_);
+    bar_cv_.notify_all();
+  }
+
+  int n_;
+  std::vector<std::unique_ptr<Inbox>> inboxes_;
+  std::vector<std::atomic<bool>> finished_;
+  std::atomic<bool> any_finished_{false};
+  std::atomic<bool> failed_{false};
+  std::mutex fail_m_;
+  std::exception_ptr first_error_;
+  std::string failure_;
+  std::mutex bar_m_;
+  std::condition_variable bar_cv_;
+  int arrived_ = 0;
+  std::uint64_t generation_ = 0;
+};
+
+bool matches(const RecvSlot& slot, int src, int tag) {
+  return (slot.src == kAnySource || slot.src == src) && slot.tag == tag;
+}
+
+class ThreadsRecv;
+
+class ThreadsCommunicator final : public Communicator {
+ public:
+  ThreadsCommunicator(World& world, int rank) : world_(world), rank_(rank) {}
+
+  std::string_view name() const override { return "threads"; }
+  int rank() const override { return rank_; }
+  int size() const override { return world_.size(); }
+  void barrier() override { world_.barrier(rank_); }
+
+  // Waits (on this rank's inbox) until `slot` is done. On failure, or when no rank that could
+  // still send it is left, withdraws the slot and throws; a copy in progress is waited for first
+  // so that nobody writes into a buffer that is being unwound.
+  void wait_slot(const std::shared_ptr<RecvSlot>& slot) {
+    Inbox& box = world_.inbox(rank_);
+    std::unique_lock lock(box.m);
+    auto orphaned = [&] {
+      return slot->src == kAnySource ? world_.all_others_finished(rank_)
+                                     : world_.finished(slot->src);
+    };
+    box.cv.wait(lock, [&] {
+      return slot->state == RecvSlot::State::done ||
+             (slot->state == RecvSlot::State::posted && (world_.failed() || orphaned()));
+    });
+    if (slot->state == RecvSlot::State::done) return;
+    withdraw(box, slot);
+    if (world_.failed()) world_.throw_failed();
+    throw std::logic_error("rank " + std::to_string(rank_) + ": recv from " +
+                           tag_text(slot->src, slot->tag) +
+                           ": the sender returned without sending it");
+  }
+
+  // Called with the inbox locked: takes a posted slot out of the queue.
+  static void withdraw(Inbox& box, const std::shared_ptr<RecvSlot>& slot) {
+    auto it = std::find(box.posted.begin(), box.posted.end(), slot);
+    if (it != box.posted.end()) box.posted.erase(it);
+  }
+
+  // Posts a receive, or completes it at once from a buffered message.
+  std::shared_ptr<RecvSlot> post(int src, std::span<float> data, int tag) {
+    auto slot = std::make_shared<RecvSlot>(RecvSlot{src, tag, data});
+    Inbox& box = world_.inbox(rank_);
+    std::vector<float> payload;
+    {
+      std::lock_guard lock(box.m);
+      if (world_.failed()) world_.throw_failed();
+      auto it = std::find_if(box.buffered.begin(), box.buffered.end(), [&](const Message& m) {
+        return (src == kAnySource || m.src == src) && m.tag == tag;
+      });
+      if (it == box.buffered.end()) {
+        box.posted.push_back(slot);
+        return slot;
+      }
+      slot->from = it->src;
+      payload = std::move(it->data);
+      box.buffered.erase(it);
+    }
+    if (payload.size() != data.size())
+      throw std::length_error("rank " + std::to_string(rank_) + ": recv from " +
+                              tag_text(src, tag) + " of " + std::to_string(data.size()) +
+                              " floats, but the message has " + std::to_string(payload.size()));
+    if (!data.empty()) std::memcpy(data.data(), payload.data(), data.size_bytes());
+    slot->state = RecvSlot::State::done;
+    std::lock_guard lock(box.m);
+    if (box.pool.size() < 8) box.pool.push_back(std::move(payload));
+    return slot;
+  }
+
+ protected:
+  void do_send(int dst, std::span<const float> data, int tag) override {
+    Inbox& box = world_.inbox(dst);
+    std::unique_lock lock(box.m);
+    if (world_.failed()) world_.throw_failed();
+    auto it = std::find_if(box.posted.begin(), box.posted.end(),
+                           [&](const auto& s) { return matches(*s, rank_, tag); });
+    if (it != box.posted.end()) {
+      // The receive is waiting: copy straight into its buffer, outside the lock.
+      std::shared_ptr<RecvSlot> slot = *it;
+      if (slot->buf.size() != data.size())
+        throw std::length_error("rank " + std::to_string(rank_) + ": send to rank " +
+                                std::to_string(dst) + " tag " + std::to_string(tag) + " of " +
+                                std::to_string(data.size()) + " floats, but the receive takes " +
+                                std::to_string(slot->buf.size()));
+      box.posted.erase(it);
+      slot->state = RecvSlot::State::copying;
+      slot->from = rank_;
+      lock.unlock();
+      if (!data.empty()) std::memcpy(slot->buf.data(), data.data(), data.size_bytes());
+      lock.lock();
+      slot->state = RecvSlot::State::done;
+      lock.unlock();
+      box.cv.notify_all();
+      return;
+    }
+    // No receive yet: buffer the message (in a reused buffer when there is one).
+    std::vector<float> payload;
+    if (!box.pool.empty()) {
+      payload = std::move(box.pool.back());
+      box.pool.pop_back();
+    }
+    payload.assign(data.begin(), data.end());
+    box.buffered.push_back(Message{rank_, tag, std::move(payload)});
+  }
+
+  int do_recv(int src, std::span<float> data, int tag) override {
+    std::shared_ptr<RecvSlot> slot = post(src, data, tag);
+    if (slot->state != RecvSlot::State::done) wait_slot(slot);
+    return slot->from;
+  }
+
+  // Sends complete at once: the message is delivered or buffered before do_send returns.
+  Request do_isend(int dst, std::span<const float> data, int tag) override {
+    do_send(dst, data, tag);
+    return Request();
+  }
+
+  Request do_irecv(int src, std::span<float> data, int tag) override;
+
+  void do_broadcast(std::span<float> data, int root) override {
+    publish(data, data);
+    check_counts("broadcast");
+    if (rank_ != root && !data.empty())
+      std::memcpy(data.data(), world_.coll_out_[static_cast<std::size_t>(root)], data.size_bytes());
+    barrier();  // root's buffer is read until everyone is here
+  }
+
+  // Rank r sums slice r of every rank's input, block by block, and writes the block into every
+  // rank's output. In place works: only rank r touches slice r, and it reads a block from every
+  // input before writing it anywhere.
+  void do_all_reduce(std::span<const float> in, std::span<float> out) override {
+    publish(in, out);
+    check_counts("all_reduce");
+    const int n = size();
+    const std::size_t count = in.size();
+    const std::size_t begin = count * static_cast<std::size_t>(rank_) / n;
+    const std::size_t end = count * static_cast<std::size_t>(rank_ + 1) / n;
+    constexpr std::size_t kBlock = 2048;  // 8 KiB: stays in L1 while it is summed and written
+    float acc[kBlock];
+    for (std::size_t b = begin; b < end; b += kBlock) {
+      const std::size_t len = std::min(kBlock, end - b);
+      const float* first = world_.coll_in_[0] + b;
+      for (std::size_t i = 0; i < len; ++i) acc[i] = first[i];
+      for (int r = 1; r < n; ++r) {
+        const float* src = world_.coll_in_[static_cast<std::size_t>(r)] + b;
+        for (std::size_t i = 0; i < len; ++i) acc[i] += src[i];
+      }
+      for (int r = 0; r < n; ++r)
+        std::memcpy(world_.coll_out_[static_cast<std::size_t>(r)] + b, acc, len * sizeof(float));
+    }
+    barrier();
+  }
+
+  void do_reduce_scatter(std::span<const float> in, std::span<float> out) override {
+    publish(in, out);
+    check_counts("reduce_scatter");
+    const std::size_t c = out.size();
+    const std::size_t off = c * static_cast<std::size_t>(rank_);
+    for (std::size_t i = 0; i < c; ++i) out[i] = world_.coll_in_[0][off + i];
+    for (int r = 1; r < size(); ++r) {
+      const float* src = world_.coll_in_[static_cast<std::size_t>(r)] + off;
+      for (std::size_t i = 0; i < c; ++i) out[i] += src[i];
+    }
+    barrier();
+  }
+
+  void do_all_gather(std::span<const float> in, std::span<float> out) override {
+    publish(in, out);
+    check_counts("all_gather");
+    const std::size_t c = in.size();
+    if (c > 0)
+      for (int r = 0; r < size(); ++r)
+        std::memcpy(out.data() + c * static_cast<std::size_t>(r),
+                    world_.coll_in_[static_cast<std::size_t>(r)], c * sizeof(float));
+    barrier();
+  }
+
+ private:
+  // Every rank's buffers where the others can see them, then a barrier.
+  void publish(std::span<const float> in, std::span<float> out) {
+    const auto r = static_cast<std::size_t>(rank_);
+    world_.coll_in_[r] = in.data();
+    world_.coll_out_[r] = out.data();
+    world_.coll_count_[r] = in.size();
+    barrier();
+  }
+  // Every rank sees every count, so all of them throw together (nobody is left waiting).
+  void check_counts(const char* what) {
+    for (int r = 1; r < size(); ++r)
+      if (world_.coll_count_[static_cast<std::size_t>(r)] != world_.coll_count_[0])
+        throw std::invalid_argument(
+            std::string(what) + ": rank 0 passed " + std::to_string(world_.coll_count_[0]) +
+            " floats, rank " + std::to_string(r) + " " +
+            std::to_string(world_.coll_count_[static_cast<std::size_t>(r)]));
+  }
+
+  World& world_;
+  int rank_;
+};
+
+class ThreadsRecv final : public Request::Impl {
+ public:
+  ThreadsRecv(ThreadsCommunicator& comm, Inbox& box, std::shared_ptr<RecvSlot> slot)
+      : comm_(comm), box_(box), slot_(std::move(slot)) {}
+  void wait() override { comm_.wait_slot(slot_); }
+  bool test() override {
+    std::lock_guard lock(box_.m);
+    return slot_->state == RecvSlot::State::done;
+  }
+  int source() const override { return slot_->from; }
+  void abandon() noexcept override {
+    std::unique_lock lock(box_.m);
+    if (slot_->state == RecvSlot::State::posted) {
+      ThreadsCommunicator::withdraw(box_, slot_);
+      return;
+    }
+    box_.cv.wait(lock, [&] { return slot_->state == RecvSlot::State::done; });
+  }
+
+ private:
+  ThreadsCommunicator& comm_;
+  Inbox& box_;
+  std::shared_ptr<RecvSlot> slot_;
+};
+
+Request ThreadsCommunicator::do_irecv(int src, std::span<float> data, int tag) {
+  std::shared_ptr<RecvSlot> slot = post(src, data, tag);
+  if (slot->state == RecvSlot::State::done) {
+    // Completed from a buffered message; a request that only reports the source.
+    struct Done final : Request::Impl {
+      int from;
+      explicit Done(int f) : from(f) {}
+      void wait() override {}
+      bool test() override { return true; }
+      int source() const override { return from; }
+      void abandon() noexcept override {}
+    };
+    return Request(std::make_unique<Done>(slot->from));
+  }
+  return Request(std::make_unique<ThreadsRecv>(*this, world_.inbox(rank_), std::move(slot)));
+}
+
+}  // namespace
+
+void run_threads(int ranks, const std::function<void(Communicator&)>& body) {
+  if (ranks < 1)
+    throw std::invalid_argument("run_threads: ranks = " + std::to_string(ranks) +
+                                ", must be at least 1");
+  World world(ranks);
+  {
+    std::vector<std::jthread> threads;
+    threads.reserve(static_cast<std::size_t>(ranks));
+    for (int r = 0; r < ranks; ++r)
+      threads.emplace_back([&world, &body, r] {
+        ThreadsCommunicator comm(world, r);
+        try {
+          body(comm);
+          world.finish(r);
+        } catch (...) {
+          world.fail(r, std::current_exception());
+        }
+      });
+  }
+  if (std::exception_ptr e = world.first_error()) std::rethrow_exception(e);
+}
+
+}  // namespace concurdl::dp

@@ -1,0 +1,301 @@
+// The threads backend's point-to-point contract (communicator.hpp) and its failure handling:
+// messages match by source and tag, in order; receives posted before or after the send get the
+// same data; kAnySource takes whoever sends; sizes must match; and a rank that throws, or
+// returns while another waits for it, makes every waiting rank throw within seconds, never hang.
+//   ch05_tests --gtest_filter='ThreadsP2p*:ThreadsFailure*'
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <mutex>
+#include <numeric>
+#include <set>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "concurdl/dp/threads_backend.hpp"
+#include "concurdl/harness/testing.hpp"
+
+namespace {
+
+using namespace concurdl::dp;
+using concurdl::testing::within_seconds;
+using namespace std::chrono_literals;
+
+constexpr int kDeadline = 30;
+
+std::vector<float> iota(std::size_t n, float first) {
+  std::vector<float> v(n);
+  std::iota(v.begin(), v.end(), first);
+  return v;
+}
+
+TEST(ThreadsP2p, RankAndSize) {
+  std::atomic<int> sum{0};
+  run_threads(4, [&](Communicator& comm) {
+    EXPECT_EQ(comm.size(), 4);
+    EXPECT_EQ(comm.name(), "threads");
+    EXPECT_EQ(comm.memory(), MemorySpace::host);
+    sum += comm.rank();
+  });
+  EXPECT_EQ(sum.load(), 0 + 1 + 2 + 3);
+}
+
+// The barrier orders the two sides: the receive is posted first (copied straight in) or the
+// message arrives first (buffered).
+TEST(ThreadsP2p, ReceivePostedBeforeOrAfterTheSend) {
+  for (bool recv_first : {true, false}) {
+    within_seconds(kDeadline, [&] {
+      run_threads(2, [&](Communicator& comm) {
+        const std::vector<float> msg = iota(1000, 1.0f);
+        if (comm.rank() == 0) {
+          if (recv_first) comm.barrier();
+          comm.send(1, msg, 7);
+          if (!recv_first) comm.barrier();
+        } else {
+          std::vector<float> got(1000, 0.0f);
+          Request r = comm.irecv(0, got, 7);
+          if (recv_first) {
+            EXPECT_FALSE(r.test());
+            comm.barrier();
+          } else {
+            comm.barrier();
+          }
+          r.wait();
+          EXPECT_TRUE(r.test());
+          EXPECT_EQ(r.source(), 0);
+          EXPECT_EQ(got, msg);
+        }
+      });
+    });
+  }
+}
+
+// Non-overtaking: one sender, one tag, order kept; another tag is another queue.
+TEST(ThreadsP2p, OrderPerSourceAndTag) {
+  within_seconds(kDeadline, [] {
+    run_threads(2, [](Communicator& comm) {
+      constexpr int kMessages = 200;
+      if (comm.rank() == 0) {
+        for (int i = 0; i < kMessages; ++i) {
+          const float v = static_cast<float>(i);
+          comm.send(1, {&v, 1}, 1 + i % 2);
+        }
+      } else {
+        for (int tag : {2, 1})
+          for (int i = tag == 1 ? 0 : 1; i < kMessages; i += 2) {
+            float v = -1;
+            comm.recv(0, {&v, 1}, tag);
+            EXPECT_EQ(v, static_cast<float>(i)) << "tag " << tag;
+          }
+      }
+    });
+  });
+}
+
+TEST(ThreadsP2p, AnySourceTakesEverySender) {
+  for (int ranks : {2, 4, 8}) {
+    within_seconds(kDeadline, [&] {
+      run_threads(ranks, [&](Communicator& comm) {
+        if (comm.rank() != 0) {
+          const float v = static_cast<float>(comm.rank());
+          comm.send(0, {&v, 1}, 3);
+          return;
+        }
+        std::set<int> seen;
+        for (int i = 1; i < comm.size(); ++i) {
+          float v = -1;
+          const int from = comm.recv(kAnySource, {&v, 1}, 3);
+          EXPECT_EQ(v, static_cast<float>(from));
+          seen.insert(from);
+        }
+        EXPECT_EQ(seen.size(), static_cast<std::size_t>(comm.size() - 1));
+      });
+    });
+  }
+}
+
+TEST(ThreadsP2p, SendToSelfAndEmptyMessages) {
+  run_threads(1, [](Communicator& comm) {
+    const std::vector<float> msg = iota(5, 3.0f);
+    comm.send(0, msg, 0);
+    comm.send(0, {}, 0);
+    std::vector<float> got(5);
+    comm.recv(0, got, 0);
+    EXPECT_EQ(got, msg);
+    comm.recv(0, {}, 0);
+  });
+}
+
+// Both sides send first, then receive: the threads backend never blocks in send.
+TEST(ThreadsP2p, SendNeverBlocks) {
+  within_seconds(kDeadline, [] {
+    run_threads(2, [](Communicator& comm) {
+      const int peer = 1 - comm.rank();
+      const std::vector<float> mine = iota(1 << 20, static_cast<float>(comm.rank()));
+      std::vector<float> theirs(mine.size());
+      comm.send(peer, mine, 0);
+      comm.recv(peer, theirs, 0);
+      EXPECT_EQ(theirs[0], static_cast<float>(peer));
+    });
+  });
+}
+
+TEST(ThreadsP2p, SizeMismatchIsAnError) {
+  for (bool recv_first : {true, false}) {
+    within_seconds(kDeadline, [&] {
+      EXPECT_THROW(run_threads(2,
+                               [&](Communicator& comm) {
+                                 if (comm.rank() == 0) {
+                                   if (recv_first) comm.barrier();
+                                   comm.send(1, std::vector<float>(3), 0);
+                                   if (!recv_first) comm.barrier();
+                                 } else {
+                                   std::vector<float> got(4);
+                                   Request r = comm.irecv(0, got, 0);
+                                   comm.barrier();
+                                   r.wait();
+                                 }
+                               }),
+                   std::length_error);
+    });
+  }
+}
+
+TEST(ThreadsP2p, BadArgumentsAreInvalidArgument) {
+  EXPECT_THROW(run_threads(0, [](Communicator&) {}), std::invalid_argument);
+  run_threads(2, [](Communicator& comm) {
+    std::vector<float> v(4);
+    EXPECT_THROW(comm.send(2, v, 0), std::invalid_argument);
+    EXPECT_THROW(comm.send(-1, v, 0), std::invalid_argument);
+    EXPECT_THROW(comm.recv(0, v, -1), std::invalid_argument);
+    EXPECT_THROW(comm.recv(0, v, kMaxTag + 1), std::invalid_argument);
+    EXPECT_THROW(comm.broadcast(v, 5), std::invalid_argument);
+    std::vector<float> small(3);
+    EXPECT_THROW(comm.all_reduce(v, small), std::invalid_argument);
+    EXPECT_THROW(comm.all_gather(v, v), std::invalid_argument);
+    EXPECT_THROW(
+        comm.all_reduce(std::span<const float>(v.data(), 3), std::span<float>(v.data() + 1, 3)),
+        std::invalid_argument);
+  });
+}
+
+// --- failure ---------------------------------------------------------------------------------
+
+// Rank 1 throws while rank 0 waits in recv, rank 2 in a barrier, rank 3 in a Request's wait and
+// rank 4 in a native all-reduce: each of them throws PeerFailed naming rank 1 and its message,
+// and run_threads rethrows rank 1's own exception, all within seconds.
+TEST(ThreadsFailure, ARankThatThrowsWakesEveryOther) {
+  std::mutex m;
+  std::vector<std::string> peers;
+  const auto start = std::chrono::steady_clock::now();
+  within_seconds(kDeadline, [&] {
+    try {
+      run_threads(5, [&](Communicator& comm) {
+        try {
+          std::vector<float> buf(16);
+          switch (comm.rank()) {
+            case 1:
+              std::this_thread::sleep_for(50ms);
+              throw std::runtime_error("boom");
+            case 0:
+              comm.recv(1, buf, 0);
+              break;
+            case 2:
+              comm.barrier();
+              break;
+            case 3: {
+              Request r = comm.irecv(1, buf, 0);
+              r.wait();
+              break;
+            }
+            case 4:
+              comm.all_reduce(buf);
+              break;
+          }
+        } catch (const PeerFailed& e) {
+          std::lock_guard lock(m);
+          peers.emplace_back(e.what());
+          throw;
+        }
+      });
+      ADD_FAILURE() << "run_threads did not throw";
+    } catch (const std::runtime_error& e) {
+      EXPECT_STREQ(e.what(), "boom");
+      EXPECT_EQ(dynamic_cast<const PeerFailed*>(&e), nullptr) << "the first failure, not a peer's";
+    }
+  });
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 5s);
+  ASSERT_EQ(peers.size(), 4u);
+  for (const std::string& p : peers) EXPECT_EQ(p, "rank 1 failed: boom");
+}
+
+// A rank that returns while another waits for a message from it, or at a barrier it will never
+// reach: the waiting rank throws instead of hanging.
+TEST(ThreadsFailure, ARankThatReturnsEarlyIsAnErrorNotAHang) {
+  within_seconds(kDeadline, [] {
+    try {
+      run_threads(2, [](Communicator& comm) {
+        if (comm.rank() == 1) {
+          float v;
+          comm.recv(0, {&v, 1}, 9);
+        }
+      });
+      ADD_FAILURE() << "run_threads did not throw";
+    } catch (const std::logic_error& e) {
+      EXPECT_NE(std::string(e.what()).find("returned without sending"), std::string::npos)
+          << e.what();
+    }
+    EXPECT_THROW(run_threads(3,
+                             [](Communicator& comm) {
+                               if (comm.rank() != 0) comm.barrier();
+                             }),
+                 std::logic_error);
+    EXPECT_THROW(run_threads(3,
+                             [](Communicator& comm) {
+                               if (comm.rank() == 0) {
+                                 float v;
+                                 comm.recv(kAnySource, {&v, 1}, 0);
+                               }
+                             }),
+                 std::logic_error);
+  });
+}
+
+// A receive abandoned on the way out (its Request destroyed by an exception) is withdrawn: a
+// later send to the same source and tag is not copied into the freed buffer, and goes to the
+// next receive instead.
+TEST(ThreadsFailure, AnAbandonedReceiveIsWithdrawn) {
+  within_seconds(kDeadline, [] {
+    run_threads(2, [](Communicator& comm) {
+      if (comm.rank() == 1) {
+        {
+          auto doomed = std::make_unique<std::vector<float>>(4, -1.0f);
+          Request r = comm.irecv(0, *doomed, 5);
+        }  // abandoned: withdrawn, then the buffer is freed
+        comm.barrier();
+        std::vector<float> got(4);
+        comm.recv(0, got, 5);
+        EXPECT_EQ(got, iota(4, 10.0f));
+      } else {
+        comm.barrier();
+        comm.send(1, iota(4, 10.0f), 5);
+      }
+    });
+  });
+}
+
+TEST(ThreadsFailure, EveryRankThrowingReportsOne) {
+  within_seconds(kDeadline, [] {
+    EXPECT_THROW(run_threads(8,
+                             [](Communicator& comm) {
+                               throw std::out_of_range("rank " + std::to_string(comm.rank()));
+                             }),
+                 std::out_of_range);
+  });
+}
+
+}  // namespace
