@@ -7,12 +7,18 @@
 //   ch01/false_sharing      v1 (true sharing: one atomic), v2 (false sharing: adjacent slots)
 //                           and v3 (padded slots) on an array that stays in cache, so that the
 //                           per-element write to shared memory is all that differs
+//   ch01/false_sharing_placement  the same three rows on 2 threads pinned to SMT siblings, two
+//                           cores under one L3, or cores under different L3s (where this
+//                           machine has them; "os" leaves the placing to the scheduler): why the
+//                           false-sharing penalty differs from machine to machine
 // Two experiments, not one with a "work" axis, because each has its own ceiling (peak FLOP/s,
 // memory bandwidth) and its own sizes. Exercises 1.1 and 1.2 (exercises/student_sum.hpp) are
 // registered here with their timings against the reference.
 //   concurdl run ch01/sum_compute_bound ch01/sum_memory_bound ch01/false_sharing
+//   concurdl run ch01/false_sharing_placement
 //   concurdl exercise ch01
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <omp.h>
 
 #include <algorithm>
@@ -21,6 +27,7 @@
 #include <cstdint>
 #include <functional>
 #include <limits>
+#include <map>
 #include <memory>
 #include <span>
 #include <string>
@@ -28,6 +35,7 @@
 #include <vector>
 
 #include "concurdl/harness/calibrate.hpp"
+#include "concurdl/harness/cpu_topology.hpp"
 #include "concurdl/harness/errors.hpp"
 #include "concurdl/harness/exercise.hpp"
 #include "concurdl/harness/experiment.hpp"
@@ -82,7 +90,8 @@ Input& input_for(GroupCache& cache, std::size_t n, SumKind kind) {
 // One run = fn(x, threads, kind). Checked against the serial double reference within the
 // rounding bound of reduction.hpp (sum_tolerance); the result is poisoned before every run so a
 // run that returns without computing cannot pass on the previous run's value.
-Trial sum_trial(SumFn fn, const Input& in, unsigned threads, SumKind kind, bool openmp) {
+Trial sum_trial(std::function<double(std::span<const float>, unsigned, SumKind)> fn,
+                const Input& in, unsigned threads, SumKind kind, bool openmp) {
   auto result = std::make_shared<double>(0.0);
   const std::span<const float> x(in.x);
   const Reference ref = in.ref;
@@ -149,6 +158,65 @@ bool reduces(const threads::SumVariant& v) { return !v.whole_array_per_thread; }
 bool writes_per_element(const threads::SumVariant& v) { return v.writes_per_element; }
 // The serial row ignores the thread count: measured once, not once per count.
 bool is_serial(const threads::SumVariant& v) { return v.runtime == "none"; }
+
+// ch01/false_sharing_placement: where the two threads run. "os" leaves it to the scheduler;
+// the others pin them to a pair of CPUs of this process's affinity mask that has the placement
+// (cpu_topology.hpp), found once, when the program starts.
+struct Placements {
+  std::vector<std::string> names;                // "os", then those this machine has
+  std::map<std::string, std::vector<int>> cpus;  // placement -> CPUs (empty for "os")
+  std::string unavailable;                       // "other_l3: why; ..." ("" if none)
+};
+
+const Placements& placements() {
+  static const Placements p = [] {
+    const cpu_topology::PlacementPairs pairs =
+        cpu_topology::placement_pairs(cpu_topology::read_cpu_sharing());
+    Placements out{{"os"}, {{"os", {}}}, {}};
+    for (std::string_view name : cpu_topology::kPlacements) {
+      const std::string key(name);
+      if (const auto pair = pairs.pair(name)) {
+        out.names.push_back(key);
+        out.cpus[key] = {pair->first, pair->second};
+      } else {
+        out.unavailable += fmt::format("{}{}: {}", out.unavailable.empty() ? "" : "; ", key,
+                                       pairs.why_missing.at(key));
+      }
+    }
+    return out;
+  }();
+  return p;
+}
+
+// A row's pinned sum on the placement's CPUs, checked and counted as sum_trial's are. Each
+// record says which CPUs it ran on and which placements this machine could not offer.
+Trial placement_trial(const Params& p, GroupCache& cache) {
+  const threads::SumVariant& v = threads::kSumVariants.find(p);
+  if (v.pinned == nullptr)
+    throw UsageError(fmt::format("parameter 'variant': '{}' cannot pin its threads", v.name));
+  const Placements& places = placements();
+  const std::string& placement = param_str(p, "placement");
+  const auto it = places.cpus.find(placement);
+  if (it == places.cpus.end())
+    throw UsageError(
+        fmt::format("parameter 'placement': '{}' is not available here (available: "
+                    "{}{}{})",
+                    placement, fmt::join(places.names, ", "),
+                    places.unavailable.empty() ? "" : "; missing: ", places.unavailable));
+  const auto threads_n = static_cast<unsigned>(param_int(p, "threads"));
+  const Input& in =
+      input_for(cache, static_cast<std::size_t>(param_int(p, "n")), SumKind::memory_bound);
+  // The trial outlives this call: it keeps its own copy of the CPU list.
+  auto cpus = std::make_shared<const std::vector<int>>(it->second);
+  Trial t =
+      sum_trial([pinned = v.pinned, cpus](std::span<const float> x, unsigned threads,
+                                          SumKind kind) { return pinned(x, threads, kind, *cpus); },
+                in, threads_n, SumKind::memory_bound, /*openmp=*/false);
+  t.notes["cpus"] = cpus->empty() ? "unpinned (the scheduler places the threads)"
+                                  : fmt::format("{}", fmt::join(*cpus, ","));
+  if (!places.unavailable.empty()) t.notes["placements_unavailable"] = places.unavailable;
+  return t;
+}
 
 // "32M" for whole mebi-elements, else the plain number: axis values read as the user types them.
 std::string size_text(std::size_t n) {
@@ -285,6 +353,35 @@ const bool registered = [] {
                   .unit = "×",
                   .min_cpus = 2,
                   .reference = 1.29}},
+  });
+
+  register_experiment({
+      .id = "ch01/false_sharing_placement",
+      .chapter = "01-threads",
+      .title = "False sharing by thread placement: SMT siblings, one L3, two L3s",
+      // Two threads, as the lesson's MESI walk-through has them; the sizes are
+      // ch01/false_sharing's. Only the placements this machine's affinity mask allows are on
+      // the axis; each record's notes name the others and why they are missing.
+      .axes = {threads::kSumVariants.axis("ch01/false_sharing_placement",
+                                          {.where = writes_per_element, .all_quick = true}),
+               {"placement", placements().names},
+               {"threads", {"2"}, {}, AxisKind::count, kMaxThreads},
+               {"n", {"4M", "16M"}, {"2M"}, AxisKind::size, kMaxFloats}},
+      .baseline = {{"variant", "v2_adjacent_partials"}},
+      // Every placement in each round of repetitions, so that drift on a shared host hits all.
+      .interleave = {"variant", "threads", "placement"},
+      .prepare = placement_trial,
+      .figures = {{.id = "rate",
+                   .title = "Sharing by placement: elements/s on 2 threads",
+                   .kind = FigureKind::bars,
+                   .x = "placement",
+                   .y = "items_per_s"},
+                  {.id = "speedup",
+                   .title = "Sharing by placement: padded (v3) and atomic (v1) over adjacent "
+                            "slots (v2)",
+                   .kind = FigureKind::bars,
+                   .x = "placement",
+                   .y = "speedup"}},
   });
 
   const SumFn v7 = threads::kSumVariants.find("v7_local_sums").fn;

@@ -2,10 +2,14 @@
 // and 1.2, through the same checks at 1, 2, 4 and 8 threads (more threads than cores, and more
 // threads than elements). Memory-bound sums of small integers are exact in double whatever the
 // order of the additions, so they must equal the serial reference exactly; compute-bound sums
-// must lie within the rounding bound sum_tolerance of reduction.hpp.
+// must lie within the rounding bound sum_tolerance of reduction.hpp. The rows that can pin
+// their threads (v1 to v3, for ch01/false_sharing_placement) are tested pinned as well.
 //   ch01_tests --gtest_filter='Reduction*'
 #include <gtest/gtest.h>
+#include <sched.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstddef>
 #include <ostream>
@@ -13,6 +17,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -197,6 +202,73 @@ TEST(ReductionTable, RowsAreNamedDescribedAndDistinct) {
   }
   EXPECT_EQ(ct::kSumVariants.lookup("no_such_variant"), nullptr);
   EXPECT_EQ(ct::kSumVariants.front().name, "v0_serial") << "the baseline comes first";
+}
+
+TEST(ReductionTable, RowsThatWritePerElementCanPinTheirThreads) {
+  for (const auto& v : ct::kSumVariants)
+    EXPECT_EQ(v.pinned != nullptr, v.writes_per_element) << v.name;
+}
+
+// The CPUs this process may run on.
+std::vector<int> allowed_cpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  std::vector<int> cpus;
+  if (sched_getaffinity(0, sizeof set, &set) == 0)
+    for (int c = 0; c < CPU_SETSIZE; ++c)
+      if (CPU_ISSET(c, &set)) cpus.push_back(c);
+  return cpus;
+}
+
+// ch01/false_sharing_placement's form of v1 to v3: pinned to one CPU, or to the first and last
+// allowed (the same one where there is one), at 1, 2, 4 and 8 threads, the sums stay exact.
+TEST(ReductionPinned, PinnedRowsEqualSerialExactly) {
+  const std::vector<int> allowed = allowed_cpus();
+  ASSERT_FALSE(allowed.empty());
+  const std::vector<std::vector<int>> placements = {
+      {}, {allowed.front()}, {allowed.front(), allowed.back()}};
+  for (const auto& v : ct::kSumVariants) {
+    if (v.pinned == nullptr) continue;
+    for (std::size_t n : {std::size_t{0}, std::size_t{3}, std::size_t{65537}}) {
+      const std::vector<float> x = small_integers(n);
+      const double want = ct::serial_reference(x, SumKind::memory_bound);
+      for (const std::vector<int>& cpus : placements)
+        for (unsigned threads : kThreads)
+          EXPECT_EQ(v.pinned(x, threads, SumKind::memory_bound, cpus), want)
+              << v.name << " threads=" << threads << " n=" << n << " cpus=" << cpus.size();
+    }
+  }
+}
+
+// Thread t runs on cpus[t % size], from its first instruction of work on.
+TEST(ReductionPinned, EveryThreadRunsOnTheCpuItWasGiven) {
+  const std::vector<int> allowed = allowed_cpus();
+  ASSERT_FALSE(allowed.empty());
+  const std::vector<int> cpus = {allowed.back(), allowed.front()};
+  for (unsigned threads : kThreads) {
+    std::vector<int> ran_on(threads, -1);
+    ct::fork_join(
+        threads, [&](unsigned t) { ran_on[t] = sched_getcpu(); }, cpus);
+    for (unsigned t = 0; t < threads; ++t)
+      EXPECT_EQ(ran_on[t], cpus[t % cpus.size()]) << "thread " << t << " of " << threads;
+  }
+}
+
+// A CPU this process may not use is an error after the join, not a sum with a chunk missing.
+TEST(ReductionPinned, ACpuOutsideTheMaskThrows) {
+  const std::vector<int> allowed = allowed_cpus();
+  const int outside = CPU_SETSIZE - 1;
+  if (std::count(allowed.begin(), allowed.end(), outside)) GTEST_SKIP() << "every CPU is allowed";
+  std::atomic<int> ran{0};
+  const std::vector<int> cpus = {outside};
+  EXPECT_THROW(ct::fork_join(
+                   2, [&](unsigned) { ++ran; }, cpus),
+               std::system_error);
+  EXPECT_EQ(ran.load(), 0) << "a thread that could not be pinned does not run its body";
+  const std::vector<float> x = small_integers(1000);
+  EXPECT_THROW(
+      ct::kSumVariants.find("v3_padded_partials").pinned(x, 2, SumKind::memory_bound, cpus),
+      std::system_error);
 }
 
 // The padding that v3 relies on: one slot per cache line, while v2's slots are packed.

@@ -17,6 +17,8 @@
 // Run:  concurdl run ch01/sum_compute_bound ch01/sum_memory_bound ch01/false_sharing
 #pragma once
 
+#include <pthread.h>
+#include <sched.h>
 #include <tbb/global_control.h>
 #include <tbb/task_arena.h>
 
@@ -33,6 +35,7 @@
 #include <numeric>
 #include <span>
 #include <string_view>
+#include <system_error>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -111,14 +114,40 @@ inline double sum_tolerance(std::size_t n, double sum_abs) {
   return 2.0 * (static_cast<double>(n) + 2.0 * kPolyDegree + 2.0) * 0x1p-53 * sum_abs;
 }
 
+// Moves the calling thread onto one CPU; 0 or the pthread error number (EINVAL: not a CPU this
+// process may use).
+inline int pin_current_thread(int cpu) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpu, &set);
+  return pthread_setaffinity_np(pthread_self(), sizeof set, &set);
+}
+
 // Fork-join with plain threads: run body(t) for t = 0..threads-1, one std::jthread each, and
 // return when all have finished (jthread joins in its destructor). Creating the threads costs
 // tens of microseconds per call; the pool (v6) and OpenMP (v4) keep theirs.
+// With `cpus`, thread t first pins itself to cpus[t % cpus.size()], so that an experiment
+// chooses which cores share the work (ch01/false_sharing_placement); empty: the scheduler
+// places them. A pin that fails is thrown here, after the join, as std::system_error.
 template <class Body>
-void fork_join(unsigned threads, Body body) {
-  std::vector<std::jthread> team;
-  team.reserve(threads);
-  for (unsigned t = 0; t < threads; ++t) team.emplace_back(body, t);
+void fork_join(unsigned threads, Body body, std::span<const int> cpus = {}) {
+  std::atomic<int> pin_error{0};
+  {
+    std::vector<std::jthread> team;
+    team.reserve(threads);
+    for (unsigned t = 0; t < threads; ++t)
+      // A copy of `body` per thread, as std::jthread(body, t) would make.
+      team.emplace_back([body, &pin_error, cpus, t]() mutable {
+        if (!cpus.empty())
+          if (const int e = pin_current_thread(cpus[t % cpus.size()]); e != 0) {
+            pin_error.store(e);
+            return;
+          }
+        body(t);
+      });
+  }
+  if (const int e = pin_error.load(); e != 0)
+    throw std::system_error(e, std::generic_category(), "pthread_setaffinity_np");
 }
 
 // A slot per thread, aligned to Align bytes. v2 and v3 are the same code with different slots.
@@ -142,14 +171,18 @@ double v0_serial(std::span<const float> x, unsigned) {
 // floating-point add, so atomic<double>::fetch_add is a compare-exchange loop: read, add, try
 // to publish, retry if another thread got there first. Every element now costs a locked
 // instruction on a cache line that every core wants: it gets slower, not faster, with threads.
+// (v1 to v3 take the CPUs to pin their threads to, as fork_join does: empty in the ladder.)
 template <SumKind K>
-double v1_atomic(std::span<const float> x, unsigned threads) {
+double v1_atomic(std::span<const float> x, unsigned threads, std::span<const int> cpus) {
   std::atomic<double> total{0.0};
-  fork_join(threads, [&](unsigned t) {
-    const auto range = chunk_bounds(x.size(), threads, t);
-    for (std::size_t i = range.first; i < range.second; ++i)
-      total.fetch_add(element<K>(x[i]), std::memory_order_relaxed);
-  });
+  fork_join(
+      threads,
+      [&](unsigned t) {
+        const auto range = chunk_bounds(x.size(), threads, t);
+        for (std::size_t i = range.first; i < range.second; ++i)
+          total.fetch_add(element<K>(x[i]), std::memory_order_relaxed);
+      },
+      cpus);
   return total.load();
 }
 
@@ -161,28 +194,31 @@ double v1_atomic(std::span<const float> x, unsigned threads) {
 // A load and a store per element also rule out vectorising: v2 and v3 are scalar loops, one
 // element per store-to-load round trip (about 8 cycles), slower than v0 even with no sharing.
 template <SumKind K, std::size_t Align>
-double partials_sum(std::span<const float> x, unsigned threads) {
+double partials_sum(std::span<const float> x, unsigned threads, std::span<const int> cpus = {}) {
   std::vector<Slot<Align>> partial(threads);
-  fork_join(threads, [&](unsigned t) {
-    const auto range = chunk_bounds(x.size(), threads, t);
-    std::atomic_ref<double> slot(partial[t].value);
-    for (std::size_t i = range.first; i < range.second; ++i)
-      slot.store(slot.load(std::memory_order_relaxed) + element<K>(x[i]),
-                 std::memory_order_relaxed);
-  });
+  fork_join(
+      threads,
+      [&](unsigned t) {
+        const auto range = chunk_bounds(x.size(), threads, t);
+        std::atomic_ref<double> slot(partial[t].value);
+        for (std::size_t i = range.first; i < range.second; ++i)
+          slot.store(slot.load(std::memory_order_relaxed) + element<K>(x[i]),
+                     std::memory_order_relaxed);
+      },
+      cpus);
   double s = 0;
   for (const auto& p : partial) s += p.value;
   return s;
 }
 
 template <SumKind K>
-double v2_adjacent_partials(std::span<const float> x, unsigned threads) {
-  return partials_sum<K, alignof(double)>(x, threads);
+double v2_adjacent_partials(std::span<const float> x, unsigned threads, std::span<const int> cpus) {
+  return partials_sum<K, alignof(double)>(x, threads, cpus);
 }
 
 template <SumKind K>
-double v3_padded_partials(std::span<const float> x, unsigned threads) {
-  return partials_sum<K, kCacheLine>(x, threads);
+double v3_padded_partials(std::span<const float> x, unsigned threads, std::span<const int> cpus) {
+  return partials_sum<K, kCacheLine>(x, threads, cpus);
 }
 
 // OpenMP splits the loop statically, gives each thread a private copy of `s`, vectorises each
@@ -334,8 +370,30 @@ double dispatch(std::span<const float> x, unsigned threads, SumKind kind) {
   return kind == SumKind::memory_bound ? Memory(x, threads) : Compute(x, threads);
 }
 
+// The rows that can pin their threads (v1 to v3) have this form too: thread t runs on
+// cpus[t % cpus.size()], or where the scheduler puts it when `cpus` is empty.
+using PinnedSumFn = double (*)(std::span<const float> x, unsigned threads, SumKind kind,
+                               std::span<const int> cpus);
+
+template <double (*Memory)(std::span<const float>, unsigned, std::span<const int>),
+          double (*Compute)(std::span<const float>, unsigned, std::span<const int>)>
+double dispatch_pinned(std::span<const float> x, unsigned threads, SumKind kind,
+                       std::span<const int> cpus) {
+  return kind == SumKind::memory_bound ? Memory(x, threads, cpus) : Compute(x, threads, cpus);
+}
+
+// A pinnable row as a SumFn: unpinned.
+template <PinnedSumFn Pinned>
+double unpinned(std::span<const float> x, unsigned threads, SumKind kind) {
+  return Pinned(x, threads, kind, {});
+}
+
 #define CDL_SUM_VARIANT(fn) \
   &dispatch<&detail::fn<SumKind::memory_bound>, &detail::fn<SumKind::compute_bound>>
+#define CDL_PINNED_SUM_VARIANT(fn) \
+  &dispatch_pinned<&detail::fn<SumKind::memory_bound>, &detail::fn<SumKind::compute_bound>>
+// A pinnable row's `fn`: its pinned form, given no CPUs.
+#define CDL_PINNABLE_SUM_VARIANT(fn) &unpinned<CDL_PINNED_SUM_VARIANT(fn)>
 
 // A row of the ladder. Rows that write shared memory on every element (v1-v3) run 8 to 100
 // times slower than the others: the quick profile leaves them out of the two large sums and
@@ -347,6 +405,9 @@ struct SumVariant : VariantInfo {
   // Each of `threads` threads does all n elements (the capacity row): a run's work is
   // threads x n, not n.
   bool whole_array_per_thread = false;
+  // `fn` with its threads pinned to given CPUs (ch01/false_sharing_placement): set on the rows
+  // whose cost depends on where two writers sit (v1 to v3), null on the others.
+  PinnedSumFn pinned = nullptr;
 };
 
 inline constexpr SumVariant kSumRows[] = {
@@ -360,8 +421,10 @@ inline constexpr SumVariant kSumRows[] = {
       {},
       /*quick=*/false},
      "std::thread",
-     CDL_SUM_VARIANT(v1_atomic),
-     true},
+     CDL_PINNABLE_SUM_VARIANT(v1_atomic),
+     true,
+     false,
+     CDL_PINNED_SUM_VARIANT(v1_atomic)},
     {{"v2_adjacent_partials",
       "a running sum per thread, updated in memory every element, in adjacent array slots: no "
       "logical sharing, but the slots share a cache line that ping-pongs between cores (false "
@@ -369,16 +432,20 @@ inline constexpr SumVariant kSumRows[] = {
       {},
       /*quick=*/false},
      "std::thread",
-     CDL_SUM_VARIANT(v2_adjacent_partials),
-     true},
+     CDL_PINNABLE_SUM_VARIANT(v2_adjacent_partials),
+     true,
+     false,
+     CDL_PINNED_SUM_VARIANT(v2_adjacent_partials)},
     {{"v3_padded_partials",
       "the same code with each slot alignas(64), on its own cache line: each core keeps its "
       "line, so it scales (still a scalar load-add-store per element)",
       {},
       /*quick=*/false},
      "std::thread",
-     CDL_SUM_VARIANT(v3_padded_partials),
-     true},
+     CDL_PINNABLE_SUM_VARIANT(v3_padded_partials),
+     true,
+     false,
+     CDL_PINNED_SUM_VARIANT(v3_padded_partials)},
     {{"v4_omp_reduction",
       "#pragma omp parallel for simd reduction(+:s): private vectorised sums, a persistent "
       "team"},
@@ -415,5 +482,7 @@ inline constexpr SumVariant kSumRows[] = {
 inline constexpr VariantTable kSumVariants{kSumRows};
 
 #undef CDL_SUM_VARIANT
+#undef CDL_PINNED_SUM_VARIANT
+#undef CDL_PINNABLE_SUM_VARIANT
 
 }  // namespace concurdl::threads
