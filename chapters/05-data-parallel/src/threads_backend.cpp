@@ -201,8 +201,10 @@ class ThreadsCommunicator final : public Communicator {
     if (it != box.posted.end()) box.posted.erase(it);
   }
 
-  // Posts a receive, or completes it at once from a buffered message.
-  std::shared_ptr<RecvSlot> post(int src, std::span<float> data, int tag) {
+  // Posts a receive, or completes it at once from a buffered message. `completed` says which:
+  // once posted, the slot's state belongs to the inbox lock (a sender may be changing it).
+  std::shared_ptr<RecvSlot> post(int src, std::span<float> data, int tag, bool& completed) {
+    completed = false;
     auto slot = std::make_shared<RecvSlot>(RecvSlot{src, tag, data});
     Inbox& box = world_.inbox(rank_);
     std::vector<float> payload;
@@ -226,6 +228,7 @@ class ThreadsCommunicator final : public Communicator {
                               " floats, but the message has " + std::to_string(payload.size()));
     if (!data.empty()) std::memcpy(data.data(), payload.data(), data.size_bytes());
     slot->state = RecvSlot::State::done;
+    completed = true;
     std::lock_guard lock(box.m);
     if (box.pool.size() < 8) box.pool.push_back(std::move(payload));
     return slot;
@@ -268,9 +271,10 @@ class ThreadsCommunicator final : public Communicator {
   }
 
   int do_recv(int src, std::span<float> data, int tag) override {
-    std::shared_ptr<RecvSlot> slot = post(src, data, tag);
-    if (slot->state != RecvSlot::State::done) wait_slot(slot);
-    return slot->from;
+    bool completed = false;
+    std::shared_ptr<RecvSlot> slot = post(src, data, tag, completed);
+    if (!completed) wait_slot(slot);
+    return slot->from;  // set before `done`, read after it under the lock (or by this thread)
   }
 
   // Sends complete at once: the message is delivered or buffered before do_send returns.
@@ -388,8 +392,9 @@ class ThreadsRecv final : public Request::Impl {
 };
 
 Request ThreadsCommunicator::do_irecv(int src, std::span<float> data, int tag) {
-  std::shared_ptr<RecvSlot> slot = post(src, data, tag);
-  if (slot->state == RecvSlot::State::done) {
+  bool completed = false;
+  std::shared_ptr<RecvSlot> slot = post(src, data, tag, completed);
+  if (completed) {
     // Completed from a buffered message; a request that only reports the source.
     struct Done final : Request::Impl {
       int from;
