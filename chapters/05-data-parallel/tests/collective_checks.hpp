@@ -5,10 +5,16 @@
 #pragma once
 
 #include <cstddef>
+#include <ostream>
 #include <vector>
 
 #include "concurdl/dp/algorithms.hpp"
 #include "concurdl/dp/communicator.hpp"
+
+namespace concurdl::dp {
+// GoogleTest prints a row by its name (not its address), so test names are the same every build.
+inline void PrintTo(const AllReduceVariant* row, std::ostream* os) { *os << row->name; }
+}  // namespace concurdl::dp
 
 namespace concurdl::dp::testing {
 
