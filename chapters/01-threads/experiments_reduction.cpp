@@ -421,9 +421,11 @@ const bool registered = [] {
            "speedup over v2_adjacent_partials at 2 and at 4 threads. Explain the 2-thread number "
            "with cache-line ownership (MESI): what must happen to the line before a core can write "
            "its slot when the other core wrote last?",
-           "Why does the gap change when threads outnumber cores (4 threads on 2 CPUs)? If the gap "
-           "at 2 threads is small on {machine}, what about where your two CPUs sit (cores, SMT "
-           "siblings, a shared L1 or L2) could explain it?"}});
+           "Why does the gap change when threads outnumber cores (4 threads on 2 CPUs)? Run "
+           "`concurdl run ch01/false_sharing_placement`: which placements does {machine} offer "
+           "(the records' placements_unavailable note says why one is missing), and what is "
+           "v3's speedup over v2 in each? Explain the difference with where the line has to "
+           "go (one core's L1, a shared L3, another L3)."}});
   return true;
 }();
 
