@@ -4,6 +4,14 @@
 //
 //   concurdl train --epochs 10 --threads 2 --checkpoint ck.bin
 //   concurdl train --epochs 20 --resume ck.bin --checkpoint ck.bin   # 10 more epochs
+//   concurdl train --ranks 2 --backend threads --batch 32 --overlap  # data-parallel (ch05)
+//   concurdl train --ranks 4 --backend mpi --bucket-mb 0.25          # under mpirun
+//
+// With --ranks N, --batch is the per-rank batch (the global batch is N x --batch, recorded as
+// the records' "batch") and a data-parallel backend registered by chapter 05
+// (distributed_train.hpp) runs the same loop on every rank: rank 0 alone evaluates, records
+// and writes the checkpoint; every rank resumes from it. --backend mpi re-executes this
+// command under mpirun (as `concurdl run --ranks` does).
 //
 // --epochs is the epoch count to reach: a run resumed from a checkpoint taken after epoch 10
 // with --epochs 20 trains epochs 11 to 20 and ends with the parameters an uninterrupted
@@ -32,10 +40,12 @@
 #include "concurdl/harness/errors.hpp"
 #include "concurdl/harness/experiment.hpp"
 #include "concurdl/harness/provenance.hpp"
+#include "concurdl/harness/ranks.hpp"
 #include "concurdl/harness/records.hpp"
 #include "concurdl/harness/report.hpp"
 #include "concurdl/harness/stats.hpp"
 #include "concurdl/kernels/threads.hpp"
+#include "concurdl/nn/distributed_train.hpp"
 #include "concurdl/nn/trainer.hpp"
 #include "train_record.hpp"
 
@@ -57,6 +67,12 @@ struct TrainArgs {
   std::size_t train_limit = 0, test_limit = 0;
   std::string data, checkpoint, resume, out = "results/runs";
   bool no_report = false, quiet = false;
+  // Data parallel (chapter 05): 0 ranks means not given.
+  std::size_t ranks = 0;
+  std::string backend, allreduce, hostfile;
+  double bucket_mb = -1;
+  bool overlap = false;
+  bool threads_given = false;
 };
 
 // A flag's value outside its range: the message names the flag and the value.
@@ -112,6 +128,10 @@ TrainConfig make_config(const TrainArgs& a) {
   if (a.batch > train_images)
     throw UsageError(fmt::format("--batch: {} is more than the {} training images{}", a.batch,
                                  train_images, a.train_limit == 0 ? "" : " (--train-limit)"));
+  if (a.ranks > 1 && a.batch * a.ranks > train_images)
+    throw UsageError(
+        fmt::format("--batch: {} per rank x {} ranks is more than the {} training images{}",
+                    a.batch, a.ranks, train_images, a.train_limit == 0 ? "" : " (--train-limit)"));
   TrainConfig c;
   try {
     c.spec = MlpSpec::parse(a.arch);
@@ -182,6 +202,26 @@ class Progress {
   bool quiet_, tty_;
 };
 
+// nn::Trainer as the one rank of a run without --ranks.
+class LocalTrainer final : public RankTrainer {
+ public:
+  LocalTrainer(const TrainConfig& config, const Dataset& train) : t_(config, train) {}
+  int rank() const override { return 0; }
+  int size() const override { return 1; }
+  EpochResult run_epoch(const std::function<void(const StepProgress&)>& on_progress,
+                        std::size_t report_every) override {
+    return t_.run_epoch(on_progress, report_every);
+  }
+  EvalResult evaluate(const Dataset& d) override { return t_.evaluate(d); }
+  void save(const std::filesystem::path& checkpoint) const override { t_.save(checkpoint); }
+  void resume(const std::filesystem::path& checkpoint) override { t_.resume(checkpoint); }
+  const TrainState& state() const override { return t_.state(); }
+  std::string describe() const override { return "1 rank"; }
+
+ private:
+  Trainer t_;
+};
+
 int train_main(const std::vector<std::string>& args) {
   TrainArgs a;
   CLI::App app{"concurdl train: the MLP on Fashion-MNIST, recorded and charted", "concurdl train"};
@@ -193,7 +233,9 @@ int train_main(const std::vector<std::string>& args) {
   app.add_option("--lr-decay", a.lr_decay, "epoch e runs at lr * decay^e (1: constant)");
   app.add_option("--momentum", a.momentum, "SGD momentum");
   app.add_option("--weight-decay", a.weight_decay, "L2 weight decay");
-  app.add_option("--threads", a.threads, "compute threads (GEMM, element-wise ops); default: all")
+  app.add_option("--threads", a.threads,
+                 "compute threads (GEMM, element-wise ops); default: all (with --ranks: the "
+                 "cores / ranks per MPI rank, 1 per thread rank)")
       ->check(whole_number(1, kMaxThreads));
   app.add_option("--seed", a.seed, "initialisation and shuffling seed")
       ->check(whole_number(0, UINT64_MAX));
@@ -211,6 +253,18 @@ int train_main(const std::vector<std::string>& args) {
   app.add_option("--out", a.out, "parent directory of the run directory (default results/runs)");
   app.add_flag("--no-report", a.no_report, "write results.json only");
   app.add_flag("--quiet", a.quiet, "no progress on stderr");
+  app.add_option("--ranks", a.ranks,
+                 "data-parallel ranks (chapter 05); --batch is then the per-rank batch")
+      ->check(whole_number(1, kMaxThreads));
+  app.add_option("--backend", a.backend, "with --ranks: threads (default), mpi or nccl");
+  app.add_option("--bucket-mb", a.bucket_mb,
+                 "with --ranks: all-reduce the gradients in buckets of at least this many MiB "
+                 "(0: one per layer; default 0.125)");
+  app.add_flag("--overlap", a.overlap,
+               "with --ranks: all-reduce finished buckets while backward goes on");
+  app.add_option("--allreduce", a.allreduce,
+                 "with --ranks: native (default) or a hand-written all-reduce (v4_ring, ...)");
+  app.add_option("--hostfile", a.hostfile, "with --backend mpi: MPI hostfile (several machines)");
   std::vector<std::string> reversed(args.rbegin(), args.rend());  // CLI11 takes them reversed
   try {
     app.parse(reversed);
@@ -221,7 +275,46 @@ int train_main(const std::vector<std::string>& args) {
     throw UsageError(fmt::format("train: {} (concurdl train --help shows the usage)", e.what()));
   }
 
-  const TrainConfig config = make_config(a);
+  a.threads_given = app.count("--threads") > 0;
+  const DistributedBackend* backend = nullptr;
+  DistributedOptions dist;
+  if (a.ranks == 0) {
+    for (const char* flag : {"--backend", "--bucket-mb", "--overlap", "--allreduce", "--hostfile"})
+      if (app.count(flag) > 0) throw UsageError(fmt::format("{}: only with --ranks N", flag));
+  } else {
+    if (a.backend.empty()) a.backend = "threads";
+    backend = find_distributed_backend(a.backend);
+    if (backend == nullptr) {
+      const std::vector<std::string> names = distributed_backend_names();
+      throw UsageError(
+          names.empty()
+              ? fmt::format("--backend {}: this concurdl has no data-parallel trainer (chapter "
+                            "05 was not built)",
+                            a.backend)
+              : fmt::format("--backend: unknown backend '{}' (known: {})", a.backend,
+                            fmt::join(names, ", ")));
+    }
+    if (const std::string why = backend->missing ? backend->missing() : ""; !why.empty())
+      throw UsageError(why);
+    if (!a.hostfile.empty() && !backend->mpi_launch)
+      throw UsageError(fmt::format("--hostfile: only with --backend mpi"));
+    if (!a.hostfile.empty() && !fs::is_regular_file(a.hostfile))
+      throw UsageError(fmt::format("--hostfile: '{}' is not a readable file", a.hostfile));
+    dist.ranks = static_cast<int>(a.ranks);
+    dist.backend = a.backend;
+    dist.bucket_mb = a.bucket_mb;
+    dist.overlap = a.overlap;
+    dist.allreduce = a.allreduce.empty() ? "native" : a.allreduce;
+    // One compute thread per thread rank (the setting is process-wide); an MPI rank gets its
+    // share of this machine's cores unless --threads says otherwise.
+    if (!backend->mpi_launch)
+      a.threads = 1;
+    else if (!a.threads_given)
+      a.threads = std::max(1, static_cast<int>(hardware_threads()) / static_cast<int>(a.ranks));
+  }
+
+  TrainConfig config = make_config(a);
+  if (backend != nullptr) config.batch = a.batch * a.ranks;  // the records' batch: global
   if (!a.checkpoint.empty()) check_writable_parent("--checkpoint", a.checkpoint);
   if (!a.checkpoint.empty() && fs::is_directory(a.checkpoint))
     throw UsageError(
@@ -232,6 +325,19 @@ int train_main(const std::vector<std::string>& args) {
   const fs::path dir = a.data.empty() ? data::fashion_mnist_dir() : fs::path(a.data);
   std::string why;
   if (!data::fashion_mnist_present(dir, &why)) throw UsageError(why);
+  if (backend != nullptr && backend->mpi_launch) {
+    // Outside mpirun: start it, with this same command line, and wait (run --ranks does so).
+    if (!ranks::launched_by_mpi()) {
+      std::vector<std::string> argv1 = {"train"};  // argv[1..]: the command, then its flags
+      argv1.insert(argv1.end(), args.begin(), args.end());
+      return ranks::launch(dist.ranks, a.hostfile, argv1);
+    }
+    ranks::init();
+    if (ranks::world_size() != dist.ranks)
+      throw UsageError(fmt::format("--ranks {}: this MPI launch has {} rank(s)", dist.ranks,
+                                   ranks::world_size()));
+    if (ranks::world_rank() != 0) a.quiet = true;  // rank 0 alone prints and writes
+  }
   Progress progress(a.quiet);
   progress.line(fmt::format("concurdl: loading Fashion-MNIST from {}", dir.string()));
   data::FashionMnist fm;
@@ -243,70 +349,104 @@ int train_main(const std::vector<std::string>& args) {
   const Dataset train = to_dataset(fm.train, a.train_limit);
   const Dataset test = to_dataset(fm.test, a.test_limit);
 
-  Trainer trainer(config, train);
-  if (!a.resume.empty()) {
-    try {
-      trainer.resume(a.resume);
-    } catch (const CheckpointError& e) {
-      throw UsageError(e.what());
-    }
-    if (trainer.state().seed != config.seed)
-      progress.line(
-          fmt::format("concurdl: warning: the checkpoint was trained with seed {}; the "
-                      "run continues with it (--seed {} is not used)",
-                      trainer.state().seed, config.seed));
-  }
-
-  // The run directory and its record, rewritten (atomically) after every epoch.
+  // The training loop, the same on every rank of a data-parallel run (one rank otherwise):
+  // rank 0 (writer) evaluates, records, prints and writes the checkpoint.
   RunFile f;
-  f.concurdl_version = build::version;
-  f.command = {"concurdl", "train"};
-  f.command.insert(f.command.end(), args.begin(), args.end());
-  f.provenance = collect_provenance();
+  fs::path run_dir;
   TrainRecordContext ctx{config, train.n, test.n};
-  ctx.config.seed = trainer.state().seed;  // a resumed run shuffles with its checkpoint's seed
-  f.provenance["training"] = training_provenance(ctx, dir, a.resume, a.checkpoint);
-  const fs::path run_dir =
-      make_run_dir(a.out, f.provenance["host"].get<std::string>(), short_commit());
-  write_run(run_dir, f);
-
-  const std::size_t start_epoch = trainer.state().epoch;
-  double elapsed = 0;  // training time of this run, evaluation excluded
-  if (start_epoch == 0) {
-    const EvalResult e0 = trainer.evaluate(test);
-    f.records.push_back(curve_record(ctx, 0, e0, nullptr, 0, trainer.state().step));
-    write_run(run_dir, f);
-  }
-  if (start_epoch >= a.epochs)
-    progress.line(
-        fmt::format("concurdl: the checkpoint has {} epochs already; --epochs {} asks "
-                    "for no more",
-                    start_epoch, a.epochs));
-  progress.line(
-      fmt::format("concurdl: training {} on {} images ({} test), batch {}, {} thread{}, "
-                  "GEMM {}, seed {}",
-                  config.spec.describe(), train.n, test.n, config.batch, config.threads,
-                  config.threads == 1 ? "" : "s", a.gemm, config.seed));
   bool finite = true;
-  for (std::size_t epoch = start_epoch; epoch < a.epochs && finite; ++epoch) {
-    const EpochResult r =
-        trainer.run_epoch([&](const StepProgress& p) { progress.step(p, a.epochs); });
-    elapsed += r.seconds;
-    const EvalResult e = trainer.evaluate(test);
-    finite = std::isfinite(r.loss) && std::isfinite(e.loss);
-    f.records.push_back(curve_record(ctx, epoch + 1, e, &r, elapsed, trainer.state().step));
-    if (!finite) {
-      f.records.back().valid = false;
-      f.records.back().validation =
-          "the loss is not finite: training diverged (try a smaller --lr)";
+  const auto loop = [&](RankTrainer& trainer) {
+    const bool writer = trainer.writer();
+    if (!a.resume.empty()) {
+      try {
+        trainer.resume(a.resume);
+      } catch (const CheckpointError& e) {
+        throw UsageError(e.what());
+      }
+      if (writer && trainer.state().seed != config.seed)
+        progress.line(
+            fmt::format("concurdl: warning: the checkpoint was trained with seed {}; the "
+                        "run continues with it (--seed {} is not used)",
+                        trainer.state().seed, config.seed));
     }
-    write_run(run_dir, f);
-    if (!a.checkpoint.empty() && finite) trainer.save(a.checkpoint);
-    progress.line(
-        fmt::format("  epoch {:>3}/{}  train loss {:.4f} acc {:.4f}  test loss {:.4f} "
-                    "acc {:.4f}  {:.0f} samples/s  {:.1f} s",
-                    epoch + 1, a.epochs, r.loss, r.accuracy, e.loss, e.accuracy,
-                    r.seconds > 0 ? static_cast<double>(r.samples) / r.seconds : 0.0, elapsed));
+    if (writer) {
+      // The run directory and its record, rewritten (atomically) after every epoch.
+      f.concurdl_version = build::version;
+      f.command = {"concurdl", "train"};
+      f.command.insert(f.command.end(), args.begin(), args.end());
+      f.provenance = collect_provenance();
+      ctx.config.seed = trainer.state().seed;  // a resumed run shuffles with its checkpoint's seed
+      f.provenance["training"] = training_provenance(ctx, dir, a.resume, a.checkpoint);
+      if (backend != nullptr)
+        f.provenance["training"]["data_parallel"] = {
+            {"ranks", dist.ranks},         {"backend", dist.backend},
+            {"batch_per_rank", a.batch},   {"global_batch", config.batch},
+            {"bucket_mb", dist.bucket_mb}, {"overlap", dist.overlap},
+            {"allreduce", dist.allreduce}, {"trainer", trainer.describe()}};
+      run_dir = make_run_dir(a.out, f.provenance["host"].get<std::string>(), short_commit());
+      write_run(run_dir, f);
+    }
+
+    const std::size_t start_epoch = trainer.state().epoch;
+    double elapsed = 0;  // training time of this run, evaluation excluded
+    if (start_epoch == 0 && writer) {
+      const EvalResult e0 = trainer.evaluate(test);
+      f.records.push_back(curve_record(ctx, 0, e0, nullptr, 0, trainer.state().step));
+      write_run(run_dir, f);
+    }
+    if (start_epoch >= a.epochs && writer)
+      progress.line(
+          fmt::format("concurdl: the checkpoint has {} epochs already; --epochs {} asks "
+                      "for no more",
+                      start_epoch, a.epochs));
+    if (writer)
+      progress.line(
+          backend == nullptr
+              ? fmt::format("concurdl: training {} on {} images ({} test), batch {}, {} thread{}, "
+                            "GEMM {}, seed {}",
+                            config.spec.describe(), train.n, test.n, config.batch, config.threads,
+                            config.threads == 1 ? "" : "s", a.gemm, config.seed)
+              : fmt::format("concurdl: training {} on {} images ({} test), {}, {} compute "
+                            "thread{} per rank, GEMM {}, seed {}",
+                            config.spec.describe(), train.n, test.n, trainer.describe(),
+                            config.threads, config.threads == 1 ? "" : "s", a.gemm, config.seed));
+    bool ok = true;
+    for (std::size_t epoch = start_epoch; epoch < a.epochs && ok; ++epoch) {
+      const EpochResult r = trainer.run_epoch(
+          [&](const StepProgress& p) {
+            if (writer) progress.step(p, a.epochs);
+          },
+          50);
+      elapsed += r.seconds;
+      ok = std::isfinite(r.loss);
+      if (!writer) continue;
+      const EvalResult e = trainer.evaluate(test);
+      ok = ok && std::isfinite(e.loss);
+      f.records.push_back(curve_record(ctx, epoch + 1, e, &r, elapsed, trainer.state().step));
+      if (!ok) {
+        f.records.back().valid = false;
+        f.records.back().validation =
+            "the loss is not finite: training diverged (try a smaller --lr)";
+      }
+      write_run(run_dir, f);
+      if (!a.checkpoint.empty() && ok) trainer.save(a.checkpoint);
+      progress.line(
+          fmt::format("  epoch {:>3}/{}  train loss {:.4f} acc {:.4f}  test loss {:.4f} "
+                      "acc {:.4f}  {:.0f} samples/s  {:.1f} s",
+                      epoch + 1, a.epochs, r.loss, r.accuracy, e.loss, e.accuracy,
+                      r.seconds > 0 ? static_cast<double>(r.samples) / r.seconds : 0.0, elapsed));
+    }
+    if (writer) finite = ok;
+  };
+
+  if (backend == nullptr) {
+    LocalTrainer trainer(config, train);
+    loop(trainer);
+  } else {
+    TrainConfig per_rank = config;
+    per_rank.batch = a.batch;
+    backend->run(dist, per_rank, train, loop);
+    if (ranks::initialized() && ranks::world_rank() != 0) return 0;  // rank 0 writes the run
   }
   f.provenance["finished"] = utc_now_iso();
   // The training lesson's claims (test accuracy after 10 epochs), judged and kept as a run's.
