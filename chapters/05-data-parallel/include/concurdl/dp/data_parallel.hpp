@@ -1,0 +1,233 @@
+// Data-parallel SGD, as PyTorch DDP and Horovod do it, on the MLP of kernels/nn:
+//
+//              global batch s (ranks x b rows of the epoch's permutation)
+//        ┌──────────────┬──────────────┬──────────────┐
+//        rank 0: rows   rank 1: rows   rank 2: rows      each rank: its own replica
+//        forward        forward        forward           (same seed: same initial weights)
+//        backward ──┐   backward ──┐   backward ──┐      layer L-1 finishes first ...
+//        │ buckets  │   │          │   │          │
+//        └──────────┴── all-reduce bucket by bucket ──┘  (blocking after backward, or
+//        SGD step       SGD step       SGD step           overlapped with it)
+//                                                          every replica takes the same step
+//
+// Each rank scales its gradient by 1 / (the global batch's rows) before the all-reduce (the
+// loss head's total_rows), so the sum over ranks is exactly the gradient of the global batch's
+// mean loss, also when the last batch of an epoch does not divide by the ranks. So N ranks with
+// per-rank batch b take the steps one rank takes with batch N·b, on the same samples in the
+// same order (the permutation of (seed, epoch), as nn::Trainer draws it), up to the order of
+// float additions: the tests hold them to it.
+//
+// Gradients are all-reduced in buckets: consecutive layers, from the last layer down (the
+// order backward finishes them), merged until a bucket holds at least bucket_bytes (PyTorch's
+// bucket_cap_mb, 25 MB there; this MLP's gradients are 0.94 MB: 5 KB, 132 KB and 804 KB for
+// its three layers, so the default 128 KiB makes two buckets, {layers 2, 1} and {layer 0}).
+// Fewer, larger buckets pay the per-message cost (α) fewer times; more, smaller ones can start
+// sooner. The GradientSync does the all-reduce:
+//   BlockingSync  after backward, every bucket in turn (nothing overlaps);
+//   OverlapSync   a communication thread per rank all-reduces each bucket as soon as
+//                 backward_layers' on_layer_done hook says its last layer is done, while the
+//                 compute thread goes on with the layers below; finish_step waits for all.
+// What overlap can hide is bounded by the compute left after a bucket is ready: the first layer
+// (784 x 256, 85% of the bytes) finishes last, so most of the traffic cannot overlap here.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstddef>
+#include <deque>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "concurdl/dp/algorithms.hpp"
+#include "concurdl/dp/communicator.hpp"
+#include "concurdl/nn/distributed_train.hpp"
+#include "concurdl/nn/trainer.hpp"
+
+namespace concurdl::dp {
+
+inline constexpr std::size_t kDefaultBucketBytes = std::size_t{128} << 10;
+
+// A bucket: layers [first_layer, last_layer) and their gradients, floats [offset, offset+count)
+// of the flat buffer.
+struct GradBucket {
+  std::size_t first_layer = 0, last_layer = 0;
+  std::size_t offset = 0, count = 0;
+  bool operator==(const GradBucket&) const = default;
+};
+
+// Buckets in the order backward finishes them (the last layer's first), from the model's
+// layer_offsets() (layers + 1 entries). Each bucket is closed once it holds >= bucket_bytes;
+// bucket_bytes 0: one bucket per layer. The buckets cover every layer exactly once.
+std::vector<GradBucket> plan_buckets(std::span<const std::size_t> layer_offsets,
+                                     std::size_t bucket_bytes);
+
+// How a data-parallel step makes every rank's gradients the sum over the ranks. The trainer
+// calls, per step, on its compute thread: begin_step(); layer_done(l) for l = layers-1 down to
+// 0 as backward finishes each layer; finish_step(), which returns once every bucket holds the
+// sum (and rethrows a failure of the all-reduce). reduce(b) all-reduces one bucket in place with
+// the chosen algorithm and counts its time; implementations decide when and on which thread
+// it runs. Every rank must reduce the same buckets in the same order (collectives match by
+// order).
+class GradientSync {
+ public:
+  GradientSync(Communicator& comm, std::span<float> gradients,
+               std::vector<std::size_t> layer_offsets, std::size_t bucket_bytes,
+               AllReduceFn algorithm, AlgoOptions algo = {});
+  virtual ~GradientSync() = default;
+  GradientSync(const GradientSync&) = delete;
+  GradientSync& operator=(const GradientSync&) = delete;
+
+  virtual void begin_step() = 0;
+  virtual void layer_done(std::size_t layer) = 0;
+  virtual void finish_step() = 0;
+
+  const std::vector<GradBucket>& buckets() const { return buckets_; }
+  // Seconds spent inside reduce() since construction (on whichever thread ran it).
+  double reduce_seconds() const { return reduce_ns_.load(std::memory_order_relaxed) * 1e-9; }
+
+ protected:
+  void reduce(const GradBucket& b);  // thread-safe against the compute thread, not against itself
+  // The bucket that layer l belongs to (index into buckets()).
+  std::size_t bucket_of(std::size_t layer) const { return bucket_of_[layer]; }
+  Communicator& comm() { return comm_; }
+  std::size_t layers() const { return layer_offsets_.size() - 1; }
+  const std::vector<std::size_t>& layer_offsets() const { return layer_offsets_; }
+
+ private:
+  Communicator& comm_;
+  std::span<float> grads_;
+  std::vector<std::size_t> layer_offsets_;
+  std::vector<GradBucket> buckets_;
+  std::vector<std::size_t> bucket_of_;
+  AllReduceFn algorithm_;
+  AlgoOptions algo_;
+  std::atomic<long long> reduce_ns_{0};
+};
+
+// After backward, every bucket in turn, on the compute thread.
+class BlockingSync final : public GradientSync {
+ public:
+  using GradientSync::GradientSync;
+  void begin_step() override {}
+  void layer_done(std::size_t) override {}
+  void finish_step() override;
+};
+
+// A communication thread all-reduces each bucket as soon as its layers are done.
+class OverlapSync final : public GradientSync {
+ public:
+  OverlapSync(Communicator& comm, std::span<float> gradients,
+              std::vector<std::size_t> layer_offsets, std::size_t bucket_bytes,
+              AllReduceFn algorithm, AlgoOptions algo = {});
+  ~OverlapSync() override;  // stops the thread after the bucket it may be reducing
+  void begin_step() override;
+  void layer_done(std::size_t layer) override;
+  void finish_step() override;
+
+ private:
+  void worker();
+  std::mutex m_;
+  std::condition_variable cv_;
+  std::deque<std::size_t> ready_;         // buckets to reduce, in order
+  std::vector<std::size_t> layers_left_;  // per bucket, layers of this step not yet done
+  std::size_t reduced_ = 0;               // buckets of this step reduced
+  bool stop_ = false;
+  std::exception_ptr error_;
+  std::thread thread_;  // last: started once the rest is in place
+};
+
+// Which synchroniser a trainer builds (exercise 5.2 plugs the student's in here).
+using SyncFactory = std::function<std::unique_ptr<GradientSync>(
+    Communicator&, std::span<float> gradients, std::vector<std::size_t> layer_offsets,
+    std::size_t bucket_bytes, AllReduceFn, AlgoOptions)>;
+
+struct DataParallelOptions {
+  std::size_t bucket_bytes = kDefaultBucketBytes;  // 0: one bucket per layer
+  bool overlap = false;
+  std::string algorithm = "native";  // a row of kAllReduceVariants
+  AlgoOptions algo;
+  SyncFactory make_sync;  // empty: OverlapSync when overlap, else BlockingSync
+};
+
+// Seconds spent in each part of the steps since the last reset_times(), on this rank.
+struct StepTimes {
+  std::size_t steps = 0;
+  double compute_s = 0;  // gathering the batch, forward and backward (with overlap, the
+                         // all-reduce of finished buckets runs during this)
+  double wait_s = 0;     // finish_step: communication left exposed after backward
+  double reduce_s = 0;   // inside the all-reduce calls, on whichever thread (busy time)
+  double update_s = 0;   // the SGD step
+  double total_s = 0;    // whole steps
+};
+
+// One rank of data-parallel training. Every rank of `comm` constructs one with the same
+// config (config.batch is the per-rank batch) and the same data set, and calls the same
+// methods in the same order.
+class DataParallelTrainer final : public nn::RankTrainer {
+ public:
+  DataParallelTrainer(Communicator& comm, nn::TrainConfig config, const nn::Dataset& train,
+                      DataParallelOptions options = {});
+
+  int rank() const override { return comm_.rank(); }
+  int size() const override { return comm_.size(); }
+  std::size_t global_batch() const { return config_.batch * static_cast<std::size_t>(size()); }
+  std::size_t steps_per_epoch() const;
+
+  // One global step (the next batch of the epoch; a new epoch starts after the last). Returns
+  // this rank's share: its rows and the sum of its rows' losses.
+  struct StepResult {
+    std::size_t rows = 0, global_rows = 0, correct = 0;
+    double loss_sum = 0;
+  };
+  StepResult step();
+
+  nn::EpochResult run_epoch(const std::function<void(const nn::StepProgress&)>& on_progress = {},
+                            std::size_t report_every = 50) override;
+  nn::EvalResult evaluate(const nn::Dataset& d) override;
+  void save(const std::filesystem::path& checkpoint) const override;
+  void resume(const std::filesystem::path& checkpoint) override;
+  const nn::TrainState& state() const override { return state_; }
+  std::string describe() const override;
+
+  nn::Mlp& model() { return model_; }
+  const nn::Mlp& model() const { return model_; }
+  nn::Sgd& optimizer() { return opt_; }
+  const GradientSync* sync() const { return sync_.get(); }
+  const StepTimes& times() const { return times_; }
+  void reset_times();
+  std::size_t step_in_epoch() const { return step_in_epoch_; }
+
+ private:
+  void start_epoch();
+  Communicator& comm_;
+  nn::TrainConfig config_;
+  const nn::Dataset& train_;
+  DataParallelOptions options_;
+  nn::Mlp model_;
+  nn::Sgd opt_;
+  nn::TrainState state_;
+  std::unique_ptr<GradientSync> sync_;  // null with one rank
+  std::vector<std::uint32_t> order_;
+  std::size_t step_in_epoch_ = 0;
+  bool epoch_started_ = false;
+  std::vector<float> batch_x_, dlogits_;
+  std::vector<std::uint8_t> batch_y_;
+  nn::Activations acts_;
+  StepTimes times_;
+  double reduce_base_ = 0;  // sync_->reduce_seconds() at the last reset_times()
+};
+
+// 0 when every rank's `values` equal rank 0's bit for bit; else a positive number (the sum over
+// ranks of each rank's largest absolute difference from rank 0). Every rank must call it.
+double replica_divergence(Communicator& comm, std::span<const float> values);
+
+// The all-reduce row named `name` (kAllReduceVariants), or a UsageError listing them.
+AllReduceFn find_allreduce(const std::string& name);
+
+}  // namespace concurdl::dp

@@ -1,0 +1,148 @@
+#!/usr/bin/python3
+"""PyTorch DDP as the peer of ch05/dp_train: the same MLP (784-256-128-10), per-rank batch,
+SGD (lr 0.02, momentum 0.9, weight decay 5e-4) and Fashion-MNIST images, over N processes with
+the gloo backend on this machine (torch.multiprocessing spawn, file:// rendezvous), one
+compute thread per process. Times `--repeat` windows of `--steps` steps each after `--warmup`
+steps and prints one JSON line on stdout:
+
+  {"samples_per_s": ..., "ranks": N, "batch_per_rank": b, "global_batch": N*b,
+   "steps": s, "seconds": [one per window], "torch": "2.x", "backend": "gloo"}
+
+  /usr/bin/python3 chapters/05-data-parallel/scripts/ddp_peer.py --ranks 2 --batch 64
+
+Without torch it prints {"skipped": "why"} and exits 3, so that the caller can say why.
+"""
+import argparse
+import gzip
+import json
+import os
+import sys
+import tempfile
+import time
+
+
+def fashion_mnist_dir():
+    d = os.environ.get("CONCURDL_FASHION_MNIST")
+    return d if d else "/usr/share/datasets/fashion-mnist"
+
+
+def read_idx_images(path, limit):
+    import numpy as np
+    with gzip.open(path, "rb") as f:
+        data = f.read()
+    magic, n, rows, cols = (int.from_bytes(data[i:i + 4], "big") for i in range(0, 16, 4))
+    if magic != 2051:
+        raise ValueError(f"{path}: not an IDX image file (magic {magic})")
+    n = min(n, limit) if limit else n
+    x = np.frombuffer(data, dtype=np.uint8, count=n * rows * cols, offset=16)
+    # The suite's normalisation: (pixel / 255 - mean) / std of the Fashion-MNIST training set.
+    return ((x.reshape(n, rows * cols).astype(np.float32) / 255.0) - 0.2860) / 0.3530
+
+
+def read_idx_labels(path, limit):
+    import numpy as np
+    with gzip.open(path, "rb") as f:
+        data = f.read()
+    magic, n = (int.from_bytes(data[i:i + 4], "big") for i in range(0, 8, 4))
+    if magic != 2049:
+        raise ValueError(f"{path}: not an IDX label file (magic {magic})")
+    n = min(n, limit) if limit else n
+    return np.frombuffer(data, dtype=np.uint8, count=n, offset=8).astype(np.int64)
+
+
+def find_file(d, stem):
+    for name in (stem + ".gz", stem):
+        p = os.path.join(d, name)
+        if os.path.exists(p):
+            return p
+    raise FileNotFoundError(f"{d}: no {stem}(.gz) (apt-get install dataset-fashion-mnist)")
+
+
+def worker(rank, args, init_file, out_queue):
+    import torch
+    import torch.distributed as dist
+    import torch.nn as nn
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method="file://" + init_file, rank=rank,
+                            world_size=args.ranks)
+    d = args.data or fashion_mnist_dir()
+    x = torch.from_numpy(read_idx_images(find_file(d, "train-images-idx3-ubyte"), args.images))
+    y = torch.from_numpy(read_idx_labels(find_file(d, "train-labels-idx1-ubyte"), args.images))
+    torch.manual_seed(1)
+    model = nn.Sequential(nn.Linear(784, 256), nn.ReLU(), nn.Linear(256, 128), nn.ReLU(),
+                          nn.Linear(128, 10))
+    ddp = nn.parallel.DistributedDataParallel(model, bucket_cap_mb=args.bucket_mb)
+    opt = torch.optim.SGD(ddp.parameters(), lr=0.02, momentum=0.9, weight_decay=5e-4)
+    loss_fn = nn.CrossEntropyLoss()
+    g = torch.Generator().manual_seed(1)
+    order = torch.randperm(x.shape[0], generator=g)
+    gb = args.batch * args.ranks
+    cursor = [0]
+
+    def step():
+        first = cursor[0]
+        if first + gb > x.shape[0]:
+            first = 0
+        idx = order[first + rank * args.batch: first + (rank + 1) * args.batch]
+        cursor[0] = first + gb
+        opt.zero_grad(set_to_none=True)
+        loss = loss_fn(ddp(x[idx]), y[idx])
+        loss.backward()  # DDP all-reduces the gradient buckets during backward
+        opt.step()
+        return float(loss)
+
+    for _ in range(args.warmup):
+        step()
+    seconds = []
+    for _ in range(args.repeat):
+        dist.barrier()
+        t0 = time.perf_counter()
+        for _ in range(args.steps):
+            step()
+        dist.barrier()
+        seconds.append(time.perf_counter() - t0)
+    if rank == 0:
+        out_queue.put({"seconds": seconds, "torch": torch.__version__})
+    dist.destroy_process_group()
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--ranks", type=int, default=2)
+    p.add_argument("--batch", type=int, default=64, help="per-rank batch")
+    p.add_argument("--steps", type=int, default=30, help="steps per timed window")
+    p.add_argument("--warmup", type=int, default=5)
+    p.add_argument("--repeat", type=int, default=5, help="timed windows")
+    p.add_argument("--images", type=int, default=6400, help="first N training images (0: all)")
+    p.add_argument("--bucket-mb", type=float, default=25.0, help="DDP bucket_cap_mb")
+    p.add_argument("--data", default="", help="Fashion-MNIST directory")
+    args = p.parse_args()
+    if args.ranks < 1 or args.batch < 1 or args.steps < 1 or args.repeat < 1:
+        print(json.dumps({"error": "ranks, batch, steps and repeat must be >= 1"}))
+        return 2
+    try:
+        import torch  # noqa: F401
+        import torch.multiprocessing as mp
+    except ImportError as e:
+        print(json.dumps({"skipped": f"{sys.executable} has no torch ({e}); "
+                                     "apt-get install python3-torch"}))
+        return 3
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    with tempfile.TemporaryDirectory(prefix="concurdl-ddp-") as tmp:
+        init_file = os.path.join(tmp, "rendezvous")
+        ctx = mp.get_context("spawn")
+        q = ctx.Queue()
+        mp.spawn(worker, args=(args, init_file, q), nprocs=args.ranks, join=True)
+        r = q.get(timeout=60)
+    seconds = r["seconds"]
+    gb = args.batch * args.ranks
+    best = sorted(seconds)[len(seconds) // 2]
+    print(json.dumps({"samples_per_s": gb * args.steps / best, "ranks": args.ranks,
+                      "batch_per_rank": args.batch, "global_batch": gb, "steps": args.steps,
+                      "seconds": seconds, "torch": r["torch"], "backend": "gloo",
+                      "bucket_cap_mb": args.bucket_mb}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,362 @@
+// Data-parallel SGD (data_parallel.hpp): bucket plans, the blocking and overlapped gradient
+// all-reduce, and one rank's trainer.
+#include "concurdl/dp/data_parallel.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <stdexcept>
+
+#include "concurdl/harness/errors.hpp"
+#include "concurdl/nn/checkpoint.hpp"
+#include "concurdl/nn/random.hpp"
+
+namespace concurdl::dp {
+
+namespace {
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+}  // namespace
+
+std::vector<GradBucket> plan_buckets(std::span<const std::size_t> offsets,
+                                     std::size_t bucket_bytes) {
+  if (offsets.size() < 2)
+    throw std::invalid_argument("plan_buckets: layer_offsets needs layers + 1 >= 2 entries");
+  for (std::size_t i = 1; i < offsets.size(); ++i)
+    if (offsets[i] < offsets[i - 1])
+      throw std::invalid_argument("plan_buckets: layer_offsets must not decrease");
+  std::vector<GradBucket> out;
+  const std::size_t layers = offsets.size() - 1;
+  std::size_t top = layers;  // the open bucket is layers [l, top)
+  for (std::size_t l = layers; l-- > 0;) {
+    const std::size_t bytes = (offsets[top] - offsets[l]) * sizeof(float);
+    if (bytes >= bucket_bytes || l == 0) {
+      out.push_back({l, top, offsets[l], offsets[top] - offsets[l]});
+      top = l;
+    }
+  }
+  return out;
+}
+
+AllReduceFn find_allreduce(const std::string& name) {
+  const AllReduceVariant* row = kAllReduceVariants.lookup(name);
+  if (row == nullptr) {
+    std::vector<std::string> names;
+    for (const AllReduceVariant& r : kAllReduceVariants) names.emplace_back(r.name);
+    throw UsageError(fmt::format("--allreduce: unknown all-reduce '{}' (known: {})", name,
+                                 fmt::join(names, ", ")));
+  }
+  return row->run;
+}
+
+// --- GradientSync ----------------------------------------------------------------------------
+
+GradientSync::GradientSync(Communicator& comm, std::span<float> gradients,
+                           std::vector<std::size_t> layer_offsets, std::size_t bucket_bytes,
+                           AllReduceFn algorithm, AlgoOptions algo)
+    : comm_(comm),
+      grads_(gradients),
+      layer_offsets_(std::move(layer_offsets)),
+      buckets_(plan_buckets(layer_offsets_, bucket_bytes)),
+      algorithm_(algorithm),
+      algo_(algo) {
+  if (algorithm_ == nullptr) throw std::invalid_argument("GradientSync: no all-reduce algorithm");
+  if (layer_offsets_.back() != grads_.size())
+    throw std::invalid_argument("GradientSync: layer_offsets do not end at the gradients' size");
+  bucket_of_.resize(layers());
+  for (std::size_t b = 0; b < buckets_.size(); ++b)
+    for (std::size_t l = buckets_[b].first_layer; l < buckets_[b].last_layer; ++l)
+      bucket_of_[l] = b;
+}
+
+void GradientSync::reduce(const GradBucket& b) {
+  const auto t0 = Clock::now();
+  const std::span<float> slice = grads_.subspan(b.offset, b.count);
+  algorithm_(comm_, slice, slice, algo_);
+  reduce_ns_.fetch_add(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0).count(),
+      std::memory_order_relaxed);
+}
+
+void BlockingSync::finish_step() {
+  for (const GradBucket& b : buckets()) reduce(b);
+}
+
+OverlapSync::OverlapSync(Communicator& comm, std::span<float> gradients,
+                         std::vector<std::size_t> layer_offsets, std::size_t bucket_bytes,
+                         AllReduceFn algorithm, AlgoOptions algo)
+    : GradientSync(comm, gradients, std::move(layer_offsets), bucket_bytes, algorithm, algo) {
+  layers_left_.assign(buckets().size(), 0);
+  reduced_ = buckets().size();  // no step in flight
+  thread_ = std::thread([this] { worker(); });
+}
+
+OverlapSync::~OverlapSync() {
+  {
+    std::lock_guard lock(m_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+}
+
+void OverlapSync::begin_step() {
+  std::lock_guard lock(m_);
+  if (error_) std::rethrow_exception(error_);
+  if (reduced_ != buckets().size() || !ready_.empty())
+    throw std::logic_error("OverlapSync::begin_step: the previous step was not finished");
+  for (std::size_t b = 0; b < buckets().size(); ++b)
+    layers_left_[b] = buckets()[b].last_layer - buckets()[b].first_layer;
+  reduced_ = 0;
+}
+
+void OverlapSync::layer_done(std::size_t layer) {
+  if (layer >= layers()) throw std::out_of_range("OverlapSync::layer_done: no such layer");
+  {
+    std::lock_guard lock(m_);
+    const std::size_t b = bucket_of(layer);
+    if (layers_left_[b] == 0) throw std::logic_error("OverlapSync::layer_done: layer done twice");
+    if (--layers_left_[b] != 0) return;
+    ready_.push_back(b);  // backward finishes the buckets in plan order: the same on every rank
+  }
+  cv_.notify_all();
+}
+
+void OverlapSync::finish_step() {
+  std::unique_lock lock(m_);
+  cv_.wait(lock, [&] { return reduced_ == buckets().size() || error_ != nullptr; });
+  if (error_) std::rethrow_exception(error_);
+}
+
+void OverlapSync::worker() {
+  std::unique_lock lock(m_);
+  for (;;) {
+    cv_.wait(lock, [&] { return stop_ || !ready_.empty(); });
+    if (stop_) return;  // a step abandoned by an exception on the compute thread
+    const std::size_t b = ready_.front();
+    ready_.pop_front();
+    lock.unlock();
+    try {
+      reduce(buckets()[b]);
+    } catch (...) {
+      lock.lock();
+      error_ = std::current_exception();
+      cv_.notify_all();
+      return;  // the communicator's state is unknown: no further collectives
+    }
+    lock.lock();
+    ++reduced_;
+    cv_.notify_all();
+  }
+}
+
+// --- the trainer -----------------------------------------------------------------------------
+
+DataParallelTrainer::DataParallelTrainer(Communicator& comm, nn::TrainConfig config,
+                                         const nn::Dataset& train, DataParallelOptions options)
+    : comm_(comm),
+      config_(std::move(config)),
+      train_(train),
+      options_(std::move(options)),
+      model_(config_.spec, config_.seed, config_.gemm),
+      opt_(model_.parameters().size(), config_.sgd) {
+  if (config_.batch == 0) throw std::invalid_argument("DataParallelTrainer: batch size 0");
+  if (comm_.memory() != MemorySpace::host)
+    throw UsageError(fmt::format(
+        "data-parallel training: the {} backend all-reduces device memory; this trainer runs "
+        "the MLP on the CPU (host memory)",
+        comm_.name()));
+  if (train_.dim != config_.spec.widths.front() || train_.classes > config_.spec.widths.back() ||
+      train_.x.size() != train_.n * train_.dim || train_.y.size() != train_.n)
+    throw std::invalid_argument("DataParallelTrainer: the data set does not fit the model " +
+                                config_.spec.describe());
+  const AllReduceFn algo = find_allreduce(options_.algorithm);
+  if (comm_.size() > 1) {
+    std::vector<std::size_t> offsets = model_.layer_offsets();
+    if (options_.make_sync)
+      sync_ = options_.make_sync(comm_, model_.gradients(), std::move(offsets),
+                                 options_.bucket_bytes, algo, options_.algo);
+    else if (options_.overlap)
+      sync_ = std::make_unique<OverlapSync>(comm_, model_.gradients(), std::move(offsets),
+                                            options_.bucket_bytes, algo, options_.algo);
+    else
+      sync_ = std::make_unique<BlockingSync>(comm_, model_.gradients(), std::move(offsets),
+                                             options_.bucket_bytes, algo, options_.algo);
+  }
+  state_.seed = config_.seed;
+}
+
+std::size_t DataParallelTrainer::steps_per_epoch() const {
+  return (train_.n + global_batch() - 1) / global_batch();
+}
+
+std::string DataParallelTrainer::describe() const {
+  const std::size_t buckets = sync_ ? sync_->buckets().size() : 0;
+  return fmt::format(
+      "{} rank{} ({}), batch {} per rank ({} global), all-reduce {} in {} bucket{} of >= {} "
+      "KiB, overlap {}",
+      size(), size() == 1 ? "" : "s", comm_.name(), config_.batch, global_batch(),
+      options_.algorithm, buckets, buckets == 1 ? "" : "s", options_.bucket_bytes >> 10,
+      options_.overlap ? "on" : "off");
+}
+
+void DataParallelTrainer::reset_times() {
+  times_ = {};
+  reduce_base_ = sync_ ? sync_->reduce_seconds() : 0.0;
+}
+
+void DataParallelTrainer::start_epoch() {
+  if (config_.lr_decay != 1.0f) opt_.set_lr(nn::epoch_lr(config_, state_.epoch));
+  nn::epoch_permutation(train_.n, state_.seed, state_.epoch, order_);
+  step_in_epoch_ = 0;
+  epoch_started_ = true;
+}
+
+DataParallelTrainer::StepResult DataParallelTrainer::step() {
+  if (!epoch_started_) start_epoch();
+  const auto t0 = Clock::now();
+  const std::size_t n = train_.n, dim = train_.dim, classes = config_.spec.widths.back();
+  const std::size_t first = step_in_epoch_ * global_batch();
+  StepResult r;
+  r.global_rows = std::min(global_batch(), n - first);
+  const Block mine = block_of(r.global_rows, size(), rank());
+  r.rows = mine.count;
+  batch_x_.resize(config_.batch * dim);
+  batch_y_.resize(config_.batch);
+  for (std::size_t i = 0; i < mine.count; ++i) {
+    const std::uint32_t idx = order_[first + mine.offset + i];
+    std::memcpy(batch_x_.data() + i * dim, train_.row(idx), dim * sizeof(float));
+    batch_y_[i] = train_.y[idx];
+  }
+
+  const std::size_t layers = model_.layers();
+  const std::function<void(std::size_t)> hook = [this](std::size_t l) {
+    if (sync_) sync_->layer_done(l);
+  };
+  if (sync_) sync_->begin_step();
+  if (mine.count > 0) {
+    model_.forward_layers(0, layers, batch_x_.data(), mine.count, acts_);
+    dlogits_.resize(mine.count * classes);
+    // Each rank's gradient is its rows' share of the global batch's mean: the sum over ranks
+    // is the global gradient, so the all-reduce is a plain sum.
+    const nn::LossResult lr = nn::softmax_xent_loss(acts_.output(), batch_y_.data(), mine.count,
+                                                    classes, dlogits_.data(), r.global_rows);
+    r.loss_sum = lr.loss * static_cast<double>(mine.count);
+    r.correct = lr.correct;
+    model_.backward_layers(0, layers, acts_, dlogits_.data(), nullptr, false, hook);
+  } else {
+    // No rows for this rank in the epoch's last, short batch: it contributes zeros.
+    std::fill(model_.gradients().begin(), model_.gradients().end(), 0.0f);
+    for (std::size_t l = layers; l-- > 0;) hook(l);
+  }
+  const auto t1 = Clock::now();
+  if (sync_) sync_->finish_step();
+  const auto t2 = Clock::now();
+  opt_.step(model_.parameters(), model_.gradients());
+  const auto t3 = Clock::now();
+
+  ++state_.step;
+  if (++step_in_epoch_ == steps_per_epoch()) {
+    ++state_.epoch;
+    epoch_started_ = false;
+  }
+  times_.steps += 1;
+  times_.compute_s += std::chrono::duration<double>(t1 - t0).count();
+  times_.wait_s += std::chrono::duration<double>(t2 - t1).count();
+  times_.update_s += std::chrono::duration<double>(t3 - t2).count();
+  times_.total_s += std::chrono::duration<double>(t3 - t0).count();
+  times_.reduce_s = sync_ ? sync_->reduce_seconds() - reduce_base_ : 0.0;
+  return r;
+}
+
+nn::EpochResult DataParallelTrainer::run_epoch(
+    const std::function<void(const nn::StepProgress&)>& on_progress, std::size_t report_every) {
+  if (epoch_started_ && step_in_epoch_ != 0)
+    throw std::logic_error("DataParallelTrainer::run_epoch: an epoch is half done (step())");
+  start_epoch();
+  const auto start = Clock::now();
+  const std::size_t steps = steps_per_epoch();
+  const std::uint64_t epoch = state_.epoch;
+  // [loss sum, correct, rows] over the epoch and over the window since the last report; the
+  // window is summed over the ranks at each report: every rank reports at the same steps,
+  // whether or not it has an on_progress (collectives match by order).
+  double epoch_loss = 0, window_loss = 0;
+  std::size_t epoch_correct = 0, window_correct = 0, window_rows = 0, samples = 0;
+  std::vector<float> sums(3);
+  nn::EpochResult result;
+  for (std::size_t s = 0; s < steps; ++s) {
+    const StepResult r = step();
+    window_loss += r.loss_sum;
+    window_correct += r.correct;
+    window_rows += r.rows;
+    samples += r.global_rows;
+    const bool last = s + 1 == steps;
+    if (last || (report_every > 0 && (s + 1) % report_every == 0)) {
+      sums = {static_cast<float>(window_loss), static_cast<float>(window_correct),
+              static_cast<float>(window_rows)};
+      if (size() > 1) comm_.all_reduce(sums);
+      epoch_loss += sums[0];
+      epoch_correct += static_cast<std::size_t>(std::lround(sums[1]));
+      if (on_progress) {
+        nn::StepProgress p;
+        p.epoch = epoch;
+        p.step_in_epoch = s + 1;
+        p.steps_per_epoch = steps;
+        p.step = state_.step;
+        p.loss = sums[2] > 0 ? sums[0] / sums[2] : 0.0;
+        p.accuracy = sums[2] > 0 ? sums[1] / sums[2] : 0.0;
+        p.seconds = seconds_since(start);
+        p.samples = samples;
+        on_progress(p);
+      }
+      window_loss = 0;
+      window_correct = 0;
+      window_rows = 0;
+    }
+  }
+  result.seconds = seconds_since(start);
+  result.samples = train_.n;
+  if (train_.n > 0) {
+    result.loss = epoch_loss / static_cast<double>(train_.n);
+    result.accuracy = static_cast<double>(epoch_correct) / static_cast<double>(train_.n);
+  }
+  return result;
+}
+
+nn::EvalResult DataParallelTrainer::evaluate(const nn::Dataset& d) {
+  return model_.evaluate(d.x.data(), d.y.data(), d.n);
+}
+
+void DataParallelTrainer::save(const std::filesystem::path& checkpoint) const {
+  nn::save_checkpoint(checkpoint, model_, opt_, state_);  // atomic: temporary file, rename
+}
+
+void DataParallelTrainer::resume(const std::filesystem::path& checkpoint) {
+  state_ = nn::load_checkpoint(checkpoint, model_, opt_);
+  epoch_started_ = false;
+  step_in_epoch_ = 0;
+}
+
+double replica_divergence(Communicator& comm, std::span<const float> values) {
+  if (comm.size() == 1) return 0;
+  std::vector<float> root(values.begin(), values.end());
+  comm.broadcast(root, 0);
+  float worst = 0;
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    const float d = std::fabs(values[i] - root[i]);
+    if (!(d <= worst)) worst = std::isnan(d) ? INFINITY : d;
+  }
+  // Bit-for-bit: a difference too small to show as a float difference still counts.
+  if (worst == 0 && std::memcmp(values.data(), root.data(), values.size() * sizeof(float)) != 0)
+    worst = 1e-30f;
+  std::vector<float> w = {worst};
+  comm.all_reduce(w);
+  return w[0];
+}
+
+}  // namespace concurdl::dp

@@ -1,0 +1,135 @@
+// The data-parallel backends of `concurdl train --ranks N --backend NAME` (distributed_train.hpp):
+//   threads  N rank threads in this process (run_threads), one compute thread each
+//   mpi      this process is one of N ranks under mpirun (the command launched it)
+//   nccl     not for this trainer: it keeps the MLP on the CPU (a clear usage error)
+#include <fmt/format.h>
+
+#include <cmath>
+#include <cstdio>
+#include <exception>
+
+#include "concurdl/dp/data_parallel.hpp"
+#include "concurdl/dp/mpi_backend.hpp"
+#include "concurdl/dp/threads_backend.hpp"
+#include "concurdl/harness/errors.hpp"
+#include "concurdl/harness/ranks.hpp"
+#include "concurdl/kernels/threads.hpp"
+#include "concurdl/nn/distributed_train.hpp"
+
+namespace concurdl::dp {
+
+namespace {
+
+DataParallelOptions options_of(const nn::DistributedOptions& o) {
+  DataParallelOptions d;
+  if (!(o.bucket_mb < 0)) {
+    if (!std::isfinite(o.bucket_mb) || o.bucket_mb > 1024)
+      throw UsageError(
+          fmt::format("--bucket-mb: '{}' is not allowed (need 0 <= MiB <= 1024)", o.bucket_mb));
+    d.bucket_bytes = static_cast<std::size_t>(std::llround(o.bucket_mb * 1024.0 * 1024.0));
+  }
+  d.overlap = o.overlap;
+  d.algorithm = o.allreduce;
+  find_allreduce(d.algorithm);  // a UsageError naming the known ones
+  return d;
+}
+
+void run_on_threads(const nn::DistributedOptions& o, const nn::TrainConfig& c,
+                    const nn::Dataset& train, const nn::RankLoop& loop) {
+  const DataParallelOptions opt = options_of(o);
+  // The compute-thread count is process-wide (OpenBLAS's too): each rank thread runs its GEMMs
+  // on itself alone, so N ranks use N cores.
+  struct Restore {
+    int was = kernels::compute_threads();
+    ~Restore() { kernels::set_compute_threads(was); }
+  } restore;
+  kernels::set_compute_threads(1);
+  nn::TrainConfig config = c;
+  config.threads = 0;  // leave the setting above alone
+  run_threads(o.ranks, [&](Communicator& comm) {
+    DataParallelTrainer t(comm, config, train, opt);
+    loop(t);
+  });
+}
+
+#if CONCURDL_HAVE_MPI
+void run_on_mpi(const nn::DistributedOptions& o, const nn::TrainConfig& c, const nn::Dataset& train,
+                const nn::RankLoop& loop) {
+  const DataParallelOptions opt = options_of(o);
+  ranks::init();
+  if (ranks::world_size() != o.ranks)
+    throw UsageError(
+        fmt::format("--ranks {}: this MPI launch has {} rank(s)", o.ranks, ranks::world_size()));
+  if (c.threads > 0) kernels::set_compute_threads(c.threads);
+  int code = 0;
+  std::string what;
+  {
+    MpiCommunicator comm(MPI_COMM_WORLD);
+    try {
+      DataParallelTrainer t(comm, c, train, opt);
+      loop(t);
+      comm.barrier();
+      return;
+    } catch (const UsageError& e) {
+      code = 2;
+      what = e.what();
+    } catch (const std::exception& e) {
+      code = 1;
+      what = e.what();
+    }
+  }
+  // The other ranks may be waiting in a collective for this one: MPI_Finalize would hang, so
+  // the whole launch ends here, with this rank's message.
+  std::fprintf(stderr, "concurdl: rank %d: %s\n", ranks::world_rank(), what.c_str());
+  std::fflush(stderr);
+  MPI_Abort(MPI_COMM_WORLD, code);
+}
+#endif
+
+const bool registered = [] {
+  nn::register_distributed_backend(
+      {.name = "threads",
+       .what = "ranks are threads of this process (shared memory), one compute thread each",
+       .missing = [] { return std::string(); },
+       .run = &run_on_threads});
+  nn::register_distributed_backend(
+      {.name = "mpi",
+       .what = "ranks are processes under mpirun (launched for you), MpiCommunicator",
+       .missing = []() -> std::string {
+         if (!CONCURDL_HAVE_MPI)
+           return "--backend mpi: this concurdl was built without MPI (apt-get install "
+                  "libopenmpi-dev openmpi-bin, then configure again)";
+         return "";
+       },
+       .mpi_launch = true,
+       .run =
+           [](const nn::DistributedOptions& o, const nn::TrainConfig& c, const nn::Dataset& d,
+              const nn::RankLoop& loop) {
+#if CONCURDL_HAVE_MPI
+             run_on_mpi(o, c, d, loop);
+#else
+             (void)o, (void)c, (void)d, (void)loop;
+             throw UsageError("--backend mpi: this concurdl was built without MPI");
+#endif
+           }});
+  nn::register_distributed_backend(
+      {.name = "nccl",
+       .what = "one rank per GPU with NCCL: not for this trainer, which keeps the MLP on the CPU",
+       .missing = []() -> std::string {
+         if (!CONCURDL_HAVE_NCCL)
+           return "--backend nccl: this concurdl was built without NCCL (needs CUDA, NCCL and "
+                  "MPI when configuring)";
+         return "--backend nccl: needs the model on a GPU, and this data-parallel trainer "
+                "runs the MLP on the CPU; use --backend threads or mpi";
+       },
+       .run =
+           [](const nn::DistributedOptions&, const nn::TrainConfig&, const nn::Dataset&,
+              const nn::RankLoop&) {
+             throw UsageError("--backend nccl: needs the model on a GPU (not implemented)");
+           }});
+  return true;
+}();
+
+}  // namespace
+
+}  // namespace concurdl::dp

@@ -1,0 +1,100 @@
+// Data-parallel SGD across processes: under mpirun, N ranks with per-rank batch b end at the
+// parameters one nn::Trainer with batch N·b reaches (each rank computes the one-rank run
+// itself), blocking and overlapped, for every bucket size; the replicas stay identical.
+//   mpirun --allow-run-as-root --oversubscribe -np 4 build/bin/ch05_mpi_ddp_tests
+// (ctest: ch05.mpi_ddp.np2, ch05.mpi_ddp.np4.) Every rank runs every test and the same
+// collectives whatever its checks find, so one rank's failure cannot leave the others waiting.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "concurdl/dp/data_parallel.hpp"
+#include "concurdl/dp/mpi_backend.hpp"
+#include "concurdl/harness/ranks.hpp"
+#include "concurdl/harness/ranks_mpi.hpp"
+#include "concurdl/kernels/threads.hpp"
+
+namespace {
+
+using namespace concurdl::dp;
+namespace nn = concurdl::nn;
+
+Communicator& world() {
+  static MpiCommunicator comm(MPI_COMM_WORLD);
+  return comm;
+}
+
+nn::Dataset make_data() {
+  nn::Dataset s;
+  s.n = 98;
+  s.dim = 32;
+  s.classes = 10;
+  s.x.resize(s.n * s.dim);
+  s.y.resize(s.n);
+  std::uint32_t state = 4242;
+  auto next = [&] {
+    state = state * 1664525u + 1013904223u;
+    return static_cast<float>(state >> 8) * 0x1.0p-23f - 1.0f;
+  };
+  for (float& v : s.x) v = next();
+  for (std::size_t i = 0; i < s.n; ++i)
+    s.y[i] = static_cast<std::uint8_t>((state >> 9) % 10), next();
+  return s;
+}
+
+nn::TrainConfig config(std::size_t batch) {
+  nn::TrainConfig c;
+  c.spec.widths = {32, 24, 16, 10};
+  c.batch = batch;
+  c.seed = 3;
+  c.sgd.lr = 0.05f;
+  return c;
+}
+
+TEST(MpiDdp, NRanksEqualOneRankWithTheGlobalBatch) {
+  concurdl::kernels::set_compute_threads(1);
+  const nn::Dataset d = make_data();
+  Communicator& comm = world();
+  constexpr std::size_t b = 5;
+  nn::Trainer one(config(b * static_cast<std::size_t>(comm.size())), d);
+  for (int e = 0; e < 2; ++e) one.run_epoch();
+  for (bool overlap : {false, true})
+    for (std::size_t bucket : {std::size_t{0}, std::size_t{2048}, std::size_t{1} << 20})
+      for (const char* algo : {"native", "v4_ring"}) {
+        SCOPED_TRACE(std::string(overlap ? "overlap" : "blocking") + ", bucket " +
+                     std::to_string(bucket) + ", " + algo);
+        DataParallelOptions opt;
+        opt.overlap = overlap;
+        opt.bucket_bytes = bucket;
+        opt.algorithm = algo;
+        DataParallelTrainer t(comm, config(b), d, opt);
+        for (int e = 0; e < 2; ++e) t.run_epoch();
+        float worst = 0;
+        for (std::size_t i = 0; i < one.model().parameters().size(); ++i)
+          worst =
+              std::max(worst, std::fabs(one.model().parameters()[i] - t.model().parameters()[i]));
+        EXPECT_LE(worst, 2e-5f);
+        EXPECT_EQ(t.state().step, one.state().step);
+        EXPECT_EQ(replica_divergence(comm, t.model().parameters()), 0.0);
+      }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  ::testing::InitGoogleTest(&argc, argv);
+  concurdl::ranks::init();
+  if (concurdl::ranks::world_rank() != 0) {
+    auto& listeners = ::testing::UnitTest::GetInstance()->listeners();
+    delete listeners.Release(listeners.default_result_printer());
+  }
+  const int mine = RUN_ALL_TESTS();
+  int worst = 0;
+  MPI_Allreduce(&mine, &worst, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  world().barrier();
+  return worst;
+}
