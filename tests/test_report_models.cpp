@@ -340,6 +340,56 @@ TEST(ReportModels, MergedRunsGetOneCurvePerRun) {
   EXPECT_DOUBLE_EQ(here->points[0].y, 2);  // a and b of its own run, not four records
 }
 
+// A projection: evaluated at its own x values (past the measurements), fitted to every record
+// of the run's experiment (not only those the figure's `where` keeps), with a note of its fit.
+TEST(ReportModels, AProjectionRunsPastTheMeasurementsAndSeesEveryRecordOfTheRun) {
+  static const bool registered = register_experiment({
+      .id = "testreport/projection",
+      .chapter = "99-test",
+      .title = "Report projection",
+      .axes = {{.name = "variant", .values = {"a"}},
+               {.name = "ranks", .values = {"2", "4"}, .kind = AxisKind::count},
+               {.name = "n", .values = {"1", "2"}, .kind = AxisKind::size}},
+      .scaling_axis = "ranks",
+      .prepare = [](const Params&, GroupCache&) { return Trial{.run = [] {}}; },
+      .figures = {{.id = "out",
+                   .x = "ranks",
+                   .where = {{"n", "2"}},
+                   .log_x = true,
+                   .models = {{.label = "records of the run",
+                               .series = "a",
+                               .y = [](const ModelPoint& p) -> std::optional<double> {
+                                 return static_cast<double>(p.run_records.size()) * 100 +
+                                        static_cast<double>(p.records.size());
+                               },
+                               .xs = {2, 64, 1024},
+                               .note =
+                                   [](const ModelPoint& p) {
+                                     return fmt::format("fitted to {} records",
+                                                        p.run_records.size());
+                                   }}}}},
+  });
+  (void)registered;
+  RunFile run = run_on("alpha");
+  for (int ranks : {2, 4})
+    for (int n : {1, 2})
+      run.records.push_back(
+          record("testreport/projection",
+                 {{"variant", "a"}, {"ranks", std::to_string(ranks)}, {"n", std::to_string(n)}},
+                 1e-3 * n));
+  run.records.back().valid = false;  // invalid records are not fitted to
+  const auto charts = build_charts({run});
+  const ChartSpec* c = find_chart(charts, "testreport_projection_out");
+  ASSERT_NE(c, nullptr);
+  const ChartSeries* m = find_series(*c, "model: records of the run");
+  ASSERT_NE(m, nullptr);
+  EXPECT_EQ(xs_of(*m), (std::vector<double>{2, 64, 1024}));  // not 4, where it was measured
+  EXPECT_DOUBLE_EQ(m->points[0].y, 301);  // 3 valid records of the run; 1 measured at x = 2
+  EXPECT_DOUBLE_EQ(m->points[1].y, 300);  // nothing measured at 64
+  EXPECT_NE(notes_of(*c).find("model: records of the run: fitted to 3 records"), std::string::npos)
+      << notes_of(*c);
+}
+
 TEST(ReportModels, DashedLabelledInTheirOwnBlocksAndNeverARowOfTheTables) {
   register_models();
   TempDir tmp;

@@ -270,10 +270,31 @@ void add_models(ChartData& d, const std::vector<RunFile>& runs,
         continue;
       }
       // The x values of the series it follows (every x of the run's, for ""), with the
-      // records measured there.
+      // records measured there; a projection's own x values instead, where given.
       std::map<double, std::vector<const Record*>> at;
       for (const Measured* ms : follow)
         for (const auto& [x, rec] : ms->at_x) at[x].push_back(rec);
+      if (!m.xs.empty()) {
+        std::map<double, std::vector<const Record*>> own;
+        for (double x : m.xs) own[x] = at.count(x) ? at[x] : std::vector<const Record*>{};
+        at = std::move(own);
+      }
+      // The experiment's valid records in this run, for models that fit across the figure.
+      std::vector<const Record*> run_records;
+      std::string experiment;
+      for (const Measured* ms : follow)
+        if (!ms->at_x.empty()) experiment = ms->at_x.begin()->second->experiment;
+      for (const Record& r : runs[ri].records)
+        if (r.experiment == experiment && r.valid && r.stats.n > 0) run_records.push_back(&r);
+      if (m.note) {
+        try {
+          if (std::string line = m.note(ModelPoint{0, {}, &runs[ri].calibration, run_records});
+              !line.empty())
+            chart.notes.push_back(label + ": " + line);
+        } catch (const std::exception& ex) {
+          chart.notes.push_back(fmt::format("{}: its note failed: {}", label, ex.what()));
+        }
+      }
 
       ChartSeries s;
       s.label = label;
@@ -285,7 +306,7 @@ void add_models(ChartData& d, const std::vector<RunFile>& runs,
       for (const auto& [x, recs] : at) {
         std::optional<double> y;
         try {
-          if (m.y) y = m.y(ModelPoint{x, recs, &runs[ri].calibration});
+          if (m.y) y = m.y(ModelPoint{x, recs, &runs[ri].calibration, run_records});
         } catch (const std::exception& ex) {  // one bad model spoils no chart
           chart.notes.push_back(fmt::format("{} failed at x = {}: {}", label, x, ex.what()));
         }

@@ -152,6 +152,9 @@ struct ModelPoint {
   double x = 0;
   std::vector<const Record*> records;
   const Calibration* calibration = nullptr;
+  // Every valid record of the figure's experiment in this run, whatever the figure's `where`:
+  // what a model fits its parameters to (α and β of a collective over all its sizes).
+  std::vector<const Record*> run_records;
 };
 
 // An analytical model drawn beside the measurements: dashed, labelled "model: LABEL" in the
@@ -161,6 +164,13 @@ struct Model {
   std::string series;  // evaluated at the x values of this measured series ("" = every x)
   // The model's y at a point, or nullopt where it has no value (a component not measured).
   std::function<std::optional<double>(const ModelPoint&)> y;
+  // A projection: evaluated at these x values (and at no other) instead of the measured ones,
+  // so the curve may run past the measurements (all-reduce time out to 1024 ranks). `records`
+  // holds what was measured at an x, if anything.
+  std::vector<double> xs;
+  // Optional: a line for the chart's notes, from the run's records (the fitted parameters the
+  // curve was drawn with); "" adds nothing. Given a ModelPoint with x = 0 and no `records`.
+  std::function<std::string(const ModelPoint&)> note;
 };
 
 struct Figure {
