@@ -61,11 +61,7 @@ void allreduce_naive(Communicator& comm, std::span<const float> in, std::span<fl
   const int n = comm.size(), r = comm.rank();
   if (n == 1 || data.empty()) return;
   if (r == 0) {
-    std::span<float> tmp = scratch(data.size());
-    for (int src = 1; src < n; ++src) {
-      comm.recv(src, tmp, opts.tag);
-      add_into(data, tmp);
-    }
+    for (int src = 1; src < n; ++src) comm.recv_reduce(src, data, opts.tag);
     for (int dst = 1; dst < n; ++dst) comm.send(dst, data, opts.tag);
   } else {
     comm.send(0, data, opts.tag);
@@ -82,16 +78,12 @@ void reduce_tree(Communicator& comm, std::span<float> data, int root, const Algo
   const int n = comm.size();
   if (n == 1 || data.empty()) return;
   const int v = mod(comm.rank() - root, n);
-  std::span<float> tmp = scratch(data.size());
   for (int mask = 1; mask < n; mask <<= 1) {
     if (v & mask) {
       comm.send(mod(v - mask + root, n), data, opts.tag);
       return;
     }
-    if (v + mask < n) {
-      comm.recv(mod(v + mask + root, n), tmp, opts.tag);
-      add_into(data, tmp);
-    }
+    if (v + mask < n) comm.recv_reduce(mod(v + mask + root, n), data, opts.tag);
   }
 }
 
@@ -145,8 +137,7 @@ void allreduce_halving_doubling(Communicator& comm, std::span<const float> in, s
     if (r % 2 == 0) {
       comm.send(r + 1, data, opts.tag);
     } else {
-      comm.recv(r - 1, tmp, opts.tag);
-      add_into(data, tmp);
+      comm.recv_reduce(r - 1, data, opts.tag);
       v = r / 2;
     }
   } else {
@@ -169,8 +160,12 @@ void allreduce_halving_doubling(Communicator& comm, std::span<const float> in, s
       const bool upper = (v & mask) != 0;
       std::span<float> keep = upper ? range(mid, hi) : range(lo, mid);
       std::span<float> give = upper ? range(lo, mid) : range(mid, hi);
-      comm.sendrecv(partner, give, partner, tmp.first(keep.size()), opts.tag);
-      add_into(keep, tmp.first(keep.size()));
+      // Receive-and-add into the half we keep while the partner's half goes out; the halves
+      // do not overlap, so the partner may add into ours while we send it theirs.
+      Request in = comm.irecv_reduce(partner, keep, tmp, opts.tag);
+      Request out = comm.isend(partner, give, opts.tag);
+      in.wait();
+      out.wait();
       if (upper)
         lo = mid;
       else
@@ -211,45 +206,36 @@ void for_segments(Block b, std::size_t seg, F&& f) {
 
 // n-1 steps. In step s rank r sends block (r-s-1) to its right neighbour, receives block (r-s-2)
 // from its left one and adds it to its own; after the last step block r holds the full sum.
-// Pipelining: a segment received in step s is summed and sent on (step s+1) at once, while the
-// rest of the block is still arriving; the receives of step s+1 are posted during step s (into
-// the other half of the scratch) so that senders find them waiting and copy only once.
+// Every receive is a receive-and-add (irecv_reduce) posted up front: step s's goes into block
+// (r-s-2), which this rank does not touch until it has arrived, so on the threads backend the
+// left neighbour adds straight into it from its own buffer (one pass over memory, no scratch);
+// elsewhere it arrives in scratch (at the same offsets) and is added on wait(). Pipelining: a
+// segment summed in step s goes on to the right (step s+1) at once, while the rest of the block
+// is still arriving.
 void reduce_scatter_ring(Communicator& comm, std::span<float> data, const AlgoOptions& opts) {
   require_host(comm, "reduce_scatter_ring");
   const int n = comm.size(), r = comm.rank();
   const std::size_t count = data.size();
   if (n == 1 || count == 0) return;
   const int right = (r + 1) % n, left = (r - 1 + n) % n;
-  const std::size_t max_block = block_of(count, n, 0).count;
-  std::span<float> tmp = scratch(2 * max_block);
+  std::span<float> tmp = scratch(count);
   auto block = [&](int s, int which) { return block_of(count, n, mod(r - s - which, n)); };
 
-  // The receives of step s, into half s % 2 of the scratch (segment offsets relative to the
-  // block).
-  auto post_recvs = [&](int s) {
-    std::vector<Request> reqs;
-    const Block b = block(s, 2);
-    std::span<float> half = tmp.subspan((s % 2) * max_block, b.count);
-    for_segments(Block{0, b.count}, opts.segment_floats,
-                 [&](Block seg) { reqs.push_back(comm.irecv(left, sub(half, seg), opts.tag)); });
-    return reqs;
-  };
-
+  std::vector<std::vector<Request>> recvs(static_cast<std::size_t>(n - 1));
+  for (int s = 0; s < n - 1; ++s)
+    for_segments(block(s, 2), opts.segment_floats, [&](Block seg) {
+      recvs[static_cast<std::size_t>(s)].push_back(
+          comm.irecv_reduce(left, sub(data, seg), sub(tmp, seg), opts.tag));
+    });
   std::vector<Request> sends;
-  std::vector<Request> recvs = post_recvs(0);
   for_segments(block(0, 1), opts.segment_floats,
                [&](Block seg) { sends.push_back(comm.isend(right, sub(data, seg), opts.tag)); });
   for (int s = 0; s < n - 1; ++s) {
-    std::vector<Request> next = s + 1 < n - 1 ? post_recvs(s + 1) : std::vector<Request>{};
-    const Block b = block(s, 2);
-    std::span<float> half = tmp.subspan((s % 2) * max_block, b.count);
     std::size_t k = 0;
-    for_segments(b, opts.segment_floats, [&](Block seg) {
-      recvs[k++].wait();
-      add_into(sub(data, seg), half.subspan(seg.offset - b.offset, seg.count));
+    for_segments(block(s, 2), opts.segment_floats, [&](Block seg) {
+      recvs[static_cast<std::size_t>(s)][k++].wait();
       if (s + 1 < n - 1) sends.push_back(comm.isend(right, sub(data, seg), opts.tag));
     });
-    recvs = std::move(next);
   }
   wait_all(sends);
 }

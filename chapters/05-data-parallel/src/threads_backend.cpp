@@ -24,12 +24,15 @@ std::string tag_text(int src, int tag) {
 }
 
 // A receive waiting for its message. The sender that matches it copies into `buf` outside the
-// inbox lock (state copying), then marks it done; nobody else touches `buf` meanwhile.
+// inbox lock (state copying), then marks it done; nobody else touches `buf` meanwhile. A
+// reducing receive (irecv_reduce) has the sender add into `buf` instead of copying: the
+// message goes from the sender's buffer into the sum in one pass, with no scratch in between.
 struct RecvSlot {
   enum class State { posted, copying, done };
   int src;
   int tag;
   std::span<float> buf;
+  bool reduce = false;
   State state = State::posted;
   int from = -1;  // the sender, once matched
 };
@@ -158,6 +161,18 @@ class World {
   std::uint64_t generation_ = 0;
 };
 
+// What a matched sender (or a buffered message) does to the receiver's buffer.
+void deliver(const RecvSlot& slot, std::span<const float> data) {
+  if (data.empty()) return;
+  if (!slot.reduce) {
+    std::memcpy(slot.buf.data(), data.data(), data.size_bytes());
+    return;
+  }
+  float* __restrict acc = slot.buf.data();
+  const float* __restrict x = data.data();
+  for (std::size_t i = 0; i < data.size(); ++i) acc[i] += x[i];
+}
+
 bool matches(const RecvSlot& slot, int src, int tag) {
   return (slot.src == kAnySource || slot.src == src) && slot.tag == tag;
 }
@@ -203,9 +218,10 @@ class ThreadsCommunicator final : public Communicator {
 
   // Posts a receive, or completes it at once from a buffered message. `completed` says which:
   // once posted, the slot's state belongs to the inbox lock (a sender may be changing it).
-  std::shared_ptr<RecvSlot> post(int src, std::span<float> data, int tag, bool& completed) {
+  std::shared_ptr<RecvSlot> post(int src, std::span<float> data, int tag, bool reduce,
+                                 bool& completed) {
     completed = false;
-    auto slot = std::make_shared<RecvSlot>(RecvSlot{src, tag, data});
+    auto slot = std::make_shared<RecvSlot>(RecvSlot{src, tag, data, reduce});
     Inbox& box = world_.inbox(rank_);
     std::vector<float> payload;
     {
@@ -226,7 +242,7 @@ class ThreadsCommunicator final : public Communicator {
       throw std::length_error("rank " + std::to_string(rank_) + ": recv from " +
                               tag_text(src, tag) + " of " + std::to_string(data.size()) +
                               " floats, but the message has " + std::to_string(payload.size()));
-    if (!data.empty()) std::memcpy(data.data(), payload.data(), data.size_bytes());
+    deliver(*slot, payload);
     slot->state = RecvSlot::State::done;
     completed = true;
     std::lock_guard lock(box.m);
@@ -253,7 +269,7 @@ class ThreadsCommunicator final : public Communicator {
       slot->state = RecvSlot::State::copying;
       slot->from = rank_;
       lock.unlock();
-      if (!data.empty()) std::memcpy(slot->buf.data(), data.data(), data.size_bytes());
+      deliver(*slot, data);
       lock.lock();
       slot->state = RecvSlot::State::done;
       lock.unlock();
@@ -272,7 +288,7 @@ class ThreadsCommunicator final : public Communicator {
 
   int do_recv(int src, std::span<float> data, int tag) override {
     bool completed = false;
-    std::shared_ptr<RecvSlot> slot = post(src, data, tag, completed);
+    std::shared_ptr<RecvSlot> slot = post(src, data, tag, /*reduce=*/false, completed);
     if (!completed) wait_slot(slot);
     return slot->from;  // set before `done`, read after it under the lock (or by this thread)
   }
@@ -283,7 +299,15 @@ class ThreadsCommunicator final : public Communicator {
     return Request();
   }
 
-  Request do_irecv(int src, std::span<float> data, int tag) override;
+  Request do_irecv(int src, std::span<float> data, int tag) override {
+    return post_request(src, data, tag, /*reduce=*/false);
+  }
+  // The sender adds into `acc` (or, if its message came first, it is added from the buffer):
+  // `scratch` is not needed.
+  Request do_irecv_reduce(int src, std::span<float> acc, std::span<float>, int tag) override {
+    return post_request(src, acc, tag, /*reduce=*/true);
+  }
+  Request post_request(int src, std::span<float> data, int tag, bool reduce);
 
   void do_broadcast(std::span<float> data, int root) override {
     publish(data, data);
@@ -391,9 +415,9 @@ class ThreadsRecv final : public Request::Impl {
   std::shared_ptr<RecvSlot> slot_;
 };
 
-Request ThreadsCommunicator::do_irecv(int src, std::span<float> data, int tag) {
+Request ThreadsCommunicator::post_request(int src, std::span<float> data, int tag, bool reduce) {
   bool completed = false;
-  std::shared_ptr<RecvSlot> slot = post(src, data, tag, completed);
+  std::shared_ptr<RecvSlot> slot = post(src, data, tag, reduce, completed);
   if (completed) {
     // Completed from a buffered message; a request that only reports the source.
     struct Done final : Request::Impl {

@@ -13,6 +13,10 @@
 //                        segmented and pipelined
 //   native               the backend's own (shared-memory slices, MPI_Allreduce, NCCL)
 //
+// Every "receive and add" is Communicator::recv_reduce / irecv_reduce: on the threads backend the
+// sender adds straight into the receiver's buffer (no copy through scratch), elsewhere the
+// message lands in scratch and is added after it arrives.
+//
 // The ring's pieces are exported on their own, over one buffer split into n blocks (block_of:
 // sizes that do not divide by n give the first N mod n blocks one more float):
 //   reduce_scatter_ring  afterwards rank r's block r holds the sum of every rank's block r;

@@ -40,6 +40,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace concurdl::dp {
 
@@ -160,6 +161,31 @@ class Communicator {
     do_sendrecv(dst, out, src, in, tag);
   }
 
+  // --- receive and reduce: acc[i] += message[i], the step every reduction repeats ---
+  // The message has exactly acc.size() floats. The default receives into scratch, then adds
+  // (two passes over memory: the copy in, then the add). The threads backend adds straight from
+  // the sender's buffer into `acc` (one pass, and `scratch` is never touched): a zero-copy
+  // rendezvous. The ring all-reduce is written over these, so it runs on every backend and is
+  // as fast as each can make it.
+  // Non-blocking: `acc` (and `scratch`, at least acc.size() floats) belong to the communicator
+  // until wait(); with the threads backend the add may be done by the sending thread.
+  Request irecv_reduce(int src, std::span<float> acc, std::span<float> scratch, int tag) {
+    check_peer(src, true, "irecv_reduce");
+    check_tag(tag);
+    if (scratch.size() < acc.size())
+      throw std::invalid_argument("irecv_reduce: scratch has " + std::to_string(scratch.size()) +
+                                  " floats, acc " + std::to_string(acc.size()));
+    return do_irecv_reduce(src, acc, scratch.first(acc.size()), tag);
+  }
+  // Blocking; the default's scratch is this thread's, kept between calls.
+  int recv_reduce(int src, std::span<float> acc, int tag) {
+    thread_local std::vector<float> scratch;
+    if (scratch.size() < acc.size()) scratch.resize(acc.size());
+    Request r = irecv_reduce(src, acc, std::span<float>(scratch).first(acc.size()), tag);
+    r.wait();
+    return r.source();
+  }
+
   // --- native collectives (the backend's own), sums over float ---
   // Every rank ends with root's `data`.
   void broadcast(std::span<float> data, int root) {
@@ -201,6 +227,40 @@ class Communicator {
     Request s = do_isend(dst, out, tag);
     r.wait();
     s.wait();
+  }
+  // Default: irecv into scratch; wait() (or a true test()) then adds scratch into acc.
+  virtual Request do_irecv_reduce(int src, std::span<float> acc, std::span<float> scratch,
+                                  int tag) {
+    class AddOnCompletion final : public Request::Impl {
+     public:
+      AddOnCompletion(Request recv, std::span<float> acc, std::span<const float> scratch)
+          : recv_(std::move(recv)), acc_(acc), scratch_(scratch) {}
+      void wait() override {
+        recv_.wait();
+        add();
+      }
+      bool test() override {
+        if (!recv_.test()) return false;
+        add();
+        return true;
+      }
+      int source() const override { return recv_.source(); }
+      void abandon() noexcept override { recv_ = Request(); }  // its destructor cancels or waits
+
+     private:
+      void add() {
+        if (added_) return;
+        added_ = true;
+        float* __restrict a = acc_.data();
+        const float* __restrict b = scratch_.data();
+        for (std::size_t i = 0; i < acc_.size(); ++i) a[i] += b[i];
+      }
+      Request recv_;
+      std::span<float> acc_;
+      std::span<const float> scratch_;
+      bool added_ = false;
+    };
+    return Request(std::make_unique<AddOnCompletion>(do_irecv(src, scratch, tag), acc, scratch));
   }
   virtual void do_broadcast(std::span<float> data, int root) = 0;
   virtual void do_all_reduce(std::span<const float> in, std::span<float> out) = 0;

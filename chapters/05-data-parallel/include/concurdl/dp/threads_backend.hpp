@@ -10,6 +10,8 @@
 // it and the messages that arrived before their receive). A send that finds its receive posted
 // copies straight into the receiver's buffer (one copy, outside the lock); otherwise it copies
 // the message into a pooled buffer and returns (two copies in all, but send never blocks).
+// A receive-and-add (irecv_reduce) works the same way with an add for the copy: the sender adds
+// its data into the receiver's buffer, so a ring step reads and writes memory once.
 // The native collectives publish every rank's buffers and work on them in place: all_reduce has
 // each rank sum its 1/n slice over every rank's input and write it into every rank's output
 // (each byte read once and written n times, with two barriers), like a shared-memory MPI.
