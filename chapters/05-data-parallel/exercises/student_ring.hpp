@@ -2,7 +2,7 @@
 // point-to-point calls. The reference is allreduce_ring in src/algorithms.cpp: try first, read
 // after.
 // Check it:   concurdl exercise ch05        (tests, then a timing against v4_ring)
-// or faster:  ch05_tests --gtest_filter='*student*'
+// or faster:  ch05_tests --gtest_filter='Ring/RingEx5_1.*/student_*'
 #pragma once
 
 #include <span>

@@ -2,7 +2,8 @@
 // checks as the reference v4_ring: 1, 2, 3, 4 and 8 ranks, sizes that do and do not divide by
 // the rank count (0 and fewer floats than ranks included), in place and out of place. While the
 // stub has CDL_TODO the student's tests are skipped as "not attempted".
-//   ch05_tests --gtest_filter='*student*'      (what `concurdl exercise ch05` runs)
+//   ch05_tests --gtest_filter='Ring/RingEx5_1.*/student_*'      (what `concurdl exercise ch05`
+//   runs)
 #include <gtest/gtest.h>
 
 #include <atomic>
