@@ -6,7 +6,6 @@
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
-#include <sched.h>
 
 #include <algorithm>
 #include <array>
@@ -20,6 +19,8 @@
 #define CONCURDL_HAVE_CPUID 1
 #endif
 #endif
+
+#include "concurdl/harness/cpu_topology.hpp"
 
 namespace concurdl::cpu_info {
 
@@ -439,17 +440,6 @@ std::optional<CpuidFacts> read_cpuid() {
 }
 #endif
 
-std::vector<int> affinity_cpus() {
-  std::vector<int> cpus;
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof set, &set) == 0) {
-    for (int c = 0; c < CPU_SETSIZE; ++c)
-      if (CPU_ISSET(c, &set)) cpus.push_back(c);
-  }
-  return cpus;
-}
-
 std::string cpu_dir(int cpu) { return fmt::format("/sys/devices/system/cpu/cpu{}", cpu); }
 
 // cpuN's cache index directories that exist (index0, index1, ...).
@@ -478,34 +468,14 @@ json caches_of_cpu0() {
   return list;
 }
 
-// level -> shared_cpu_list of cpu's caches that hold data (instruction caches aside).
-std::map<int, std::string> data_caches_shared(int cpu) {
-  std::map<int, std::string> shared;
-  for (const std::string& dir : cache_dirs(cpu)) {
-    const auto level = parse_int(read_line(dir + "/level"));
-    if (!level || read_line(dir + "/type") == "Instruction") continue;
-    shared.emplace(*level, read_line(dir + "/shared_cpu_list"));
-  }
-  return shared;
-}
-
+// Which CPUs of the affinity mask share a core, an L2 and an L3 (cpu_topology reads the lists).
 json topology() {
-  const std::vector<int> cpus = affinity_cpus();
-  if (cpus.empty()) return json::object();
-  std::map<int, std::string> core, l2, l3;
-  for (int cpu : cpus) {
-    core[cpu] = read_line(cpu_dir(cpu) + "/topology/thread_siblings_list");
-    auto shared = data_caches_shared(cpu);
-    l2[cpu] = shared[2];
-    l3[cpu] = shared[3];
-  }
-  const auto any = [](const std::map<int, std::string>& m) {
-    return std::any_of(m.begin(), m.end(), [](const auto& kv) { return !kv.second.empty(); });
-  };
-  json t = {{"cpus", format_cpu_list(cpus)}};
-  if (any(core)) t["core_groups"] = sharing_groups(cpus, core);
-  if (any(l2)) t["l2_groups"] = sharing_groups(cpus, l2);
-  if (any(l3)) t["l3_groups"] = sharing_groups(cpus, l3);
+  const cpu_topology::CpuSharing s = cpu_topology::read_cpu_sharing();
+  if (s.cpus.empty()) return json::object();
+  json t = {{"cpus", format_cpu_list(s.cpus)}};
+  if (!s.thread_siblings.empty()) t["core_groups"] = sharing_groups(s.cpus, s.thread_siblings);
+  if (!s.l2_shared.empty()) t["l2_groups"] = sharing_groups(s.cpus, s.l2_shared);
+  if (!s.l3_shared.empty()) t["l3_groups"] = sharing_groups(s.cpus, s.l3_shared);
   return t;
 }
 

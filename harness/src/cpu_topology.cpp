@@ -124,9 +124,9 @@ CpuSharing read_cpu_sharing() {
       const std::string index = fmt::format("{}/cache/index{}", dir, i);
       const std::string level = read_line(index + "/level");
       if (level.empty()) break;
-      if (level != "3" || read_line(index + "/type") == "Instruction") continue;
-      if (std::string s = read_line(index + "/shared_cpu_list"); !s.empty()) out.l3_shared[cpu] = s;
-      break;
+      if ((level != "2" && level != "3") || read_line(index + "/type") == "Instruction") continue;
+      if (std::string s = read_line(index + "/shared_cpu_list"); !s.empty())
+        (level == "2" ? out.l2_shared : out.l3_shared).emplace(cpu, s);
     }
   }
   return out;

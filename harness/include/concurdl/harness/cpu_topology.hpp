@@ -33,11 +33,13 @@ struct PlacementPairs {
 };
 
 // The CPUs this process may run on and, per CPU, the kernel's sharing lists as sysfs writes them
-// ("0-1", "0,64"): topology/thread_siblings_list and the shared_cpu_list of its level-3 data or
-// unified cache. A CPU missing from a map (or whose list does not parse) shares nothing known.
+// ("0-1", "0,64"): topology/thread_siblings_list and the shared_cpu_list of its level-2 and
+// level-3 data or unified caches. A CPU missing from a map (or whose list does not parse) shares
+// nothing known. provenance.cpu.topology (cpu_info) groups the CPUs by the same lists.
 struct CpuSharing {
   std::vector<int> cpus;
   std::map<int, std::string> thread_siblings;
+  std::map<int, std::string> l2_shared;
   std::map<int, std::string> l3_shared;
 };
 
@@ -50,8 +52,8 @@ PlacementPairs placement_pairs(const std::vector<int>& cpus,
 PlacementPairs placement_pairs(const CpuSharing& sharing);
 
 // This process's affinity mask (sched_getaffinity) and the lists of each CPU in it, from
-// /sys/devices/system/cpu/cpuN/{topology/thread_siblings_list, cache/indexK} (the index whose
-// level is 3 and type is not Instruction). Missing files leave the maps without those CPUs.
+// /sys/devices/system/cpu/cpuN/{topology/thread_siblings_list, cache/indexK} (the indexes whose
+// level is 2 or 3 and type is not Instruction). Missing files leave the maps without those CPUs.
 CpuSharing read_cpu_sharing();
 
 }  // namespace concurdl::cpu_topology
