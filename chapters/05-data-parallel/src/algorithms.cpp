@@ -212,32 +212,46 @@ void for_segments(Block b, std::size_t seg, F&& f) {
 // elsewhere it arrives in scratch (at the same offsets) and is added on wait(). Pipelining: a
 // segment summed in step s goes on to the right (step s+1) at once, while the rest of the block
 // is still arriving.
-void reduce_scatter_ring(Communicator& comm, std::span<float> data, const AlgoOptions& opts) {
-  require_host(comm, "reduce_scatter_ring");
+//
+// Out of place (`in` is not `data`), in is never copied to data: each receive is an irecv_add
+// (data = in + message; on the threads backend the sender writes it in one pass, elsewhere in is
+// copied to data when the receive is posted), and step 0's block goes out straight from `in`
+// (data's copy of it is written by the all-gather).
+namespace {
+void reduce_scatter_ring_from(Communicator& comm, std::span<const float> in, std::span<float> data,
+                              const AlgoOptions& opts) {
   const int n = comm.size(), r = comm.rank();
   const std::size_t count = data.size();
   if (n == 1 || count == 0) return;
   const int right = (r + 1) % n, left = (r - 1 + n) % n;
   std::span<float> tmp = scratch(count);
   auto block = [&](int s, int which) { return block_of(count, n, mod(r - s - which, n)); };
+  const std::size_t seg_floats = ring_segment_floats(block_of(count, n, 0).count, opts);
 
   std::vector<std::vector<Request>> recvs(static_cast<std::size_t>(n - 1));
   for (int s = 0; s < n - 1; ++s)
-    for_segments(block(s, 2), opts.segment_floats, [&](Block seg) {
-      recvs[static_cast<std::size_t>(s)].push_back(
-          comm.irecv_reduce(left, sub(data, seg), sub(tmp, seg), opts.tag));
+    for_segments(block(s, 2), seg_floats, [&](Block seg) {
+      recvs[static_cast<std::size_t>(s)].push_back(comm.irecv_add(
+          left, in.subspan(seg.offset, seg.count), sub(data, seg), sub(tmp, seg), opts.tag));
     });
   std::vector<Request> sends;
-  for_segments(block(0, 1), opts.segment_floats,
-               [&](Block seg) { sends.push_back(comm.isend(right, sub(data, seg), opts.tag)); });
+  for_segments(block(0, 1), seg_floats, [&](Block seg) {
+    sends.push_back(comm.isend(right, in.subspan(seg.offset, seg.count), opts.tag));
+  });
   for (int s = 0; s < n - 1; ++s) {
     std::size_t k = 0;
-    for_segments(block(s, 2), opts.segment_floats, [&](Block seg) {
+    for_segments(block(s, 2), seg_floats, [&](Block seg) {
       recvs[static_cast<std::size_t>(s)][k++].wait();
       if (s + 1 < n - 1) sends.push_back(comm.isend(right, sub(data, seg), opts.tag));
     });
   }
   wait_all(sends);
+}
+}  // namespace
+
+void reduce_scatter_ring(Communicator& comm, std::span<float> data, const AlgoOptions& opts) {
+  require_host(comm, "reduce_scatter_ring");
+  reduce_scatter_ring_from(comm, data, data, opts);
 }
 
 // n-1 steps. In step s rank r sends block (r-s) to the right and receives block (r-s-1) from the
@@ -249,17 +263,18 @@ void all_gather_ring(Communicator& comm, std::span<float> data, const AlgoOption
   const std::size_t count = data.size();
   if (n == 1 || count == 0) return;
   const int right = (r + 1) % n, left = (r - 1 + n) % n;
+  const std::size_t seg_floats = ring_segment_floats(block_of(count, n, 0).count, opts);
   std::vector<std::vector<Request>> recvs(static_cast<std::size_t>(n - 1));
   for (int s = 0; s < n - 1; ++s)
-    for_segments(block_of(count, n, mod(r - s - 1, n)), opts.segment_floats, [&](Block seg) {
+    for_segments(block_of(count, n, mod(r - s - 1, n)), seg_floats, [&](Block seg) {
       recvs[static_cast<std::size_t>(s)].push_back(comm.irecv(left, sub(data, seg), opts.tag));
     });
   std::vector<Request> sends;
-  for_segments(block_of(count, n, r), opts.segment_floats,
+  for_segments(block_of(count, n, r), seg_floats,
                [&](Block seg) { sends.push_back(comm.isend(right, sub(data, seg), opts.tag)); });
   for (int s = 0; s < n - 1; ++s) {
     std::size_t k = 0;
-    for_segments(block_of(count, n, mod(r - s - 1, n)), opts.segment_floats, [&](Block seg) {
+    for_segments(block_of(count, n, mod(r - s - 1, n)), seg_floats, [&](Block seg) {
       recvs[static_cast<std::size_t>(s)][k++].wait();
       if (s + 1 < n - 1) sends.push_back(comm.isend(right, sub(data, seg), opts.tag));
     });
@@ -269,9 +284,15 @@ void all_gather_ring(Communicator& comm, std::span<float> data, const AlgoOption
 
 void allreduce_ring(Communicator& comm, std::span<const float> in, std::span<float> out,
                     const AlgoOptions& opts) {
-  std::span<float> data = start(comm, in, out, "allreduce_ring");
-  reduce_scatter_ring(comm, data, opts);
-  all_gather_ring(comm, data, opts);
+  require_host(comm, "allreduce_ring");
+  if (in.size() != out.size())
+    throw std::invalid_argument("allreduce_ring: in and out differ in size");
+  if (comm.size() == 1) {
+    if (in.data() != out.data() && !in.empty()) std::memcpy(out.data(), in.data(), in.size_bytes());
+    return;
+  }
+  reduce_scatter_ring_from(comm, in, out, opts);  // never copies in to out
+  all_gather_ring(comm, out, opts);
 }
 
 // --- the backend's own ---------------------------------------------------------------------------

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <cstring>
@@ -33,8 +34,13 @@ struct RecvSlot {
   int tag;
   std::span<float> buf;
   bool reduce = false;
+  // irecv_add out of place: buf = addend + message (addend is `in`, buf is `out`).
+  const float* addend = nullptr;
   State state = State::posted;
   int from = -1;  // the sender, once matched
+  // Set (release) right after `state` becomes done, so the receiver may spin on it for a few
+  // microseconds before it sleeps on the inbox's condition variable.
+  std::atomic<bool> complete{false};
 };
 
 // A message that arrived before its receive was posted.
@@ -170,6 +176,11 @@ void deliver(const RecvSlot& slot, std::span<const float> data) {
   }
   float* __restrict acc = slot.buf.data();
   const float* __restrict x = data.data();
+  if (slot.addend != nullptr) {
+    const float* __restrict y = slot.addend;
+    for (std::size_t i = 0; i < data.size(); ++i) acc[i] = y[i] + x[i];
+    return;
+  }
   for (std::size_t i = 0; i < data.size(); ++i) acc[i] += x[i];
 }
 
@@ -191,7 +202,12 @@ class ThreadsCommunicator final : public Communicator {
   // Waits (on this rank's inbox) until `slot` is done. On failure, or when no rank that could
   // still send it is left, withdraws the slot and throws; a copy in progress is waited for first
   // so that nobody writes into a buffer that is being unwound.
+  // First it spins for at most kSpin (when every rank has a CPU of its own): a segment of a
+  // ring step usually lands within microseconds, and a condition-variable sleep and wake costs
+  // more than that. Never longer: ranks may outnumber the CPUs, and a spinning rank would then
+  // keep its neighbour, the sender, off the core.
   void wait_slot(const std::shared_ptr<RecvSlot>& slot) {
+    if (spin_ && spin_until_complete(*slot)) return;
     Inbox& box = world_.inbox(rank_);
     std::unique_lock lock(box.m);
     auto orphaned = [&] {
@@ -219,9 +235,14 @@ class ThreadsCommunicator final : public Communicator {
   // Posts a receive, or completes it at once from a buffered message. `completed` says which:
   // once posted, the slot's state belongs to the inbox lock (a sender may be changing it).
   std::shared_ptr<RecvSlot> post(int src, std::span<float> data, int tag, bool reduce,
-                                 bool& completed) {
+                                 bool& completed, const float* addend = nullptr) {
     completed = false;
-    auto slot = std::make_shared<RecvSlot>(RecvSlot{src, tag, data, reduce});
+    auto slot = std::make_shared<RecvSlot>();
+    slot->src = src;
+    slot->tag = tag;
+    slot->buf = data;
+    slot->reduce = reduce;
+    slot->addend = addend;
     Inbox& box = world_.inbox(rank_);
     std::vector<float> payload;
     {
@@ -255,8 +276,29 @@ class ThreadsCommunicator final : public Communicator {
     Inbox& box = world_.inbox(dst);
     std::unique_lock lock(box.m);
     if (world_.failed()) world_.throw_failed();
-    auto it = std::find_if(box.posted.begin(), box.posted.end(),
-                           [&](const auto& s) { return matches(*s, rank_, tag); });
+    auto find_posted = [&] {
+      return std::find_if(box.posted.begin(), box.posted.end(),
+                          [&](const auto& s) { return matches(*s, rank_, tag); });
+    };
+    auto it = find_posted();
+    // A large message whose receive is not posted yet would be copied twice (into a buffer,
+    // then out of it), and the receiver would then do the add the sender could have done. The
+    // receiver is usually only a wake-up behind (a ring's ranks leave the same barrier), so
+    // wait for its receive, with the lock released, before buffering: never longer than the
+    // extra copy would take (bytes at 10 GB/s, at most kSendSpinMax), and only where every rank
+    // has a CPU. Send still never blocks for long, and cannot deadlock.
+    if (it == box.posted.end() && spin_ && dst != rank_ && data.size() >= kSpinSendFloats) {
+      const auto wait = std::min<std::chrono::nanoseconds>(
+          kSendSpinMax, std::chrono::nanoseconds(data.size_bytes() / 10));
+      const auto deadline = std::chrono::steady_clock::now() + wait;
+      while (it == box.posted.end() && std::chrono::steady_clock::now() < deadline) {
+        lock.unlock();
+        for (int i = 0; i < 64; ++i) cpu_relax();
+        lock.lock();
+        if (world_.failed()) world_.throw_failed();
+        it = find_posted();
+      }
+    }
     if (it != box.posted.end()) {
       // The receive is waiting: copy straight into its buffer, outside the lock.
       std::shared_ptr<RecvSlot> slot = *it;
@@ -272,6 +314,7 @@ class ThreadsCommunicator final : public Communicator {
       deliver(*slot, data);
       lock.lock();
       slot->state = RecvSlot::State::done;
+      slot->complete.store(true, std::memory_order_release);
       lock.unlock();
       box.cv.notify_all();
       return;
@@ -307,7 +350,14 @@ class ThreadsCommunicator final : public Communicator {
   Request do_irecv_reduce(int src, std::span<float> acc, std::span<float>, int tag) override {
     return post_request(src, acc, tag, /*reduce=*/true);
   }
-  Request post_request(int src, std::span<float> data, int tag, bool reduce);
+  // The same, with the sender writing in + message into out (no copy of in to out first).
+  Request do_irecv_add(int src, std::span<const float> in, std::span<float> out, std::span<float>,
+                       int tag) override {
+    return post_request(src, out, tag, /*reduce=*/true,
+                        in.data() == out.data() ? nullptr : in.data());
+  }
+  Request post_request(int src, std::span<float> data, int tag, bool reduce,
+                       const float* addend = nullptr);
 
   void do_broadcast(std::span<float> data, int root) override {
     publish(data, data);
@@ -386,8 +436,29 @@ class ThreadsCommunicator final : public Communicator {
             std::to_string(world_.coll_count_[static_cast<std::size_t>(r)]));
   }
 
+  static constexpr auto kSpin = std::chrono::microseconds(5);
+  static constexpr std::size_t kSpinSendFloats = std::size_t{1} << 14;  // 64 KiB
+  static constexpr auto kSendSpinMax = std::chrono::microseconds(100);
+
+  static void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+  }
+
+  static bool spin_until_complete(const RecvSlot& slot) {
+    const auto deadline = std::chrono::steady_clock::now() + kSpin;
+    for (int i = 0;; ++i) {
+      if (slot.complete.load(std::memory_order_acquire)) return true;
+      if ((i & 63) == 63 && std::chrono::steady_clock::now() >= deadline) return false;
+      cpu_relax();
+    }
+  }
+
   World& world_;
   int rank_;
+  // Spin before sleeping only when the ranks are not oversubscribed.
+  bool spin_ = static_cast<unsigned>(world_.size()) <= std::thread::hardware_concurrency();
 };
 
 class ThreadsRecv final : public Request::Impl {
@@ -415,9 +486,10 @@ class ThreadsRecv final : public Request::Impl {
   std::shared_ptr<RecvSlot> slot_;
 };
 
-Request ThreadsCommunicator::post_request(int src, std::span<float> data, int tag, bool reduce) {
+Request ThreadsCommunicator::post_request(int src, std::span<float> data, int tag, bool reduce,
+                                          const float* addend) {
   bool completed = false;
-  std::shared_ptr<RecvSlot> slot = post(src, data, tag, reduce, completed);
+  std::shared_ptr<RecvSlot> slot = post(src, data, tag, reduce, completed, addend);
   if (completed) {
     // Completed from a buffered message; a request that only reports the source.
     struct Done final : Request::Impl {

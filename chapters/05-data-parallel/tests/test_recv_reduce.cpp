@@ -210,4 +210,96 @@ INSTANTIATE_TEST_SUITE_P(Table, DefaultPathAllReduce,
                                   std::to_string(std::get<1>(info.param)) + "ranks";
                          });
 
+// Communicator::irecv_add: out = in + the message, in left as it was, at 1 to 8 ranks, on the
+// fused path (the sender writes out) and the default one (copy in to out, then receive-and-add),
+// with the receive posted before the message and after it; and in place (in is out).
+TEST_P(RecvReduce, IrecvAddWritesInPlusTheMessageIntoOut) {
+  const Case c = GetParam();
+  if (c.blocking) GTEST_SKIP() << "irecv_add has no blocking form";
+  for (std::size_t count : kSizes)
+    for (bool in_place : {false, true}) {
+      SCOPED_TRACE(std::to_string(count) + " floats, in place " + (in_place ? "yes" : "no"));
+      std::atomic<std::size_t> wrong{0};
+      within_seconds(kDeadline, [&] {
+        run_threads(c.ranks, [&](Communicator& threads) {
+          DefaultReduce plain(threads);
+          Communicator& comm = c.path == Path::fused ? threads : static_cast<Communicator&>(plain);
+          const int n = comm.size(), r = comm.rank();
+          const int right = (r + 1) % n, left = (r - 1 + n) % n;
+          std::vector<float> mine = input(r, count), in = input(r, count);
+          std::vector<float> out(count, kPoison), scratch(count, kPoison);
+          std::span<float> dst = in_place ? std::span<float>(in) : std::span<float>(out);
+          if (c.order == Order::receive_first) {
+            Request req = comm.irecv_add(left, in, dst, scratch, 9);
+            comm.barrier();  // every receive is posted before any message is sent
+            comm.send(right, mine, 9);
+            req.wait();
+            EXPECT_EQ(req.source(), left);
+          } else {
+            comm.send(right, mine, 9);
+            comm.barrier();  // every message is sent before any receive is posted
+            Request req = comm.irecv_add(left, in, dst, scratch, 9);
+            req.wait();
+          }
+          std::size_t w = 0;
+          for (std::size_t i = 0; i < count; ++i) {
+            w += dst[i] != value(r, i) + value(left, i);
+            if (!in_place) w += in[i] != value(r, i);
+          }
+          wrong += w;
+          comm.barrier();
+        });
+      });
+      EXPECT_EQ(wrong.load(), 0u);
+    }
+}
+
+TEST(RecvReduceErrors, IrecvAddChecksItsSpans) {
+  within_seconds(kDeadline, [] {
+    run_threads(1, [](Communicator& comm) {
+      std::vector<float> a(8, 1.0f), b(7, 0.0f), scratch(8, 0.0f), short_scratch(3, 0.0f);
+      EXPECT_THROW(comm.irecv_add(0, a, b, scratch, 1), std::invalid_argument);
+      std::vector<float> out(8, 0.0f);
+      EXPECT_THROW(comm.irecv_add(0, a, out, short_scratch, 1), std::invalid_argument);
+      EXPECT_THROW(comm.irecv_add(0, std::span<const float>(a).first(6),
+                                  std::span<float>(a).subspan(2), scratch, 1),
+                   std::invalid_argument);
+    });
+  });
+}
+
+// The ring's segment: opts.segment_floats when given, else an eighth of the block within
+// [64 Ki, 1 Mi] floats.
+TEST(RingSegment, ChosenFromTheBlockUnlessGiven) {
+  const AlgoOptions automatic;
+  EXPECT_EQ(ring_segment_floats(0, automatic), std::size_t{1} << 16);
+  EXPECT_EQ(ring_segment_floats(1000, automatic), std::size_t{1} << 16);
+  EXPECT_EQ(ring_segment_floats(std::size_t{1} << 22, automatic), std::size_t{1} << 19);
+  EXPECT_EQ(ring_segment_floats(std::size_t{1} << 24, automatic), std::size_t{1} << 20);
+  EXPECT_EQ(ring_segment_floats(std::size_t{1} << 30, automatic), std::size_t{1} << 20);
+  AlgoOptions given;
+  given.segment_floats = 7;
+  EXPECT_EQ(ring_segment_floats(std::size_t{1} << 24, given), 7u);
+  given.segment_floats = 0;
+  EXPECT_EQ(ring_segment_floats(std::size_t{1} << 24, given), 0u);
+}
+
+// The ring with its own segment choice, on blocks of several segments (blocks of ~140 000
+// floats: segments of 64 Ki, the last one short), in place and out of place, 1 to 8 ranks. At
+// ranks <= CPUs a waiting receive spins a few microseconds before it sleeps; above, it sleeps.
+TEST(RingSegment, AutomaticSegmentsSumAt1To8Ranks) {
+  for (int ranks = 1; ranks <= 8; ++ranks)
+    for (bool in_place : {false, true}) {
+      SCOPED_TRACE(std::to_string(ranks) + " ranks, in place " + (in_place ? "yes" : "no"));
+      const std::size_t count = 140000 * static_cast<std::size_t>(ranks) + 3;
+      std::atomic<std::size_t> wrong{0};
+      within_seconds(kDeadline, [&] {
+        run_threads(ranks, [&](Communicator& comm) {
+          wrong += wrong_all_reduce(comm, &allreduce_ring, count, in_place);
+        });
+      });
+      EXPECT_EQ(wrong.load(), 0u);
+    }
+}
+
 }  // namespace

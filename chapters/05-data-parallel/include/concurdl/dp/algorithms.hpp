@@ -34,12 +34,27 @@
 
 namespace concurdl::dp {
 
+// AlgoOptions::segment_floats's default: the ring chooses (ring_segment_floats).
+inline constexpr std::size_t kAutoSegment = ~std::size_t{0};
+
 struct AlgoOptions {
   int tag = 1000;
   // The ring sends each block in segments of this many floats (0: one message per block) so
   // that a segment received and summed can go on to the next rank while the rest arrives.
-  std::size_t segment_floats = std::size_t{1} << 16;  // 256 KiB
+  // kAutoSegment: chosen from the block's size (ring_segment_floats).
+  std::size_t segment_floats = kAutoSegment;
 };
+
+// The segment the ring uses for blocks of `block_floats`: opts.segment_floats, or with
+// kAutoSegment an eighth of the block, at least 64 Ki floats (256 KiB) and at most 1 Mi floats
+// (4 MiB). Eight segments a step keep the pipeline full; fewer, larger segments than a fixed
+// 256 KiB cost fewer waits (each one a possible sleep and wake) on large messages.
+constexpr std::size_t ring_segment_floats(std::size_t block_floats, const AlgoOptions& opts) {
+  if (opts.segment_floats != kAutoSegment) return opts.segment_floats;
+  constexpr std::size_t lo = std::size_t{1} << 16, hi = std::size_t{1} << 20;
+  const std::size_t s = block_floats / 8;
+  return s < lo ? lo : (s > hi ? hi : s);
+}
 
 // Block i of `count` floats split into `parts` blocks.
 struct Block {

@@ -34,6 +34,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstring>
 #include <functional>
 #include <memory>
 #include <span>
@@ -177,6 +178,24 @@ class Communicator {
                                   " floats, acc " + std::to_string(acc.size()));
     return do_irecv_reduce(src, acc, scratch.first(acc.size()), tag);
   }
+  // out[i] = in[i] + message[i]: a receive-and-add into another buffer, so that an out-of-place
+  // reduction need not copy in to out first. `in` and `out` have the same size and are the
+  // same span (then it is irecv_reduce) or do not overlap. The default copies in to out now and
+  // then works as irecv_reduce; the threads backend's sender writes in + message into out in
+  // one pass. `in` too belongs to the communicator until wait().
+  Request irecv_add(int src, std::span<const float> in, std::span<float> out,
+                    std::span<float> scratch, int tag) {
+    check_peer(src, true, "irecv_add");
+    check_tag(tag);
+    if (in.size() != out.size())
+      throw std::invalid_argument("irecv_add: in has " + std::to_string(in.size()) +
+                                  " floats, out " + std::to_string(out.size()));
+    if (scratch.size() < out.size())
+      throw std::invalid_argument("irecv_add: scratch has " + std::to_string(scratch.size()) +
+                                  " floats, out " + std::to_string(out.size()));
+    if (in.data() != out.data()) check_disjoint(in, out, "irecv_add");
+    return do_irecv_add(src, in, out, scratch.first(out.size()), tag);
+  }
   // Blocking; the default's scratch is this thread's, kept between calls.
   int recv_reduce(int src, std::span<float> acc, int tag) {
     thread_local std::vector<float> scratch;
@@ -261,6 +280,12 @@ class Communicator {
       bool added_ = false;
     };
     return Request(std::make_unique<AddOnCompletion>(do_irecv(src, scratch, tag), acc, scratch));
+  }
+  // Default: copy in to out, then irecv_reduce into out.
+  virtual Request do_irecv_add(int src, std::span<const float> in, std::span<float> out,
+                               std::span<float> scratch, int tag) {
+    if (in.data() != out.data() && !in.empty()) std::memcpy(out.data(), in.data(), in.size_bytes());
+    return do_irecv_reduce(src, out, scratch, tag);
   }
   virtual void do_broadcast(std::span<float> data, int root) = 0;
   virtual void do_all_reduce(std::span<const float> in, std::span<float> out) = 0;
