@@ -698,6 +698,31 @@ const bool registered = [] {
           },
       .figures = bandwidth_figures("threads", false),
       .derived = {"algbw", "busbw"},
+      .claims = {{.id = "no_wrong_elements",
+                  .statement = "On 2 thread ranks every all-reduce, hand-written or native, in "
+                               "place or not, at every size gives every rank exactly the sum "
+                               "(nccl-tests' #wrong is 0)",
+                  .select = {{"ranks", "2"}},
+                  .field = "wrong",
+                  .compare = Claim::Compare::at_most,
+                  .bound = 0,
+                  .timing = false,
+                  .reference = 0},
+                 {.id = "ring_beats_naive",
+                  .statement = "At 64 MiB on 2 thread ranks the ring all-reduce, whose ranks each "
+                               "send 2(p-1)/p of the vector, reaches at least 1.4x the bus "
+                               "bandwidth of the naive one, which funnels everything through "
+                               "rank 0",
+                  .select = {{"algorithm", "v4_ring"},
+                             {"ranks", "2"},
+                             {"bytes", "64M"},
+                             {"in_place", "no"}},
+                  .field = "busbw",
+                  .versus = {{"algorithm", "v1_naive"}},
+                  .bound = 1.4,
+                  .unit = "×",
+                  .min_cpus = 2,
+                  .reference = 1.8}},
   });
 #if CONCURDL_HAVE_MPI
   register_experiment({
@@ -715,6 +740,20 @@ const bool registered = [] {
       .prepare = mpi_trial,
       .figures = bandwidth_figures("MPI", true),
       .derived = {"algbw", "busbw"},
+      .claims = {{.id = "ring_vs_mpi_allreduce",
+                  .statement = "At 64 MiB across 2 MPI processes the chapter's ring, written over "
+                               "MPI_Isend/MPI_Irecv, reaches at least 0.8x the bus bandwidth of "
+                               "the library's own MPI_Allreduce",
+                  .select = {{"algorithm", "v4_ring"},
+                             {"ranks", "2"},
+                             {"bytes", "64M"},
+                             {"in_place", "no"}},
+                  .field = "busbw",
+                  .versus = {{"algorithm", "native"}},
+                  .bound = 0.8,
+                  .unit = "×",
+                  .min_cpus = 2,
+                  .reference = 1.82}},
   });
 #endif
   register_exercise(

@@ -310,10 +310,11 @@ std::string claims_markdown(const std::string& chapter) {
                          expected_text(c), claim_value_text(c.reference, c.unit), applies_text(c));
   }
   out += fmt::format(
-      "\nThe reference machine: {} (`results/reference/{}`; training: `{}`; litmus: `{}`). "
-      "`concurdl check RUN` judges these on your own run; the report of every run opens with "
-      "them.\n",
-      kReferenceMachine, kReferenceRun, kReferenceTrainRun, kReferenceLitmusRun);
+      "\nThe reference machine: {} (`results/reference/{}`; training: `{}`; litmus: `{}`; "
+      "chapter 05: `{}`, `{}`). `concurdl check RUN` judges these on your own run; the report "
+      "of every run opens with them.\n",
+      kReferenceMachine, kReferenceRun, kReferenceTrainRun, kReferenceLitmusRun, kReferenceCh05Run,
+      kReferenceCh05MpiRun);
   return out;
 }
 

@@ -30,7 +30,8 @@ namespace concurdl::dp {
 // It must work for any count (0, 1, fewer floats than ranks) and for n = 1.
 // Faster: comm.irecv_reduce(left, acc, scratch, tag) receives and adds in one call, and on the
 // threads backend adds straight from the sender's buffer (no copy through scratch memory);
-// segments (opts.segment_floats) let a block go on to the next rank while the rest arrives.
+// segments of ring_segment_floats(block, opts) floats (opts.segment_floats, or chosen from the
+// block when it is kAutoSegment) let a block go on to the next rank while the rest arrives.
 inline void student_allreduce_ring([[maybe_unused]] Communicator& comm,
                                    [[maybe_unused]] std::span<const float> in,
                                    [[maybe_unused]] std::span<float> out,

@@ -54,6 +54,10 @@ inline constexpr const char* kReferenceRun = "debian12-zen5-2vcpu-all";
 // --threads 2` for the claims about training, and experiments added since (`ch02/litmus`).
 inline constexpr const char* kReferenceTrainRun = "debian12-zen5-2vcpu-train-2t";
 inline constexpr const char* kReferenceLitmusRun = "debian12-zen5-2vcpu-litmus";
+// Chapter 05, taken after it was written: the threads backend and training (`concurdl run
+// ch05`), and the collectives across MPI ranks (`concurdl run --ranks 2,4 ch05/allreduce_mpi`).
+inline constexpr const char* kReferenceCh05Run = "debian12-zen5-2vcpu-ch05";
+inline constexpr const char* kReferenceCh05MpiRun = "debian12-zen5-2vcpu-ch05-mpi";
 // Further quiet runs of one build on that machine (results/reference/NAME/RUN/results.json):
 // every claim holds in each of them too (tests/test_claims_chapters.cpp).
 inline constexpr const char* kReferenceRepeats = "debian12-zen5-2vcpu-repeats";
