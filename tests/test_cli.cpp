@@ -155,6 +155,8 @@ TEST_F(Cli, RanksLaunchMpirunAndRankZeroWritesTheMaxOverRanks) {
 TEST_F(Cli, RanksAndTheExperimentsMustAgree) {
   expect_usage_error(run("run ch99/ranks_sleep"), "give --ranks N");
   expect_usage_error(run("run --hostfile nowhere ch99/sum"), "--hostfile");
+  expect_usage_error(run("run --transport tcp ch99/sum"), "--transport: only with --ranks");
+  expect_usage_error(run("run --ranks 2 --transport udp ch99/sum"), "--transport: 'udp'");
   if (!concurdl::build::have_mpi) {
     expect_usage_error(run("run --ranks 2 ch99/ranks_sleep"), "without MPI");
     return;

@@ -308,6 +308,9 @@ int cli_main(int argc, char** argv) {
                   "run the experiments across MPI ranks under mpirun: rank counts to sweep, e.g. 2 "
                   "or 1,2,4 (mpirun starts the largest)");
   run->add_option("--hostfile", a.hostfile, "MPI hostfile for multi-node runs (with --ranks)");
+  run->add_option("--transport", a.transport,
+                  "how MPI ranks on one machine talk (with --ranks): auto (Open MPI's choice), "
+                  "shm (shared memory) or tcp (the network stack, as between machines)");
   run->add_flag("--no-calibrate", a.no_calibrate, "skip measuring the machine's ceilings first");
   run->add_flag("--no-report", a.no_report, "write results.json only");
   run->add_option("--resume", a.resume,

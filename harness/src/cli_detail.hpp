@@ -18,8 +18,9 @@ struct Args {
   std::vector<std::string> targets;
   std::string profile = "quick";
   std::string threads, repeat, ranks, hostfile, out;
-  std::string resume;        // --resume DIR: go on with an interrupted run
-  std::string continue_run;  // the same, once DIR's own command line has been read back
+  std::string transport = "auto";  // --transport: auto, shm or tcp (with --ranks)
+  std::string resume;              // --resume DIR: go on with an interrupted run
+  std::string continue_run;        // the same, once DIR's own command line has been read back
   std::vector<std::string> set;
   bool no_calibrate = false, no_report = false, quiet = false, no_timing = false;
   bool markdown = false;

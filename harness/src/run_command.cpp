@@ -4,6 +4,7 @@
 
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <iostream>
 #include <set>
@@ -169,9 +170,20 @@ int measure(const std::vector<std::string>& command, const std::vector<const Exp
 // `concurdl run --ranks N`: outside an MPI launch, start one (mpirun -np N concurdl run ...)
 // and return its exit status; inside one, join it. Bad input fails here, before mpirun starts.
 std::optional<int> launch_ranks(const Args& a, int argc, char** argv) {
+  if (a.transport != "auto" && a.transport != "shm" && a.transport != "tcp")
+    throw UsageError(fmt::format("--transport: '{}' is not auto, shm or tcp", a.transport));
   if (a.ranks.empty()) {
     if (!a.hostfile.empty()) throw UsageError("--hostfile: only with --ranks N");
+    if (a.transport != "auto") throw UsageError("--transport: only with --ranks N");
     return std::nullopt;
+  }
+  // Open MPI's byte transfer layers, through its environment (mpirun passes it to every rank,
+  // and the provenance records it): tcp forces the network path even between processes of one
+  // machine, shm the shared-memory one (vader). Both need the ob1 messaging layer, which uses
+  // them (another, such as UCX, would pick its own transport).
+  if (a.transport != "auto") {
+    ::setenv("OMPI_MCA_pml", "ob1", 1);
+    ::setenv("OMPI_MCA_btl", a.transport == "tcp" ? "tcp,self" : "vader,self", 1);
   }
   const std::vector<std::string> counts = parse_counts("--ranks", a.ranks, kMaxThreads);
   if (!ranks::built())
