@@ -269,7 +269,8 @@ const bool registered = [] {
       .interleave = {"trainer", "ranks", "overlap"},
       .prepare = dp_trial,
       .figures = {{.id = "samples_per_s",
-                   .title = "Training samples/s against ranks (4 ranks oversubscribe 2 cores)",
+                   .title =
+                       "Training samples/s against ranks (more ranks than CPUs oversubscribe them)",
                    .x = "ranks",
                    .y = "items_per_s",
                    .series = "trainer",
