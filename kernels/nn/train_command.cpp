@@ -22,11 +22,13 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <charconv>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <iostream>
 #include <string>
@@ -54,6 +56,15 @@ namespace concurdl::nn {
 namespace fs = std::filesystem;
 
 namespace {
+
+// How many of `total` MPI ranks share this machine, as the launcher says (Open MPI, MPICH's
+// Hydra, Slurm); before the launch, or under a launcher that does not say, all of them.
+int ranks_on_this_machine(int total) {
+  for (const char* var : {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", "SLURM_NTASKS_PER_NODE"})
+    if (const char* v = std::getenv(var); v != nullptr && std::atoi(v) >= 1)
+      return std::min(total, std::atoi(v));
+  return total;
+}
 
 struct TrainArgs {
   std::size_t epochs = 10;
@@ -306,11 +317,13 @@ int train_main(const std::vector<std::string>& args) {
     dist.overlap = a.overlap;
     dist.allreduce = a.allreduce.empty() ? "native" : a.allreduce;
     // One compute thread per thread rank (the setting is process-wide); an MPI rank gets its
-    // share of this machine's cores unless --threads says otherwise.
+    // share of this machine's cores (shared among the ranks on this machine, not all of them)
+    // unless --threads says otherwise.
     if (!backend->mpi_launch)
       a.threads = 1;
     else if (!a.threads_given)
-      a.threads = std::max(1, static_cast<int>(hardware_threads()) / static_cast<int>(a.ranks));
+      a.threads = std::max(1, static_cast<int>(hardware_threads()) /
+                                  ranks_on_this_machine(static_cast<int>(a.ranks)));
   }
 
   TrainConfig config = make_config(a);
