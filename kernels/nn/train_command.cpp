@@ -6,6 +6,7 @@
 //   concurdl train --epochs 20 --resume ck.bin --checkpoint ck.bin   # 10 more epochs
 //   concurdl train --ranks 2 --backend threads --batch 32 --overlap  # data-parallel (ch05)
 //   concurdl train --ranks 4 --backend mpi --bucket-mb 0.25          # under mpirun
+//   concurdl train --ranks 2 --mode ps-async --straggler 1:4          # asynchronous (ch07)
 //
 // With --ranks N, --batch is the per-rank batch (the global batch is N x --batch, recorded as
 // the records' "batch") and a data-parallel backend registered by chapter 05
@@ -84,7 +85,39 @@ struct TrainArgs {
   double bucket_mb = -1;
   bool overlap = false;
   bool threads_given = false;
+  // Synchronous vs asynchronous (chapter 07).
+  std::string mode = "sync";
+  std::vector<std::string> stragglers;  // "RANK:FACTOR"
+  int staleness = -1, local_steps = -1, servers = -1;
+  std::string fail_worker;  // "RANK:STEP"
 };
+
+// "RANK:VALUE" of --straggler and --fail-worker: a rank below kMaxThreads and a number.
+std::pair<int, double> rank_and_value(const char* flag, const std::string& text, bool whole) {
+  const std::size_t colon = text.find(':');
+  int rank = -1;
+  double value = 0;
+  bool ok = colon != std::string::npos && colon > 0;
+  if (ok) {
+    const char* end = text.data() + colon;
+    const auto [stop, ec] = std::from_chars(text.data(), end, rank);
+    ok = ec == std::errc{} && stop == end && rank >= 0 && rank < kMaxThreads;
+  }
+  if (ok) {
+    const std::string v = text.substr(colon + 1);
+    char* stop = nullptr;
+    value = std::strtod(v.c_str(), &stop);
+    ok = !v.empty() && stop == v.c_str() + v.size() && std::isfinite(value) &&
+         (whole ? value >= 0 && value == std::floor(value) && value <= 1e15
+                : value >= 1 && value <= 1000);
+  }
+  if (!ok)
+    throw UsageError(fmt::format("{}: '{}' is not RANK:{} ({})", flag, text,
+                                 whole ? "STEP" : "FACTOR",
+                                 whole ? "a rank and a step count, e.g. 1:100"
+                                       : "a rank and a factor in [1, 1000], e.g. 1:4"));
+  return {rank, value};
+}
 
 // A flag's value outside its range: the message names the flag and the value.
 template <class T>
@@ -276,6 +309,22 @@ int train_main(const std::vector<std::string>& args) {
   app.add_option("--allreduce", a.allreduce,
                  "with --ranks: native (default) or a hand-written all-reduce (v4_ring, ...)");
   app.add_option("--hostfile", a.hostfile, "with --backend mpi: MPI hostfile (several machines)");
+  app.add_option("--mode", a.mode,
+                 "with --ranks: sync (all-reduce, default), ps-async, ps-ssp, hogwild or "
+                 "local-sgd (chapter 07)");
+  app.add_option("--straggler", a.stragglers,
+                 "with --ranks: RANK:FACTOR makes that worker's compute FACTOR times slower "
+                 "(repeatable)");
+  app.add_option("--staleness", a.staleness, "--mode ps-ssp: the staleness bound s (default 4)")
+      ->check(whole_number(0, 1u << 20));
+  app.add_option("--local-steps", a.local_steps,
+                 "--mode local-sgd: steps between averages H (default 8)")
+      ->check(whole_number(1, 1u << 20));
+  app.add_option("--servers", a.servers, "--mode ps-*: parameter-server shards (default 1)")
+      ->check(whole_number(1, 1024));
+  app.add_option("--fail-worker", a.fail_worker,
+                 "with --ranks: RANK:STEP makes that worker fail after STEP steps (asynchronous "
+                 "modes drop it and go on; sync stops)");
   std::vector<std::string> reversed(args.rbegin(), args.rend());  // CLI11 takes them reversed
   try {
     app.parse(reversed);
@@ -289,10 +338,49 @@ int train_main(const std::vector<std::string>& args) {
   a.threads_given = app.count("--threads") > 0;
   const DistributedBackend* backend = nullptr;
   DistributedOptions dist;
+  // --mode alone means one worker of that mode.
+  if (a.ranks == 0 && app.count("--mode") > 0 && a.mode != "sync") a.ranks = 1;
+  const TrainingMode* mode = nullptr;
+  if (a.mode != "sync") {
+    mode = find_training_mode(a.mode);
+    if (mode == nullptr)
+      throw UsageError(fmt::format("--mode: unknown mode '{}' (known: {})", a.mode,
+                                   fmt::join(training_mode_names(), ", ")));
+  }
   if (a.ranks == 0) {
-    for (const char* flag : {"--backend", "--bucket-mb", "--overlap", "--allreduce", "--hostfile"})
+    for (const char* flag : {"--backend", "--bucket-mb", "--overlap", "--allreduce", "--hostfile",
+                             "--straggler", "--fail-worker", "--mode"})
       if (app.count(flag) > 0) throw UsageError(fmt::format("{}: only with --ranks N", flag));
-  } else {
+  }
+  if (a.mode != "ps-ssp" && app.count("--staleness") > 0)
+    throw UsageError("--staleness: only with --mode ps-ssp");
+  if (a.mode != "local-sgd" && app.count("--local-steps") > 0)
+    throw UsageError("--local-steps: only with --mode local-sgd");
+  if (a.mode.rfind("ps-", 0) != 0 && app.count("--servers") > 0)
+    throw UsageError("--servers: only with --mode ps-async or ps-ssp");
+  if (mode != nullptr)
+    for (const char* flag : {"--bucket-mb", "--overlap", "--allreduce", "--hostfile"})
+      if (app.count(flag) > 0)
+        throw UsageError(fmt::format("{}: only with --mode sync (the all-reduce's)", flag));
+  for (const std::string& s : a.stragglers) {
+    const auto [rank, factor] = rank_and_value("--straggler", s, false);
+    if (static_cast<std::size_t>(rank) >= a.ranks)
+      throw UsageError(fmt::format("--straggler {}: there are only {} ranks", s, a.ranks));
+    dist.stragglers[rank] = factor;
+  }
+  if (!a.fail_worker.empty()) {
+    const auto [rank, step] = rank_and_value("--fail-worker", a.fail_worker, true);
+    if (static_cast<std::size_t>(rank) >= a.ranks)
+      throw UsageError(
+          fmt::format("--fail-worker {}: there are only {} ranks", a.fail_worker, a.ranks));
+    dist.fail_worker = rank;
+    dist.fail_after = static_cast<std::uint64_t>(step);
+  }
+  dist.mode = a.mode;
+  dist.staleness = a.staleness;
+  dist.local_steps = a.local_steps;
+  dist.servers = a.servers;
+  if (a.ranks != 0) {
     if (a.backend.empty()) a.backend = "threads";
     backend = find_distributed_backend(a.backend);
     if (backend == nullptr) {
@@ -307,6 +395,11 @@ int train_main(const std::vector<std::string>& args) {
     }
     if (const std::string why = backend->missing ? backend->missing() : ""; !why.empty())
       throw UsageError(why);
+    if (mode != nullptr && backend->mpi_launch)
+      throw UsageError(fmt::format(
+          "--mode {}: runs its workers as threads of this process (--backend threads); across "
+          "processes only --mode sync runs (--backend {})",
+          a.mode, a.backend));
     if (!a.hostfile.empty() && !backend->mpi_launch)
       throw UsageError(fmt::format("--hostfile: only with --backend mpi"));
     if (!a.hostfile.empty() && !fs::is_regular_file(a.hostfile))
@@ -327,7 +420,8 @@ int train_main(const std::vector<std::string>& args) {
   }
 
   TrainConfig config = make_config(a);
-  if (backend != nullptr) config.batch = a.batch * a.ranks;  // the records' batch: global
+  // The records' batch: the global batch of a synchronous step; a push's in the other modes.
+  if (backend != nullptr && mode == nullptr) config.batch = a.batch * a.ranks;
   if (!a.checkpoint.empty()) check_writable_parent("--checkpoint", a.checkpoint);
   if (!a.checkpoint.empty() && fs::is_directory(a.checkpoint))
     throw UsageError(
@@ -391,11 +485,20 @@ int train_main(const std::vector<std::string>& args) {
       ctx.config.seed = trainer.state().seed;  // a resumed run shuffles with its checkpoint's seed
       f.provenance["training"] = training_provenance(ctx, dir, a.resume, a.checkpoint);
       if (backend != nullptr)
-        f.provenance["training"]["data_parallel"] = {
-            {"ranks", dist.ranks},         {"backend", dist.backend},
-            {"batch_per_rank", a.batch},   {"global_batch", config.batch},
-            {"bucket_mb", dist.bucket_mb}, {"overlap", dist.overlap},
-            {"allreduce", dist.allreduce}, {"trainer", trainer.describe()}};
+        f.provenance["training"]["data_parallel"] = {{"ranks", dist.ranks},
+                                                     {"backend", dist.backend},
+                                                     {"batch_per_rank", a.batch},
+                                                     {"global_batch", config.batch},
+                                                     {"bucket_mb", dist.bucket_mb},
+                                                     {"overlap", dist.overlap},
+                                                     {"allreduce", dist.allreduce},
+                                                     {"trainer", trainer.describe()},
+                                                     {"mode", dist.mode}};
+      if (backend != nullptr && !dist.stragglers.empty()) {
+        nlohmann::json st = nlohmann::json::object();
+        for (const auto& [r, factor] : dist.stragglers) st[std::to_string(r)] = factor;
+        f.provenance["training"]["data_parallel"]["stragglers"] = st;
+      }
       run_dir = make_run_dir(a.out, f.provenance["host"].get<std::string>(), short_commit());
       write_run(run_dir, f);
     }
@@ -436,6 +539,8 @@ int train_main(const std::vector<std::string>& args) {
       const EvalResult e = trainer.evaluate(test);
       ok = ok && std::isfinite(e.loss);
       f.records.push_back(curve_record(ctx, epoch + 1, e, &r, elapsed, trainer.state().step));
+      for (const auto& [name, value] : trainer.epoch_metrics())
+        f.records.back().derived[name] = value;
       if (!ok) {
         f.records.back().valid = false;
         f.records.back().validation =
@@ -458,7 +563,10 @@ int train_main(const std::vector<std::string>& args) {
   } else {
     TrainConfig per_rank = config;
     per_rank.batch = a.batch;
-    backend->run(dist, per_rank, train, loop);
+    if (mode != nullptr)
+      mode->run(dist, per_rank, train, loop);
+    else
+      backend->run(dist, per_rank, train, loop);
     if (ranks::initialized() && ranks::world_rank() != 0) return 0;  // rank 0 writes the run
   }
   f.provenance["finished"] = utc_now_iso();

@@ -189,6 +189,8 @@ DataParallelTrainer::DataParallelTrainer(Communicator& comm, nn::TrainConfig con
                                              options_.bucket_bytes, algo, options_.algo);
   }
   state_.seed = config_.seed;
+  state_.mode = "sync";
+  state_.workers = static_cast<std::uint64_t>(size());
 }
 
 std::size_t DataParallelTrainer::steps_per_epoch() const {
@@ -254,6 +256,8 @@ DataParallelTrainer::StepResult DataParallelTrainer::step() {
     std::fill(model_.gradients().begin(), model_.gradients().end(), 0.0f);
     for (std::size_t l = layers; l-- > 0;) hook(l);
   }
+  if (options_.after_compute)
+    options_.after_compute(rank(), std::chrono::duration<double>(Clock::now() - t0).count());
   const auto t1 = Clock::now();
   if (sync_) sync_->finish_step();
   const auto t2 = Clock::now();
@@ -337,7 +341,20 @@ void DataParallelTrainer::save(const std::filesystem::path& checkpoint) const {
 }
 
 void DataParallelTrainer::resume(const std::filesystem::path& checkpoint) {
-  state_ = nn::load_checkpoint(checkpoint, model_, opt_);
+  // A checkpoint of another mode or rank count is refused with the model left as it was.
+  const std::vector<float> params(model_.parameters().begin(), model_.parameters().end());
+  const std::vector<float> velocity(opt_.velocity().begin(), opt_.velocity().end());
+  nn::TrainState loaded = nn::load_checkpoint(checkpoint, model_, opt_);
+  try {
+    nn::check_resumable(checkpoint, loaded, "sync", static_cast<std::uint64_t>(size()));
+  } catch (...) {
+    std::copy(params.begin(), params.end(), model_.parameters().begin());
+    std::copy(velocity.begin(), velocity.end(), opt_.velocity().begin());
+    throw;
+  }
+  loaded.mode = "sync";
+  loaded.workers = static_cast<std::uint64_t>(size());
+  state_ = loaded;
   epoch_started_ = false;
   step_in_epoch_ = 0;
 }

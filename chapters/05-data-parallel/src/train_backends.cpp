@@ -10,6 +10,8 @@
 #include <exception>
 #include <fstream>
 #include <iterator>
+#include <memory>
+#include <stdexcept>
 #include <string>
 
 #include "concurdl/dp/data_parallel.hpp"
@@ -33,6 +35,19 @@ DataParallelOptions options_of(const nn::DistributedOptions& o) {
     d.bucket_bytes = static_cast<std::size_t>(std::llround(o.bucket_mb * 1024.0 * 1024.0));
   }
   d.overlap = o.overlap;
+  if (!o.stragglers.empty() || o.fail_worker >= 0) {
+    if (o.fail_worker >= o.ranks)
+      throw UsageError(
+          fmt::format("--fail-worker {}: there are only {} ranks", o.fail_worker, o.ranks));
+    // Only the failing rank touches its step count.
+    auto steps = std::make_shared<std::uint64_t>(0);
+    d.after_compute = [o, steps](int rank, double compute_s) {
+      nn::straggle(o.straggler_factor(rank), compute_s);
+      if (rank == o.fail_worker && (*steps)++ >= o.fail_after)
+        throw std::runtime_error(
+            fmt::format("rank {} failed after {} steps (--fail-worker)", rank, o.fail_after));
+    };
+  }
   d.algorithm = o.allreduce;
   find_allreduce(d.algorithm);  // a UsageError naming the known ones
   return d;

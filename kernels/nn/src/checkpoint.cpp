@@ -136,8 +136,8 @@ Bytes read_whole(const std::filesystem::path& path) {
 }
 
 // "key=value key=value": the value of `key`, or fail.
-std::string_view header_field(const std::filesystem::path& path, std::string_view header,
-                              std::string_view key) {
+// The value of `key`, or "" when the header has none (fields added in later versions).
+std::string_view header_optional(std::string_view header, std::string_view key) {
   std::size_t at = 0;
   while (at < header.size()) {
     const std::size_t end = std::min(header.find(' ', at), header.size());
@@ -146,7 +146,14 @@ std::string_view header_field(const std::filesystem::path& path, std::string_vie
       return token.substr(key.size() + 1);
     at = end + 1;
   }
-  fail(path, fmt::format("malformed header (no '{}='): \"{}\"", key, header));
+  return {};
+}
+
+std::string_view header_field(const std::filesystem::path& path, std::string_view header,
+                              std::string_view key) {
+  const std::string_view v = header_optional(header, key);
+  if (v.empty()) fail(path, fmt::format("malformed header (no '{}='): \"{}\"", key, header));
+  return v;
 }
 
 std::uint64_t header_u64(const std::filesystem::path& path, std::string_view header,
@@ -169,9 +176,10 @@ void save_checkpoint(const std::filesystem::path& path, const Mlp& model, const 
     fail(path, fmt::format("cannot save: the model has {} parameters, the optimiser {} velocities",
                            params.size(), velocity.size()));
   const SgdOptions& o = opt.options();
-  const std::string header = fmt::format(
+  std::string header = fmt::format(
       "arch={} epoch={} step={} seed={} lr={} momentum={} weight_decay={}", model.spec().describe(),
       state.epoch, state.step, state.seed, o.lr, o.momentum, o.weight_decay);
+  if (!state.mode.empty()) header += fmt::format(" mode={} workers={}", state.mode, state.workers);
   Bytes b;
   b.reserve(kMinBytes + header.size() + 2 * params.size() * sizeof(float));
   b.insert(b.end(), kMagic, kMagic + sizeof kMagic);
@@ -239,12 +247,25 @@ TrainState load_checkpoint(const std::filesystem::path& path, Mlp& model, Sgd& o
   state.epoch = header_u64(path, header, "epoch");
   state.step = header_u64(path, header, "step");
   state.seed = header_u64(path, header, "seed");
+  if (const std::string_view mode = header_optional(header, "mode"); !mode.empty()) {
+    state.mode = std::string(mode);
+    state.workers = header_u64(path, header, "workers");
+  }
 
   // Every check passed: only now is anything changed.
   const std::size_t at = kPrefixBytes + header_len + 8, bytes = count * sizeof(float);
   std::memcpy(model.parameters().data(), b.data() + at, bytes);
   std::memcpy(opt.velocity().data(), b.data() + at + bytes, bytes);
   return state;
+}
+
+void check_resumable(const std::filesystem::path& path, const TrainState& saved,
+                     const std::string& mode, std::uint64_t workers) {
+  if (saved.mode.empty() || (saved.mode == mode && saved.workers == workers)) return;
+  fail(path, fmt::format("checkpoint is of mode {} with {} worker{}; this run is mode {} with {} "
+                         "worker{}",
+                         saved.mode, saved.workers, saved.workers == 1 ? "" : "s", mode, workers,
+                         workers == 1 ? "" : "s"));
 }
 
 }  // namespace concurdl::nn

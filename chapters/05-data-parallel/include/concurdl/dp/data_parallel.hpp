@@ -153,6 +153,10 @@ struct DataParallelOptions {
   std::string algorithm = "native";  // a row of kAllReduceVariants
   AlgoOptions algo;
   SyncFactory make_sync;  // empty: OverlapSync when overlap, else BlockingSync
+  // Called on each rank after its step's compute (forward and backward), before it waits for
+  // the all-reduce, with its rank and the compute's seconds: chapter 07's stragglers sleep here
+  // (nn::straggle), so the others wait for them at the all-reduce.
+  std::function<void(int rank, double compute_s)> after_compute;
 };
 
 // Seconds spent in each part of the steps since the last reset_times(), on this rank.

@@ -32,7 +32,19 @@ struct TrainState {
   std::uint64_t epoch = 0;  // epochs completed
   std::uint64_t step = 0;   // optimiser steps taken
   std::uint64_t seed = 0;
+  // Who trained it, when several workers did (chapters 05 and 07): the mode ("sync",
+  // "ps-async", ...) and the worker count; empty and 0 for a single trainer's checkpoint. Saved
+  // in the header only when set; a trainer that resumes compares them with its own
+  // (check_resumable) so that a checkpoint of another mode or worker count is refused by name.
+  std::string mode;
+  std::uint64_t workers = 0;
 };
+
+// Throws CheckpointError naming both when `saved` (a loaded checkpoint's state) was written by
+// another mode or worker count than `mode` x `workers`. A checkpoint without a mode (a single
+// trainer's, or one written before modes existed) is accepted.
+void check_resumable(const std::filesystem::path& path, const TrainState& saved,
+                     const std::string& mode, std::uint64_t workers);
 
 void save_checkpoint(const std::filesystem::path& path, const Mlp& model, const Sgd& opt,
                      const TrainState& state);

@@ -9,8 +9,10 @@
 // evaluates, records, prints and writes checkpoints; every rank resumes from the checkpoint.
 #pragma once
 
+#include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -27,7 +29,30 @@ struct DistributedOptions {
   double bucket_mb = -1;             // < 0: the backend's default; 0: one bucket per layer
   bool overlap = false;              // all-reduce finished buckets while backward goes on
   std::string allreduce = "native";  // an all-reduce algorithm of the backend's table
+  // Chapter 07: how the workers combine their work (`--mode`); "sync" is the data-parallel
+  // all-reduce of the backends above, the others are TrainingModes.
+  std::string mode = "sync";
+  // --straggler RANK:FACTOR: that rank's compute takes FACTOR times as long (it sleeps
+  // (FACTOR - 1) x its compute time after each step's compute). Every mode honours it.
+  std::map<int, double> stragglers;
+  int staleness = -1;    // ps-ssp: the bound s (< 0: the mode's default)
+  int local_steps = -1;  // local-sgd: steps between averages H (< 0: the mode's default)
+  int servers = -1;      // ps-*: parameter-server shards (< 0: the mode's default)
+  // --fail-worker RANK:STEP: that worker throws after STEP steps (the asynchronous modes drop
+  // it and go on; -1: none).
+  int fail_worker = -1;
+  std::uint64_t fail_after = 0;
+  // The slow-down factor of `rank` (1 when it is not a straggler).
+  double straggler_factor(int rank) const {
+    const auto it = stragglers.find(rank);
+    return it == stragglers.end() ? 1.0 : it->second;
+  }
 };
+
+// Sleeps (factor - 1) x compute_s: a straggler's extra time after a step's compute. A sleep,
+// not a spin, so that a slow worker is slow without taking a core from the others (as a slow
+// machine would be).
+void straggle(double factor, double compute_s);
 
 // One rank's view of data-parallel training: the same calls as Trainer's, every rank in step.
 class RankTrainer {
@@ -47,6 +72,9 @@ class RankTrainer {
   virtual const TrainState& state() const = 0;
   // One line for the start message: "2 ranks (threads), buckets 128 KiB, overlap on, native".
   virtual std::string describe() const = 0;
+  // Figures of the epoch just run that the records should carry beside loss and accuracy
+  // (chapter 07: staleness_mean, staleness_max, workers_lost, ...). Called on the writer.
+  virtual std::map<std::string, double> epoch_metrics() const { return {}; }
 };
 
 using RankLoop = std::function<void(RankTrainer&)>;
@@ -69,5 +97,25 @@ struct DistributedBackend {
 bool register_distributed_backend(DistributedBackend b);
 const DistributedBackend* find_distributed_backend(std::string_view name);
 std::vector<std::string> distributed_backend_names();
+
+}  // namespace concurdl::nn
+
+namespace concurdl::nn {
+
+// A training mode of `concurdl train --mode NAME` other than "sync" (chapter 07 registers
+// ps-async, ps-ssp, hogwild and local-sgd). Its workers are threads of this process; run()
+// calls `loop` once, on one RankTrainer (rank 0 of 1, the writer) that drives all
+// options.ranks workers inside run_epoch.
+struct TrainingMode {
+  std::string name;  // "ps-async"
+  std::string what;  // one line for --help
+  std::function<void(const DistributedOptions&, const TrainConfig&, const Dataset& train,
+                     const RankLoop& loop)>
+      run;
+};
+
+bool register_training_mode(TrainingMode m);  // std::logic_error on a duplicate name
+const TrainingMode* find_training_mode(std::string_view name);
+std::vector<std::string> training_mode_names();  // "sync" first, then the registered ones
 
 }  // namespace concurdl::nn

@@ -1,0 +1,58 @@
+// The asynchronous modes of `concurdl train --mode NAME --ranks N` (nn::TrainingMode): each
+// runs the command's loop once, on an AsyncTrainer that drives the N worker threads.
+#include <fmt/format.h>
+
+#include "concurdl/asgd/async_trainer.hpp"
+#include "concurdl/harness/errors.hpp"
+#include "concurdl/nn/distributed_train.hpp"
+
+namespace concurdl::asgd {
+
+namespace {
+
+AsyncOptions options_of(const std::string& mode, const nn::DistributedOptions& o) {
+  if (o.backend != "threads")
+    throw UsageError(fmt::format(
+        "--mode {}: runs its workers as threads of this process (--backend threads); across "
+        "processes only --mode sync runs (--backend mpi)",
+        mode));
+  if (o.ranks > kMaxWorkers)
+    throw UsageError(fmt::format("--ranks {}: at most {} workers", o.ranks, kMaxWorkers));
+  AsyncOptions a;
+  a.mode = mode;
+  a.workers = o.ranks;
+  if (o.staleness >= 0) a.staleness = o.staleness;
+  if (o.local_steps >= 0) a.local_steps = o.local_steps;
+  if (o.servers >= 0) a.servers = o.servers;
+  for (const auto& [rank, factor] : o.stragglers) {
+    if (rank >= o.ranks)
+      throw UsageError(
+          fmt::format("--straggler {}:{}: there are only {} workers", rank, factor, o.ranks));
+    a.stragglers[rank] = factor;
+  }
+  if (o.fail_worker >= o.ranks)
+    throw UsageError(
+        fmt::format("--fail-worker {}: there are only {} workers", o.fail_worker, o.ranks));
+  a.fail_worker = o.fail_worker;
+  a.fail_after = o.fail_after;
+  return a;
+}
+
+const bool registered = [] {
+  for (const ModeInfo& m : async_modes()) {
+    const std::string name = m.name;
+    nn::register_training_mode(
+        {.name = name,
+         .what = m.what,
+         .run = [name](const nn::DistributedOptions& o, const nn::TrainConfig& c,
+                       const nn::Dataset& train, const nn::RankLoop& loop) {
+           AsyncTrainer t(c, train, options_of(name, o));
+           loop(t);
+         }});
+  }
+  return true;
+}();
+
+}  // namespace
+
+}  // namespace concurdl::asgd
