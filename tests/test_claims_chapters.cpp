@@ -52,7 +52,7 @@ TEST_P(ReadmeClaims, BlockIsTheProgramsClaims) {
 
 INSTANTIATE_TEST_SUITE_P(Chapters, ReadmeClaims,
                          ::testing::Values("01-threads", "02-locks", "03-async-io",
-                                           "05-data-parallel", "kernels"),
+                                           "05-data-parallel", "07-sync-async-training", "kernels"),
                          [](const auto& info) {
                            std::string n = info.param;
                            return n.substr(0, 2) == "ke" ? std::string("kernels") : n.substr(0, 2);
@@ -63,7 +63,7 @@ INSTANTIATE_TEST_SUITE_P(Chapters, ReadmeClaims,
 TEST(ReferenceClaims, DeclaredReferencesAreTheReferenceRunsValues) {
   std::vector<ClaimResult> results;
   for (const char* name : {kReferenceRun, kReferenceTrainRun, kReferenceLitmusRun,
-                           kReferenceCh05Run, kReferenceCh05MpiRun}) {
+                           kReferenceCh05Run, kReferenceCh05MpiRun, kReferenceCh07Run}) {
     const RunFile f = load_run(fs::path(build::source_dir) / "results" / "reference" / name);
     for (ClaimResult& r : evaluate_claims(f)) results.push_back(std::move(r));
   }
@@ -168,7 +168,7 @@ INSTANTIATE_TEST_SUITE_P(
                       "kernels/README.md", "README.md", "results/reference/README.md",
                       "docs/course.md", "docs/methodology.md", "docs/instructors/ch01.md",
                       "docs/instructors/ch02.md", "docs/instructors/ch03.md",
-                      "docs/instructors/ch05.md"),
+                      "docs/instructors/ch05.md", "chapters/07-sync-async-training/README.md"),
     [](const auto& info) {
       std::string n;
       for (char ch : std::string(info.param))

@@ -232,9 +232,9 @@ void AsyncTrainer::run_ps(EpochSums& sums, float lr) {
         try {
           for (;;) {
             if (ssp) clock.wait_turn(id);
+            check_failure(id, k.steps);  // before taking a batch: a failed worker loses none
             const std::size_t b = sums.next.fetch_add(1, std::memory_order_relaxed);
             if (b >= sums.steps) break;
-            check_failure(id, k.steps);
             const auto t0 = Clock::now();
             const std::uint64_t v = server_->pull(k.model.parameters());
             k.compute(k.gather(order_, train_, config_.batch, b));
@@ -268,9 +268,9 @@ void AsyncTrainer::run_hogwild(EpochSums& sums, float lr) {
       const int id = static_cast<int>(w);
       try {
         for (;;) {
+          check_failure(id, k.steps);
           const std::size_t b = sums.next.fetch_add(1, std::memory_order_relaxed);
           if (b >= sums.steps) break;
-          check_failure(id, k.steps);
           const auto t0 = Clock::now();
           const std::uint64_t seen = updates.load(std::memory_order_relaxed);
           hogwild_read(shared_params_, k.model.parameters());

@@ -99,9 +99,11 @@ TEST_P(ModesEach, ManyWorkersCountEveryBatchOnceAndLearn) {
 // A worker that throws mid-run: the asynchronous modes drop it and finish the epochs.
 TEST_P(ModesEach, AFailedWorkerIsDroppedOrStopsTheRun) {
   within_seconds(kDeadline, [&] {
+    // Worker 1 fails before its first step (a later step might never come: the others may
+    // take every batch first).
     AsyncOptions o = options(GetParam(), 3);
     o.fail_worker = 1;
-    o.fail_after = 2;
+    o.fail_after = 0;
     AsyncTrainer t(small_config(), problem(), o);
     if (GetParam() == "local-sgd") {
       // Synchronous at its averages: the run fails, naming the worker.
@@ -117,7 +119,7 @@ TEST_P(ModesEach, AFailedWorkerIsDroppedOrStopsTheRun) {
     for (int e = 0; e < 3; ++e) r = t.run_epoch({}, 0);
     EXPECT_EQ(t.epoch_metrics().at("workers_lost"), 1.0);
     EXPECT_EQ(t.batches_per_worker()[1], 0u) << "a lost worker stays lost";
-    EXPECT_GE(r.samples, problem().n - 8) << "at most the failed batch is missing";
+    EXPECT_EQ(r.samples, problem().n) << "the others computed every batch";
     EXPECT_TRUE(std::isfinite(t.evaluate(problem()).loss));
   });
 }

@@ -109,7 +109,6 @@ class AsyncTrainer final : public nn::RankTrainer {
   std::vector<std::size_t> batches_;
   std::vector<bool> lost_;  // workers dropped so far (they stay dropped)
   std::uint64_t ssp_waits_ = 0, ssp_max_lead_ = 0;
-  std::uint64_t failed_steps_ = 0;  // steps the workers took in all (for fail_after)
 };
 
 }  // namespace concurdl::asgd
