@@ -300,7 +300,9 @@ int train_main(const std::vector<std::string>& args) {
   app.add_option("--ranks", a.ranks,
                  "data-parallel ranks (chapter 05); --batch is then the per-rank batch")
       ->check(whole_number(1, kMaxThreads));
-  app.add_option("--backend", a.backend, "with --ranks: threads (default), mpi or nccl");
+  app.add_option("--backend", a.backend,
+                 "with --ranks: threads (default), mpi or nccl; processes for --mode ps-async "
+                 "and ps-ssp (worker processes)");
   app.add_option("--bucket-mb", a.bucket_mb,
                  "with --ranks: all-reduce the gradients in buckets of at least this many MiB "
                  "(0: one per layer; default 0.125)");
@@ -430,6 +432,9 @@ int train_main(const std::vector<std::string>& args) {
     throw UsageError(fmt::format("--resume: '{}' is not a readable file", a.resume));
 
   const fs::path dir = a.data.empty() ? data::fashion_mnist_dir() : fs::path(a.data);
+  dist.data = dir;
+  dist.train_limit = a.train_limit;
+  dist.gemm = a.gemm;
   std::string why;
   if (!data::fashion_mnist_present(dir, &why)) throw UsageError(why);
   if (backend != nullptr && backend->mpi_launch) {

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "concurdl/asgd/async_trainer.hpp"
+#include "concurdl/asgd/process_workers.hpp"
 #include "concurdl/harness/errors.hpp"
 #include "concurdl/nn/distributed_train.hpp"
 
@@ -11,11 +12,12 @@ namespace concurdl::asgd {
 namespace {
 
 AsyncOptions options_of(const std::string& mode, const nn::DistributedOptions& o) {
-  if (o.backend != "threads")
+  const bool ps = mode == "ps-async" || mode == "ps-ssp";
+  if (o.backend != "threads" && !(ps && o.backend == "processes"))
     throw UsageError(fmt::format(
-        "--mode {}: runs its workers as threads of this process (--backend threads); across "
-        "processes only --mode sync runs (--backend mpi)",
-        mode));
+        "--mode {}: runs its workers as threads of this process (--backend threads){}; across "
+        "MPI processes only --mode sync runs (--backend mpi)",
+        mode, ps ? " or as worker processes (--backend processes)" : ""));
   if (o.ranks > kMaxWorkers)
     throw UsageError(fmt::format("--ranks {}: at most {} workers", o.ranks, kMaxWorkers));
   AsyncOptions a;
@@ -46,10 +48,31 @@ const bool registered = [] {
          .what = m.what,
          .run = [name](const nn::DistributedOptions& o, const nn::TrainConfig& c,
                        const nn::Dataset& train, const nn::RankLoop& loop) {
-           AsyncTrainer t(c, train, options_of(name, o));
-           loop(t);
+           const AsyncOptions a = options_of(name, o);
+           if (o.backend == "processes") {
+             ProcessPsTrainer t(c, train, a,
+                                {.data = o.data, .train_limit = o.train_limit, .gemm = o.gemm});
+             loop(t);
+           } else {
+             AsyncTrainer t(c, train, a);
+             loop(t);
+           }
          }});
   }
+  // The backend name the train command looks up; only the parameter-server modes run on it.
+  nn::register_distributed_backend(
+      {.name = "processes",
+       .what = "workers are processes started by the trainer, on sockets (--mode ps-async, "
+               "ps-ssp): a dead worker is dropped",
+       .missing = [] { return std::string(); },
+       .run =
+           [](const nn::DistributedOptions&, const nn::TrainConfig&, const nn::Dataset&,
+              const nn::RankLoop&) {
+             throw UsageError(
+                 "--backend processes: runs the parameter-server modes (--mode ps-async or "
+                 "ps-ssp); "
+                 "--mode sync across processes is --backend mpi");
+           }});
   return true;
 }();
 

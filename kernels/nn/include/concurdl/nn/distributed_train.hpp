@@ -42,6 +42,11 @@ struct DistributedOptions {
   // it and go on; -1: none).
   int fail_worker = -1;
   std::uint64_t fail_after = 0;
+  // Where the training set came from, for backends whose workers load it themselves (chapter
+  // 07's worker processes): the Fashion-MNIST directory and --train-limit.
+  std::filesystem::path data;
+  std::size_t train_limit = 0;
+  std::string gemm = "openblas";
   // The slow-down factor of `rank` (1 when it is not a straggler).
   double straggler_factor(int rank) const {
     const auto it = stragglers.find(rank);

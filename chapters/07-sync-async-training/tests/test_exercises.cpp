@@ -1,0 +1,522 @@
+// Chapter 07's exercises through the checks their references pass. Each suite is typed over the
+// chapter's own class (or function) and the student's, so both meet the same tests; while a
+// stub still has CDL_TODO, its tests are skipped as "not attempted". Concurrent checks run at
+// 1, 2, 4 and 8 threads, and every test under a deadline (finishes_within below).
+//   7.1 ParameterServer vs StudentParameterServer (exercises/student_ps.hpp)
+//       ch07_tests --gtest_filter='PushPullEx7_1/student.*'
+//   7.2 SspClock vs StudentSspClock (exercises/student_ssp.hpp)
+//       ch07_tests --gtest_filter='BoundedWaitEx7_2/student.*'
+//   7.3 hogwild_step vs student_hogwild_step (exercises/student_hogwild.hpp)
+//       ch07_tests --gtest_filter='LockFreeStepEx7_3/student.*'
+// (what `concurdl exercise ch07` runs; '*Ex7*' runs the references' instances too).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <exception>
+#include <future>
+#include <memory>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <type_traits>
+#include <vector>
+
+#include "../exercises/student_hogwild.hpp"
+#include "../exercises/student_ps.hpp"
+#include "../exercises/student_ssp.hpp"
+#include "concurdl/asgd/hogwild.hpp"
+#include "concurdl/asgd/parameter_server.hpp"
+#include "concurdl/harness/testing.hpp"
+#include "concurdl/nn/sgd.hpp"
+
+namespace {
+
+using namespace concurdl::asgd;
+namespace nn = concurdl::nn;
+using namespace std::chrono_literals;
+
+// Every test takes well under a second here; sanitizer builds are about 10x slower.
+constexpr int kDeadline = 30;
+constexpr int kThreadCounts[] = {1, 2, 4, 8};
+
+std::vector<float> ramp(std::size_t n, float scale) {
+  std::vector<float> v(n);
+  for (std::size_t i = 0; i < n; ++i) v[i] = scale * static_cast<float>((i * 37) % 101) - 1.0f;
+  return v;
+}
+
+void spin(int iterations) {
+  volatile double x = 0;
+  for (int k = 0; k < iterations; ++k) x = x + 1.0;
+}
+
+// Runs `scenario` on a thread of its own and waits at most `seconds` for it: a hang (a lost
+// wake-up, a deadlock) is a failed test that says so, and the tests after it still run and
+// report. (concurdl::testing::within_seconds ends the program instead, and `concurdl exercise`
+// would get no report to grade.) The stuck thread is left behind, so the scenario must own
+// everything it touches: capture by value. What it throws is rethrown here, on the test's
+// thread, so that a stub's NotImplemented becomes a skip through CDL_TRY_EXERCISE.
+template <class Scenario>
+[[nodiscard]] ::testing::AssertionResult finishes_within(int seconds, Scenario scenario) {
+  auto done = std::make_shared<std::promise<void>>();
+  std::future<void> finished = done->get_future();
+  std::thread([done, scenario = std::move(scenario)]() mutable {
+    try {
+      scenario();
+      done->set_value();
+    } catch (...) {
+      done->set_exception(std::current_exception());
+    }
+  }).detach();
+  if (finished.wait_for(std::chrono::seconds(seconds)) != std::future_status::ready)
+    return ::testing::AssertionFailure()
+           << "did not finish within " << seconds
+           << " s: a deadlock or a lost wake-up (its thread is left behind)";
+  finished.get();
+  return ::testing::AssertionSuccess();
+}
+
+// Runs body(t) for t = 0 .. threads-1, each on a thread of its own, and joins them. The first
+// exception any of them threw is rethrown here (a stub's NotImplemented becomes a skip, an
+// unexpected exception a failure) instead of ending the program.
+template <class Body>
+void run_team(int threads, Body body) {
+  std::mutex m;
+  std::exception_ptr first;
+  {
+    std::vector<std::jthread> team;
+    for (int t = 0; t < threads; ++t)
+      team.emplace_back([&, t] {
+        try {
+          body(t);
+        } catch (...) {
+          std::lock_guard lock(m);
+          if (!first) first = std::current_exception();
+        }
+      });
+  }
+  if (first) std::rethrow_exception(first);
+}
+
+// Hogwild's step as a type, so that its suite is typed like the other two.
+struct ReferenceHogwild {
+  static void step(std::span<float> p, std::span<float> v, std::span<const float> g,
+                   const nn::SgdOptions& o) {
+    hogwild_step(p, v, g, o);
+  }
+};
+struct StudentHogwild {
+  static void step(std::span<float> p, std::span<float> v, std::span<const float> g,
+                   const nn::SgdOptions& o) {
+    student_hogwild_step(p, v, g, o);
+  }
+};
+
+// The instances are named "reference" and "student", so that `Suite/student.*` selects the
+// student's tests alone.
+struct ImplNames {
+  template <class T>
+  static std::string GetName(int) {
+    return std::is_same_v<T, StudentParameterServer> || std::is_same_v<T, StudentSspClock> ||
+                   std::is_same_v<T, StudentHogwild>
+               ? "student"
+               : "reference";
+  }
+};
+
+// --- 7.1 the parameter server ----------------------------------------------------------------
+
+// One push is one nn::Sgd step, bit for bit, however many shards; versions and staleness count
+// the pushes; set_lr reaches every shard.
+template <class Server>
+void push_is_one_sgd_step() {
+  const std::size_t n = 1003;
+  const std::vector<float> p0 = ramp(n, 0.01f), g1 = ramp(n, 0.003f), g2 = ramp(n, -0.002f),
+                           g3 = ramp(n, 0.0007f);
+  const nn::SgdOptions opt{0.1f, 0.9f, 1e-3f};
+  std::vector<float> ref = p0;
+  nn::Sgd sgd(n, opt);
+  sgd.step(ref, g1);
+  sgd.step(ref, g2);
+  sgd.set_lr(0.05f);
+  sgd.step(ref, g3);
+  for (int shards : {1, 3, 7}) {
+    SCOPED_TRACE(::testing::Message() << shards << " shards");
+    Server ps(p0, opt, shards);
+    EXPECT_EQ(ps.size(), n);
+    EXPECT_EQ(ps.shards(), shards);
+    std::vector<float> pulled(n);
+    EXPECT_EQ(ps.pull(pulled), 0u);
+    EXPECT_EQ(pulled, p0);
+    EXPECT_EQ(ps.push(g1, 0), 0u);
+    EXPECT_EQ(ps.push(g2, 0), 1u) << "one push landed since version 0";
+    ps.set_lr(0.05f);
+    EXPECT_EQ(ps.push(g3, 2), 0u) << "pulled at version 2, pushed as the next";
+    EXPECT_EQ(ps.version(), 3u);
+    EXPECT_EQ(ps.pull(pulled), 3u);
+    EXPECT_EQ(std::memcmp(pulled.data(), ref.data(), n * sizeof(float)), 0)
+        << "three pushes differ from three nn::Sgd steps";
+  }
+}
+
+template <class Server>
+void refuses_wrong_sizes_and_shard_counts() {
+  const std::vector<float> p0(10, 1.0f);
+  Server ps(p0, nn::SgdOptions{}, 2);
+  std::vector<float> nine(9), eleven(11);
+  EXPECT_THROW(ps.pull(nine), std::invalid_argument);
+  EXPECT_THROW(ps.push(eleven, 0), std::invalid_argument);
+  EXPECT_EQ(ps.version(), 0u) << "a refused push was counted";
+  EXPECT_EQ(ps.push(std::vector<float>(10, 0.0f), 1000), 0u)
+      << "a version from the future: staleness 0";
+  EXPECT_THROW(Server none(p0, nn::SgdOptions{}, 0), std::invalid_argument);
+  EXPECT_THROW(Server too_many(p0, nn::SgdOptions{}, 11), std::invalid_argument);
+  EXPECT_NO_THROW(Server one_each(p0, nn::SgdOptions{}, 10));
+}
+
+// Pushes from `threads` threads at once: none is lost (each adds exactly 1 to every parameter,
+// in exact float arithmetic), the version counts them all, no staleness reaches the pushes
+// made, every pull holds at least the pushes its version says, and with one shard a pull is
+// one moment's copy (every element equal).
+template <class Server>
+void concurrent_pushes_are_never_lost(int threads) {
+  constexpr int kPushes = 300;
+  constexpr std::size_t n = 4096;
+  for (int shards : {1, 4}) {
+    SCOPED_TRACE(::testing::Message() << threads << " threads, " << shards << " shards");
+    Server ps(std::vector<float>(n, 0.0f), nn::SgdOptions{1.0f, 0.0f, 0.0f}, shards);
+    const std::vector<float> minus_one(n, -1.0f);
+    std::atomic<std::uint64_t> worst{0}, behind{0}, mixed{0};
+    run_team(threads, [&](int) {
+      std::vector<float> mine(n);
+      for (int i = 0; i < kPushes; ++i) {
+        const std::uint64_t v = ps.pull(mine);
+        for (float x : mine) {
+          if (x < static_cast<float>(v)) behind.fetch_add(1);
+          if (shards == 1 && x != mine[0]) mixed.fetch_add(1);
+        }
+        const std::uint64_t s = ps.push(minus_one, v);
+        std::uint64_t w = worst.load();
+        while (s > w && !worst.compare_exchange_weak(w, s)) {
+        }
+      }
+    });
+    const std::uint64_t total = static_cast<std::uint64_t>(threads) * kPushes;
+    EXPECT_EQ(ps.version(), total);
+    EXPECT_LT(worst.load(), total);
+    if (threads == 1) {
+      EXPECT_EQ(worst.load(), 0u) << "one worker: nothing lands in between";
+    }
+    EXPECT_EQ(behind.load(), 0u) << "pulled elements held fewer pushes than the version the pull "
+                                    "returned (a push counted before it was in, or lost?)";
+    EXPECT_EQ(mixed.load(), 0u) << "one shard, yet a pull copied parts of different versions";
+    std::vector<float> out(n);
+    EXPECT_EQ(ps.pull(out), total);
+    for (std::size_t i = 0; i < n; ++i)
+      ASSERT_EQ(out[i], static_cast<float>(total)) << "parameter " << i << ": pushes lost";
+  }
+}
+
+template <class Server>
+class PushPullEx7_1 : public ::testing::Test {};
+using Servers = ::testing::Types<ParameterServer, StudentParameterServer>;
+TYPED_TEST_SUITE(PushPullEx7_1, Servers, ImplNames);
+
+TYPED_TEST(PushPullEx7_1, APushIsOneSgdStepWhateverTheShards) {
+  CDL_TRY_EXERCISE(ASSERT_TRUE(finishes_within(kDeadline, push_is_one_sgd_step<TypeParam>)));
+}
+
+TYPED_TEST(PushPullEx7_1, RefusesWrongSizesAndShardCounts) {
+  CDL_TRY_EXERCISE(
+      ASSERT_TRUE(finishes_within(kDeadline, refuses_wrong_sizes_and_shard_counts<TypeParam>)));
+}
+
+TYPED_TEST(PushPullEx7_1, ConcurrentPushesAreNeverLost) {
+  for (int threads : kThreadCounts)
+    CDL_TRY_EXERCISE(ASSERT_TRUE(finishes_within(
+        kDeadline, [threads] { concurrent_pushes_are_never_lost<TypeParam>(threads); })));
+}
+
+// --- 7.2 the SSP clock -----------------------------------------------------------------------
+
+// On one thread, where nothing needs to block: clocks, leads, and a worker that leaves no
+// longer counts as the slowest.
+template <class Clock>
+void clocks_leads_and_leaving() {
+  Clock clock(3, 1);
+  EXPECT_EQ(clock.bound(), 1u);
+  EXPECT_EQ(clock.wait_turn(0), 0u);
+  clock.advance(0);
+  EXPECT_EQ(clock.wait_turn(0), 1u) << "1 step ahead with bound 1: may go, with lead 1";
+  clock.advance(0);
+  EXPECT_EQ(clock.clock(0), 2u);
+  EXPECT_EQ(clock.clock(1), 0u);
+  clock.advance(1);
+  clock.advance(1);
+  clock.leave(2);  // at 0: the slowest active worker is now at 2
+  EXPECT_EQ(clock.wait_turn(0), 0u) << "worker 2 left: it holds nobody back";
+  EXPECT_EQ(clock.wait_turn(1), 0u);
+  clock.leave(1);
+  for (int i = 0; i < 5; ++i) clock.advance(0);
+  EXPECT_EQ(clock.wait_turn(0), 0u) << "the last worker left is never ahead of anyone";
+  EXPECT_EQ(clock.clock(0), 7u);
+  EXPECT_EQ(clock.max_lead(), 1u);
+  EXPECT_EQ(clock.waits(), 0u);
+  EXPECT_THROW(Clock no_workers(0, 1), std::invalid_argument);
+}
+
+// Bound 0, worker 0 one step ahead: wait_turn blocks until worker 1 advances (round 0) or
+// leaves (round 1), and then returns.
+template <class Clock>
+void blocks_until_the_slowest_advances_or_leaves() {
+  Clock clock(2, 0);
+  EXPECT_EQ(clock.wait_turn(0), 0u);
+  clock.advance(0);
+  for (int round = 0; round < 2; ++round) {
+    SCOPED_TRACE(round == 0 ? "worker 1 advances" : "worker 1 leaves");
+    std::atomic<bool> returned{false};
+    std::uint64_t lead = 99;
+    std::exception_ptr error;
+    std::jthread waiter([&] {
+      try {
+        lead = clock.wait_turn(0);
+      } catch (...) {
+        error = std::current_exception();
+      }
+      returned = true;
+    });
+    std::this_thread::sleep_for(100ms);
+    EXPECT_FALSE(returned.load()) << "wait_turn returned with worker 0 ahead, bound 0";
+    if (round == 0)
+      clock.advance(1);
+    else
+      clock.leave(1);
+    waiter.join();  // a lost wake-up hangs here, and finishes_within fails the test
+    if (error) std::rethrow_exception(error);
+    EXPECT_EQ(lead, 0u);
+    clock.advance(0);
+  }
+  EXPECT_EQ(clock.waits(), 2u);
+  EXPECT_EQ(clock.max_lead(), 0u);
+}
+
+// Bound 0, workers 0 and 1 a step ahead of worker 2, both waiting: worker 2's advance lets both
+// go, and both must wake (a notify_one wakes one of them only).
+template <class Clock>
+void one_advance_releases_every_waiter() {
+  Clock clock(3, 0);
+  clock.advance(0);
+  clock.advance(1);
+  std::atomic<int> returned{0};
+  std::exception_ptr error[2];
+  {
+    std::vector<std::jthread> waiters;
+    for (int w = 0; w < 2; ++w)
+      waiters.emplace_back([&, w] {
+        try {
+          clock.wait_turn(w);
+        } catch (...) {
+          error[w] = std::current_exception();
+        }
+        returned.fetch_add(1);
+      });
+    std::this_thread::sleep_for(100ms);
+    EXPECT_EQ(returned.load(), 0) << "wait_turn returned with the worker ahead, bound 0";
+    clock.advance(2);
+    for (int i = 0; i < 500 && returned.load() < 2; ++i) std::this_thread::sleep_for(10ms);
+    EXPECT_EQ(returned.load(), 2) << "worker 2's advance let workers 0 and 1 go, but only "
+                                  << returned.load() << " of them woke within 5 s (notify_one?)";
+    // Wake the one left behind, if any, so that the threads can be joined.
+    for (int i = 0; i < 100 && returned.load() < 2; ++i) {
+      clock.advance(2);
+      std::this_thread::sleep_for(10ms);
+    }
+  }
+  for (const std::exception_ptr& e : error)
+    if (e) std::rethrow_exception(e);
+}
+
+// Workers with unequal work and unequal step counts (worker w takes 50 + 40 w steps, the
+// slower ones spin longer): every wait_turn returns a lead within the bound, no worker is seen
+// starting a step more than the bound ahead of the slowest that has not left, every step is
+// taken, and nobody is left waiting for a worker that left.
+// The test's own view of the slowest comes from counts each worker bumps before advance() and
+// flags it sets before leave(), read after wait_turn returned: it can only be further along than
+// what the clock saw when it let the worker go, so a correct clock never fails it.
+template <class Clock>
+void no_worker_is_ever_more_than_the_bound_ahead(int workers) {
+  for (std::uint64_t bound : {0u, 1u, 3u}) {
+    SCOPED_TRACE(::testing::Message() << workers << " workers, bound " << bound);
+    Clock clock(workers, bound);
+    const auto count = static_cast<std::size_t>(workers);
+    std::vector<std::atomic<std::uint64_t>> done(count);
+    std::vector<std::atomic<bool>> gone(count);
+    std::atomic<std::uint64_t> said_over{0}, seen_over{0}, steps{0};
+    run_team(workers, [&](int w) {
+      const auto me = static_cast<std::size_t>(w);
+      try {
+        const std::uint64_t mine = 50 + 40 * static_cast<std::uint64_t>(w);
+        for (std::uint64_t i = 0; i < mine; ++i) {
+          if (clock.wait_turn(w) > bound) said_over.fetch_add(1);
+          std::uint64_t slowest = i;
+          for (std::size_t u = 0; u < count; ++u)
+            if (!gone[u].load()) slowest = std::min(slowest, done[u].load());
+          if (i > slowest + bound) seen_over.fetch_add(1);
+          spin(200 * (workers - w));
+          steps.fetch_add(1);
+          done[me].fetch_add(1);
+          clock.advance(w);
+        }
+      } catch (...) {
+        gone[me] = true;  // let the others finish, then report
+        try {
+          clock.leave(w);
+        } catch (...) {
+        }
+        throw;
+      }
+      gone[me] = true;
+      clock.leave(w);
+    });
+    EXPECT_EQ(said_over.load(), 0u) << "wait_turn returned a lead above the bound";
+    EXPECT_EQ(seen_over.load(), 0u)
+        << "a worker started a step more than the bound ahead of the slowest active one";
+    EXPECT_LE(clock.max_lead(), bound);
+    std::uint64_t expect = 0;
+    for (int w = 0; w < workers; ++w) {
+      const std::uint64_t mine = 50 + 40 * static_cast<std::uint64_t>(w);
+      EXPECT_EQ(clock.clock(w), mine) << "worker " << w;
+      expect += mine;
+    }
+    EXPECT_EQ(steps.load(), expect);
+  }
+}
+
+template <class Clock>
+class BoundedWaitEx7_2 : public ::testing::Test {};
+using Clocks = ::testing::Types<SspClock, StudentSspClock>;
+TYPED_TEST_SUITE(BoundedWaitEx7_2, Clocks, ImplNames);
+
+TYPED_TEST(BoundedWaitEx7_2, ClocksLeadsAndLeaving) {
+  CDL_TRY_EXERCISE(ASSERT_TRUE(finishes_within(kDeadline, clocks_leads_and_leaving<TypeParam>)));
+}
+
+TYPED_TEST(BoundedWaitEx7_2, BlocksUntilTheSlowestAdvancesOrLeaves) {
+  CDL_TRY_EXERCISE(ASSERT_TRUE(
+      finishes_within(kDeadline, blocks_until_the_slowest_advances_or_leaves<TypeParam>)));
+}
+
+TYPED_TEST(BoundedWaitEx7_2, OneAdvanceReleasesEveryWaiter) {
+  CDL_TRY_EXERCISE(
+      ASSERT_TRUE(finishes_within(kDeadline, one_advance_releases_every_waiter<TypeParam>)));
+}
+
+TYPED_TEST(BoundedWaitEx7_2, NoWorkerIsEverMoreThanTheBoundAhead) {
+  for (int workers : kThreadCounts)
+    CDL_TRY_EXERCISE(ASSERT_TRUE(finishes_within(kDeadline, [workers] {
+      no_worker_is_ever_more_than_the_bound_ahead<TypeParam>(workers);
+    })));
+}
+
+// --- 7.3 Hogwild's update --------------------------------------------------------------------
+
+template <class Step>
+void alone_it_is_exactly_one_sgd_step() {
+  const std::size_t n = 777;
+  const nn::SgdOptions opt{0.05f, 0.9f, 5e-4f};
+  std::vector<float> p = ramp(n, 0.02f), v(n, 0.0f), ref = p;
+  nn::Sgd sgd(n, opt);
+  for (int step = 0; step < 3; ++step) {
+    const std::vector<float> g = ramp(n, 0.001f * static_cast<float>(step + 1));
+    sgd.step(ref, g);
+    Step::step(p, v, g, opt);
+  }
+  EXPECT_EQ(std::memcmp(p.data(), ref.data(), n * sizeof(float)), 0) << "parameters";
+  EXPECT_EQ(std::memcmp(v.data(), sgd.velocity().data(), n * sizeof(float)), 0) << "velocity";
+}
+
+template <class Step>
+void refuses_mismatched_sizes() {
+  std::vector<float> p(8, 1.0f), v(8, 0.0f), g(8, 0.5f), seven(7);
+  const nn::SgdOptions opt{};
+  Step::step(p, v, g, opt);
+  EXPECT_THROW(Step::step(seven, v, g, opt), std::invalid_argument);
+  EXPECT_THROW(Step::step(p, seven, g, opt), std::invalid_argument);
+  EXPECT_THROW(Step::step(p, v, seven, opt), std::invalid_argument);
+  EXPECT_NO_THROW(Step::step({}, {}, {}, opt)) << "no parameters: nothing to do";
+}
+
+// `threads` threads update one shared vector without a lock. Each update adds 1 to every
+// element (lr 1, no momentum, gradient -1); a racing pair may lose one of its additions (load,
+// add, store is not one atomic step), so every element ends a whole number between 1 and the
+// updates made (at least 1: the last store is a load plus one); alone, exactly the updates
+// made. The velocity is -1 throughout. Returns the updates lost. Race-free only if
+// ThreadSanitizer says so.
+template <class Step>
+double lost_updates_are_bounded(int threads) {
+  constexpr int kUpdates = 200;
+  constexpr std::size_t n = 2048;
+  SCOPED_TRACE(::testing::Message() << threads << " threads");
+  std::vector<float> p(n, 0.0f), v(n, 0.0f);
+  const std::vector<float> minus_one(n, -1.0f);
+  const nn::SgdOptions opt{1.0f, 0.0f, 0.0f};
+  {  // on this thread first: a stub throws here, not on a worker
+    std::vector<float> p1(1, 0.0f), v1(1, 0.0f);
+    Step::step(p1, v1, std::span<const float>(minus_one).first(1), opt);
+    EXPECT_EQ(p1[0], 1.0f);
+  }
+  run_team(threads, [&](int) {
+    std::vector<float> local(n);
+    for (int i = 0; i < kUpdates; ++i) {
+      hogwild_read(p, local);
+      Step::step(p, v, minus_one, opt);
+    }
+  });
+  const auto made = static_cast<float>(threads * kUpdates);
+  double lost = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    EXPECT_LE(p[i], made) << "element " << i;
+    EXPECT_GE(p[i], 1.0f) << "element " << i;
+    EXPECT_EQ(p[i], std::floor(p[i])) << "element " << i << ": not a count of updates";
+    EXPECT_EQ(v[i], -1.0f) << "velocity " << i;
+    if (::testing::Test::HasFailure()) break;
+    lost += made - p[i];
+  }
+  if (threads == 1) {
+    EXPECT_EQ(lost, 0.0) << "one thread loses nothing";
+  }
+  return lost;
+}
+
+template <class Step>
+class LockFreeStepEx7_3 : public ::testing::Test {};
+using Steps = ::testing::Types<ReferenceHogwild, StudentHogwild>;
+TYPED_TEST_SUITE(LockFreeStepEx7_3, Steps, ImplNames);
+
+TYPED_TEST(LockFreeStepEx7_3, AloneItIsExactlyOneSgdStep) {
+  CDL_TRY_EXERCISE(
+      ASSERT_TRUE(finishes_within(kDeadline, alone_it_is_exactly_one_sgd_step<TypeParam>)));
+}
+
+TYPED_TEST(LockFreeStepEx7_3, RefusesMismatchedSizes) {
+  CDL_TRY_EXERCISE(ASSERT_TRUE(finishes_within(kDeadline, refuses_mismatched_sizes<TypeParam>)));
+}
+
+// The updates lost are recorded as lost_updates_<T>threads in the JSON report.
+TYPED_TEST(LockFreeStepEx7_3, LostUpdatesAreBoundedAtEveryThreadCount) {
+  for (int threads : kThreadCounts) {
+    const auto lost = std::make_shared<double>(0);
+    CDL_TRY_EXERCISE(ASSERT_TRUE(finishes_within(
+        kDeadline, [threads, lost] { *lost = lost_updates_are_bounded<TypeParam>(threads); })));
+    this->RecordProperty("lost_updates_" + std::to_string(threads) + "threads",
+                         std::to_string(static_cast<long long>(*lost)));
+  }
+}
+
+}  // namespace
