@@ -34,8 +34,6 @@ const bool registered_chapter = register_chapter(
      "Synchronous vs asynchronous training: all-reduce SGD, parameter servers, SSP, Hogwild!, "
      "local SGD, stragglers"});
 
-constexpr std::size_t kTestImages = 2000;
-
 // Fashion-MNIST, loaded once per process (every group of the experiment uses it).
 const data::FashionMnist& fashion_mnist() {
   static std::mutex m;
@@ -68,7 +66,7 @@ struct Setup {
   std::string mode;
   int workers = 1;
   double straggler = 1.0;
-  std::size_t images = 0, epochs = 1;
+  std::size_t images = 0, test_images = 0, epochs = 1;
   double target = 0.85;
 };
 
@@ -151,6 +149,7 @@ Trial training_trial(const Params& p, GroupCache& cache) {
   s.workers = static_cast<int>(param_int(p, "workers"));
   s.straggler = p.count("straggler") ? straggler_factor(param_str(p, "straggler")) : 1.0;
   s.images = static_cast<std::size_t>(param_int(p, "images"));
+  s.test_images = static_cast<std::size_t>(param_int(p, "test_images"));
   s.epochs = static_cast<std::size_t>(param_int(p, "epochs"));
   s.target = param_real(p, "target");
   const auto epoch = static_cast<std::size_t>(param_int(p, "epoch"));
@@ -172,7 +171,7 @@ Trial training_trial(const Params& p, GroupCache& cache) {
     while (runs->runs.size() <= i) {
       const data::FashionMnist& fm = fashion_mnist();
       const nn::Dataset train = nn::to_dataset(fm.train, s.images);
-      const nn::Dataset test = nn::to_dataset(fm.test, kTestImages);
+      const nn::Dataset test = nn::to_dataset(fm.test, s.test_images);
       runs->runs.push_back(train_once(s, train, test));
     }
     const RunResult& r = runs->runs[i];
@@ -244,6 +243,12 @@ const bool registered = register_experiment({
               .kind = AxisKind::count,
               .max = data::kFashionMnistTrain,
               .smoke = {"640"}},
+             {.name = "test_images",
+              .values = {"10000"},
+              .quick = {"2000"},
+              .kind = AxisKind::count,
+              .max = data::kFashionMnistTest,
+              .smoke = {"500"}},
              {.name = "epochs",
               .values = {"10"},
               .quick = {"3"},
