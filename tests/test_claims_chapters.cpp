@@ -94,7 +94,8 @@ TEST(ReferenceClaims, HoldInEveryRepeatOnTheReferenceMachine) {
   const fs::path root = fs::path(build::source_dir) / "results" / "reference";
   std::size_t runs = 0;
   std::vector<fs::directory_entry> entries;
-  for (const char* folder : {kReferenceRepeats, "debian12-zen5-2vcpu-ch05-repeats"})
+  for (const char* folder :
+       {kReferenceRepeats, "debian12-zen5-2vcpu-ch05-repeats", "debian12-zen4-2vcpu-ch07-repeats"})
     for (const auto& entry : fs::directory_iterator(root / folder)) entries.push_back(entry);
   for (const auto& entry : entries) {
     if (!fs::is_regular_file(entry.path() / "results.json")) continue;
@@ -168,7 +169,8 @@ INSTANTIATE_TEST_SUITE_P(
                       "kernels/README.md", "README.md", "results/reference/README.md",
                       "docs/course.md", "docs/methodology.md", "docs/instructors/ch01.md",
                       "docs/instructors/ch02.md", "docs/instructors/ch03.md",
-                      "docs/instructors/ch05.md", "chapters/07-sync-async-training/README.md"),
+                      "docs/instructors/ch05.md", "chapters/07-sync-async-training/README.md",
+                      "docs/instructors/ch07.md"),
     [](const auto& info) {
       std::string n;
       for (char ch : std::string(info.param))

@@ -51,7 +51,7 @@ Experiment exercise_timing(ExerciseTiming t) {
   e.lower_is_better = t.lower_is_better;
   e.metrics = std::move(t.metrics);
   e.interleave = {"impl"};
-  e.repetitions = t.repetitions;
+  e.repetitions = t.repetitions > 0 ? t.repetitions : kExerciseRepetitions;
   if (t.prepare)
     e.prepare = [prepare = std::move(t.prepare)](const Params& p, GroupCache& cache) {
       return prepare(param_str(p, "impl") == "student" ? Impl::student : Impl::reference, p, cache);
