@@ -380,11 +380,7 @@ void AsyncTrainer::resume(const std::filesystem::path& checkpoint) {
 std::map<std::string, double> AsyncTrainer::epoch_metrics() const {
   std::map<std::string, double> m;
   if (options_.mode != "local-sgd") {
-    m["staleness_mean"] = staleness_.mean();
-    m["staleness_p50"] = static_cast<double>(staleness_.quantile(0.5));
-    m["staleness_p99"] = static_cast<double>(staleness_.quantile(0.99));
-    m["staleness_max"] = static_cast<double>(staleness_.max());
-    m["updates"] = static_cast<double>(staleness_.count());
+    staleness_.add_to(m);
   }
   if (options_.mode == "ps-ssp") {
     m["ssp_waits"] = static_cast<double>(ssp_waits_);

@@ -41,6 +41,21 @@ std::uint64_t StalenessLog::quantile(double q) const {
   return max();
 }
 
+void StalenessLog::add_to(std::map<std::string, double>& m) const {
+  m["staleness_mean"] = mean();
+  m["staleness_p50"] = static_cast<double>(quantile(0.5));
+  m["staleness_p99"] = static_cast<double>(quantile(0.99));
+  m["staleness_max"] = static_cast<double>(max());
+  m["updates"] = static_cast<double>(count());
+  const double n = static_cast<double>(count());
+  if (n == 0) return;
+  for (std::size_t s = 0; s < kExact; ++s)
+    if (const std::uint64_t b = bucket(s); b > 0)
+      m["staleness_hist_" + std::to_string(s)] = static_cast<double>(b) / n;
+  if (const std::uint64_t b = bucket(kExact); b > 0)
+    m["staleness_hist_" + std::to_string(kExact) + "plus"] = static_cast<double>(b) / n;
+}
+
 void StalenessLog::reset() {
   for (auto& b : buckets_) b.store(0, std::memory_order_relaxed);
   count_.store(0, std::memory_order_relaxed);

@@ -361,11 +361,7 @@ void ProcessPsTrainer::resume(const std::filesystem::path& checkpoint) {
 
 std::map<std::string, double> ProcessPsTrainer::epoch_metrics() const {
   std::map<std::string, double> m;
-  m["staleness_mean"] = staleness_.mean();
-  m["staleness_p50"] = static_cast<double>(staleness_.quantile(0.5));
-  m["staleness_p99"] = static_cast<double>(staleness_.quantile(0.99));
-  m["staleness_max"] = static_cast<double>(staleness_.max());
-  m["updates"] = static_cast<double>(staleness_.count());
+  staleness_.add_to(m);
   m["workers_lost"] = static_cast<double>(static_cast<int>(workers_.size()) - workers_alive());
   m["batches_requeued"] = static_cast<double>(requeued_);
   if (options_.mode == "ps-ssp") m["ssp_max_lead"] = static_cast<double>(ssp_max_lead_);

@@ -9,6 +9,8 @@
 #include <atomic>
 #include <cmath>
 #include <cstring>
+#include <map>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -41,6 +43,13 @@ TEST(StalenessLog, CountsMeanMaxAndQuantiles) {
   EXPECT_EQ(log.bucket(StalenessLog::kExact), 1u);
   EXPECT_EQ(log.quantile(0.5), 2u);
   EXPECT_EQ(log.quantile(1.0), 100u);
+  std::map<std::string, double> m;
+  log.add_to(m);
+  EXPECT_DOUBLE_EQ(m.at("staleness_hist_0"), 2.0 / 7.0);
+  EXPECT_DOUBLE_EQ(m.at("staleness_hist_2"), 3.0 / 7.0);
+  EXPECT_DOUBLE_EQ(m.at("staleness_hist_64plus"), 1.0 / 7.0);
+  EXPECT_EQ(m.count("staleness_hist_3"), 0u) << "only the staleness values seen";
+  EXPECT_EQ(m.at("staleness_max"), 100.0);
   log.reset();
   EXPECT_EQ(log.count(), 0u);
   EXPECT_EQ(log.mean(), 0.0);
@@ -97,7 +106,9 @@ TEST_P(ParameterServerThreads, ConcurrentPushesAreNeverLost) {
       const std::uint64_t total = static_cast<std::uint64_t>(threads) * kPushes;
       EXPECT_EQ(ps.version(), total);
       EXPECT_LT(worst.load(), total);
-      if (threads == 1) EXPECT_EQ(worst.load(), 0u);
+      if (threads == 1) {
+        EXPECT_EQ(worst.load(), 0u);
+      }
       std::vector<float> out(n);
       ps.pull(out);
       for (std::size_t i = 0; i < n; ++i)
@@ -193,7 +204,9 @@ TEST_P(HogwildThreads, LostUpdatesAreBoundedAndTheRunIsRaceFree) {
       ASSERT_GE(x, 1.0f);
       lost += threads * kUpdates - x;
     }
-    if (threads == 1) EXPECT_EQ(lost, 0.0);
+    if (threads == 1) {
+      EXPECT_EQ(lost, 0.0);
+    }
     RecordProperty("lost_updates", std::to_string(lost));
   });
 }

@@ -76,8 +76,8 @@ class AsyncTrainer final : public nn::RankTrainer {
   void resume(const std::filesystem::path& checkpoint) override;
   const nn::TrainState& state() const override { return state_; }
   std::string describe() const override;
-  // staleness_mean / _p50 / _p99 / _max (of the epoch's updates), updates, workers_lost,
-  // ssp_waits, ssp_max_lead, batches_min / batches_max (per worker).
+  // StalenessLog::add_to (mean, p50, p99, max, the histogram, of the epoch's updates),
+  // workers_lost, ssp_waits, ssp_max_lead, batches_min / batches_max (per worker).
   std::map<std::string, double> epoch_metrics() const override;
 
   // The global parameters now (the server's, the shared copy, or the average).

@@ -24,6 +24,7 @@
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <span>
@@ -48,6 +49,10 @@ class StalenessLog {
   // The smallest s with at least fraction q of the updates at or below it.
   std::uint64_t quantile(double q) const;
   void reset();
+  // The figures a record carries: staleness_mean, _p50, _p99, _max, updates, and the histogram
+  // as the fraction of the updates at each staleness seen (staleness_hist_0, _1, ...; the
+  // updates beyond kExact - 1 in staleness_hist_64plus).
+  void add_to(std::map<std::string, double>& metrics) const;
 
  private:
   std::array<std::atomic<std::uint64_t>, kExact + 1> buckets_{};
