@@ -387,6 +387,55 @@ TEST_F(Cli, TrainRejectsBadFlags) {
   EXPECT_NE(h.out.find("--resume"), std::string::npos) << h.out;
 }
 
+// `concurdl train --ranks N` (chapter 05) and `--mode` (chapter 07): a bad rank count, backend,
+// hostfile or mode, a flag of one mode given to another, a straggler or failed worker that does
+// not exist: exit 2 and one line naming it, before any data is read or mpirun is started.
+TEST_F(Cli, DataParallelTrainRejectsBadFlags) {
+  const char* bin = CONCURDL_BIN;
+  expect_usage_error(run("train --ranks 0", bin), "--ranks: '0' is not allowed");
+  expect_usage_error(run("train --ranks 2 --backend bogus", bin), "unknown backend 'bogus'");
+  const Result nccl = run("train --ranks 2 --backend nccl", bin);
+  expect_usage_error(nccl, "--backend nccl: ");
+  EXPECT_NE(nccl.err.find(concurdl::build::have_nccl ? "runs the MLP on the CPU" : "without NCCL"),
+            std::string::npos)
+      << nccl.err;
+  for (const char* flag : {"--backend threads", "--bucket-mb 1", "--overlap", "--allreduce v4_ring",
+                           "--hostfile hosts.txt"})
+    expect_usage_error(
+        run(std::string("train ") + flag, bin),
+        std::string(flag).substr(0, std::string(flag).find(' ')) + ": only with --ranks N");
+  expect_usage_error(run("train --ranks 2 --hostfile hosts.txt", bin),
+                     "--hostfile: only with --backend mpi");
+  expect_usage_error(run("train --ranks 2 --backend mpi --hostfile no-such-hosts.txt", bin),
+                     concurdl::build::have_mpi ? "--hostfile: 'no-such-hosts.txt' is not a readable"
+                                               : "--backend mpi: this concurdl was built without");
+
+  expect_usage_error(run("train --mode bogus", bin), "--mode: unknown mode 'bogus'");
+  expect_usage_error(run("train --ranks 2 --staleness 3", bin),
+                     "--staleness: only with --mode ps-ssp");
+  expect_usage_error(run("train --ranks 2 --mode ps-async --staleness 3", bin),
+                     "--staleness: only with --mode ps-ssp");
+  expect_usage_error(run("train --ranks 2 --straggler 5:2", bin),
+                     "--straggler 5:2: there are only 2 ranks");
+  expect_usage_error(run("train --ranks 2 --straggler 1:0.5", bin),
+                     "--straggler: '1:0.5' is not RANK:FACTOR");
+  expect_usage_error(run("train --ranks 2 --fail-worker x", bin),
+                     "--fail-worker: 'x' is not RANK:STEP");
+  // Refused by the mode once the data is loaded (without it, by the data): --quiet leaves the
+  // one line.
+  if (fs::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz") ||
+      std::getenv("CONCURDL_FASHION_MNIST"))
+    expect_usage_error(run("train --ranks 2 --mode hogwild --backend processes --quiet", bin),
+                       "--mode hogwild: runs its workers as threads");
+  if (concurdl::build::have_mpi) {
+    // Refused before mpirun starts: started, each rank would say it again, and mpirun more.
+    const Result ps = run("train --ranks 2 --mode ps-async --backend mpi", bin);
+    expect_usage_error(ps, "--mode ps-async: runs its workers as threads of this process");
+    EXPECT_EQ(ps.err.find("mpirun"), std::string::npos) << ps.err;
+  }
+  EXPECT_FALSE(fs::exists(dir_ / "results"));
+}
+
 TEST_F(Cli, TrainRecordsItsCurveAndResumesToTheSameCheckpoint) {
   if (!fs::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz") &&
       !std::getenv("CONCURDL_FASHION_MNIST"))

@@ -142,7 +142,7 @@ std::string wrong_text(double wrong) {
 // --- the α–β fits and their projection ---------------------------------------------------------
 
 // Per-operation times of one algorithm at `ranks` ranks, out of place, over every size of the
-// run; then the line through them.
+// run; then the line through them (fit_time_vs_bytes: a from the smallest, b from the largest).
 std::optional<LineFit> fit_of(const ModelPoint& m, const std::string& algorithm, int ranks) {
   std::vector<double> bytes, seconds;
   for (const Record* r : m.run_records)
@@ -192,7 +192,11 @@ std::string fits_note(const ModelPoint& m) {
         fmt::format("{}{} at {} ranks: {:.3g} us + bytes / ({:.3g} GB/s)", out.empty() ? "" : "; ",
                     key.first, key.second, fit->a * 1e6, fit->b > 0 ? 1e-9 / fit->b : 0.0);
   }
-  return out.empty() ? "" : "fits of time = a + b * bytes (out of place, over the sizes): " + out;
+  return out.empty() ? ""
+                     : "fits of time = a + b * bytes (out of place; the line through the "
+                       "smallest and the largest size, so a is the latency regime's and b the "
+                       "bandwidth regime's): " +
+                           out;
 }
 
 std::vector<double> projection_ranks() {

@@ -5,6 +5,9 @@
 //                    same MLP, batch and data as a peer row where /usr/bin/python3 has torch;
 //                    with the step-time breakdown (compute, exposed communication, all-reduce
 //                    busy time, the fraction of it hidden) as named metrics
+//                    and, drawn as models beside the weak-scaling points, the samples/s that
+//                    the 1-rank step plus a ring all-reduce of the gradient on two links
+//                    (cost_model.hpp) would give out to 1024 workers
 //   ch05/dp_buckets  step time against the bucket size at 2 and 4 ranks, overlap on and off
 //   exercise 5.2     the student's bucketed, overlapped all-reduce against OverlapSync
 // Every trial trains on kSamples samples in all (steps_for(): 300 steps of 64 rows at 1 rank,
@@ -15,6 +18,7 @@
 // ranks cost 17-20 s a configuration, and the lesson's comparison is at 2) and dp_buckets to
 // 2 ranks; the full profile runs 4 ranks as well.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <sys/wait.h>
 
 #include <algorithm>
@@ -24,16 +28,19 @@
 #include <filesystem>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "concurdl/build_info.hpp"
 #include "concurdl/data/idx.hpp"
+#include "concurdl/dp/cost_model.hpp"
 #include "concurdl/dp/data_parallel.hpp"
 #include "concurdl/dp/threads_backend.hpp"
 #include "concurdl/harness/errors.hpp"
 #include "concurdl/harness/exercise.hpp"
 #include "concurdl/harness/experiment.hpp"
+#include "concurdl/harness/records.hpp"
 #include "concurdl/kernels/threads.hpp"
 #include "exercises/student_bucket.hpp"
 
@@ -87,9 +94,11 @@ std::shared_ptr<const nn::Dataset> images(GroupCache& cache) {
   });
 }
 
+constexpr std::size_t kWeakRows = 64;  // rows per rank, weak scaling
+
 std::size_t per_rank_batch(const Params& p) {
   const auto ranks = static_cast<std::size_t>(param_int(p, "ranks"));
-  if (p.count("scaling") == 0 || param_str(p, "scaling") == "weak") return 64;
+  if (p.count("scaling") == 0 || param_str(p, "scaling") == "weak") return kWeakRows;
   if (param_str(p, "scaling") != "strong")
     throw UsageError(
         fmt::format("parameter 'scaling': '{}' is not weak or strong", param_str(p, "scaling")));
@@ -237,6 +246,111 @@ Trial dp_trial(const Params& p, GroupCache& cache) {
   return t;
 }
 
+// --- the projection: weak scaling to 1024 workers on other links ------------------------------
+
+// The bytes one step all-reduces: every gradient of the MLP the trainer builds (784-256-128-10:
+// 235146 floats).
+double gradient_bytes() {
+  static const double bytes =
+      static_cast<double>(nn::Mlp(nn::TrainConfig{}.spec, 1).gradients().size_bytes());
+  return bytes;
+}
+
+bool has(const Params& p, const std::string& key, const std::string& value) {
+  const auto it = p.find(key);
+  return it != p.end() && it->second == value;
+}
+
+// One worker's step, from the run's own record of ours at 1 rank, weak scaling: 64 rows / its
+// samples/s, which is everything a worker does besides communicating (gathering the batch,
+// forward, backward, the optimiser step); step_compute_s, forward and backward alone, is
+// kept for the note. nullopt where the run has no such record.
+struct OneRank {
+  double step_s = 0, compute_s = 0;
+};
+std::optional<OneRank> one_rank_step(const ModelPoint& m) {
+  for (const Record* r : m.run_records) {
+    if (!has(r->params, "trainer", "ours") || !has(r->params, "scaling", "weak") ||
+        !has(r->params, "ranks", "1"))
+      continue;
+    const auto rate = r->derived.find("items_per_s");
+    if (rate == r->derived.end() || !(rate->second > 0)) continue;
+    OneRank o{.step_s = static_cast<double>(kWeakRows) / rate->second};
+    if (const auto c = r->metrics.find("step_compute_s"); c != r->metrics.end())
+      o.compute_s = c->second.stats.median;
+    return o;
+  }
+  return std::nullopt;
+}
+
+std::string seconds_text(double s) {
+  return s < 1e-3 ? fmt::format("{:.3g} us", s * 1e6) : fmt::format("{:.3g} ms", s * 1e3);
+}
+std::string rate_text(double r) {
+  return r < 1e6 ? fmt::format("{:.3g}K", r / 1e3) : fmt::format("{:.3g}M", r / 1e6);
+}
+
+std::vector<double> projection_workers() {
+  std::vector<double> xs;
+  for (double p = 1; p <= 1024; p *= 2) xs.push_back(p);
+  return xs;
+}
+
+// Samples/s of p workers at 64 rows each: 64p / step time (cost_model.hpp's dp_step_time).
+std::optional<double> projected_rate(const ModelPoint& m, const Link& link, bool overlap) {
+  const auto one = one_rank_step(m);
+  if (!one) return std::nullopt;
+  return m.x * static_cast<double>(kWeakRows) /
+         dp_step_time(one->step_s, m.x, gradient_bytes(), link, overlap);
+}
+
+// What every curve of the projection was drawn with: one worker's step, the gradient, the
+// formulas; and where no communication at all would take 1024 workers (p times one rank, not
+// drawn: the perfectly overlapped curves follow it until the all-reduce outlasts the step).
+std::string projection_note(const ModelPoint& m) {
+  const auto one = one_rank_step(m);
+  if (!one) return "";
+  return fmt::format(
+      "one worker's step t1 = {} (64 rows / its samples/s; forward and backward, "
+      "step_compute_s, are {} of it); gradient {:.0f} floats = {:.0f} bytes; ring all-reduce "
+      "t_ar(p) = 2(p-1) alpha + 2(p-1)/p bytes beta; samples/s = 64p / step, step = t1 + "
+      "t_ar(p) after backward, max(t1, t_ar(p)) perfectly overlapped; without communication, "
+      "1024 workers would train {} samples/s",
+      seconds_text(one->step_s), seconds_text(one->compute_s), gradient_bytes() / sizeof(float),
+      gradient_bytes(), rate_text(1024.0 * static_cast<double>(kWeakRows) / one->step_s));
+}
+
+// The models of the projection figure: the ring on each link of cost_model.hpp, after backward
+// and perfectly overlapped. Each note says the values it was drawn with at 2, 64 and 1024
+// workers; the first's also what they all share.
+std::vector<Model> projection_models() {
+  std::vector<Model> models;
+  for (const Link* link : {&kLink25GBs, &kLink100GbE})
+    for (const bool overlap : {false, true}) {
+      Model model{
+          .label = fmt::format("ring all-reduce on {}, {}", link->name,
+                               overlap ? "perfectly overlapped" : "after backward"),
+          .y = [link, overlap](const ModelPoint& m) { return projected_rate(m, *link, overlap); },
+          .xs = projection_workers()};
+      const bool first = models.empty();
+      model.note = [link, overlap, first](const ModelPoint& m) -> std::string {
+        std::vector<std::string> at;
+        for (const double p : {2.0, 64.0, 1024.0}) {
+          const auto rate =
+              projected_rate(ModelPoint{p, {}, m.calibration, m.run_records}, *link, overlap);
+          if (!rate) return "";
+          at.push_back(fmt::format(
+              "p = {:.0f}: t_ar {}, {} samples/s", p,
+              seconds_text(allreduce_time("v4_ring", p, gradient_bytes(), *link).value_or(0)),
+              rate_text(*rate)));
+        }
+        return fmt::format("{}{}", first ? projection_note(m) + ". " : "", fmt::join(at, "; "));
+      };
+      models.push_back(std::move(model));
+    }
+  return models;
+}
+
 std::vector<std::string> trainers() {
   std::vector<std::string> v = {"ours"};
   if (torch_why_not().empty()) v.push_back("pytorch_ddp");
@@ -287,6 +401,18 @@ const bool registered = [] {
                    .x = "ranks",
                    .series = "trainer",
                    .where = {{"scaling", "strong"}}},
+                  {.id = "projection",
+                   .title = "Weak scaling (64 rows per rank): measured, and ring all-reduce "
+                            "models to 1024 workers",
+                   .x = "ranks",
+                   .y = "items_per_s",
+                   .series = "trainer",
+                   .where = {{"trainer", "ours"}, {"scaling", "weak"}},
+                   .log_x = true,
+                   .log_y = true,
+                   .y_label = "training samples/s (log)",
+                   .x_label = "workers (log; past the measured ones: model only)",
+                   .models = projection_models()},
                   {.id = "breakdown_compute",
                    .title = "Per step: compute (forward + backward)",
                    .x = "ranks",

@@ -397,6 +397,11 @@ int train_main(const std::vector<std::string>& args) {
     }
     if (const std::string why = backend->missing ? backend->missing() : ""; !why.empty())
       throw UsageError(why);
+    if (mode != nullptr && a.backend == "processes" && a.mode.rfind("ps-", 0) != 0)
+      throw UsageError(fmt::format(
+          "--mode {}: runs its workers as threads of this process (--backend threads); worker "
+          "processes (--backend processes) run the parameter-server modes, ps-async and ps-ssp",
+          a.mode));
     if (mode != nullptr && backend->mpi_launch)
       throw UsageError(fmt::format(
           "--mode {}: runs its workers as threads of this process (--backend threads); across "

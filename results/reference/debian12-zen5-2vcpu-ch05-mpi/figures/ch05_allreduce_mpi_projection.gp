@@ -1,10 +1,10 @@
 # concurdl chart: All-reduce of 64 MiB (MPI): measured, and alpha-beta models fitted here, to 1024 ranks (experiment ch05/allreduce_mpi)
 # Re-run in the figures directory: gnuplot ch05_allreduce_mpi_projection.gp
 # It reads ch05_allreduce_mpi_projection.dat and writes ch05_allreduce_mpi_projection.svg and ch05_allreduce_mpi_projection.png; restyle freely.
-# note: model: v1_naive, alpha-beta fitted here: fits of time = a + b * bytes (out of place, over the sizes): gloo_ring at 2 ranks: 513 us + bytes / (1.52 GB/s); gloo_ring at 4 ranks: 583 us + bytes / (0.365 GB/s); gloo_ring_chunked at 2 ranks: 297 us + bytes / (1.7 GB/s); gloo_ring_chunked at 4 ranks: 3.79e+03 us + bytes / (0.652 GB/s); native at 2 ranks: 1.35 us + bytes / (8.61 GB/s); native at 4 ranks: 16.8 us + bytes / (1.42 GB/s); v1_naive at 2 ranks: 10.6 us + bytes / (4.41 GB/s); v1_naive at 4 ranks: 24 us + bytes / (0.909 GB/s); v2_tree at 2 ranks: 10.1 us + bytes / (4.92 GB/s); v2_tree at 4 ranks: 18 us + bytes / (1.3 GB/s); v3_halving_doubling at 2 ranks: 5.01 us + bytes / (9.04 GB/s); v3_halving_doubling at 4 ranks: 16.4 us + bytes / (1.56 GB/s); v4_ring at 2 ranks: 1.65 us + bytes / (9.08 GB/s); v4_ring at 4 ranks: 17.2 us + bytes / (1.47 GB/s). link implied by the fit at 2 ranks: alpha = 5.32 us, 1/beta = 8.83 GB/s
-# note: model: v2_tree, alpha-beta fitted here: link implied by the fit at 2 ranks: alpha = 5.05 us, 1/beta = 9.84 GB/s
-# note: model: v3_halving_doubling, alpha-beta fitted here: link implied by the fit at 2 ranks: alpha = 2.51 us, 1/beta = 9.04 GB/s
-# note: model: v4_ring, alpha-beta fitted here: link implied by the fit at 2 ranks: alpha = 0.825 us, 1/beta = 9.08 GB/s
+# note: model: v1_naive, alpha-beta fitted here: fits of time = a + b * bytes (out of place; the line through the smallest and the largest size, so a is the latency regime's and b the bandwidth regime's): gloo_ring at 2 ranks: 578 us + bytes / (1.63 GB/s); gloo_ring at 4 ranks: 702 us + bytes / (0.302 GB/s); gloo_ring_chunked at 2 ranks: 814 us + bytes / (1.82 GB/s); gloo_ring_chunked at 4 ranks: 4.39e+03 us + bytes / (0.7 GB/s); native at 2 ranks: 0.151 us + bytes / (2.42 GB/s); native at 4 ranks: 15.2 us + bytes / (0.859 GB/s); v1_naive at 2 ranks: 10.1 us + bytes / (2.75 GB/s); v1_naive at 4 ranks: 24.1 us + bytes / (0.919 GB/s); v2_tree at 2 ranks: 9.96 us + bytes / (2.75 GB/s); v2_tree at 4 ranks: 17.8 us + bytes / (1.17 GB/s); v3_halving_doubling at 2 ranks: 4.66 us + bytes / (3.79 GB/s); v3_halving_doubling at 4 ranks: 15.9 us + bytes / (1.25 GB/s); v4_ring at 2 ranks: 1.21 us + bytes / (4.41 GB/s); v4_ring at 4 ranks: 17.1 us + bytes / (1.38 GB/s). link implied by the fit at 2 ranks: alpha = 5.06 us, 1/beta = 5.51 GB/s
+# note: model: v2_tree, alpha-beta fitted here: link implied by the fit at 2 ranks: alpha = 4.98 us, 1/beta = 5.49 GB/s
+# note: model: v3_halving_doubling, alpha-beta fitted here: link implied by the fit at 2 ranks: alpha = 2.33 us, 1/beta = 3.79 GB/s
+# note: model: v4_ring, alpha-beta fitted here: link implied by the fit at 2 ranks: alpha = 0.603 us, 1/beta = 4.41 GB/s
 
 set encoding utf8
 set terminal svg size 800,500 dynamic enhanced font 'sans,11'
@@ -14,11 +14,9 @@ set title "All-reduce of 64 MiB (MPI): measured, and alpha-beta models fitted he
 set xlabel "ranks (log; past the measured ones: model only)" noenhanced
 set ylabel "time per all-reduce (s, log)" noenhanced
 set grid
-set key at screen 0.5, screen 0.01 center bottom horizontal maxcols 1 Left reverse noenhanced
-set bmargin 15.1
+set key inside top left box opaque noenhanced font ',9' spacing 0.95
 set logscale x 2
 set logscale y
-set format y "%.0s%c"
 set linetype 1 lc rgb '#1f77b4'
 set linetype 2 lc rgb '#ff7f0e'
 set linetype 3 lc rgb '#2ca02c'

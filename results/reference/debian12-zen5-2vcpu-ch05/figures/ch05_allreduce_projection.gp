@@ -1,10 +1,10 @@
 # concurdl chart: All-reduce of 64 MiB (threads): measured, and alpha-beta models fitted here, to 1024 ranks (experiment ch05/allreduce)
 # Re-run in the figures directory: gnuplot ch05_allreduce_projection.gp
 # It reads ch05_allreduce_projection.dat and writes ch05_allreduce_projection.svg and ch05_allreduce_projection.png; restyle freely.
-# note: model: v1_naive, alpha-beta fitted here: fits of time = a + b * bytes (out of place, over the sizes): native at 2 ranks: 42.7 us + bytes / (29.5 GB/s); native at 4 ranks: 40.6 us + bytes / (3.89 GB/s); v1_naive at 2 ranks: 8.89 us + bytes / (17.1 GB/s); v1_naive at 4 ranks: 32 us + bytes / (1.83 GB/s); v2_tree at 2 ranks: 8.72 us + bytes / (17.8 GB/s); v2_tree at 4 ranks: 38.3 us + bytes / (2.4 GB/s); v3_halving_doubling at 2 ranks: 11.1 us + bytes / (29.5 GB/s); v3_halving_doubling at 4 ranks: 36.7 us + bytes / (2.71 GB/s); v4_ring at 2 ranks: 9.32 us + bytes / (47.1 GB/s); v4_ring at 4 ranks: 84 us + bytes / (2.49 GB/s). link implied by the fit at 2 ranks: alpha = 4.44 us, 1/beta = 34.2 GB/s
-# note: model: v2_tree, alpha-beta fitted here: link implied by the fit at 2 ranks: alpha = 4.36 us, 1/beta = 35.7 GB/s
-# note: model: v3_halving_doubling, alpha-beta fitted here: link implied by the fit at 2 ranks: alpha = 5.54 us, 1/beta = 29.5 GB/s
-# note: model: v4_ring, alpha-beta fitted here: link implied by the fit at 2 ranks: alpha = 4.66 us, 1/beta = 47.1 GB/s
+# note: model: v1_naive, alpha-beta fitted here: fits of time = a + b * bytes (out of place; the line through the smallest and the largest size, so a is the latency regime's and b the bandwidth regime's): native at 2 ranks: 46.4 us + bytes / (10.2 GB/s); native at 4 ranks: 46.2 us + bytes / (2.86 GB/s); v1_naive at 2 ranks: 38.6 us + bytes / (5.12 GB/s); v1_naive at 4 ranks: 32.5 us + bytes / (1.65 GB/s); v2_tree at 2 ranks: 33 us + bytes / (5.13 GB/s); v2_tree at 4 ranks: 42.4 us + bytes / (1.74 GB/s); v3_halving_doubling at 2 ranks: 38.2 us + bytes / (5.72 GB/s); v3_halving_doubling at 4 ranks: 38.2 us + bytes / (0.933 GB/s); v4_ring at 2 ranks: 29.1 us + bytes / (9.21 GB/s); v4_ring at 4 ranks: 89.2 us + bytes / (2.02 GB/s). link implied by the fit at 2 ranks: alpha = 19.3 us, 1/beta = 10.2 GB/s
+# note: model: v2_tree, alpha-beta fitted here: link implied by the fit at 2 ranks: alpha = 16.5 us, 1/beta = 10.3 GB/s
+# note: model: v3_halving_doubling, alpha-beta fitted here: link implied by the fit at 2 ranks: alpha = 19.1 us, 1/beta = 5.72 GB/s
+# note: model: v4_ring, alpha-beta fitted here: link implied by the fit at 2 ranks: alpha = 14.6 us, 1/beta = 9.21 GB/s
 
 set encoding utf8
 set terminal svg size 800,500 dynamic enhanced font 'sans,11'
@@ -14,8 +14,7 @@ set title "All-reduce of 64 MiB (threads): measured, and alpha-beta models fitte
 set xlabel "ranks (log; past the measured ones: model only)" noenhanced
 set ylabel "time per all-reduce (s, log)" noenhanced
 set grid
-set key at screen 0.5, screen 0.01 center bottom horizontal maxcols 1 Left reverse noenhanced
-set bmargin 13.0
+set key inside top left box opaque noenhanced font ',9' spacing 0.95
 set logscale x 2
 set logscale y
 set format y "%.0s%c"

@@ -1,4 +1,4 @@
-# concurdl chart: Training samples/s against ranks (4 ranks oversubscribe 2 cores) (experiment ch05/dp_train)
+# concurdl chart: Training samples/s against ranks (more ranks than CPUs oversubscribe them) (experiment ch05/dp_train)
 # Re-run in the figures directory: gnuplot ch05_dp_train_samples_per_s.gp
 # It reads ch05_dp_train_samples_per_s.dat and writes ch05_dp_train_samples_per_s.svg and ch05_dp_train_samples_per_s.png; restyle freely.
 
@@ -6,7 +6,7 @@ set encoding utf8
 set terminal svg size 800,500 dynamic enhanced font 'sans,11'
 set output 'ch05_dp_train_samples_per_s.svg'
 
-set title "Training samples/s against ranks (4 ranks oversubscribe 2 cores)" noenhanced
+set title "Training samples/s against ranks (more ranks than CPUs oversubscribe them)" noenhanced
 set xlabel "ranks" noenhanced
 set ylabel "training samples/s" noenhanced
 set grid
