@@ -201,17 +201,7 @@ nn::EpochResult AsyncTrainer::run_epoch(
   state_.step +=
       options_.mode == "local-sgd" ? (sums.steps + workers_.size() - 1) / workers_.size() : steps;
   ++state_.epoch;
-  if (on_progress) {
-    nn::StepProgress p;
-    p.epoch = state_.epoch - 1;
-    p.step_in_epoch = p.steps_per_epoch = sums.steps;
-    p.step = state_.step;
-    p.loss = r.loss;
-    p.accuracy = r.accuracy;
-    p.seconds = r.seconds;
-    p.samples = r.samples;
-    on_progress(p);
-  }
+  report_epoch(on_progress, state_, sums.steps, r);
   return r;
 }
 
@@ -338,43 +328,75 @@ nn::EvalResult AsyncTrainer::evaluate(const nn::Dataset& d) {
   return eval_model_->evaluate(d.x.data(), d.y.data(), d.n);
 }
 
+void save_global(const std::filesystem::path& checkpoint, const nn::TrainConfig& config,
+                 const nn::TrainState& state,
+                 const std::function<void(std::span<float>, std::span<float>)>& read) {
+  nn::Mlp model(config.spec, config.seed, config.gemm);
+  nn::Sgd opt(model.parameters().size(), config.sgd);
+  read(model.parameters(), opt.velocity());
+  nn::save_checkpoint(checkpoint, model, opt, state);
+}
+
+nn::TrainState resume_global(
+    const std::filesystem::path& checkpoint, const nn::TrainConfig& config, const std::string& mode,
+    int workers,
+    const std::function<void(std::span<const float>, std::span<const float>,
+                             const nn::TrainState&)>& write) {
+  nn::Mlp model(config.spec, config.seed, config.gemm);
+  nn::Sgd opt(model.parameters().size(), config.sgd);
+  nn::TrainState loaded = nn::load_checkpoint(checkpoint, model, opt);
+  nn::check_resumable(checkpoint, loaded, mode, static_cast<std::uint64_t>(workers));
+  write(model.parameters(), opt.velocity(), loaded);
+  loaded.mode = mode;
+  loaded.workers = static_cast<std::uint64_t>(workers);
+  return loaded;
+}
+
+void report_epoch(const std::function<void(const nn::StepProgress&)>& on_progress,
+                  const nn::TrainState& after, std::size_t steps, const nn::EpochResult& r) {
+  if (!on_progress) return;
+  nn::StepProgress p;
+  p.epoch = after.epoch - 1;
+  p.step_in_epoch = p.steps_per_epoch = steps;
+  p.step = after.step;
+  p.loss = r.loss;
+  p.accuracy = r.accuracy;
+  p.seconds = r.seconds;
+  p.samples = r.samples;
+  on_progress(p);
+}
+
 void AsyncTrainer::save(const std::filesystem::path& checkpoint) const {
-  nn::Mlp model(config_.spec, config_.seed, config_.gemm);
-  nn::Sgd opt(model.parameters().size(), config_.sgd);
-  if (server_) {
-    server_->read_state(model.parameters(), opt.velocity());
-  } else if (options_.mode == "hogwild") {
-    std::copy(shared_params_.begin(), shared_params_.end(), model.parameters().begin());
-    std::copy(shared_vel_.begin(), shared_vel_.end(), opt.velocity().begin());
-  } else {  // local-sgd: the averaged replica and worker 0's momentum
-    const Worker& w = *workers_[0];
-    std::copy(w.model.parameters().begin(), w.model.parameters().end(), model.parameters().begin());
-    std::copy(w.opt.velocity().begin(), w.opt.velocity().end(), opt.velocity().begin());
-  }
-  nn::save_checkpoint(checkpoint, model, opt, state_);
+  save_global(checkpoint, config_, state_, [&](std::span<float> p, std::span<float> v) {
+    if (server_) {
+      server_->read_state(p, v);
+    } else if (options_.mode == "hogwild") {
+      std::copy(shared_params_.begin(), shared_params_.end(), p.begin());
+      std::copy(shared_vel_.begin(), shared_vel_.end(), v.begin());
+    } else {  // local-sgd: the averaged replica and worker 0's momentum
+      const Worker& w = *workers_[0];
+      std::copy(w.model.parameters().begin(), w.model.parameters().end(), p.begin());
+      std::copy(w.opt.velocity().begin(), w.opt.velocity().end(), v.begin());
+    }
+  });
 }
 
 void AsyncTrainer::resume(const std::filesystem::path& checkpoint) {
-  nn::Mlp model(config_.spec, config_.seed, config_.gemm);
-  nn::Sgd opt(model.parameters().size(), config_.sgd);
-  nn::TrainState loaded = nn::load_checkpoint(checkpoint, model, opt);
-  nn::check_resumable(checkpoint, loaded, options_.mode,
-                      static_cast<std::uint64_t>(options_.workers));
-  if (server_) {
-    server_->write_state(model.parameters(), opt.velocity(), loaded.step);
-  } else if (options_.mode == "hogwild") {
-    std::copy(model.parameters().begin(), model.parameters().end(), shared_params_.begin());
-    std::copy(opt.velocity().begin(), opt.velocity().end(), shared_vel_.begin());
-  } else {
-    for (auto& w : workers_) {
-      std::copy(model.parameters().begin(), model.parameters().end(),
-                w->model.parameters().begin());
-      std::copy(opt.velocity().begin(), opt.velocity().end(), w->opt.velocity().begin());
-    }
-  }
-  loaded.mode = options_.mode;
-  loaded.workers = static_cast<std::uint64_t>(options_.workers);
-  state_ = loaded;
+  state_ = resume_global(
+      checkpoint, config_, options_.mode, options_.workers,
+      [&](std::span<const float> p, std::span<const float> v, const nn::TrainState& st) {
+        if (server_) {
+          server_->write_state(p, v, st.step);
+        } else if (options_.mode == "hogwild") {
+          std::copy(p.begin(), p.end(), shared_params_.begin());
+          std::copy(v.begin(), v.end(), shared_vel_.begin());
+        } else {
+          for (auto& w : workers_) {
+            std::copy(p.begin(), p.end(), w->model.parameters().begin());
+            std::copy(v.begin(), v.end(), w->opt.velocity().begin());
+          }
+        }
+      });
 }
 
 std::map<std::string, double> AsyncTrainer::epoch_metrics() const {

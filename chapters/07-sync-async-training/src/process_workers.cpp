@@ -314,17 +314,7 @@ nn::EpochResult ProcessPsTrainer::run_epoch(
   }
   state_.step += steps;
   ++state_.epoch;
-  if (on_progress) {
-    nn::StepProgress p;
-    p.epoch = state_.epoch - 1;
-    p.step_in_epoch = p.steps_per_epoch = steps;
-    p.step = state_.step;
-    p.loss = res.loss;
-    p.accuracy = res.accuracy;
-    p.seconds = res.seconds;
-    p.samples = res.samples;
-    on_progress(p);
-  }
+  report_epoch(on_progress, state_, steps, res);
   return res;
 }
 
@@ -341,22 +331,14 @@ nn::EvalResult ProcessPsTrainer::evaluate(const nn::Dataset& d) {
 }
 
 void ProcessPsTrainer::save(const std::filesystem::path& checkpoint) const {
-  nn::Mlp model(config_.spec, config_.seed, config_.gemm);
-  nn::Sgd opt(model.parameters().size(), config_.sgd);
-  server_->read_state(model.parameters(), opt.velocity());
-  nn::save_checkpoint(checkpoint, model, opt, state_);
+  save_global(checkpoint, config_, state_,
+              [&](std::span<float> p, std::span<float> v) { server_->read_state(p, v); });
 }
 
 void ProcessPsTrainer::resume(const std::filesystem::path& checkpoint) {
-  nn::Mlp model(config_.spec, config_.seed, config_.gemm);
-  nn::Sgd opt(model.parameters().size(), config_.sgd);
-  nn::TrainState loaded = nn::load_checkpoint(checkpoint, model, opt);
-  nn::check_resumable(checkpoint, loaded, options_.mode,
-                      static_cast<std::uint64_t>(options_.workers));
-  server_->write_state(model.parameters(), opt.velocity(), loaded.step);
-  loaded.mode = options_.mode;
-  loaded.workers = static_cast<std::uint64_t>(options_.workers);
-  state_ = loaded;
+  state_ = resume_global(checkpoint, config_, options_.mode, options_.workers,
+                         [&](std::span<const float> p, std::span<const float> v,
+                             const nn::TrainState& st) { server_->write_state(p, v, st.step); });
 }
 
 std::map<std::string, double> ProcessPsTrainer::epoch_metrics() const {

@@ -27,6 +27,7 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -58,6 +59,25 @@ struct ModeInfo {
 };
 const std::vector<ModeInfo>& async_modes();
 bool is_async_mode(const std::string& name);
+
+// What the asynchronous trainers (AsyncTrainer, ProcessPsTrainer) share.
+// save_global: a checkpoint of the global model, whose parameters and momentum `read` fills in
+// (state carries the mode and worker count).
+void save_global(
+    const std::filesystem::path& checkpoint, const nn::TrainConfig& config,
+    const nn::TrainState& state,
+    const std::function<void(std::span<float> params, std::span<float> velocity)>& read);
+// resume_global: loads a checkpoint of `mode` with `workers` workers (anything else is a
+// CheckpointError naming both, before anything changes), hands its parameters, momentum and
+// state to `write`, and returns the state to continue from.
+nn::TrainState resume_global(
+    const std::filesystem::path& checkpoint, const nn::TrainConfig& config, const std::string& mode,
+    int workers,
+    const std::function<void(std::span<const float> params, std::span<const float> velocity,
+                             const nn::TrainState& state)>& write);
+// The one progress report an asynchronous epoch gives, at its end.
+void report_epoch(const std::function<void(const nn::StepProgress&)>& on_progress,
+                  const nn::TrainState& after, std::size_t steps, const nn::EpochResult& r);
 
 class AsyncTrainer final : public nn::RankTrainer {
  public:
