@@ -6,7 +6,7 @@
 set -u
 concurdl=$1 dir=$2
 rm -rf "$dir" && mkdir -p "$dir" || exit 1
-args="train --ranks 2 --mode sync --epochs 3 --test-limit 500 --quiet --no-report --out $dir"
+args="train --ranks 2 --mode sync --epochs 3 --train-limit 24000 --test-limit 500 --quiet --no-report --out $dir"
 
 # The run left alone.
 $concurdl $args --checkpoint "$dir/alone.ckpt" >/dev/null || { echo "FAIL: the uninterrupted run failed"; exit 1; }
