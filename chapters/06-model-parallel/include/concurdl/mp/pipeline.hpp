@@ -1,0 +1,61 @@
+// Pipeline parallelism: an MLP's layers cut into p contiguous stages, one per rank of chapter
+// 05's communicator; activations travel forward and gradients backward by send/recv, and the
+// batch is cut into m micro-batches so that the stages can work at once. The schedule says in
+// which order each stage runs its forwards (F) and backwards (B):
+//
+//   naive   F0 B0 F1 B1 ...   one micro-batch in the pipe at a time: every other stage idles
+//   gpipe   F0 F1 ... Fm-1, then Bm-1 ... B0: the pipe fills; each stage keeps m activations
+//   1f1b    p-s-1 warm-up forwards, then alternate F and B, then the remaining Bs: the same
+//           bubble as GPipe, but stage s keeps at most p - s micro-batches' activations
+//
+//   stage 0  F0 F1 F2 F3 .. .. .. B0 .. B1 .. B2 .. B3        (1f1b, p = 2, m = 4)
+//   stage 1  .. F0 B0 F1 B1 F2 B2 F3 B3
+//
+// The gradients are those of the whole batch's mean loss: the last stage scales each
+// micro-batch's loss gradient by its rows / the batch's rows, and every stage accumulates its
+// layers' gradients over the micro-batches, so a step equals one forward and backward of the
+// whole batch on one process, up to the order of float additions (the tests hold them to it).
+// Sends are non-blocking and complete at the end of the step, so no schedule can deadlock on
+// a send; receives are matched by source and micro-batch tag.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "concurdl/dp/communicator.hpp"
+#include "concurdl/nn/mlp.hpp"
+
+namespace concurdl::mp {
+
+enum class Schedule { naive, gpipe, one_f_one_b };
+const char* schedule_name(Schedule s);  // "naive", "gpipe", "1f1b"
+
+// Layer boundaries of `stages` contiguous stages of `layers` layers (stages + 1 entries, the
+// first 0 and the last `layers`), as even as the counts allow. std::invalid_argument when there
+// are more stages than layers.
+std::vector<std::size_t> stage_boundaries(std::size_t layers, int stages);
+
+// The order of one stage's operations: +1 + i is F of micro-batch i, -1 - i is B of it.
+std::vector<int> stage_order(Schedule s, int stage, int stages, std::size_t micro_batches);
+
+struct PipelineStepResult {
+  double loss_sum = 0;               // the last stage: the batch's summed loss (0 elsewhere)
+  std::size_t correct = 0;           // the last stage: rows predicted right
+  std::size_t peak_activations = 0;  // micro-batches this stage held activations of at once
+};
+
+// One training step of the stage comm.rank() of comm.size(): `model` is the whole MLP (every
+// rank builds the same one; a stage uses only its layers [boundaries[s], boundaries[s+1])),
+// x (rows x widths[0], read by stage 0) and labels (rows, read by the last stage), cut into
+// `micro_batches` pieces (at most rows). Overwrites the stage's layers' gradients in
+// model.gradients() with the batch's mean-loss gradient. Every rank calls it with the same
+// arguments but its own model.
+PipelineStepResult pipeline_step(dp::Communicator& comm, nn::Mlp& model,
+                                 std::span<const std::size_t> boundaries, const float* x,
+                                 const std::uint8_t* labels, std::size_t rows,
+                                 std::size_t micro_batches, Schedule schedule);
+
+}  // namespace concurdl::mp
