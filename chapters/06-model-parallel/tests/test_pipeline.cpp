@@ -43,7 +43,9 @@ class PipelineSchedules
 };
 
 TEST_P(PipelineSchedules, EveryStageGetsTheWholeBatchsGradientAndNothingDeadlocks) {
-  const auto [schedule, stages] = GetParam();
+  // Not a structured binding: clang 14 cannot capture one in a lambda.
+  const Schedule schedule = std::get<0>(GetParam());
+  const int stages = std::get<1>(GetParam());
   const std::vector<float> x = values(kRows * kSpec.widths.front(), 7);
   std::vector<std::uint8_t> labels(kRows);
   for (std::size_t i = 0; i < kRows; ++i) labels[i] = static_cast<std::uint8_t>((i * 3) % 5);
