@@ -50,6 +50,7 @@
 #include "concurdl/kernels/threads.hpp"
 #include "concurdl/nn/distributed_train.hpp"
 #include "concurdl/nn/trainer.hpp"
+#include "train_args.hpp"
 #include "train_record.hpp"
 
 namespace concurdl::nn {
@@ -57,67 +58,6 @@ namespace concurdl::nn {
 namespace fs = std::filesystem;
 
 namespace {
-
-// How many of `total` MPI ranks share this machine, as the launcher says (Open MPI, MPICH's
-// Hydra, Slurm); before the launch, or under a launcher that does not say, all of them.
-int ranks_on_this_machine(int total) {
-  for (const char* var : {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", "SLURM_NTASKS_PER_NODE"})
-    if (const char* v = std::getenv(var); v != nullptr && std::atoi(v) >= 1)
-      return std::min(total, std::atoi(v));
-  return total;
-}
-
-struct TrainArgs {
-  std::size_t epochs = 10;
-  std::size_t batch = TrainConfig{}.batch;
-  float lr = SgdOptions{}.lr, momentum = SgdOptions{}.momentum,
-        weight_decay = SgdOptions{}.weight_decay, lr_decay = TrainConfig{}.lr_decay;
-  int threads = static_cast<int>(hardware_threads());
-  std::uint64_t seed = 1;
-  std::string arch = MlpSpec{}.describe();
-  std::string gemm = "openblas";
-  std::size_t train_limit = 0, test_limit = 0;
-  std::string data, checkpoint, resume, out = "results/runs";
-  bool no_report = false, quiet = false;
-  // Data parallel (chapter 05): 0 ranks means not given.
-  std::size_t ranks = 0;
-  std::string backend, allreduce, hostfile;
-  double bucket_mb = -1;
-  bool overlap = false;
-  bool threads_given = false;
-  // Synchronous vs asynchronous (chapter 07).
-  std::string mode = "sync";
-  std::vector<std::string> stragglers;  // "RANK:FACTOR"
-  int staleness = -1, local_steps = -1, servers = -1;
-  std::string fail_worker;  // "RANK:STEP"
-};
-
-// "RANK:VALUE" of --straggler and --fail-worker: a rank below kMaxThreads and a number.
-std::pair<int, double> rank_and_value(const char* flag, const std::string& text, bool whole) {
-  const std::size_t colon = text.find(':');
-  int rank = -1;
-  double value = 0;
-  bool ok = colon != std::string::npos && colon > 0;
-  if (ok) {
-    const char* end = text.data() + colon;
-    const auto [stop, ec] = std::from_chars(text.data(), end, rank);
-    ok = ec == std::errc{} && stop == end && rank >= 0 && rank < kMaxThreads;
-  }
-  if (ok) {
-    const std::string v = text.substr(colon + 1);
-    char* stop = nullptr;
-    value = std::strtod(v.c_str(), &stop);
-    ok = !v.empty() && stop == v.c_str() + v.size() && std::isfinite(value) &&
-         (whole ? value >= 0 && value == std::floor(value) && value <= 1e15
-                : value >= 1 && value <= 1000);
-  }
-  if (!ok)
-    throw UsageError(fmt::format("{}: '{}' is not RANK:{} ({})", flag, text,
-                                 whole ? "STEP" : "FACTOR",
-                                 whole ? "a rank and a step count, e.g. 1:100"
-                                       : "a rank and a factor in [1, 1000], e.g. 1:4"));
-  return {rank, value};
-}
 
 // A flag's value outside its range: the message names the flag and the value.
 template <class T>
@@ -338,93 +278,11 @@ int train_main(const std::vector<std::string>& args) {
   }
 
   a.threads_given = app.count("--threads") > 0;
-  const DistributedBackend* backend = nullptr;
-  DistributedOptions dist;
-  // --mode alone means one worker of that mode.
-  if (a.ranks == 0 && app.count("--mode") > 0 && a.mode != "sync") a.ranks = 1;
-  const TrainingMode* mode = nullptr;
-  if (a.mode != "sync") {
-    mode = find_training_mode(a.mode);
-    if (mode == nullptr)
-      throw UsageError(fmt::format("--mode: unknown mode '{}' (known: {})", a.mode,
-                                   fmt::join(training_mode_names(), ", ")));
-  }
-  if (a.ranks == 0) {
-    for (const char* flag : {"--backend", "--bucket-mb", "--overlap", "--allreduce", "--hostfile",
-                             "--straggler", "--fail-worker", "--mode"})
-      if (app.count(flag) > 0) throw UsageError(fmt::format("{}: only with --ranks N", flag));
-  }
-  if (a.mode != "ps-ssp" && app.count("--staleness") > 0)
-    throw UsageError("--staleness: only with --mode ps-ssp");
-  if (a.mode != "local-sgd" && app.count("--local-steps") > 0)
-    throw UsageError("--local-steps: only with --mode local-sgd");
-  if (a.mode.rfind("ps-", 0) != 0 && app.count("--servers") > 0)
-    throw UsageError("--servers: only with --mode ps-async or ps-ssp");
-  if (mode != nullptr)
-    for (const char* flag : {"--bucket-mb", "--overlap", "--allreduce", "--hostfile"})
-      if (app.count(flag) > 0)
-        throw UsageError(fmt::format("{}: only with --mode sync (the all-reduce's)", flag));
-  for (const std::string& s : a.stragglers) {
-    const auto [rank, factor] = rank_and_value("--straggler", s, false);
-    if (static_cast<std::size_t>(rank) >= a.ranks)
-      throw UsageError(fmt::format("--straggler {}: there are only {} ranks", s, a.ranks));
-    dist.stragglers[rank] = factor;
-  }
-  if (!a.fail_worker.empty()) {
-    const auto [rank, step] = rank_and_value("--fail-worker", a.fail_worker, true);
-    if (static_cast<std::size_t>(rank) >= a.ranks)
-      throw UsageError(
-          fmt::format("--fail-worker {}: there are only {} ranks", a.fail_worker, a.ranks));
-    dist.fail_worker = rank;
-    dist.fail_after = static_cast<std::uint64_t>(step);
-  }
-  dist.mode = a.mode;
-  dist.staleness = a.staleness;
-  dist.local_steps = a.local_steps;
-  dist.servers = a.servers;
-  if (a.ranks != 0) {
-    if (a.backend.empty()) a.backend = "threads";
-    backend = find_distributed_backend(a.backend);
-    if (backend == nullptr) {
-      const std::vector<std::string> names = distributed_backend_names();
-      throw UsageError(
-          names.empty()
-              ? fmt::format("--backend {}: this concurdl has no data-parallel trainer (chapter "
-                            "05 was not built)",
-                            a.backend)
-              : fmt::format("--backend: unknown backend '{}' (known: {})", a.backend,
-                            fmt::join(names, ", ")));
-    }
-    if (const std::string why = backend->missing ? backend->missing() : ""; !why.empty())
-      throw UsageError(why);
-    if (mode != nullptr && a.backend == "processes" && a.mode.rfind("ps-", 0) != 0)
-      throw UsageError(fmt::format(
-          "--mode {}: runs its workers as threads of this process (--backend threads); worker "
-          "processes (--backend processes) run the parameter-server modes, ps-async and ps-ssp",
-          a.mode));
-    if (mode != nullptr && backend->mpi_launch)
-      throw UsageError(fmt::format(
-          "--mode {}: runs its workers as threads of this process (--backend threads); across "
-          "processes only --mode sync runs (--backend {})",
-          a.mode, a.backend));
-    if (!a.hostfile.empty() && !backend->mpi_launch)
-      throw UsageError(fmt::format("--hostfile: only with --backend mpi"));
-    if (!a.hostfile.empty() && !fs::is_regular_file(a.hostfile))
-      throw UsageError(fmt::format("--hostfile: '{}' is not a readable file", a.hostfile));
-    dist.ranks = static_cast<int>(a.ranks);
-    dist.backend = a.backend;
-    dist.bucket_mb = a.bucket_mb;
-    dist.overlap = a.overlap;
-    dist.allreduce = a.allreduce.empty() ? "native" : a.allreduce;
-    // One compute thread per thread rank (the setting is process-wide); an MPI rank gets its
-    // share of this machine's cores (shared among the ranks on this machine, not all of them)
-    // unless --threads says otherwise.
-    if (!backend->mpi_launch)
-      a.threads = 1;
-    else if (!a.threads_given)
-      a.threads = std::max(1, static_cast<int>(hardware_threads()) /
-                                  ranks_on_this_machine(static_cast<int>(a.ranks)));
-  }
+  const TrainWorkers workers =
+      resolve_workers(a, [&](const char* flag) { return app.count(flag) > 0; });
+  const DistributedBackend* backend = workers.backend;
+  const TrainingMode* mode = workers.mode;
+  DistributedOptions dist = workers.options;
 
   TrainConfig config = make_config(a);
   // The records' batch: the global batch of a synchronous step; a push's in the other modes.

@@ -228,8 +228,7 @@ void AsyncTrainer::run_ps(EpochSums& sums, float lr) {
             const auto t0 = Clock::now();
             const std::uint64_t v = server_->pull(k.model.parameters());
             k.compute(k.gather(order_, train_, config_.batch, b));
-            nn::straggle(options_.stragglers.count(id) ? options_.stragglers.at(id) : 1.0,
-                         seconds_since(t0));
+            nn::straggle(options_.straggler(id), seconds_since(t0));
             staleness_.add(server_->push(k.model.gradients(), v));
             ++k.steps;
             if (ssp) clock.advance(id);
@@ -265,8 +264,7 @@ void AsyncTrainer::run_hogwild(EpochSums& sums, float lr) {
           const std::uint64_t seen = updates.load(std::memory_order_relaxed);
           hogwild_read(shared_params_, k.model.parameters());
           k.compute(k.gather(order_, train_, config_.batch, b));
-          nn::straggle(options_.stragglers.count(id) ? options_.stragglers.at(id) : 1.0,
-                       seconds_since(t0));
+          nn::straggle(options_.straggler(id), seconds_since(t0));
           hogwild_step(shared_params_, shared_vel_, k.model.gradients(), sgd);
           staleness_.add(updates.fetch_add(1, std::memory_order_relaxed) - seen);
           ++k.steps;
@@ -294,8 +292,7 @@ void AsyncTrainer::run_local_sgd(EpochSums& sums, float lr) {
         check_failure(id, k.steps);
         const auto t0 = Clock::now();
         k.compute(k.gather(order_, train_, config_.batch, b));
-        nn::straggle(options_.stragglers.count(id) ? options_.stragglers.at(id) : 1.0,
-                     seconds_since(t0));
+        nn::straggle(options_.straggler(id), seconds_since(t0));
         k.opt.step(k.model.parameters(), k.model.gradients());
         ++k.steps;
       }

@@ -112,25 +112,24 @@ ProcessPsTrainer::ProcessPsTrainer(nn::TrainConfig config, const nn::Dataset& tr
   for (int w = 0; w < options_.workers; ++w) {
     // Everything the child needs is built before fork: between fork and exec a child of a
     // threaded process may only call async-signal-safe functions.
-    std::vector<std::string> args = {
-        launch.executable.string(),
-        "ps-worker",
-        "--fd",
-        "3",
-        "--worker",
-        std::to_string(w),
-        "--arch",
-        config_.spec.describe(),
-        "--batch",
-        std::to_string(config_.batch),
-        "--gemm",
-        launch.gemm,
-        "--data",
-        launch.data.string(),
-        "--train-limit",
-        std::to_string(launch.train_limit),
-        "--straggler",
-        fmt::format("{}", options_.stragglers.count(w) ? options_.stragglers.at(w) : 1.0)};
+    std::vector<std::string> args = {launch.executable.string(),
+                                     "ps-worker",
+                                     "--fd",
+                                     "3",
+                                     "--worker",
+                                     std::to_string(w),
+                                     "--arch",
+                                     config_.spec.describe(),
+                                     "--batch",
+                                     std::to_string(config_.batch),
+                                     "--gemm",
+                                     launch.gemm,
+                                     "--data",
+                                     launch.data.string(),
+                                     "--train-limit",
+                                     std::to_string(launch.train_limit),
+                                     "--straggler",
+                                     fmt::format("{}", options_.straggler(w))};
     std::vector<char*> argv;
     for (std::string& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);

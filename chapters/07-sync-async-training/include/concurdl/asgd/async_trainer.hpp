@@ -47,8 +47,12 @@ struct AsyncOptions {
   int staleness = kDefaultStaleness;
   int local_steps = kDefaultLocalSteps;
   int servers = 1;
-  std::map<int, double> stragglers;  // worker -> slow-down factor
-  int fail_worker = -1;              // that worker throws after fail_after of its steps
+  std::map<int, double> stragglers;     // worker -> slow-down factor
+  double straggler(int worker) const {  // 1 for a worker at full speed
+    const auto it = stragglers.find(worker);
+    return it == stragglers.end() ? 1.0 : it->second;
+  }
+  int fail_worker = -1;  // that worker throws after fail_after of its steps
   std::uint64_t fail_after = 0;
 };
 

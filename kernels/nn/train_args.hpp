@@ -1,0 +1,54 @@
+// `concurdl train`'s flags as parsed (train_command.cpp), and what the ones about several workers
+// resolve to (train_workers.cpp): chapter 05's data-parallel backends and chapter 07's modes.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "concurdl/harness/experiment.hpp"
+#include "concurdl/nn/distributed_train.hpp"
+#include "concurdl/nn/trainer.hpp"
+
+namespace concurdl::nn {
+
+struct TrainArgs {
+  std::size_t epochs = 10;
+  std::size_t batch = TrainConfig{}.batch;
+  float lr = SgdOptions{}.lr, momentum = SgdOptions{}.momentum,
+        weight_decay = SgdOptions{}.weight_decay, lr_decay = TrainConfig{}.lr_decay;
+  int threads = static_cast<int>(hardware_threads());
+  std::uint64_t seed = 1;
+  std::string arch = MlpSpec{}.describe();
+  std::string gemm = "openblas";
+  std::size_t train_limit = 0, test_limit = 0;
+  std::string data, checkpoint, resume, out = "results/runs";
+  bool no_report = false, quiet = false;
+  // Data parallel (chapter 05): 0 ranks means not given.
+  std::size_t ranks = 0;
+  std::string backend, allreduce, hostfile;
+  double bucket_mb = -1;
+  bool overlap = false;
+  bool threads_given = false;
+  // Synchronous vs asynchronous (chapter 07).
+  std::string mode = "sync";
+  std::vector<std::string> stragglers;  // "RANK:FACTOR"
+  int staleness = -1, local_steps = -1, servers = -1;
+  std::string fail_worker;  // "RANK:STEP"
+};
+
+// What --ranks, --backend, --mode and their companions resolve to: no backend (one trainer), a
+// data-parallel backend, or a training mode on one. Checks every combination and value (a
+// UsageError naming the flag), and sets a.threads as the workers need (1 per thread rank, the
+// machine's cores shared among MPI ranks unless --threads was given). `given(flag)`: whether the
+// command line set it.
+struct TrainWorkers {
+  const DistributedBackend* backend = nullptr;
+  const TrainingMode* mode = nullptr;  // null: sync
+  DistributedOptions options;
+};
+TrainWorkers resolve_workers(TrainArgs& a, const std::function<bool(const char*)>& given);
+
+}  // namespace concurdl::nn
