@@ -341,17 +341,9 @@ void DataParallelTrainer::save(const std::filesystem::path& checkpoint) const {
 }
 
 void DataParallelTrainer::resume(const std::filesystem::path& checkpoint) {
-  // A checkpoint of another mode or rank count is refused with the model left as it was.
-  const std::vector<float> params(model_.parameters().begin(), model_.parameters().end());
-  const std::vector<float> velocity(opt_.velocity().begin(), opt_.velocity().end());
-  nn::TrainState loaded = nn::load_checkpoint(checkpoint, model_, opt_);
-  try {
-    nn::check_resumable(checkpoint, loaded, "sync", static_cast<std::uint64_t>(size()));
-  } catch (...) {
-    std::copy(params.begin(), params.end(), model_.parameters().begin());
-    std::copy(velocity.begin(), velocity.end(), opt_.velocity().begin());
-    throw;
-  }
+  // A checkpoint of another mode or rank count is refused, the model left as it was.
+  nn::TrainState loaded =
+      nn::load_checkpoint(checkpoint, model_, opt_, "sync", static_cast<std::uint64_t>(size()));
   loaded.mode = "sync";
   loaded.workers = static_cast<std::uint64_t>(size());
   state_ = loaded;

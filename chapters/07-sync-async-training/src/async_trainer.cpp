@@ -341,8 +341,8 @@ nn::TrainState resume_global(
                              const nn::TrainState&)>& write) {
   nn::Mlp model(config.spec, config.seed, config.gemm);
   nn::Sgd opt(model.parameters().size(), config.sgd);
-  nn::TrainState loaded = nn::load_checkpoint(checkpoint, model, opt);
-  nn::check_resumable(checkpoint, loaded, mode, static_cast<std::uint64_t>(workers));
+  nn::TrainState loaded =
+      nn::load_checkpoint(checkpoint, model, opt, mode, static_cast<std::uint64_t>(workers));
   write(model.parameters(), opt.velocity(), loaded);
   loaded.mode = mode;
   loaded.workers = static_cast<std::uint64_t>(workers);

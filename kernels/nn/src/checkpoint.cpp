@@ -195,7 +195,8 @@ void save_checkpoint(const std::filesystem::path& path, const Mlp& model, const 
   write_file_atomic(path, b);
 }
 
-TrainState load_checkpoint(const std::filesystem::path& path, Mlp& model, Sgd& opt) {
+TrainState load_checkpoint(const std::filesystem::path& path, Mlp& model, Sgd& opt,
+                           const std::string& mode, std::uint64_t workers) {
   const Bytes b = read_whole(path);
   const std::size_t size = b.size();
   const std::size_t magic_seen = std::min(size, sizeof kMagic);
@@ -251,21 +252,17 @@ TrainState load_checkpoint(const std::filesystem::path& path, Mlp& model, Sgd& o
     state.mode = std::string(mode);
     state.workers = header_u64(path, header, "workers");
   }
+  if (!mode.empty() && !state.mode.empty() && (state.mode != mode || state.workers != workers))
+    fail(path, fmt::format("checkpoint is of mode {} with {} worker{}; this run is mode {} with {} "
+                           "worker{}",
+                           state.mode, state.workers, state.workers == 1 ? "" : "s", mode, workers,
+                           workers == 1 ? "" : "s"));
 
   // Every check passed: only now is anything changed.
   const std::size_t at = kPrefixBytes + header_len + 8, bytes = count * sizeof(float);
   std::memcpy(model.parameters().data(), b.data() + at, bytes);
   std::memcpy(opt.velocity().data(), b.data() + at + bytes, bytes);
   return state;
-}
-
-void check_resumable(const std::filesystem::path& path, const TrainState& saved,
-                     const std::string& mode, std::uint64_t workers) {
-  if (saved.mode.empty() || (saved.mode == mode && saved.workers == workers)) return;
-  fail(path, fmt::format("checkpoint is of mode {} with {} worker{}; this run is mode {} with {} "
-                         "worker{}",
-                         saved.mode, saved.workers, saved.workers == 1 ? "" : "s", mode, workers,
-                         workers == 1 ? "" : "s"));
 }
 
 }  // namespace concurdl::nn

@@ -34,22 +34,20 @@ struct TrainState {
   std::uint64_t seed = 0;
   // Who trained it, when several workers did (chapters 05 and 07): the mode ("sync",
   // "ps-async", ...) and the worker count; empty and 0 for a single trainer's checkpoint. Saved
-  // in the header only when set; a trainer that resumes compares them with its own
-  // (check_resumable) so that a checkpoint of another mode or worker count is refused by name.
+  // in the header only when set.
   std::string mode;
   std::uint64_t workers = 0;
 };
 
-// Throws CheckpointError naming both when `saved` (a loaded checkpoint's state) was written by
-// another mode or worker count than `mode` x `workers`. A checkpoint without a mode (a single
-// trainer's, or one written before modes existed) is accepted.
-void check_resumable(const std::filesystem::path& path, const TrainState& saved,
-                     const std::string& mode, std::uint64_t workers);
-
 void save_checkpoint(const std::filesystem::path& path, const Mlp& model, const Sgd& opt,
                      const TrainState& state);
 // Loads into `model` and `opt` (which must have the checkpoint's architecture); returns the
-// state. On any error nothing is changed and a CheckpointError is thrown.
-TrainState load_checkpoint(const std::filesystem::path& path, Mlp& model, Sgd& opt);
+// state. On any error nothing is changed and a CheckpointError is thrown. A trainer of several
+// workers passes its mode and worker count: a checkpoint written by another mode or worker
+// count is refused naming both ("checkpoint is of mode ps-async with 2 workers; this run is
+// mode hogwild with 2 workers"); one without a mode (a single trainer's, or one written before
+// modes existed) is accepted.
+TrainState load_checkpoint(const std::filesystem::path& path, Mlp& model, Sgd& opt,
+                           const std::string& mode = {}, std::uint64_t workers = 0);
 
 }  // namespace concurdl::nn
