@@ -313,6 +313,9 @@ int cli_main(int argc, char** argv) {
                   "shm (shared memory) or tcp (the network stack, as between machines)");
   run->add_flag("--no-calibrate", a.no_calibrate, "skip measuring the machine's ceilings first");
   run->add_flag("--no-report", a.no_report, "write results.json only");
+  run->add_flag("--trace", a.trace,
+                "timelines: each configuration's last repetition as Chrome trace JSON "
+                "(traces/EXPERIMENT/CONFIG.json, for Perfetto) and a Gantt chart beside it");
   run->add_option("--resume", a.resume,
                   "go on with an interrupted run in DIR: its own command line, only the "
                   "configurations it has not recorded");

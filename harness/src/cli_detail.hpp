@@ -23,6 +23,7 @@ struct Args {
   std::string continue_run;        // the same, once DIR's own command line has been read back
   std::vector<std::string> set;
   bool no_calibrate = false, no_report = false, quiet = false, no_timing = false;
+  bool trace = false;  // run --trace
   bool markdown = false;
   bool csv = false;  // report: exercises.csv of the class's attempts
 };

@@ -83,6 +83,7 @@ int measure(const std::vector<std::string>& command, const std::vector<const Exp
     const fs::path root = a.out.empty() ? fs::path("results/runs") : fs::path(a.out);
     if (writer) dir = make_run_dir(root, f.provenance["host"].get<std::string>(), short_commit());
   }
+  if (a.trace && writer) opt.trace_dir = dir / "traces";
   auto save = [&] {
     if (writer) write_run(dir, f);
   };

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <chrono>
 #include <cmath>
 #include <csignal>
@@ -23,6 +24,7 @@
 #include "concurdl/harness/gbench.hpp"
 #include "concurdl/harness/noise.hpp"
 #include "concurdl/harness/ranks.hpp"
+#include "concurdl/harness/trace.hpp"
 
 namespace concurdl {
 
@@ -167,8 +169,38 @@ void agree(std::vector<Slot>& slots) {
   }
 }
 
+// A file name for a configuration: "micro_batches=4,schedule=gpipe,stages=2".
+std::string file_stem(const std::string& text) {
+  std::string out;
+  for (const char c : text)
+    out += std::isalnum(static_cast<unsigned char>(c)) || c == '=' || c == ',' || c == '.' ||
+                   c == '-' || c == '_'
+               ? c
+               : '_';
+  return out.empty() ? "config" : out;
+}
+
+// --trace: the spans of one repetition of `s`, as DIR/EXPERIMENT/CONFIG.json and a Gantt chart
+// of its first steps beside it. Nothing when the experiment's code records no spans.
+void write_trace(const std::filesystem::path& dir, const Slot& s,
+                 const std::vector<trace::Event>& events, std::size_t dropped) {
+  if (events.empty()) return;
+  const Experiment& e = *s.config->experiment;
+  const std::filesystem::path sub = dir / file_stem(e.id);
+  std::string params;
+  for (const auto& [k, v] : s.config->params) params += (params.empty() ? "" : ",") + k + "=" + v;
+  const std::string stem = file_stem(params);
+  trace::write_chrome_trace(sub / (stem + ".json"), events,
+                            {{"experiment", e.id}, {"params", params}}, dropped);
+  std::string warning;
+  // One step after the first (which starts the trial's threads) when there are several.
+  trace::render_gantt(trace::first_spans(events, 1, 1), sub, stem,
+                      fmt::format("{} {}", e.id, describe(s.config->params)), warning, 1);
+}
+
 // `progress` is null when the group is measured again (a calibration's later takes).
-void measure_group(std::vector<Slot>& slots, int repetitions, int warmup, Progress* progress) {
+void measure_group(std::vector<Slot>& slots, int repetitions, int warmup, Progress* progress,
+                   const std::filesystem::path& trace_dir = {}) {
   agree(slots);  // prepare
   // Before timing: each configuration runs once and is checked; a wrong one is never timed.
   for (Slot& s : slots) {
@@ -199,11 +231,24 @@ void measure_group(std::vector<Slot>& slots, int repetitions, int warmup, Progre
       // Other processes' CPU time is accounted around each timed repetition, except across
       // MPI ranks: there the other ranks are processes of ours, and their waiting for each
       // other would count as activity.
+      // --trace records the last repetition (the trial's threads are joined when it returns).
+      const bool traced = !trace_dir.empty() && r + 1 == repetitions;
+      if (traced) trace::Recorder::global().start();
       guarded(s, "failed during timing", [&] {
         add_sample(
             *s.config->experiment, s.record,
             run_once(s.trial, *s.timer, s.across_ranks, s.across_ranks ? nullptr : &s.noise));
       });
+      if (traced) {
+        trace::Recorder& rec = trace::Recorder::global();
+        const std::vector<trace::Event> events = rec.stop();
+        try {
+          write_trace(trace_dir, s, events, rec.dropped());
+        } catch (const std::exception& e) {  // the measurement stands; its timeline is lost
+          std::fprintf(stderr, "concurdl: warning: %s: no trace written: %s\n",
+                       s.config->experiment->id.c_str(), e.what());
+        }
+      }
     }
   }
   // After timing: the last timed run's output must still be right.
@@ -410,7 +455,7 @@ std::vector<Record> run_configs(
         group = measure_calibration_group(*e, slots, reps, std::max(1, e->warmup), progress,
                                           opt.progress);
       } else {
-        measure_group(slots, reps, std::max(1, e->warmup), &progress);
+        measure_group(slots, reps, std::max(1, e->warmup), &progress, opt.trace_dir);
         group = finish_group(*e, slots);
       }
       done.insert(done.end(), std::make_move_iterator(group.begin()),

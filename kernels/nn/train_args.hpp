@@ -37,11 +37,15 @@ struct TrainArgs {
   std::vector<std::string> stragglers;  // "RANK:FACTOR"
   int staleness = -1, local_steps = -1, servers = -1;
   std::string fail_worker;  // "RANK:STEP"
+  // Pipeline parallelism (chapter 06): 0 stages means not given.
+  std::size_t pipeline = 0, micro_batches = 0;
+  std::string schedule;
+  bool trace = false;  // --trace: the first epoch's spans, trace.json and a Gantt chart
 };
 
-// What --ranks, --backend, --mode and their companions resolve to: no backend (one trainer), a
-// data-parallel backend, or a training mode on one. Checks every combination and value (a
-// UsageError naming the flag), and sets a.threads as the workers need (1 per thread rank, the
+// What --ranks, --backend, --mode, --pipeline and their companions resolve to: no backend (one
+// trainer), a data-parallel backend, or a training mode on one. Checks every combination and value
+// (a UsageError naming the flag), and sets a.threads as the workers need (1 per thread rank, the
 // machine's cores shared among MPI ranks unless --threads was given). `given(flag)`: whether the
 // command line set it.
 struct TrainWorkers {

@@ -47,6 +47,7 @@
 #include "concurdl/harness/records.hpp"
 #include "concurdl/harness/report.hpp"
 #include "concurdl/harness/stats.hpp"
+#include "concurdl/harness/trace.hpp"
 #include "concurdl/kernels/threads.hpp"
 #include "concurdl/nn/distributed_train.hpp"
 #include "concurdl/nn/trainer.hpp"
@@ -206,6 +207,36 @@ class LocalTrainer final : public RankTrainer {
   Trainer t_;
 };
 
+// --trace's files: RUN/trace.json (every span recorded) and figures/timeline.{svg,png} (a Gantt
+// chart of the first steps: the first track's second and third outermost spans, the first
+// being the warm-up that starts the workers).
+void write_train_trace(const fs::path& run_dir, const RunFile& f, bool quiet) {
+  trace::Recorder& rec = trace::Recorder::global();
+  const std::vector<trace::Event> events = rec.stop();
+  std::map<std::string, std::string> meta = {
+      {"command", fmt::format("{}", fmt::join(f.command, " "))}};
+  if (f.provenance.contains("git_commit") && f.provenance["git_commit"].is_string())
+    meta["git_commit"] = f.provenance["git_commit"].get<std::string>();
+  trace::write_chrome_trace(run_dir / "trace.json", events, meta, rec.dropped());
+  std::string warning;
+  if (!events.empty()) {
+    trace::render_gantt(trace::first_spans(events, 2, 1), run_dir / "figures", "timeline",
+                        "the first steps' timeline (concurdl train --trace)", warning, 1);
+  } else {
+    warning =
+        "--trace: this trainer records no spans (chapter 05's ranks and chapter 06's "
+        "pipeline do)";
+  }
+  if (!warning.empty()) std::fprintf(stderr, "concurdl: warning: %s\n", warning.c_str());
+  if (!quiet)
+    std::fprintf(stderr,
+                 "concurdl: timeline: %s (%zu spans%s; open it in https://ui.perfetto.dev), "
+                 "chart %s\n",
+                 (run_dir / "trace.json").c_str(), events.size(),
+                 rec.dropped() > 0 ? fmt::format(", {} more dropped", rec.dropped()).c_str() : "",
+                 (run_dir / "figures" / "timeline.svg").c_str());
+}
+
 int train_main(const std::vector<std::string>& args) {
   TrainArgs a;
   CLI::App app{"concurdl train: the MLP on Fashion-MNIST, recorded and charted", "concurdl train"};
@@ -267,6 +298,17 @@ int train_main(const std::vector<std::string>& args) {
   app.add_option("--fail-worker", a.fail_worker,
                  "with --ranks: RANK:STEP makes that worker fail after STEP steps (asynchronous "
                  "modes drop it and go on; sync stops)");
+  app.add_option("--pipeline", a.pipeline,
+                 "pipeline parallelism (chapter 06): the layers cut into P stages, one thread "
+                 "each; --batch is the whole batch, cut into micro-batches")
+      ->check(whole_number(1, kMaxThreads));
+  app.add_option("--micro-batches", a.micro_batches,
+                 "with --pipeline: micro-batches per batch (default 4)")
+      ->check(whole_number(1, 1u << 14));
+  app.add_option("--schedule", a.schedule, "with --pipeline: naive, gpipe or 1f1b (default 1f1b)");
+  app.add_flag("--trace", a.trace,
+               "record the first epoch's timeline: trace.json (Perfetto, chrome://tracing) and "
+               "a Gantt chart of its first steps in figures/");
   std::vector<std::string> reversed(args.rbegin(), args.rend());  // CLI11 takes them reversed
   try {
     app.parse(reversed);
@@ -425,6 +467,9 @@ int train_main(const std::vector<std::string>& args) {
     if (writer) finite = ok;
   };
 
+  // --trace: every span of the run (its first trace::kMaxEvents), recorded from before the
+  // workers start until they are joined.
+  if (a.trace) trace::Recorder::global().start();
   if (backend == nullptr) {
     LocalTrainer trainer(config, train);
     loop(trainer);
@@ -449,6 +494,7 @@ int train_main(const std::vector<std::string>& args) {
     const ReportFiles rep = write_report({f}, {}, run_dir);
     for (const auto& w : rep.warnings) std::fprintf(stderr, "concurdl: warning: %s\n", w.c_str());
   }
+  if (a.trace) write_train_trace(run_dir, f, a.quiet);
   if (!finite)
     std::fprintf(stderr, "concurdl: INVALID kernels/train: the loss is not finite (diverged)\n");
   std::cout << run_dir.string() << std::endl;

@@ -59,6 +59,20 @@ std::pair<int, double> rank_and_value(const char* flag, const std::string& text,
 TrainWorkers resolve_workers(TrainArgs& a, const std::function<bool(const char*)>& given) {
   const DistributedBackend* backend = nullptr;
   DistributedOptions dist;
+  // --pipeline P is the mode "pipeline" on P stage ranks.
+  if (a.pipeline > 0) {
+    for (const char* flag : {"--ranks", "--mode"})
+      if (given(flag))
+        throw UsageError(fmt::format(
+            "{}: not with --pipeline (--pipeline P runs P stages; data-parallel ranks and "
+            "modes do not combine with it)",
+            flag));
+    a.ranks = a.pipeline;
+    a.mode = "pipeline";
+  } else {
+    for (const char* flag : {"--micro-batches", "--schedule"})
+      if (given(flag)) throw UsageError(fmt::format("{}: only with --pipeline P", flag));
+  }
   // --mode alone means one worker of that mode.
   if (a.ranks == 0 && given("--mode") && a.mode != "sync") a.ranks = 1;
   const TrainingMode* mode = nullptr;
@@ -98,6 +112,8 @@ TrainWorkers resolve_workers(TrainArgs& a, const std::function<bool(const char*)
     dist.fail_after = static_cast<std::uint64_t>(step);
   }
   dist.mode = a.mode;
+  dist.micro_batches = a.micro_batches;
+  dist.schedule = a.schedule;
   dist.staleness = a.staleness;
   dist.local_steps = a.local_steps;
   dist.servers = a.servers;

@@ -11,6 +11,7 @@
 #include <stdexcept>
 
 #include "concurdl/harness/errors.hpp"
+#include "concurdl/harness/trace.hpp"
 #include "concurdl/nn/checkpoint.hpp"
 #include "concurdl/nn/random.hpp"
 
@@ -75,6 +76,10 @@ GradientSync::GradientSync(Communicator& comm, std::span<float> gradients,
 }
 
 void GradientSync::reduce(const GradBucket& b) {
+  trace::Span span(trace::recording()
+                       ? fmt::format("all-reduce L{}..{}", b.first_layer, b.last_layer - 1)
+                       : std::string(),
+                   "all-reduce");
   const auto t0 = Clock::now();
   const std::span<float> slice = grads_.subspan(b.offset, b.count);
   algorithm_(comm_, slice, slice, algo_);
@@ -134,6 +139,7 @@ void OverlapSync::finish_step() {
 }
 
 void OverlapSync::worker() {
+  trace::set_track(fmt::format("rank {} all-reduce", comm().rank()));
   std::unique_lock lock(m_);
   for (;;) {
     cv_.wait(lock, [&] { return stop_ || !ready_.empty(); });
@@ -221,6 +227,7 @@ void DataParallelTrainer::start_epoch() {
 
 DataParallelTrainer::StepResult DataParallelTrainer::step() {
   if (!epoch_started_) start_epoch();
+  trace::Span step_span("step", "step");
   const auto t0 = Clock::now();
   const std::size_t n = train_.n, dim = train_.dim, classes = config_.spec.widths.back();
   const std::size_t first = step_in_epoch_ * global_batch();
@@ -242,6 +249,7 @@ DataParallelTrainer::StepResult DataParallelTrainer::step() {
   };
   if (sync_) sync_->begin_step();
   if (mine.count > 0) {
+    trace::Span compute("forward + backward", "compute");
     model_.forward_layers(0, layers, batch_x_.data(), mine.count, acts_);
     dlogits_.resize(mine.count * classes);
     // Each rank's gradient is its rows' share of the global batch's mean: the sum over ranks
@@ -259,9 +267,15 @@ DataParallelTrainer::StepResult DataParallelTrainer::step() {
   if (options_.after_compute)
     options_.after_compute(rank(), std::chrono::duration<double>(Clock::now() - t0).count());
   const auto t1 = Clock::now();
-  if (sync_) sync_->finish_step();
+  if (sync_) {
+    trace::Span wait("finish all-reduce", "wait");
+    sync_->finish_step();
+  }
   const auto t2 = Clock::now();
-  opt_.step(model_.parameters(), model_.gradients());
+  {
+    trace::Span update("sgd", "update");
+    opt_.step(model_.parameters(), model_.gradients());
+  }
   const auto t3 = Clock::now();
 
   ++state_.step;

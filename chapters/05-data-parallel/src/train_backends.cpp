@@ -19,6 +19,7 @@
 #include "concurdl/dp/threads_backend.hpp"
 #include "concurdl/harness/errors.hpp"
 #include "concurdl/harness/ranks.hpp"
+#include "concurdl/harness/trace.hpp"
 #include "concurdl/kernels/threads.hpp"
 #include "concurdl/nn/distributed_train.hpp"
 
@@ -66,6 +67,7 @@ void run_on_threads(const nn::DistributedOptions& o, const nn::TrainConfig& c,
   nn::TrainConfig config = c;
   config.threads = 0;  // leave the setting above alone
   run_threads(o.ranks, [&](Communicator& comm) {
+    trace::set_track(fmt::format("rank {}", comm.rank()));
     DataParallelTrainer t(comm, config, train, opt);
     loop(t);
   });

@@ -4,15 +4,50 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <chrono>
 #include <stdexcept>
+#include <thread>
 
 #include "concurdl/dp/algorithms.hpp"
+#include "concurdl/harness/trace.hpp"
 
 namespace concurdl::mp {
 
 namespace {
 constexpr int kGradTag = 16384;  // backward messages: kGradTag + micro-batch
 constexpr std::size_t kMaxMicroBatches = 16384;
+
+// A receive that polls while each stage has a hardware thread of its own, as MPI's and NCCL's
+// progress loops do: a stage's wait for its neighbour is on the pipeline's critical path, and
+// waking a sleeping thread costs tens of microseconds on a virtual machine (2(m + p - 1) of
+// them per step). The poll gives up after kPollLimit and sleeps (a neighbour that failed, or a
+// long wait, is then the blocking receive's business); oversubscribed stages always sleep, so
+// as not to keep the stage they wait for off its core.
+constexpr auto kPollLimit = std::chrono::milliseconds(20);
+
+void receive(dp::Communicator& comm, int src, std::span<float> buf, int tag, bool poll) {
+  if (!poll) {
+    comm.recv(src, buf, tag);
+    return;
+  }
+  dp::Request r = comm.irecv(src, buf, tag);
+  const auto deadline = std::chrono::steady_clock::now() + kPollLimit;
+  for (int i = 0;; ++i) {
+    if (r.test()) return;
+    if ((i & 255) == 255 && std::chrono::steady_clock::now() >= deadline) break;
+#if defined(__x86_64__) || defined(__i386__)
+    for (int k = 0; k < 16; ++k) __builtin_ia32_pause();
+#endif
+  }
+  r.wait();
+}
+
+void check_micro_batches(std::size_t m, std::size_t rows) {
+  if (m < 1 || m > std::min(rows, kMaxMicroBatches))
+    throw std::invalid_argument(
+        fmt::format("pipeline: {} micro-batches of {} rows (need 1 <= m <= rows, at most {})", m,
+                    rows, kMaxMicroBatches));
+}
 }  // namespace
 
 const char* schedule_name(Schedule s) {
@@ -64,33 +99,89 @@ std::vector<int> stage_order(Schedule s, int stage, int stages, std::size_t m) {
   return order;
 }
 
+void check_order(std::span<const int> order, std::size_t m) {
+  // 0: neither run yet, 1: forward run, 2: backward run too.
+  std::vector<int> state(m, 0);
+  for (std::size_t k = 0; k < order.size(); ++k) {
+    const int op = order[k];
+    const int i = op > 0 ? op - 1 : -op - 1;
+    if (op == 0 || static_cast<std::size_t>(i) >= m)
+      throw std::invalid_argument(fmt::format(
+          "pipeline order: operation {} is {}, not F or B of a micro-batch 0..{}", k, op, m - 1));
+    int& st = state[static_cast<std::size_t>(i)];
+    if (op > 0 && st != 0)
+      throw std::invalid_argument(
+          fmt::format("pipeline order: operation {} runs micro-batch {}'s forward again", k, i));
+    if (op < 0 && st != 1)
+      throw std::invalid_argument(
+          fmt::format("pipeline order: operation {} runs micro-batch {}'s backward {}", k, i,
+                      st == 0 ? "before its forward" : "again"));
+    st = op > 0 ? 1 : 2;
+  }
+  for (std::size_t i = 0; i < m; ++i)
+    if (state[i] != 2)
+      throw std::invalid_argument(fmt::format("pipeline order: micro-batch {} has no {}", i,
+                                              state[i] == 0 ? "forward" : "backward"));
+}
+
 PipelineStepResult pipeline_step(dp::Communicator& comm, nn::Mlp& model,
                                  std::span<const std::size_t> boundaries, const float* x,
                                  const std::uint8_t* labels, std::size_t rows,
-                                 std::size_t micro_batches, Schedule schedule) {
+                                 std::size_t micro_batches, Schedule schedule,
+                                 PipelineWorkspace* workspace) {
+  check_micro_batches(micro_batches, rows);
+  const std::vector<int> order = stage_order(schedule, comm.rank(), comm.size(), micro_batches);
+  return pipeline_step(comm, model, boundaries, x, labels, rows, micro_batches,
+                       std::span<const int>(order), workspace);
+}
+
+PipelineStepResult pipeline_step(dp::Communicator& comm, nn::Mlp& model,
+                                 std::span<const std::size_t> boundaries, const float* x,
+                                 const std::uint8_t* labels, std::size_t rows,
+                                 std::size_t micro_batches, std::span<const int> order,
+                                 PipelineWorkspace* workspace) {
+  using Clock = std::chrono::steady_clock;
+  const auto step_start = Clock::now();
+  trace::Span step_span("step", "step");
   const int p = comm.size(), s = comm.rank();
   if (boundaries.size() != static_cast<std::size_t>(p) + 1 || boundaries.back() != model.layers())
     throw std::invalid_argument(
         "pipeline: the boundaries do not cut the model into comm.size() stages");
-  if (micro_batches < 1 || micro_batches > std::min(rows, kMaxMicroBatches))
-    throw std::invalid_argument(
-        fmt::format("pipeline: {} micro-batches of {} rows (need 1 <= m <= rows, at most {})",
-                    micro_batches, rows, kMaxMicroBatches));
+  check_micro_batches(micro_batches, rows);
   const std::size_t first = boundaries[static_cast<std::size_t>(s)];
   const std::size_t last = boundaries[static_cast<std::size_t>(s) + 1];
   const auto& widths = model.spec().widths;
   const std::size_t in_w = widths[first], out_w = widths[last], classes = widths.back();
   const bool first_stage = s == 0, last_stage = s == p - 1;
   const int m = static_cast<int>(micro_batches);
+  check_order(order, micro_batches);
+  const bool poll = static_cast<unsigned>(p) <= std::thread::hardware_concurrency();
 
-  std::vector<nn::Activations> acts(micro_batches);
-  std::vector<std::vector<float>> inputs(micro_batches), outputs(micro_batches),
-      grads_in(micro_batches), grads_out(micro_batches);
+  PipelineWorkspace local;
+  PipelineWorkspace& ws = workspace != nullptr ? *workspace : local;
+  for (auto* v : {&ws.inputs, &ws.outputs, &ws.grads_in, &ws.grads_out})
+    if (v->size() < micro_batches) v->resize(micro_batches);
+  if (ws.acts.size() < micro_batches) ws.acts.resize(micro_batches);
+  auto& acts = ws.acts;
+  auto& inputs = ws.inputs;
+  auto& outputs = ws.outputs;
+  auto& grads_in = ws.grads_in;
+  auto& grads_out = ws.grads_out;
   std::vector<dp::Request> sends;
   PipelineStepResult result;
   std::size_t live = 0, backwards_done = 0;
+  Clock::duration busy{};
+  // Compute is timed (and traced) apart from the waits for a neighbour around it.
+  const auto compute = [&](const char* kind, int i, const auto& work) {
+    const std::string name =
+        trace::recording() ? fmt::format("{}{}", kind[0] == 'f' ? 'F' : 'B', i) : std::string();
+    trace::Span span(name, kind);
+    const auto t0 = Clock::now();
+    work();
+    busy += Clock::now() - t0;
+  };
 
-  for (const int op : stage_order(schedule, s, p, micro_batches)) {
+  for (const int op : order) {
     const int i = op > 0 ? op - 1 : -op - 1;
     const auto iu = static_cast<std::size_t>(i);
     const dp::Block mb = dp::block_of(rows, m, i);
@@ -98,10 +189,10 @@ PipelineStepResult pipeline_step(dp::Communicator& comm, nn::Mlp& model,
       const float* in = x + mb.offset * widths[0];
       if (!first_stage) {
         inputs[iu].resize(mb.count * in_w);
-        comm.recv(s - 1, inputs[iu], i);
+        receive(comm, s - 1, inputs[iu], i, poll);
         in = inputs[iu].data();
       }
-      model.forward_layers(first, last, in, mb.count, acts[iu]);
+      compute("forward", i, [&] { model.forward_layers(first, last, in, mb.count, acts[iu]); });
       result.peak_activations = std::max(result.peak_activations, ++live);
       if (!last_stage) {
         outputs[iu].assign(acts[iu].output(), acts[iu].output() + mb.count * out_w);
@@ -110,25 +201,28 @@ PipelineStepResult pipeline_step(dp::Communicator& comm, nn::Mlp& model,
     } else {  // backward of micro-batch i
       const float* dout = nullptr;
       grads_out[iu].resize(mb.count * out_w);
-      if (last_stage) {
-        const nn::LossResult l = nn::softmax_xent_loss(
-            acts[iu].output(), labels + mb.offset, mb.count, classes, grads_out[iu].data(), rows);
-        result.loss_sum += l.loss * static_cast<double>(mb.count);
-        result.correct += l.correct;
-      } else {
-        comm.recv(s + 1, grads_out[iu], kGradTag + i);
-      }
+      if (!last_stage) receive(comm, s + 1, grads_out[iu], kGradTag + i, poll);
       dout = grads_out[iu].data();
       if (!first_stage) grads_in[iu].resize(mb.count * in_w);
-      model.backward_layers(first, last, acts[iu], dout,
-                            first_stage ? nullptr : grads_in[iu].data(),
-                            /*accumulate=*/backwards_done > 0);
+      compute("backward", i, [&] {
+        if (last_stage) {
+          const nn::LossResult l = nn::softmax_xent_loss(
+              acts[iu].output(), labels + mb.offset, mb.count, classes, grads_out[iu].data(), rows);
+          result.loss_sum += l.loss * static_cast<double>(mb.count);
+          result.correct += l.correct;
+        }
+        model.backward_layers(first, last, acts[iu], dout,
+                              first_stage ? nullptr : grads_in[iu].data(),
+                              /*accumulate=*/backwards_done > 0);
+      });
       ++backwards_done;
       --live;
       if (!first_stage) sends.push_back(comm.isend(s - 1, grads_in[iu], kGradTag + i));
     }
   }
   dp::wait_all(sends);
+  result.busy_seconds = std::chrono::duration<double>(busy).count();
+  result.step_seconds = std::chrono::duration<double>(Clock::now() - step_start).count();
   return result;
 }
 

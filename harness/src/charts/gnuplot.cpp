@@ -214,9 +214,6 @@ ChartFiles render_chart(const ChartSpec& chart, const std::filesystem::path& dir
   ChartFiles files;
   files.dat = dir / (chart.stem + ".dat");
   files.gp = dir / (chart.stem + ".gp");
-  const auto svg = dir / (chart.stem + ".svg");
-  const auto png = dir / (chart.stem + ".png");
-  const auto log = dir / (chart.stem + ".log");
 
   // Empty series would be empty blocks, which gnuplot's `index` cannot address.
   std::vector<const ChartSeries*> drawn;
@@ -232,6 +229,18 @@ ChartFiles render_chart(const ChartSpec& chart, const std::filesystem::path& dir
     return files;
   }
   write_text(files.gp, write_gp(chart, drawn));
+  return run_chart_script(dir, chart.stem, warning);
+}
+
+ChartFiles run_chart_script(const std::filesystem::path& dir, const std::string& stem,
+                            std::string& warning) {
+  warning.clear();
+  ChartFiles files;
+  files.dat = dir / (stem + ".dat");
+  files.gp = dir / (stem + ".gp");
+  const auto svg = dir / (stem + ".svg");
+  const auto png = dir / (stem + ".png");
+  const auto log = dir / (stem + ".log");
 
   // Stale pictures from an earlier report must not pass for this one.
   std::error_code ec;
@@ -246,23 +255,23 @@ ChartFiles render_chart(const ChartSpec& chart, const std::filesystem::path& dir
   }
   const auto res = run_gnuplot(*exe, dir, files.gp.filename().string(), log.filename().string());
   if (!res.ran) {
-    warning = "could not run gnuplot for " + chart.stem + ": " + res.error;
+    warning = "could not run gnuplot for " + stem + ": " + res.error;
     return files;
   }
   if (res.status == 127) {
-    warning = "could not execute " + *exe + " for " + chart.stem;
+    warning = "could not execute " + *exe + " for " + stem;
     return files;
   }
   if (res.status != 0) {
-    warning = fmt::format("gnuplot failed on {}.gp (exit {}): {} (see {}.log)", chart.stem,
-                          res.status, last_line_of(log), chart.stem);
+    warning = fmt::format("gnuplot failed on {}.gp (exit {}): {} (see {}.log)", stem, res.status,
+                          last_line_of(log), stem);
     return files;
   }
   if (non_empty_file(svg)) files.svg = svg;
   if (non_empty_file(png)) files.png = png;
   if (files.svg.empty() || files.png.empty()) {
-    warning = fmt::format("gnuplot ran on {}.gp but left no {} (see {}.log)", chart.stem,
-                          files.svg.empty() ? "SVG" : "PNG", chart.stem);
+    warning = fmt::format("gnuplot ran on {}.gp but left no {} (see {}.log)", stem,
+                          files.svg.empty() ? "SVG" : "PNG", stem);
     return files;
   }
   std::filesystem::remove(log, ec);

@@ -59,6 +59,11 @@ struct ChartFiles {
 ChartFiles render_chart(const ChartSpec& chart, const std::filesystem::path& dir,
                         std::string& warning);
 
+// Run gnuplot on dir/STEM.gp (written beside its STEM.dat) for STEM.svg and STEM.png, as
+// render_chart does: stale pictures removed first; `warning` says why there are none.
+ChartFiles run_chart_script(const std::filesystem::path& dir, const std::string& stem,
+                            std::string& warning);
+
 struct ReportFiles {
   std::filesystem::path md, html;
   std::vector<ChartFiles> charts;

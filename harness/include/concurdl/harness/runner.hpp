@@ -2,6 +2,7 @@
 // statistics, derived metrics, and the progress line.
 #pragma once
 
+#include <filesystem>
 #include <functional>
 #include <map>
 #include <optional>
@@ -21,6 +22,9 @@ struct RunOptions {
   std::optional<int> repeat;                            // --repeat
   std::map<std::string, std::vector<std::string>> set;  // --set key=v1,v2
   bool progress = true;
+  // --trace: the spans (trace.hpp) of each configuration's last timed repetition, written as
+  // DIR/EXPERIMENT/CONFIG.json with a Gantt chart beside it (empty: no timelines).
+  std::filesystem::path trace_dir;
 };
 
 // One configuration of one experiment, after expansion.

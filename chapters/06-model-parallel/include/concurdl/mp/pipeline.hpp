@@ -45,7 +45,22 @@ struct PipelineStepResult {
   double loss_sum = 0;               // the last stage: the batch's summed loss (0 elsewhere)
   std::size_t correct = 0;           // the last stage: rows predicted right
   std::size_t peak_activations = 0;  // micro-batches this stage held activations of at once
+  // This stage's wall time in the step (from its start to its last send completing) and the
+  // part of it spent computing (its forwards, backwards and the loss): the rest is waiting
+  // for a neighbour (the bubble) or moving messages.
+  double step_seconds = 0, busy_seconds = 0;
 };
+
+// A stage's buffers (activations, the messages in and out), kept between steps so that a
+// step allocates nothing once the first has run: pass the same one to every step of a stage.
+struct PipelineWorkspace {
+  std::vector<nn::Activations> acts;
+  std::vector<std::vector<float>> inputs, outputs, grads_in, grads_out;
+};
+
+// Checks that `order` (stage_order's encoding) runs each of m micro-batches' forward once and
+// then its backward once; std::invalid_argument naming the first fault otherwise.
+void check_order(std::span<const int> order, std::size_t micro_batches);
 
 // One training step of the stage comm.rank() of comm.size(): `model` is the whole MLP (every
 // rank builds the same one; a stage uses only its layers [boundaries[s], boundaries[s+1])),
@@ -56,6 +71,15 @@ struct PipelineStepResult {
 PipelineStepResult pipeline_step(dp::Communicator& comm, nn::Mlp& model,
                                  std::span<const std::size_t> boundaries, const float* x,
                                  const std::uint8_t* labels, std::size_t rows,
-                                 std::size_t micro_batches, Schedule schedule);
+                                 std::size_t micro_batches, Schedule schedule,
+                                 PipelineWorkspace* workspace = nullptr);
+// The same with this stage's order of operations given (stage_order's encoding, checked by
+// check_order): for exercise 6.2, and for schedules of your own. Each stage's order must be one
+// that the other stages' orders can meet, or the step waits forever (1F1B's is).
+PipelineStepResult pipeline_step(dp::Communicator& comm, nn::Mlp& model,
+                                 std::span<const std::size_t> boundaries, const float* x,
+                                 const std::uint8_t* labels, std::size_t rows,
+                                 std::size_t micro_batches, std::span<const int> order,
+                                 PipelineWorkspace* workspace = nullptr);
 
 }  // namespace concurdl::mp

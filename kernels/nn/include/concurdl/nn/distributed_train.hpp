@@ -47,6 +47,10 @@ struct DistributedOptions {
   std::filesystem::path data;
   std::size_t train_limit = 0;
   std::string gemm = "openblas";
+  // Chapter 06's pipeline (`--pipeline P`, mode "pipeline", ranks = P stages): micro-batches
+  // per batch (0: the mode's default) and the schedule ("" : the mode's default).
+  std::size_t micro_batches = 0;
+  std::string schedule;
   // The slow-down factor of `rank` (1 when it is not a straggler).
   double straggler_factor(int rank) const {
     const auto it = stragglers.find(rank);

@@ -1,0 +1,85 @@
+// Pipeline-parallel training: `concurdl train --pipeline P --micro-batches M --schedule S`.
+// The MLP's layers are cut into P stages (stage_boundaries), one per thread rank of chapter
+// 05's communicator; every step runs pipeline_step on the global batch (config.batch rows, cut
+// into M micro-batches) and then each stage takes an SGD step on its own layers only, with its
+// own momentum. No stage ever holds another's parameters up to date: evaluation, checkpoints
+// and parameters() put the stages' layers together.
+//
+// The batches, learning rates and SGD are nn::Trainer's (the epoch's permutation of (seed,
+// epoch), batches of config.batch, the last partial one too), and a pipeline step's gradients
+// are the whole batch's: so P stages and M micro-batches end an epoch where one process ends
+// it, up to the order of float additions (tests/test_pipeline_trainer.cpp holds them to it).
+#pragma once
+
+#include <cstddef>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "concurdl/mp/pipeline.hpp"
+#include "concurdl/nn/distributed_train.hpp"
+#include "concurdl/nn/sgd.hpp"
+#include "concurdl/nn/trainer.hpp"
+
+namespace concurdl::mp {
+
+inline constexpr int kMaxStages = 64;
+
+struct PipelineOptions {
+  int stages = 2;
+  std::size_t micro_batches = 4;
+  Schedule schedule = Schedule::one_f_one_b;
+};
+
+// "naive", "gpipe", "1f1b" (also "one_f_one_b"); nullopt otherwise.
+std::optional<Schedule> parse_schedule(std::string_view name);
+
+class PipelineTrainer final : public nn::RankTrainer {
+ public:
+  // config.batch is the global batch (cut into micro-batches); config.threads is ignored (each
+  // stage computes on one thread). std::invalid_argument for stages outside 1..layers or
+  // kMaxStages, micro-batches outside 1..batch, or data that does not fit the model.
+  PipelineTrainer(nn::TrainConfig config, const nn::Dataset& train, PipelineOptions options);
+  ~PipelineTrainer() override;
+
+  int rank() const override { return 0; }
+  int size() const override { return 1; }
+  nn::EpochResult run_epoch(const std::function<void(const nn::StepProgress&)>& on_progress,
+                            std::size_t report_every) override;
+  nn::EvalResult evaluate(const nn::Dataset& d) override;
+  // The whole model's checkpoint; its header says mode "pipeline" and the stage count, and
+  // resume refuses another's (the micro-batch count and schedule may change: they do not
+  // change the arithmetic).
+  void save(const std::filesystem::path& checkpoint) const override;
+  void resume(const std::filesystem::path& checkpoint) override;
+  const nn::TrainState& state() const override { return state_; }
+  std::string describe() const override;
+  // The epoch's mean step time, its measured bubble fraction (1 - the stages' mean busy time /
+  // the step time, averaged over the steps), the model's (p - 1) / (m + p - 1), and the largest
+  // number of micro-batches whose activations a stage held at once.
+  std::map<std::string, double> epoch_metrics() const override;
+
+  // The whole model's parameters now, each stage's layers from that stage.
+  std::vector<float> parameters() const;
+  const std::vector<std::size_t>& boundaries() const { return bounds_; }
+
+ private:
+  struct Stage;
+  void assemble(std::span<float> params, std::span<float> velocity) const;
+
+  nn::TrainConfig config_;
+  const nn::Dataset& train_;
+  PipelineOptions options_;
+  nn::TrainState state_;
+  std::vector<std::size_t> bounds_;
+  std::vector<std::unique_ptr<Stage>> stages_;
+  std::vector<std::uint32_t> order_;
+  std::unique_ptr<nn::Mlp> eval_model_;
+  std::map<std::string, double> metrics_;
+};
+
+}  // namespace concurdl::mp

@@ -1,0 +1,277 @@
+// Pipeline-parallel training (pipeline_trainer.hpp), and its registration as `concurdl train
+// --pipeline P` (the training mode "pipeline").
+#include "concurdl/mp/pipeline_trainer.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstring>
+#include <stdexcept>
+
+#include "concurdl/dp/threads_backend.hpp"
+#include "concurdl/harness/errors.hpp"
+#include "concurdl/harness/trace.hpp"
+#include "concurdl/kernels/threads.hpp"
+#include "concurdl/nn/checkpoint.hpp"
+#include "concurdl/nn/random.hpp"
+
+namespace concurdl::mp {
+
+namespace {
+// The compute-thread setting is process-wide: one per stage while the trainer runs.
+struct OneComputeThread {
+  int was = kernels::compute_threads();
+  OneComputeThread() { kernels::set_compute_threads(1); }
+  ~OneComputeThread() { kernels::set_compute_threads(was); }
+};
+}  // namespace
+
+std::optional<Schedule> parse_schedule(std::string_view name) {
+  if (name == "naive") return Schedule::naive;
+  if (name == "gpipe") return Schedule::gpipe;
+  if (name == "1f1b" || name == "one_f_one_b") return Schedule::one_f_one_b;
+  return std::nullopt;
+}
+
+// One stage: a replica of the whole model (only its own layers are used and kept up to date),
+// the SGD state of those layers, and its share of the epoch's figures.
+struct PipelineTrainer::Stage {
+  Stage(const nn::TrainConfig& c, std::size_t lo, std::size_t hi)
+      : model(c.spec, c.seed, c.gemm), opt(hi - lo, c.sgd), lo(lo), hi(hi) {}
+  nn::Mlp model;
+  nn::Sgd opt;            // over parameters [lo, hi): this stage's layers
+  std::size_t lo, hi;     // its layers' span of the flat parameter buffer
+  std::vector<float> x;   // stage 0: the batch's inputs
+  std::vector<std::uint8_t> y;  // the last stage: its labels
+  PipelineWorkspace ws;         // its buffers, kept across steps
+  double loss_sum = 0, busy = 0, step_time = 0;
+  std::size_t correct = 0, peak = 0;
+};
+
+PipelineTrainer::PipelineTrainer(nn::TrainConfig config, const nn::Dataset& train,
+                                 PipelineOptions options)
+    : config_(std::move(config)), train_(train), options_(options) {
+  const std::size_t layers = config_.spec.widths.size() - 1;
+  if (options_.stages < 1 || options_.stages > kMaxStages ||
+      static_cast<std::size_t>(options_.stages) > layers)
+    throw std::invalid_argument(fmt::format(
+        "PipelineTrainer: {} stages for a model of {} layers (need 1 .. min(layers, {}))",
+        options_.stages, layers, kMaxStages));
+  if (config_.batch == 0) throw std::invalid_argument("PipelineTrainer: batch size 0");
+  if (options_.micro_batches < 1 || options_.micro_batches > config_.batch)
+    throw std::invalid_argument(
+        fmt::format("PipelineTrainer: {} micro-batches of a batch of {} (need 1 .. batch)",
+                    options_.micro_batches, config_.batch));
+  if (train_.dim != config_.spec.widths.front() || train_.x.size() != train_.n * train_.dim ||
+      train_.y.size() != train_.n || train_.n == 0)
+    throw std::invalid_argument("PipelineTrainer: the data set does not fit the model " +
+                                config_.spec.describe());
+  bounds_ = stage_boundaries(layers, options_.stages);
+  eval_model_ = std::make_unique<nn::Mlp>(config_.spec, config_.seed, config_.gemm);
+  const auto& off = eval_model_->layer_offsets();
+  for (int s = 0; s < options_.stages; ++s)
+    stages_.push_back(std::make_unique<Stage>(config_, off[bounds_[static_cast<std::size_t>(s)]],
+                                              off[bounds_[static_cast<std::size_t>(s) + 1]]));
+  stages_.front()->x.resize(config_.batch * train_.dim);
+  stages_.back()->y.resize(config_.batch);
+  state_.seed = config_.seed;
+  state_.mode = "pipeline";
+  state_.workers = static_cast<std::uint64_t>(options_.stages);
+}
+
+PipelineTrainer::~PipelineTrainer() = default;
+
+std::string PipelineTrainer::describe() const {
+  return fmt::format("pipeline of {} stage{} (threads), layers {}, {} micro-batches per batch "
+                     "of {}, schedule {}",
+                     options_.stages, options_.stages == 1 ? "" : "s", fmt::join(bounds_, "|"),
+                     options_.micro_batches, config_.batch, schedule_name(options_.schedule));
+}
+
+nn::EpochResult PipelineTrainer::run_epoch(
+    const std::function<void(const nn::StepProgress&)>& on_progress, std::size_t report_every) {
+  using Clock = std::chrono::steady_clock;
+  OneComputeThread one;
+  const std::size_t n = train_.n, dim = train_.dim, batch = config_.batch;
+  const std::size_t steps = (n + batch - 1) / batch;
+  const float lr = config_.lr_decay != 1.0f ? nn::epoch_lr(config_, state_.epoch) : config_.sgd.lr;
+  nn::epoch_permutation(n, state_.seed, state_.epoch, order_);
+  for (auto& st : stages_) {
+    st->loss_sum = st->busy = st->step_time = 0;
+    st->correct = st->peak = 0;
+    if (config_.lr_decay != 1.0f) st->opt.set_lr(lr);
+  }
+  const int p = options_.stages;
+  double bubble_sum = 0;  // over the steps, written by stage 0 alone
+  const auto start = Clock::now();
+  dp::run_threads(p, [&](dp::Communicator& comm) {
+    const int s = comm.rank();
+    trace::set_track(fmt::format("stage {}", s));
+    Stage& st = *stages_[static_cast<std::size_t>(s)];
+    const bool first = s == 0, last = s == p - 1;
+    double window_loss = 0;
+    std::size_t window_correct = 0, window_rows = 0;
+    for (std::size_t k = 0; k < steps; ++k) {
+      const std::size_t offset = k * batch, rows = std::min(batch, n - offset);
+      for (std::size_t i = 0; i < rows; ++i) {
+        const std::uint32_t idx = order_[offset + i];
+        if (first) std::memcpy(st.x.data() + i * dim, train_.row(idx), dim * sizeof(float));
+        if (last) st.y[i] = train_.y[idx];
+      }
+      const std::size_t m = std::min(options_.micro_batches, rows);
+      const PipelineStepResult r =
+          pipeline_step(comm, st.model, bounds_, first ? st.x.data() : nullptr,
+                        last ? st.y.data() : nullptr, rows, m, options_.schedule, &st.ws);
+      {
+        trace::Span update("sgd", "update");
+        st.opt.step(st.model.parameters().subspan(st.lo, st.hi - st.lo),
+                    st.model.gradients().subspan(st.lo, st.hi - st.lo));
+      }
+      st.busy += r.busy_seconds;
+      st.step_time += r.step_seconds;
+      st.peak = std::max(st.peak, r.peak_activations);
+      // The step's bubble: what the stages did not compute of the step's wall time, which is
+      // stage 0's (it starts the first forward and ends with the last backward). The stages'
+      // busy times reach stage 0 by a one-float all-reduce.
+      std::vector<float> busy_all = {static_cast<float>(r.busy_seconds)};
+      comm.all_reduce(busy_all);
+      if (first && r.step_seconds > 0)
+        bubble_sum += 1.0 - static_cast<double>(busy_all[0]) / (p * r.step_seconds);
+      if (last) {
+        st.loss_sum += r.loss_sum;
+        st.correct += r.correct;
+        window_loss += r.loss_sum;
+        window_correct += r.correct;
+        window_rows += rows;
+        if (on_progress && (k + 1 == steps || (report_every > 0 && (k + 1) % report_every == 0))) {
+          nn::StepProgress pr;
+          pr.epoch = state_.epoch;
+          pr.step_in_epoch = k + 1;
+          pr.steps_per_epoch = steps;
+          pr.step = state_.step + k + 1;
+          pr.loss = window_loss / static_cast<double>(window_rows);
+          pr.accuracy = static_cast<double>(window_correct) / static_cast<double>(window_rows);
+          pr.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+          pr.samples = offset + rows;
+          on_progress(pr);
+          window_loss = 0;
+          window_correct = window_rows = 0;
+        }
+      }
+    }
+  });
+  nn::EpochResult r;
+  r.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  r.samples = n;
+  const Stage& tail = *stages_.back();
+  r.loss = tail.loss_sum / static_cast<double>(n);
+  r.accuracy = static_cast<double>(tail.correct) / static_cast<double>(n);
+  state_.step += steps;
+  ++state_.epoch;
+
+  metrics_.clear();
+  double step_time = 0, busy_total = 0;
+  std::size_t peak = 0;
+  for (const auto& st : stages_) {
+    step_time = std::max(step_time, st->step_time);
+    busy_total += st->busy;
+    peak = std::max(peak, st->peak);
+  }
+  const double m = static_cast<double>(std::min(options_.micro_batches, batch));
+  metrics_["pipeline_step_seconds"] = step_time / static_cast<double>(steps);
+  metrics_["pipeline_busy_seconds"] = busy_total / (p * static_cast<double>(steps));
+  metrics_["bubble_fraction"] = bubble_sum / static_cast<double>(steps);
+  metrics_["bubble_model"] =
+      options_.schedule == Schedule::naive ? (p - 1.0) / p : (p - 1.0) / (m + p - 1.0);
+  metrics_["peak_activations"] = static_cast<double>(peak);
+  return r;
+}
+
+std::map<std::string, double> PipelineTrainer::epoch_metrics() const { return metrics_; }
+
+void PipelineTrainer::assemble(std::span<float> params, std::span<float> velocity) const {
+  for (const auto& st : stages_) {
+    const auto src = st->model.parameters();
+    std::copy(src.begin() + static_cast<std::ptrdiff_t>(st->lo),
+              src.begin() + static_cast<std::ptrdiff_t>(st->hi),
+              params.begin() + static_cast<std::ptrdiff_t>(st->lo));
+    if (!velocity.empty())
+      std::copy(st->opt.velocity().begin(), st->opt.velocity().end(),
+                velocity.begin() + static_cast<std::ptrdiff_t>(st->lo));
+  }
+}
+
+std::vector<float> PipelineTrainer::parameters() const {
+  std::vector<float> p(eval_model_->parameters().size());
+  assemble(p, {});
+  return p;
+}
+
+nn::EvalResult PipelineTrainer::evaluate(const nn::Dataset& d) {
+  OneComputeThread one;
+  assemble(eval_model_->parameters(), {});
+  return eval_model_->evaluate(d.x.data(), d.y.data(), d.n);
+}
+
+void PipelineTrainer::save(const std::filesystem::path& checkpoint) const {
+  nn::Mlp model(config_.spec, config_.seed, config_.gemm);
+  nn::Sgd opt(model.parameters().size(), config_.sgd);
+  assemble(model.parameters(), opt.velocity());
+  nn::save_checkpoint(checkpoint, model, opt, state_);
+}
+
+void PipelineTrainer::resume(const std::filesystem::path& checkpoint) {
+  nn::Mlp model(config_.spec, config_.seed, config_.gemm);
+  nn::Sgd opt(model.parameters().size(), config_.sgd);
+  nn::TrainState loaded = nn::load_checkpoint(checkpoint, model, opt, "pipeline",
+                                              static_cast<std::uint64_t>(options_.stages));
+  for (auto& st : stages_) {
+    std::copy(model.parameters().begin(), model.parameters().end(),
+              st->model.parameters().begin());
+    const auto v = opt.velocity();
+    std::copy(v.begin() + static_cast<std::ptrdiff_t>(st->lo),
+              v.begin() + static_cast<std::ptrdiff_t>(st->hi), st->opt.velocity().begin());
+  }
+  loaded.mode = "pipeline";
+  loaded.workers = static_cast<std::uint64_t>(options_.stages);
+  state_ = loaded;
+}
+
+namespace {
+
+const bool registered = nn::register_training_mode(
+    {.name = "pipeline",
+     .what = "pipeline parallelism (chapter 06): the layers cut into --pipeline P stages, "
+             "--micro-batches M, --schedule naive|gpipe|1f1b",
+     .run = [](const nn::DistributedOptions& o, const nn::TrainConfig& c,
+               const nn::Dataset& train, const nn::RankLoop& loop) {
+       if (o.backend != "threads")
+         throw UsageError(fmt::format(
+             "--pipeline: runs its stages as threads of this process (--backend threads), not "
+             "--backend {}",
+             o.backend));
+       const std::size_t layers = c.spec.widths.size() - 1;
+       if (o.ranks > kMaxStages || static_cast<std::size_t>(o.ranks) > layers)
+         throw UsageError(fmt::format(
+             "--pipeline {}: the model {} has {} layers; a stage needs one at least (at most {} "
+             "stages)",
+             o.ranks, c.spec.describe(), layers, kMaxStages));
+       PipelineOptions p;
+       p.stages = o.ranks;
+       p.micro_batches = o.micro_batches > 0 ? o.micro_batches : 4;
+       if (p.micro_batches > c.batch)
+         throw UsageError(fmt::format("--micro-batches {}: more than the batch's {} rows",
+                                      p.micro_batches, c.batch));
+       const std::string sched = o.schedule.empty() ? "1f1b" : o.schedule;
+       const auto parsed = parse_schedule(sched);
+       if (!parsed)
+         throw UsageError(
+             fmt::format("--schedule: unknown schedule '{}' (known: naive, gpipe, 1f1b)", sched));
+       p.schedule = *parsed;
+       PipelineTrainer t(c, train, p);
+       loop(t);
+     }});
+
+}  // namespace
+
+}  // namespace concurdl::mp

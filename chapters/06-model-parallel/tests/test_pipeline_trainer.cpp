@@ -1,0 +1,265 @@
+// Pipeline-parallel training (pipeline_trainer.hpp) and its timeline (harness trace.hpp):
+//  - P stages and M micro-batches end two epochs at the parameters one process reaches with
+//    whole-batch steps (= gradient accumulation over the same micro-batches), every schedule;
+//  - a checkpoint resumes to the uninterrupted run, and refuses another stage count;
+//  - a traced GPipe step is valid Chrome trace JSON whose spans nest, and each stage's traced
+//    busy time is the step's measured busy time; its Gantt chart is drawn.
+//   ch06_tests --gtest_filter='PipelineTrain*:PipelineTrace*'
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "concurdl/dp/threads_backend.hpp"
+#include "concurdl/harness/errors.hpp"
+#include "concurdl/harness/testing.hpp"
+#include "concurdl/harness/trace.hpp"
+#include "concurdl/kernels/threads.hpp"
+#include "concurdl/mp/pipeline_trainer.hpp"
+#include "concurdl/nn/trainer.hpp"
+
+namespace {
+
+using namespace concurdl::mp;
+using concurdl::testing::within_seconds;
+namespace dp = concurdl::dp;
+namespace nn = concurdl::nn;
+namespace trace = concurdl::trace;
+namespace fs = std::filesystem;
+
+constexpr int kDeadline = 120;
+
+// 57 rows of 6 features in 5 classes: batches of 10 end with a short one of 7.
+nn::Dataset toy_data() {
+  nn::Dataset d;
+  d.n = 57;
+  d.dim = 6;
+  d.classes = 5;
+  std::uint32_t seed = 11;
+  for (std::size_t i = 0; i < d.n * d.dim; ++i) {
+    seed = seed * 1664525u + 1013904223u;
+    d.x.push_back(static_cast<float>(seed >> 8) * 0x1.0p-23f - 1.0f);
+  }
+  for (std::size_t i = 0; i < d.n; ++i) d.y.push_back(static_cast<std::uint8_t>((i * 7) % 5));
+  return d;
+}
+
+nn::TrainConfig toy_config() {
+  nn::TrainConfig c;
+  c.spec = nn::MlpSpec{{6, 12, 10, 9, 8, 5}};  // 5 layers
+  c.batch = 10;
+  c.seed = 3;
+  c.threads = 1;
+  c.gemm = concurdl::kernels::GemmVersion::v2_ikj;
+  return c;
+}
+
+void expect_close(const std::vector<float>& got, std::span<const float> want,
+                  const std::string& what) {
+  ASSERT_EQ(got.size(), want.size());
+  for (std::size_t i = 0; i < got.size(); ++i)
+    ASSERT_NEAR(got[i], want[i], 2e-5f * (1.0f + std::fabs(want[i])))
+        << what << ": parameter " << i;
+}
+
+class PipelineTrain : public ::testing::TestWithParam<std::tuple<Schedule, int>> {
+ protected:
+  void SetUp() override { concurdl::kernels::set_compute_threads(1); }
+};
+
+TEST_P(PipelineTrain, EndsWhereOneProcessEndsWithGradientAccumulation) {
+  const Schedule schedule = std::get<0>(GetParam());
+  const int stages = std::get<1>(GetParam());
+  const nn::Dataset data = toy_data();
+  nn::Trainer one(toy_config(), data);
+  one.run_epoch();
+  one.run_epoch();
+  for (std::size_t m : {1, 3, 10}) {
+    within_seconds(kDeadline, [&] {
+      PipelineTrainer t(toy_config(), data, {stages, m, schedule});
+      nn::EpochResult r;
+      for (int e = 0; e < 2; ++e) r = t.run_epoch({}, 0);
+      expect_close(t.parameters(), one.model().parameters(),
+                   std::string(schedule_name(schedule)) + " p=" + std::to_string(stages) +
+                       " m=" + std::to_string(m));
+      EXPECT_EQ(t.state().step, one.state().step);
+      EXPECT_EQ(t.state().epoch, 2u);
+      EXPECT_EQ(r.samples, data.n);
+      const auto metrics = t.epoch_metrics();
+      EXPECT_GE(metrics.at("bubble_fraction"), -0.05);
+      EXPECT_LE(metrics.at("bubble_fraction"), 1.0);
+      EXPECT_EQ(metrics.at("peak_activations"),
+                static_cast<double>(schedule == Schedule::gpipe ? m
+                                    : schedule == Schedule::naive
+                                        ? 1
+                                        : std::min<std::size_t>(m, static_cast<std::size_t>(stages))));
+      // Evaluation sees the stages' layers put together.
+      const nn::EvalResult got = t.evaluate(data);
+      const nn::EvalResult want = one.evaluate(data);
+      EXPECT_NEAR(got.loss, want.loss, 1e-4);
+    });
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(All, PipelineTrain,
+                         ::testing::Combine(::testing::Values(Schedule::naive, Schedule::gpipe,
+                                                              Schedule::one_f_one_b),
+                                            ::testing::Values(1, 2, 3, 4)),
+                         [](const auto& info) {
+                           std::string n = schedule_name(std::get<0>(info.param));
+                           return n + "_p" + std::to_string(std::get<1>(info.param));
+                         });
+
+TEST(PipelineTrainCheckpoint, ResumesToTheUninterruptedRunAndRefusesAnotherStageCount) {
+  concurdl::kernels::set_compute_threads(1);
+  const nn::Dataset data = toy_data();
+  const fs::path dir = fs::temp_directory_path() / "concurdl_ch06_ckpt";
+  fs::create_directories(dir);
+  const fs::path ck = dir / "p2.ckpt";
+  within_seconds(kDeadline, [&] {
+    PipelineTrainer whole(toy_config(), data, {2, 4, Schedule::one_f_one_b});
+    whole.run_epoch({}, 0);
+    whole.run_epoch({}, 0);
+    PipelineTrainer first(toy_config(), data, {2, 4, Schedule::one_f_one_b});
+    first.run_epoch({}, 0);
+    first.save(ck);
+    // Another schedule and micro-batch count may resume it: the arithmetic is the same.
+    PipelineTrainer second(toy_config(), data, {2, 2, Schedule::gpipe});
+    second.resume(ck);
+    EXPECT_EQ(second.state().epoch, 1u);
+    second.run_epoch({}, 0);
+    expect_close(second.parameters(), whole.parameters(), "resumed");
+    PipelineTrainer three(toy_config(), data, {3, 4, Schedule::one_f_one_b});
+    const std::vector<float> before = three.parameters();
+    EXPECT_THROW(three.resume(ck), nn::CheckpointError);
+    EXPECT_EQ(three.parameters(), before);
+  });
+  fs::remove_all(dir);
+}
+
+TEST(PipelineTrainOptions, BadStageAndMicroBatchCountsAreRefused) {
+  const nn::Dataset data = toy_data();
+  EXPECT_THROW(PipelineTrainer(toy_config(), data, {6, 4, Schedule::gpipe}), std::invalid_argument);
+  EXPECT_THROW(PipelineTrainer(toy_config(), data, {0, 4, Schedule::gpipe}), std::invalid_argument);
+  EXPECT_THROW(PipelineTrainer(toy_config(), data, {2, 11, Schedule::gpipe}),
+               std::invalid_argument);
+  EXPECT_THROW(PipelineTrainer(toy_config(), data, {2, 0, Schedule::gpipe}), std::invalid_argument);
+  EXPECT_EQ(parse_schedule("1f1b"), Schedule::one_f_one_b);
+  EXPECT_EQ(parse_schedule("gpipe"), Schedule::gpipe);
+  EXPECT_FALSE(parse_schedule("zigzag"));
+}
+
+TEST(PipelineTrace, OffRecordsNothing) {
+  trace::Recorder& rec = trace::Recorder::global();
+  ASSERT_FALSE(rec.on());
+  { trace::Span s("x", "y"); }
+  rec.start();
+  const std::vector<trace::Event> none = rec.stop();
+  EXPECT_TRUE(none.empty());
+  { trace::Span s("after stop", "y"); }
+  rec.start();
+  EXPECT_TRUE(rec.stop().empty());
+}
+
+// One traced GPipe step, p = 2, m = 4, on a model big enough that compute dominates.
+TEST(PipelineTrace, AGPipeStepIsValidJsonWhoseSpansNestAndAddUpToTheStagesBusyTime) {
+  concurdl::kernels::set_compute_threads(1);
+  const nn::MlpSpec spec{{64, 96, 96, 96, 10}};
+  constexpr std::size_t rows = 64, m = 4;
+  std::vector<float> x(rows * 64);
+  for (std::size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i % 13) * 0.1f - 0.6f;
+  std::vector<std::uint8_t> labels(rows);
+  for (std::size_t i = 0; i < rows; ++i) labels[i] = static_cast<std::uint8_t>(i % 10);
+  const std::vector<std::size_t> bounds = stage_boundaries(4, 2);
+  std::vector<PipelineStepResult> results(2);
+  trace::Recorder& rec = trace::Recorder::global();
+  rec.start();
+  within_seconds(kDeadline, [&] {
+    dp::run_threads(2, [&](dp::Communicator& comm) {
+      trace::set_track("stage " + std::to_string(comm.rank()));
+      nn::Mlp model(spec, 1, concurdl::kernels::GemmVersion::v2_ikj);
+      results[static_cast<std::size_t>(comm.rank())] = pipeline_step(
+          comm, model, bounds, x.data(), labels.data(), rows, m, Schedule::gpipe);
+    });
+  });
+  const std::vector<trace::Event> events = rec.stop();
+  const fs::path dir = fs::temp_directory_path() / "concurdl_ch06_trace";
+  fs::remove_all(dir);
+  trace::write_chrome_trace(dir / "gpipe.json", events, {{"what", "one GPipe step"}});
+
+  // Valid JSON in Chrome's trace form, read without the writer's help.
+  std::ifstream in(dir / "gpipe.json");
+  const nlohmann::json doc = nlohmann::json::parse(in);
+  ASSERT_TRUE(doc.at("traceEvents").is_array());
+  std::size_t complete = 0;
+  for (const auto& e : doc.at("traceEvents")) {
+    if (e.at("ph") != "X") continue;
+    ++complete;
+    EXPECT_TRUE(e.at("ts").is_number());
+    EXPECT_GE(e.at("dur").get<double>(), 0.0);
+  }
+  // Per stage: one step span, and m forwards and m backwards inside it.
+  EXPECT_EQ(complete, 2 * (1 + 2 * m));
+  const std::vector<trace::Event> back = trace::read_chrome_trace(dir / "gpipe.json");
+  ASSERT_EQ(back.size(), events.size());
+
+  for (int s = 0; s < 2; ++s) {
+    const std::string track = "stage " + std::to_string(s);
+    const trace::Event* step = nullptr;
+    std::vector<const trace::Event*> inner;
+    for (const trace::Event& e : back) {
+      if (e.track != track) continue;
+      if (e.name == "step")
+        step = &e;
+      else
+        inner.push_back(&e);
+    }
+    ASSERT_NE(step, nullptr) << track;
+    ASSERT_EQ(inner.size(), 2 * m) << track;
+    // Nesting: every F and B lies inside the step, and none overlaps another.
+    double end_prev = step->begin_us;
+    for (const trace::Event* e : inner) {
+      EXPECT_GE(e->begin_us, step->begin_us) << track << " " << e->name;
+      EXPECT_LE(e->begin_us + e->dur_us, step->begin_us + step->dur_us + 1.0)
+          << track << " " << e->name;
+      EXPECT_GE(e->begin_us + 0.5, end_prev) << track << " " << e->name << " overlaps";
+      end_prev = e->begin_us + e->dur_us;
+    }
+    // The traced busy time is the measured one, and the step span the measured step.
+    const double busy = trace::busy_seconds(events, 1, {"forward", "backward"}).at(track);
+    const PipelineStepResult& r = results[static_cast<std::size_t>(s)];
+    EXPECT_NEAR(busy, r.busy_seconds, 0.02 * r.busy_seconds + 50e-6) << track;
+    EXPECT_NEAR(step->dur_us * 1e-6, r.step_seconds, 0.02 * r.step_seconds + 50e-6) << track;
+    EXPECT_LE(busy, r.step_seconds) << track;
+  }
+
+  std::string warning;
+  trace::render_gantt(events, dir, "gpipe_gantt", "GPipe, p = 2, m = 4", warning, 1);
+  EXPECT_TRUE(fs::exists(dir / "gpipe_gantt.dat"));
+  EXPECT_TRUE(fs::exists(dir / "gpipe_gantt.gp"));
+  if (warning.find("gnuplot not found") == std::string::npos) {
+    EXPECT_TRUE(warning.empty()) << warning;
+    EXPECT_TRUE(fs::exists(dir / "gpipe_gantt.svg"));
+  }
+  fs::remove_all(dir);
+}
+
+TEST(PipelineTrace, ABadTraceFileIsNamed) {
+  const fs::path p = fs::temp_directory_path() / "concurdl_ch06_bad_trace.json";
+  std::ofstream(p) << "{\"traceEvents\": [ {\"ph\": \"X\"";
+  try {
+    trace::read_chrome_trace(p);
+    ADD_FAILURE() << "no error";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find(p.string()), std::string::npos) << e.what();
+  }
+  fs::remove(p);
+}
+
+}  // namespace

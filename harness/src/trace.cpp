@@ -1,0 +1,336 @@
+// Timelines (trace.hpp): per-thread span buffers, Chrome trace JSON, a gnuplot Gantt chart.
+#include "concurdl/harness/trace.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cctype>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+#include <stdexcept>
+
+#include "concurdl/harness/records.hpp"
+#include "concurdl/harness/report.hpp"
+
+namespace concurdl::trace {
+
+namespace {
+using Clock = std::chrono::steady_clock;
+using nlohmann::json;
+}  // namespace
+
+// One thread's spans. The thread appends without a lock while recording is on; start() and
+// stop() touch it only when no span is open on the thread (their contract), under the mutex.
+struct Recorder::Buffer {
+  std::string track;
+  std::vector<Event> events;
+  int depth = 0;  // spans open on this thread now
+};
+
+Recorder& Recorder::global() {
+  static Recorder r;
+  return r;
+}
+
+Recorder::Buffer& Recorder::buffer() {
+  // The buffer outlives its thread (the recorder holds it too): workers are joined before
+  // stop() gathers their spans.
+  thread_local std::shared_ptr<Buffer> mine;
+  if (!mine) {
+    mine = std::make_shared<Buffer>();
+    std::lock_guard lock(mu_);
+    mine->track = fmt::format("thread {}", buffers_.size());
+    buffers_.push_back(mine);
+  }
+  return *mine;
+}
+
+void Recorder::start() {
+  std::lock_guard lock(mu_);
+  // Buffers of threads that have ended (only the recorder holds them) go.
+  std::erase_if(buffers_, [](const std::shared_ptr<Buffer>& b) { return b.use_count() == 1; });
+  for (auto& b : buffers_) b->events.clear();
+  events_ = 0;
+  dropped_ = 0;
+  zero_ = Clock::now();
+  on_.store(true, std::memory_order_release);
+}
+
+std::vector<Event> Recorder::stop() {
+  on_.store(false, std::memory_order_release);
+  std::lock_guard lock(mu_);
+  std::vector<Event> all;
+  for (auto& b : buffers_) {
+    for (Event& e : b->events) all.push_back(std::move(e));
+    b->events.clear();
+  }
+  // Tracks numbered in their names' natural order ("stage 2" before "stage 10"), so that the
+  // chart's rows read top-down as the pipeline runs.
+  std::set<std::string> names;
+  for (const Event& e : all) names.insert(e.track);
+  std::vector<std::string> order(names.begin(), names.end());
+  const auto split = [](const std::string& t) {
+    std::size_t k = t.size();
+    while (k > 0 && std::isdigit(static_cast<unsigned char>(t[k - 1]))) --k;
+    const long n = k < t.size() ? std::stol(t.substr(k, 9)) : -1;
+    return std::pair{t.substr(0, k), n};
+  };
+  std::sort(order.begin(), order.end(),
+            [&](const std::string& a, const std::string& b) { return split(a) < split(b); });
+  std::map<std::string, int> ids;
+  for (std::size_t i = 0; i < order.size(); ++i) ids[order[i]] = static_cast<int>(i);
+  for (Event& e : all) e.track_id = ids[e.track];
+  std::sort(all.begin(), all.end(), [](const Event& a, const Event& b) {
+    return std::tie(a.track_id, a.begin_us, a.depth) < std::tie(b.track_id, b.begin_us, b.depth);
+  });
+  return all;
+}
+
+void Recorder::record(Buffer& b, std::string_view name, std::string_view category,
+                      Clock::time_point begin, Clock::time_point end, int depth) {
+  if (events_.fetch_add(1, std::memory_order_relaxed) >= kMaxEvents) {
+    dropped_.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  Event e;
+  e.name = name;
+  e.category = category;
+  e.track = b.track;
+  e.depth = depth;
+  e.begin_us = std::chrono::duration<double, std::micro>(begin - zero_).count();
+  e.dur_us = std::chrono::duration<double, std::micro>(end - begin).count();
+  b.events.push_back(std::move(e));
+}
+
+void set_track(std::string name) { Recorder::global().buffer().track = std::move(name); }
+
+Span::Span(std::string_view name, std::string_view category) {
+  Recorder& r = Recorder::global();
+  if (!r.on()) return;
+  buffer_ = &r.buffer();
+  name_ = name;
+  category_ = category;
+  depth_ = buffer_->depth++;
+  begin_ = Clock::now();
+}
+
+Span::~Span() {
+  if (buffer_ == nullptr) return;
+  const auto end = Clock::now();
+  --buffer_->depth;
+  Recorder& r = Recorder::global();
+  if (r.on()) r.record(*buffer_, name_, category_, begin_, end, depth_);
+}
+
+void write_chrome_trace(const std::filesystem::path& path, const std::vector<Event>& events,
+                        const std::map<std::string, std::string>& metadata, std::size_t dropped) {
+  json trace_events = json::array();
+  std::map<int, std::string> tracks;
+  for (const Event& e : events) tracks[e.track_id] = e.track;
+  for (const auto& [id, name] : tracks) {
+    trace_events.push_back(
+        {{"ph", "M"}, {"name", "thread_name"}, {"pid", 1}, {"tid", id}, {"args", {{"name", name}}}});
+    trace_events.push_back({{"ph", "M"},
+                            {"name", "thread_sort_index"},
+                            {"pid", 1},
+                            {"tid", id},
+                            {"args", {{"sort_index", id}}}});
+  }
+  for (const Event& e : events)
+    trace_events.push_back({{"ph", "X"},
+                            {"name", e.name},
+                            {"cat", e.category},
+                            {"pid", 1},
+                            {"tid", e.track_id},
+                            {"ts", e.begin_us},
+                            {"dur", e.dur_us}});
+  json other = json::object();
+  for (const auto& [k, v] : metadata) other[k] = v;
+  other["dropped_spans"] = dropped;
+  const json doc = {
+      {"traceEvents", trace_events}, {"displayTimeUnit", "ms"}, {"otherData", other}};
+  if (path.has_parent_path()) std::filesystem::create_directories(path.parent_path());
+  write_file_atomic(path, doc.dump(1) + "\n");
+}
+
+std::vector<Event> read_chrome_trace(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  if (!in) throw std::runtime_error(fmt::format("{}: cannot open", path.string()));
+  json doc;
+  try {
+    doc = json::parse(in);
+  } catch (const json::exception& e) {
+    throw std::runtime_error(fmt::format("{}: not JSON ({})", path.string(), e.what()));
+  }
+  if (!doc.is_object() || !doc.contains("traceEvents") || !doc["traceEvents"].is_array())
+    throw std::runtime_error(fmt::format("{}: no traceEvents array", path.string()));
+  std::map<int, std::string> names;
+  std::vector<Event> out;
+  try {
+    for (const json& e : doc["traceEvents"]) {
+      const std::string ph = e.at("ph").get<std::string>();
+      if (ph == "M" && e.at("name") == "thread_name")
+        names[e.at("tid").get<int>()] = e.at("args").at("name").get<std::string>();
+      if (ph != "X") continue;
+      Event ev;
+      ev.name = e.at("name").get<std::string>();
+      ev.category = e.value("cat", "");
+      ev.track_id = e.at("tid").get<int>();
+      ev.begin_us = e.at("ts").get<double>();
+      ev.dur_us = e.at("dur").get<double>();
+      out.push_back(std::move(ev));
+    }
+  } catch (const json::exception& e) {
+    throw std::runtime_error(fmt::format("{}: a malformed event ({})", path.string(), e.what()));
+  }
+  for (Event& e : out) {
+    const auto it = names.find(e.track_id);
+    e.track = it == names.end() ? fmt::format("thread {}", e.track_id) : it->second;
+  }
+  return out;
+}
+
+namespace {
+std::string gp_quote(const std::string& s) {
+  std::string out = "\"";
+  for (const char c : s) {
+    if (c == '"' || c == '\\') out += '\\';
+    out += c;
+  }
+  return out + "\"";
+}
+}  // namespace
+
+void render_gantt(const std::vector<Event>& events, const std::filesystem::path& dir,
+                  const std::string& stem, const std::string& title, std::string& warning,
+                  int max_depth) {
+  std::filesystem::create_directories(dir);
+  std::vector<const Event*> drawn;
+  for (const Event& e : events)
+    if (e.depth <= max_depth) drawn.push_back(&e);
+  std::vector<std::string> categories;
+  std::map<int, std::string> tracks;
+  for (const Event* e : drawn) {
+    if (std::find(categories.begin(), categories.end(), e->category) == categories.end())
+      categories.push_back(e->category);
+    tracks[e->track_id] = e->track;
+  }
+  double t0 = 0, t1 = 0;
+  if (!drawn.empty()) {
+    t0 = drawn.front()->begin_us;
+    for (const Event* e : drawn) {
+      t0 = std::min(t0, e->begin_us);
+      t1 = std::max(t1, e->begin_us + e->dur_us);
+    }
+  }
+  // One block per category (gnuplot's `index`): begin and end in ms from the first span, the
+  // track's row, the span's name.
+  std::ostringstream dat;
+  dat << "# concurdl timeline: " << title
+      << "\n# columns: begin_ms end_ms row half_height name (outermost spans are the taller, "
+         "paler boxes behind)\n";
+  for (std::size_t c = 0; c < categories.size(); ++c) {
+    dat << "# category " << categories[c] << "\n";
+    for (const Event* e : drawn)
+      if (e->category == categories[c])
+        dat << fmt::format("{:.6f} {:.6f} {} {} {}\n", (e->begin_us - t0) / 1000.0,
+                           (e->begin_us + e->dur_us - t0) / 1000.0, e->track_id,
+                           e->depth == 0 ? 0.42 : 0.3, gp_quote(e->depth == 0 ? "" : e->name));
+    dat << "\n\n";
+  }
+  write_file_atomic(dir / (stem + ".dat"), dat.str());
+  if (drawn.empty()) {
+    write_file_atomic(dir / (stem + ".gp"), "# concurdl timeline: " + title + "\n# No spans.\n");
+    warning = stem + ": no spans, no picture";
+    return;
+  }
+  const int rows = tracks.empty() ? 1 : tracks.rbegin()->first + 1;
+  const int height = std::max(260, 90 + 45 * rows);
+  std::string g;
+  g += "# concurdl timeline (Gantt chart): " + title + "\n";
+  g += "# Re-run in this directory: gnuplot " + stem + ".gp (reads " + stem + ".dat)\n";
+  g += "set encoding utf8\n";
+  g += fmt::format("set terminal svg size 900,{} dynamic enhanced font 'sans,11'\n", height);
+  g += "set output '" + stem + ".svg'\n";
+  g += "set title " + gp_quote(title) + " noenhanced\n";
+  g += "set xlabel 'time (ms)'\nset grid xtics\nunset ytics\n";
+  std::string tics;
+  for (const auto& [id, name] : tracks)
+    tics += fmt::format("{}{} {}", tics.empty() ? "" : ", ", gp_quote(name), id);
+  g += "set ytics (" + tics + ") noenhanced\n";
+  g += fmt::format("set yrange [{}:-0.5]\n", rows - 0.5);
+  g += fmt::format("set xrange [0:{:.6f}]\n", (t1 - t0) / 1000.0 * 1.02);
+  g += "set key outside bottom center horizontal noenhanced\nset style fill solid 0.85 border lc rgb '#333333'\n";
+  static const char* const palette[] = {"#4C72B0", "#DD8452", "#55A868", "#C44E52",
+                                        "#8172B3", "#937860", "#DA8BC3", "#8C8C8C"};
+  std::vector<std::string> clauses;
+  for (std::size_t c = 0, colour = 0; c < categories.size(); ++c) {
+    // A category of outermost spans only (a step) is the pale background of the others.
+    const bool background = std::all_of(drawn.begin(), drawn.end(), [&](const Event* e) {
+      return e->category != categories[c] || e->depth == 0;
+    });
+    clauses.push_back(fmt::format(
+        "'{}.dat' index {} using (($1+$2)/2):3:(($2-$1)/2):4 with boxxyerror lc rgb '{}' "
+        "title {}",
+        stem, c, background ? "#DDDDDD" : palette[colour++ % 8],
+        gp_quote(background ? categories[c] + " (the gaps: waiting)" : categories[c])));
+  }
+  // Names inside the boxes while they can be read.
+  if (drawn.size() <= 160)
+    for (std::size_t c = 0; c < categories.size(); ++c)
+      clauses.push_back(fmt::format(
+          "'{}.dat' index {} using (($1+$2)/2):3:5 with labels font 'sans,8' tc rgb 'black' "
+          "notitle",
+          stem, c));
+  g += "plot " + fmt::format("{}", fmt::join(clauses, ", \\\n     ")) + "\n";
+  g += fmt::format("set terminal pngcairo size 900,{} enhanced font 'sans,11'\n", height);
+  g += "set output '" + stem + ".png'\nreplot\nunset output\n";
+  write_file_atomic(dir / (stem + ".gp"), g);
+  run_chart_script(dir, stem, warning);
+}
+
+std::vector<Event> first_spans(const std::vector<Event>& events, std::size_t count,
+                               std::size_t skip) {
+  if (events.empty() || count == 0) return {};
+  int first_track = events.front().track_id;
+  for (const Event& e : events) first_track = std::min(first_track, e.track_id);
+  std::vector<const Event*> outer;
+  for (const Event& e : events)
+    if (e.track_id == first_track && e.depth == 0) outer.push_back(&e);
+  std::sort(outer.begin(), outer.end(),
+            [](const Event* a, const Event* b) { return a->begin_us < b->begin_us; });
+  if (outer.size() <= skip) skip = 0;  // too few to skip any: from the start
+  if (outer.empty()) return events;
+  const double from = outer[skip]->begin_us;
+  double to = from;
+  for (std::size_t i = skip; i < std::min(outer.size(), skip + count); ++i)
+    to = std::max(to, outer[i]->begin_us + outer[i]->dur_us);
+  // Every span that overlaps [from, to], cut to it.
+  std::vector<Event> out;
+  for (const Event& e : events) {
+    const double b = e.begin_us, end = e.begin_us + e.dur_us;
+    if (end <= from || b >= to) continue;
+    Event c = e;
+    c.begin_us = std::max(b, from);
+    c.dur_us = std::min(end, to) - c.begin_us;
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
+std::map<std::string, double> busy_seconds(const std::vector<Event>& events, int depth,
+                                           const std::vector<std::string>& categories) {
+  std::map<std::string, double> busy;
+  for (const Event& e : events) {
+    if (e.depth != depth) continue;
+    if (!categories.empty() &&
+        std::find(categories.begin(), categories.end(), e.category) == categories.end())
+      continue;
+    busy[e.track] += e.dur_us * 1e-6;
+  }
+  return busy;
+}
+
+}  // namespace concurdl::trace
