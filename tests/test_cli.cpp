@@ -17,6 +17,7 @@
 #include "concurdl/harness/calibrate.hpp"
 #include "concurdl/harness/openblas_env.hpp"
 #include "concurdl/harness/records.hpp"
+#include "concurdl/harness/trace.hpp"
 
 namespace fs = std::filesystem;
 using concurdl::load_run;
@@ -434,6 +435,52 @@ TEST_F(Cli, DataParallelTrainRejectsBadFlags) {
     EXPECT_EQ(ps.err.find("mpirun"), std::string::npos) << ps.err;
   }
   EXPECT_FALSE(fs::exists(dir_ / "results"));
+}
+
+// `concurdl train --pipeline P` (chapter 06): its companions without it, data-parallel flags
+// with it, a bad schedule or too many stages: exit 2 and one line naming the flag.
+TEST_F(Cli, PipelineTrainRejectsBadFlags) {
+  const char* bin = CONCURDL_BIN;
+  expect_usage_error(run("train --micro-batches 4", bin),
+                     "--micro-batches: only with --pipeline P");
+  expect_usage_error(run("train --schedule gpipe", bin), "--schedule: only with --pipeline P");
+  expect_usage_error(run("train --pipeline 2 --ranks 2", bin), "--ranks: not with --pipeline");
+  expect_usage_error(run("train --pipeline 2 --mode hogwild", bin), "--mode: not with --pipeline");
+  expect_usage_error(run("train --pipeline 0", bin), "--pipeline: '0' is not allowed");
+  expect_usage_error(run("train --pipeline 2 --micro-batches 0", bin), "--micro-batches");
+  // Refused by the mode once the data is loaded (without it, by the data).
+  if (fs::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz") ||
+      std::getenv("CONCURDL_FASHION_MNIST")) {
+    expect_usage_error(run("train --pipeline 2 --schedule zigzag --quiet", bin),
+                       "--schedule: unknown schedule 'zigzag'");
+    expect_usage_error(run("train --pipeline 4 --quiet", bin), "--pipeline 4: the model");
+    expect_usage_error(run("train --pipeline 2 --micro-batches 65 --quiet", bin),
+                       "--micro-batches 65: more than the batch's 64 rows");
+  }
+  EXPECT_FALSE(fs::exists(dir_ / "results"));
+}
+
+// A pipeline run with --trace: the run records its bubble, and writes a trace that parses, with
+// a stage per track, and its Gantt chart.
+TEST_F(Cli, PipelineTrainWritesItsTimeline) {
+  if (!fs::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz") &&
+      !std::getenv("CONCURDL_FASHION_MNIST"))
+    GTEST_SKIP() << "Fashion-MNIST is not installed (scripts/setup installs it)";
+  const Result r =
+      run("train --pipeline 2 --micro-batches 4 --schedule gpipe --epochs 1 --train-limit 640 "
+          "--test-limit 200 --trace --no-report --quiet --out runs",
+          CONCURDL_BIN);
+  ASSERT_EQ(r.rc, 0) << r.err;
+  const fs::path run_dir = dir_ / r.last_line();
+  const auto events = concurdl::trace::read_chrome_trace(run_dir / "trace.json");
+  std::set<std::string> tracks;
+  for (const auto& e : events) tracks.insert(e.track);
+  EXPECT_TRUE(tracks.count("stage 0") && tracks.count("stage 1")) << events.size();
+  EXPECT_TRUE(fs::exists(run_dir / "figures" / "timeline.gp"));
+  const RunFile f = load_run(run_dir);
+  ASSERT_FALSE(f.records.empty());
+  EXPECT_TRUE(f.records.back().derived.count("bubble_fraction"));
+  EXPECT_EQ(f.records.back().derived.at("peak_activations"), 4.0);
 }
 
 TEST_F(Cli, TrainRecordsItsCurveAndResumesToTheSameCheckpoint) {
