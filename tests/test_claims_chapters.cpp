@@ -55,7 +55,8 @@ TEST_P(ReadmeClaims, BlockIsTheProgramsClaims) {
 
 INSTANTIATE_TEST_SUITE_P(Chapters, ReadmeClaims,
                          ::testing::Values("01-threads", "02-locks", "03-async-io",
-                                           "05-data-parallel", "07-sync-async-training", "kernels"),
+                                           "05-data-parallel", "06-model-parallel",
+                                           "07-sync-async-training", "kernels"),
                          [](const auto& info) {
                            std::string n = info.param;
                            return n.substr(0, 2) == "ke" ? std::string("kernels") : n.substr(0, 2);
@@ -65,8 +66,9 @@ INSTANTIATE_TEST_SUITE_P(Chapters, ReadmeClaims,
 // quotes is the one measured there, to the three digits it is printed with.
 TEST(ReferenceClaims, DeclaredReferencesAreTheReferenceRunsValues) {
   std::vector<ClaimResult> results;
-  for (const char* name : {kReferenceRun, kReferenceTrainRun, kReferenceLitmusRun,
-                           kReferenceCh05Run, kReferenceCh05MpiRun, kReferenceCh07Run}) {
+  for (const char* name :
+       {kReferenceRun, kReferenceTrainRun, kReferenceLitmusRun, kReferenceCh05Run,
+        kReferenceCh05MpiRun, kReferenceCh06Run, kReferenceCh07Run}) {
     const RunFile f = load_run(fs::path(build::source_dir) / "results" / "reference" / name);
     for (ClaimResult& r : evaluate_claims(f)) results.push_back(std::move(r));
   }
@@ -98,7 +100,8 @@ TEST(ReferenceClaims, HoldInEveryRepeatOnTheReferenceMachine) {
   std::size_t runs = 0;
   std::vector<fs::directory_entry> entries;
   for (const char* folder :
-       {kReferenceRepeats, "debian12-zen5-2vcpu-ch05-repeats", "debian12-zen4-2vcpu-ch07-repeats"})
+       {kReferenceRepeats, "debian12-zen5-2vcpu-ch05-repeats", "debian12-zen4-2vcpu-ch06-repeats",
+        "debian12-zen4-2vcpu-ch07-repeats"})
     for (const auto& entry : fs::directory_iterator(root / folder)) entries.push_back(entry);
   for (const auto& entry : entries) {
     if (!fs::is_regular_file(entry.path() / "results.json")) continue;
@@ -172,8 +175,8 @@ INSTANTIATE_TEST_SUITE_P(
                       "kernels/README.md", "README.md", "results/reference/README.md",
                       "docs/course.md", "docs/methodology.md", "docs/instructors/ch01.md",
                       "docs/instructors/ch02.md", "docs/instructors/ch03.md",
-                      "docs/instructors/ch05.md", "chapters/07-sync-async-training/README.md",
-                      "docs/instructors/ch07.md"),
+                      "docs/instructors/ch05.md", "chapters/06-model-parallel/README.md",
+                      "chapters/07-sync-async-training/README.md", "docs/instructors/ch07.md"),
     [](const auto& info) {
       std::string n;
       for (char ch : std::string(info.param))

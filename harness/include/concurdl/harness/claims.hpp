@@ -64,6 +64,9 @@ inline constexpr const char* kReferenceCh05MpiRun = "debian12-zen5-2vcpu-ch05-mp
 inline constexpr const char* kReferenceCh07Run = "debian12-zen4-2vcpu-ch07";
 inline constexpr const char* kReferenceCh07Machine =
     "2-vCPU AMD EPYC guest, family 25 model 17 (Zen 4), AVX-512, KVM";
+// Chapter 06 (`concurdl run 06-model-parallel --profile full`), on the same machine as chapter
+// 07's.
+inline constexpr const char* kReferenceCh06Run = "debian12-zen4-2vcpu-ch06";
 // Further quiet runs of one build on that machine (results/reference/NAME/RUN/results.json):
 // every claim holds in each of them too (tests/test_claims_chapters.cpp).
 inline constexpr const char* kReferenceRepeats = "debian12-zen5-2vcpu-repeats";
