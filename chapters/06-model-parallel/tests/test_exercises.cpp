@@ -15,7 +15,6 @@
 #include <cmath>
 #include <cstdint>
 #include <exception>
-#include <future>
 #include <memory>
 #include <span>
 #include <string>
@@ -52,32 +51,7 @@ std::vector<float> values(std::size_t n, std::uint32_t seed) {
   return v;
 }
 
-// Runs `scenario` on a thread of its own and waits at most `seconds` for it: a hang (ranks that
-// call the collectives in different orders, a pipeline order the other stages cannot meet) is a
-// failed test that says so, and the tests after it still run and report.
-// (concurdl::testing::within_seconds ends the program instead, and `concurdl exercise` would
-// get no report to grade.) The stuck thread is left behind, so the scenario must own
-// everything it touches: capture by value. What it throws is rethrown here, on the test's
-// thread, so that a stub's NotImplemented becomes a skip through CDL_TRY_EXERCISE.
-template <class Scenario>
-[[nodiscard]] ::testing::AssertionResult finishes_within(int seconds, Scenario scenario) {
-  auto done = std::make_shared<std::promise<void>>();
-  std::future<void> finished = done->get_future();
-  std::thread([done, scenario = std::move(scenario)]() mutable {
-    try {
-      scenario();
-      done->set_value();
-    } catch (...) {
-      done->set_exception(std::current_exception());
-    }
-  }).detach();
-  if (finished.wait_for(std::chrono::seconds(seconds)) != std::future_status::ready)
-    return ::testing::AssertionFailure()
-           << "did not finish within " << seconds
-           << " s: a deadlock (ranks waiting for each other; its threads are left behind)";
-  finished.get();
-  return ::testing::AssertionSuccess();
-}
+using concurdl::testing::finishes_within;  // a hang is a failed test, not a stuck program
 
 // The first element of `got` further than float tolerance from `want`, or success.
 ::testing::AssertionResult near(std::span<const float> got, std::span<const float> want,

@@ -11,8 +11,10 @@
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <thread>
 #include <tuple>
 #include <vector>
 
@@ -94,11 +96,12 @@ TEST_P(PipelineTrain, EndsWhereOneProcessEndsWithGradientAccumulation) {
       const auto metrics = t.epoch_metrics();
       EXPECT_GE(metrics.at("bubble_fraction"), -0.05);
       EXPECT_LE(metrics.at("bubble_fraction"), 1.0);
-      EXPECT_EQ(metrics.at("peak_activations"),
-                static_cast<double>(schedule == Schedule::gpipe ? m
-                                    : schedule == Schedule::naive
-                                        ? 1
-                                        : std::min<std::size_t>(m, static_cast<std::size_t>(stages))));
+      EXPECT_EQ(
+          metrics.at("peak_activations"),
+          static_cast<double>(schedule == Schedule::gpipe ? m
+                              : schedule == Schedule::naive
+                                  ? 1
+                                  : std::min<std::size_t>(m, static_cast<std::size_t>(stages))));
       // Evaluation sees the stages' layers put together.
       const nn::EvalResult got = t.evaluate(data);
       const nn::EvalResult want = one.evaluate(data);
@@ -184,8 +187,8 @@ TEST(PipelineTrace, AGPipeStepIsValidJsonWhoseSpansNestAndAddUpToTheStagesBusyTi
     dp::run_threads(2, [&](dp::Communicator& comm) {
       trace::set_track("stage " + std::to_string(comm.rank()));
       nn::Mlp model(spec, 1, concurdl::kernels::GemmVersion::v2_ikj);
-      results[static_cast<std::size_t>(comm.rank())] = pipeline_step(
-          comm, model, bounds, x.data(), labels.data(), rows, m, Schedule::gpipe);
+      results[static_cast<std::size_t>(comm.rank())] =
+          pipeline_step(comm, model, bounds, x.data(), labels.data(), rows, m, Schedule::gpipe);
     });
   });
   const std::vector<trace::Event> events = rec.stop();
@@ -248,6 +251,40 @@ TEST(PipelineTrace, AGPipeStepIsValidJsonWhoseSpansNestAndAddUpToTheStagesBusyTi
     EXPECT_TRUE(fs::exists(dir / "gpipe_gantt.svg"));
   }
   fs::remove_all(dir);
+}
+
+// The recorder under load: at 1, 2, 4 and 8 threads, every span of every thread is kept, on its
+// thread's track, nested where it was opened; past the cap the rest are counted, not kept.
+TEST(PipelineTrace, EverySpanOfEveryThreadIsKeptAndTheCapCounts) {
+  trace::Recorder& rec = trace::Recorder::global();
+  constexpr int kSpans = 2000;
+  for (int threads : {1, 2, 4, 8}) {
+    rec.start();
+    within_seconds(kDeadline, [&] {
+      std::vector<std::jthread> team;
+      for (int t = 0; t < threads; ++t)
+        team.emplace_back([t] {
+          trace::set_track("worker " + std::to_string(t));
+          for (int i = 0; i < kSpans; ++i) {
+            trace::Span outer("outer", "a");
+            trace::Span inner("inner", "b");
+          }
+        });
+    });
+    const std::vector<trace::Event> events = rec.stop();
+    EXPECT_EQ(rec.dropped(), 0u);
+    ASSERT_EQ(events.size(), static_cast<std::size_t>(2 * kSpans * threads)) << threads;
+    std::map<std::string, std::size_t> outer, inner;
+    for (const trace::Event& e : events) (e.depth == 0 ? outer : inner)[e.track] += 1;
+    for (int t = 0; t < threads; ++t) {
+      EXPECT_EQ(outer["worker " + std::to_string(t)], static_cast<std::size_t>(kSpans));
+      EXPECT_EQ(inner["worker " + std::to_string(t)], static_cast<std::size_t>(kSpans));
+    }
+  }
+  rec.start();
+  for (std::size_t i = 0; i < trace::kMaxEvents + 10; ++i) trace::Span s("x", "y");
+  EXPECT_EQ(rec.stop().size(), trace::kMaxEvents);
+  EXPECT_EQ(rec.dropped(), 10u);
 }
 
 TEST(PipelineTrace, ABadTraceFileIsNamed) {

@@ -18,7 +18,6 @@
 #include <cstdint>
 #include <cstring>
 #include <exception>
-#include <future>
 #include <memory>
 #include <mutex>
 #include <stdexcept>
@@ -56,31 +55,7 @@ void spin(int iterations) {
   for (int k = 0; k < iterations; ++k) x = x + 1.0;
 }
 
-// Runs `scenario` on a thread of its own and waits at most `seconds` for it: a hang (a lost
-// wake-up, a deadlock) is a failed test that says so, and the tests after it still run and
-// report. (concurdl::testing::within_seconds ends the program instead, and `concurdl exercise`
-// would get no report to grade.) The stuck thread is left behind, so the scenario must own
-// everything it touches: capture by value. What it throws is rethrown here, on the test's
-// thread, so that a stub's NotImplemented becomes a skip through CDL_TRY_EXERCISE.
-template <class Scenario>
-[[nodiscard]] ::testing::AssertionResult finishes_within(int seconds, Scenario scenario) {
-  auto done = std::make_shared<std::promise<void>>();
-  std::future<void> finished = done->get_future();
-  std::thread([done, scenario = std::move(scenario)]() mutable {
-    try {
-      scenario();
-      done->set_value();
-    } catch (...) {
-      done->set_exception(std::current_exception());
-    }
-  }).detach();
-  if (finished.wait_for(std::chrono::seconds(seconds)) != std::future_status::ready)
-    return ::testing::AssertionFailure()
-           << "did not finish within " << seconds
-           << " s: a deadlock or a lost wake-up (its thread is left behind)";
-  finished.get();
-  return ::testing::AssertionSuccess();
-}
+using concurdl::testing::finishes_within;  // a hang is a failed test, not a stuck program
 
 // Runs body(t) for t = 0 .. threads-1, each on a thread of its own, and joins them. The first
 // exception any of them threw is rethrown here (a stub's NotImplemented becomes a skip, an

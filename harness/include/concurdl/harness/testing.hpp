@@ -7,9 +7,15 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
+#include <exception>
 #include <future>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
 #include <utility>
 
 #include "concurdl/harness/errors.hpp"
@@ -27,6 +33,57 @@ void within_seconds(int seconds, F&& f) {
     std::_Exit(1);
   }
   done.get();
+}
+
+// Runs `scenario` on a thread of its own and waits at most `seconds` for it: a hang (ranks
+// waiting for each other, a lost wake-up) is a failed assertion that says so, and the tests
+// after it still run and report (within_seconds ends the program instead, and `concurdl
+// exercise` would then get no report to grade). The stuck thread is left behind, so the
+// scenario must own everything it touches: capture by value. A stub's NotImplemented is thrown
+// again here, on the test's thread, so that CDL_TRY_EXERCISE makes it a skip; any other
+// exception is a failure naming it. Only the exception's text crosses threads, never the
+// exception object: its reference count lives in libstdc++, out of ThreadSanitizer's sight.
+template <class Scenario>
+[[nodiscard]] ::testing::AssertionResult finishes_within(int seconds, Scenario scenario) {
+  struct Outcome {
+    std::mutex m;
+    std::condition_variable cv;
+    bool done = false, not_implemented = false, failed = false;
+    std::string what;
+  };
+  auto out = std::make_shared<Outcome>();
+  std::thread([out, scenario = std::move(scenario)]() mutable {
+    bool not_implemented = false, failed = false;
+    std::string what;
+    try {
+      scenario();
+    } catch (const ::concurdl::NotImplemented& e) {
+      not_implemented = true;
+      what = e.exercise();
+    } catch (const std::exception& e) {
+      failed = true;
+      what = e.what();
+    } catch (...) {
+      failed = true;
+      what = "an exception that is not a std::exception";
+    }
+    {
+      std::lock_guard lock(out->m);
+      out->done = true;
+      out->not_implemented = not_implemented;
+      out->failed = failed;
+      out->what = std::move(what);
+    }
+    out->cv.notify_all();
+  }).detach();
+  std::unique_lock lock(out->m);
+  if (!out->cv.wait_for(lock, std::chrono::seconds(seconds), [&] { return out->done; }))
+    return ::testing::AssertionFailure()
+           << "did not finish within " << seconds
+           << " s: a deadlock or a lost wake-up (its thread is left behind)";
+  if (out->not_implemented) throw ::concurdl::NotImplemented(out->what);
+  if (out->failed) return ::testing::AssertionFailure() << "threw: " << out->what;
+  return ::testing::AssertionSuccess();
 }
 
 }  // namespace concurdl::testing
