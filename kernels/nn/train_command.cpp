@@ -307,8 +307,8 @@ int train_main(const std::vector<std::string>& args) {
       ->check(whole_number(1, 1u << 14));
   app.add_option("--schedule", a.schedule, "with --pipeline: naive, gpipe or 1f1b (default 1f1b)");
   app.add_flag("--trace", a.trace,
-               "record the first epoch's timeline: trace.json (Perfetto, chrome://tracing) and "
-               "a Gantt chart of its first steps in figures/");
+               "record the run's timeline (its first 200000 spans): trace.json (Perfetto, "
+               "chrome://tracing) and a Gantt chart of two steps in figures/timeline.svg");
   std::vector<std::string> reversed(args.rbegin(), args.rend());  // CLI11 takes them reversed
   try {
     app.parse(reversed);

@@ -1,0 +1,129 @@
+// Chapter 06 across processes: under mpirun, Megatron's MLP block split over the ranks equals
+// the unsplit block (output, input gradient, each rank's slice of the weight gradients), and a
+// pipeline step of every schedule, one stage per rank, gives each stage the whole batch's
+// gradients and the last stage the whole batch's loss, for m = 1 .. 8 (uneven micro-batches).
+//   mpirun --allow-run-as-root --oversubscribe -np 2 build/bin/ch06_mpi_tests
+// (ctest: ch06.mpi.np2, ch06.mpi.np3.) Every rank runs every test and the same communication
+// whatever its checks find, so one rank's failure cannot leave the others waiting.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#include "concurdl/dp/mpi_backend.hpp"
+#include "concurdl/harness/ranks.hpp"
+#include "concurdl/harness/ranks_mpi.hpp"
+#include "concurdl/kernels/threads.hpp"
+#include "concurdl/mp/pipeline.hpp"
+#include "concurdl/mp/tensor_parallel.hpp"
+#include "concurdl/nn/mlp.hpp"
+
+namespace {
+
+using namespace concurdl::mp;
+namespace dp = concurdl::dp;
+namespace nn = concurdl::nn;
+using concurdl::kernels::GemmVersion;
+
+dp::Communicator& world() {
+  static dp::MpiCommunicator comm(MPI_COMM_WORLD);
+  return comm;
+}
+
+std::vector<float> values(std::size_t n, std::uint32_t seed) {
+  std::vector<float> v(n);
+  for (float& x : v) {
+    seed = seed * 1664525u + 1013904223u;
+    x = static_cast<float>(seed >> 8) * 0x1.0p-23f - 1.0f;
+  }
+  return v;
+}
+
+// The largest difference relative to 1 + |want|.
+float worst(std::span<const float> got, std::span<const float> want) {
+  float w = got.size() == want.size() ? 0.0f : 1e9f;
+  for (std::size_t i = 0; i < std::min(got.size(), want.size()); ++i)
+    w = std::max(w, std::fabs(got[i] - want[i]) / (1.0f + std::fabs(want[i])));
+  return w;
+}
+
+TEST(MpiTensorParallel, MlpBlockEqualsTheUnsplitBlock) {
+  concurdl::kernels::set_compute_threads(1);
+  dp::Communicator& comm = world();
+  const int p = comm.size(), r = comm.rank();
+  constexpr std::size_t batch = 7, in = 10, out = 6;
+  const std::size_t hidden = 4 * static_cast<std::size_t>(p) * 3;
+  const std::vector<float> x = values(batch * in, 3), dy = values(batch * out, 4);
+  nn::Mlp whole(nn::MlpSpec{{in, hidden, out}}, 5, GemmVersion::v2_ikj);
+  nn::Activations a;
+  whole.forward_layers(0, 2, x.data(), batch, a);
+  const std::vector<float> y_want(a.output(), a.output() + batch * out);
+  std::vector<float> dx_want(batch * in);
+  whole.backward_layers(0, 2, a, dy.data(), dx_want.data());
+  const auto span_of = [](const nn::LayerView& v) {
+    return std::span<const float>(v.w.data, v.w.rows * v.w.cols);
+  };
+  ParallelMlpBlock block(comm, span_of(whole.layer(0)), whole.layer(0).b, span_of(whole.layer(1)),
+                         whole.layer(1).b, in, hidden, out, GemmVersion::v2_ikj);
+  std::vector<float> y(batch * out), dx(batch * in);
+  block.forward(x.data(), batch, y.data());
+  block.backward(dy.data(), batch, dx.data());
+  EXPECT_LE(worst(y, y_want), 1e-5f);
+  EXPECT_LE(worst(dx, dx_want), 1e-5f);
+  EXPECT_EQ(block.all_reduces(), 2u);
+  const LinearShard want1 = column_shard(span_of(whole.layer_gradient(0)),
+                                         whole.layer_gradient(0).b, in, hidden, r, p);
+  const LinearShard want2 = row_shard(span_of(whole.layer_gradient(1)),
+                                      whole.layer_gradient(1).b, hidden, out, r, p);
+  EXPECT_LE(worst(block.first().shard().dw, want1.w), 1e-5f);
+  EXPECT_LE(worst(block.first().shard().db, want1.b), 1e-5f);
+  EXPECT_LE(worst(block.second().shard().dw, want2.w), 1e-5f);
+  EXPECT_LE(worst(block.second().shard().db, want2.b), 1e-5f);
+}
+
+TEST(MpiPipeline, EveryScheduleGivesEachStageTheWholeBatchsGradients) {
+  concurdl::kernels::set_compute_threads(1);
+  dp::Communicator& comm = world();
+  const int p = comm.size(), s = comm.rank();
+  const nn::MlpSpec spec{{6, 10, 9, 8, 7, 8, 9, 5}};  // 7 layers
+  constexpr std::size_t rows = 17;
+  const std::vector<float> x = values(rows * spec.widths.front(), 7);
+  std::vector<std::uint8_t> labels(rows);
+  for (std::size_t i = 0; i < rows; ++i) labels[i] = static_cast<std::uint8_t>((i * 3) % 5);
+  nn::Mlp whole(spec, 5, GemmVersion::v2_ikj);
+  const float loss = whole.forward_backward(x.data(), labels.data(), rows);
+  const std::vector<std::size_t> bounds = stage_boundaries(spec.widths.size() - 1, p);
+  const auto& off = whole.layer_offsets();
+  const std::size_t lo = off[bounds[static_cast<std::size_t>(s)]];
+  const std::size_t hi = off[bounds[static_cast<std::size_t>(s) + 1]];
+  for (const Schedule schedule : {Schedule::naive, Schedule::gpipe, Schedule::one_f_one_b})
+    for (std::size_t m : {1, 2, 3, 8}) {
+      SCOPED_TRACE(std::string(schedule_name(schedule)) + " m=" + std::to_string(m));
+      nn::Mlp model(spec, 5, GemmVersion::v2_ikj);
+      const PipelineStepResult r =
+          pipeline_step(comm, model, bounds, x.data(), labels.data(), rows, m, schedule);
+      EXPECT_LE(worst(model.gradients().subspan(lo, hi - lo),
+                      whole.gradients().subspan(lo, hi - lo)),
+                1e-5f)
+          << "stage " << s;
+      if (s == p - 1) EXPECT_NEAR(r.loss_sum / rows, loss, 1e-5);
+      comm.barrier();
+    }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  ::testing::InitGoogleTest(&argc, argv);
+  concurdl::ranks::init();
+  if (concurdl::ranks::world_rank() != 0) {
+    auto& listeners = ::testing::UnitTest::GetInstance()->listeners();
+    delete listeners.Release(listeners.default_result_printer());
+  }
+  const int mine = RUN_ALL_TESTS();
+  int worst_rc = 0;
+  MPI_Allreduce(&mine, &worst_rc, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  world().barrier();
+  return worst_rc;
+}
