@@ -125,11 +125,7 @@ struct RunState {
 // between two barriers) with rank 0's breakdown per step.
 Sample measure_ours(const nn::Dataset& data, int ranks, std::size_t batch,
                     const DataParallelOptions& opt, RunState& st) {
-  struct Restore {
-    int was = kernels::compute_threads();
-    ~Restore() { kernels::set_compute_threads(was); }
-  } restore;
-  kernels::set_compute_threads(1);
+  kernels::ComputeThreadsScope one(1);
   nn::TrainConfig config;
   config.batch = batch;
   config.threads = 0;

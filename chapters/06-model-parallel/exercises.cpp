@@ -54,16 +54,6 @@ std::vector<float> values(std::size_t n, std::uint32_t seed) {
   return v;
 }
 
-// One compute thread per rank while a trial runs (the ranks are the parallelism, as in the
-// chapter's tests and chapter 05's training); the setting before is restored after.
-struct OneComputeThread {
-  int was = kernels::compute_threads();
-  OneComputeThread() { kernels::set_compute_threads(1); }
-  ~OneComputeThread() { kernels::set_compute_threads(was); }
-  OneComputeThread(const OneComputeThread&) = delete;
-  OneComputeThread& operator=(const OneComputeThread&) = delete;
-};
-
 // "" when every element of got is within float tolerance of want, else the first that is not.
 std::string first_difference(std::span<const float> got, std::span<const float> want,
                              const std::string& what) {
@@ -167,7 +157,7 @@ Trial column_trial(Impl impl, const Params& p, GroupCache& cache) {
     }
   };
   t.run = [st, in_, impl] {
-    const OneComputeThread one;
+    const kernels::ComputeThreadsScope one(1);  // one compute thread per worker
     dp::run_threads(in_->ranks, [&](dp::Communicator& comm) {
       const auto r = static_cast<std::size_t>(comm.rank());
       const float* x = in_->x.data();
@@ -257,7 +247,7 @@ Trial pipeline_trial(Impl impl, const Params& p, GroupCache& cache) {
     }
   };
   t.run = [st, in, impl, stages, rows, m] {
-    const OneComputeThread one;
+    const kernels::ComputeThreadsScope one(1);  // one compute thread per worker
     dp::run_threads(stages, [&](dp::Communicator& comm) {
       const int s = comm.rank();
       const std::vector<int> order = impl == Impl::student

@@ -51,13 +51,6 @@ std::vector<float> pseudo_random(std::size_t n, std::uint32_t seed) {
   return v;
 }
 
-// The compute-thread setting is process-wide: one per stage or rank while a trial runs.
-struct OneComputeThread {
-  int was = kernels::compute_threads();
-  OneComputeThread() { kernels::set_compute_threads(1); }
-  ~OneComputeThread() { kernels::set_compute_threads(was); }
-};
-
 double bubble_model(const std::string& schedule, double p, double m) {
   if (p <= 1) return 0;
   return schedule == "naive" ? (p - 1) / p : (p - 1) / (m + p - 1);
@@ -99,21 +92,21 @@ Trial pipeline_trial(const Params& p, GroupCache& cache) {
   // layer is narrower and the last stage has less to do: the stages are no longer balanced,
   // and the bubble grows by what the others wait for the slowest (the default is 256).
   auto data = std::shared_ptr<PipelineData>(
-      &cache.get<PipelineData>("data",
-                               [&] {
-                                 PipelineData d;
-                                 d.spec.widths.assign(layers + 1, width);
-                                 d.spec.widths.back() = std::min<std::size_t>(width, 256);
-                                 d.x = pseudo_random(rows * width, 7);
-                                 for (std::size_t i = 0; i < rows; ++i)
-                                   d.labels.push_back(
-                                       static_cast<std::uint8_t>((i * 31) % d.spec.widths.back()));
-                                 OneComputeThread one;
-                                 nn::Mlp whole(d.spec, 1);
-                                 whole.forward_backward(d.x.data(), d.labels.data(), rows);
-                                 d.want.assign(whole.gradients().begin(), whole.gradients().end());
-                                 return d;
-                               }),
+      &cache.get<PipelineData>(
+          "data",
+          [&] {
+            PipelineData d;
+            d.spec.widths.assign(layers + 1, width);
+            d.spec.widths.back() = std::min<std::size_t>(width, 256);
+            d.x = pseudo_random(rows * width, 7);
+            for (std::size_t i = 0; i < rows; ++i)
+              d.labels.push_back(static_cast<std::uint8_t>((i * 31) % d.spec.widths.back()));
+            kernels::ComputeThreadsScope one(1);  // one compute thread per worker
+            nn::Mlp whole(d.spec, 1);
+            whole.forward_backward(d.x.data(), d.labels.data(), rows);
+            d.want.assign(whole.gradients().begin(), whole.gradients().end());
+            return d;
+          }),
       [](PipelineData*) {});  // owned by the cache
   struct State {
     std::vector<std::unique_ptr<nn::Mlp>> models;
@@ -130,7 +123,7 @@ Trial pipeline_trial(const Params& p, GroupCache& cache) {
 
   Trial t;
   t.measure = [st, data, stages, m, rows, schedule = *schedule]() -> Sample {
-    OneComputeThread one;
+    kernels::ComputeThreadsScope one(1);  // one compute thread per worker
     dp::run_threads(stages, [&](dp::Communicator& comm) {
       const int s = comm.rank();
       trace::set_track(fmt::format("stage {}", s));
@@ -432,7 +425,7 @@ Trial tensor_trial(const Params& p, GroupCache& cache) {
                               d.dy = pseudo_random(batch * width, 6);
                               for (float& w : d.w1) w *= 0.05f;
                               for (float& w : d.w2) w *= 0.05f;
-                              OneComputeThread one;
+                              kernels::ComputeThreadsScope one(1);  // one compute thread per worker
                               d.y.resize(batch * width);
                               d.dx.resize(batch * width);
                               dp::run_threads(1, [&](dp::Communicator& comm) {
@@ -455,7 +448,7 @@ Trial tensor_trial(const Params& p, GroupCache& cache) {
   st->comm_s.assign(static_cast<std::size_t>(ranks), 0);
   Trial t;
   t.measure = [st, data, ranks, batch, width, hidden]() -> Sample {
-    OneComputeThread one;
+    kernels::ComputeThreadsScope one(1);  // one compute thread per worker
     dp::run_threads(ranks, [&](dp::Communicator& comm) {
       const auto r = static_cast<std::size_t>(comm.rank());
       ParallelMlpBlock block(comm, data->w1, data->b1, data->w2, data->b2, width, hidden, width);

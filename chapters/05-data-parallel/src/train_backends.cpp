@@ -59,11 +59,7 @@ void run_on_threads(const nn::DistributedOptions& o, const nn::TrainConfig& c,
   const DataParallelOptions opt = options_of(o);
   // The compute-thread count is process-wide (OpenBLAS's too): each rank thread runs its GEMMs
   // on itself alone, so N ranks use N cores.
-  struct Restore {
-    int was = kernels::compute_threads();
-    ~Restore() { kernels::set_compute_threads(was); }
-  } restore;
-  kernels::set_compute_threads(1);
+  kernels::ComputeThreadsScope one(1);
   nn::TrainConfig config = c;
   config.threads = 0;  // leave the setting above alone
   run_threads(o.ranks, [&](Communicator& comm) {

@@ -17,15 +17,6 @@
 
 namespace concurdl::mp {
 
-namespace {
-// The compute-thread setting is process-wide: one per stage while the trainer runs.
-struct OneComputeThread {
-  int was = kernels::compute_threads();
-  OneComputeThread() { kernels::set_compute_threads(1); }
-  ~OneComputeThread() { kernels::set_compute_threads(was); }
-};
-}  // namespace
-
 std::optional<Schedule> parse_schedule(std::string_view name) {
   if (name == "naive") return Schedule::naive;
   if (name == "gpipe") return Schedule::gpipe;
@@ -39,9 +30,9 @@ struct PipelineTrainer::Stage {
   Stage(const nn::TrainConfig& c, std::size_t lo, std::size_t hi)
       : model(c.spec, c.seed, c.gemm), opt(hi - lo, c.sgd), lo(lo), hi(hi) {}
   nn::Mlp model;
-  nn::Sgd opt;            // over parameters [lo, hi): this stage's layers
-  std::size_t lo, hi;     // its layers' span of the flat parameter buffer
-  std::vector<float> x;   // stage 0: the batch's inputs
+  nn::Sgd opt;                  // over parameters [lo, hi): this stage's layers
+  std::size_t lo, hi;           // its layers' span of the flat parameter buffer
+  std::vector<float> x;         // stage 0: the batch's inputs
   std::vector<std::uint8_t> y;  // the last stage: its labels
   PipelineWorkspace ws;         // its buffers, kept across steps
   double loss_sum = 0, busy = 0, step_time = 0;
@@ -82,16 +73,17 @@ PipelineTrainer::PipelineTrainer(nn::TrainConfig config, const nn::Dataset& trai
 PipelineTrainer::~PipelineTrainer() = default;
 
 std::string PipelineTrainer::describe() const {
-  return fmt::format("pipeline of {} stage{} (threads), layers {}, {} micro-batches per batch "
-                     "of {}, schedule {}",
-                     options_.stages, options_.stages == 1 ? "" : "s", fmt::join(bounds_, "|"),
-                     options_.micro_batches, config_.batch, schedule_name(options_.schedule));
+  return fmt::format(
+      "pipeline of {} stage{} (threads), layers {}, {} micro-batches per batch "
+      "of {}, schedule {}",
+      options_.stages, options_.stages == 1 ? "" : "s", fmt::join(bounds_, "|"),
+      options_.micro_batches, config_.batch, schedule_name(options_.schedule));
 }
 
 nn::EpochResult PipelineTrainer::run_epoch(
     const std::function<void(const nn::StepProgress&)>& on_progress, std::size_t report_every) {
   using Clock = std::chrono::steady_clock;
-  OneComputeThread one;
+  kernels::ComputeThreadsScope one(1);  // one compute thread per worker
   const std::size_t n = train_.n, dim = train_.dim, batch = config_.batch;
   const std::size_t steps = (n + batch - 1) / batch;
   const float lr = config_.lr_decay != 1.0f ? nn::epoch_lr(config_, state_.epoch) : config_.sgd.lr;
@@ -208,7 +200,7 @@ std::vector<float> PipelineTrainer::parameters() const {
 }
 
 nn::EvalResult PipelineTrainer::evaluate(const nn::Dataset& d) {
-  OneComputeThread one;
+  kernels::ComputeThreadsScope one(1);  // one compute thread per worker
   assemble(eval_model_->parameters(), {});
   return eval_model_->evaluate(d.x.data(), d.y.data(), d.n);
 }
@@ -226,8 +218,7 @@ void PipelineTrainer::resume(const std::filesystem::path& checkpoint) {
   nn::TrainState loaded = nn::load_checkpoint(checkpoint, model, opt, "pipeline",
                                               static_cast<std::uint64_t>(options_.stages));
   for (auto& st : stages_) {
-    std::copy(model.parameters().begin(), model.parameters().end(),
-              st->model.parameters().begin());
+    std::copy(model.parameters().begin(), model.parameters().end(), st->model.parameters().begin());
     const auto v = opt.velocity();
     std::copy(v.begin() + static_cast<std::ptrdiff_t>(st->lo),
               v.begin() + static_cast<std::ptrdiff_t>(st->hi), st->opt.velocity().begin());
@@ -243,8 +234,8 @@ const bool registered = nn::register_training_mode(
     {.name = "pipeline",
      .what = "pipeline parallelism (chapter 06): the layers cut into --pipeline P stages, "
              "--micro-batches M, --schedule naive|gpipe|1f1b",
-     .run = [](const nn::DistributedOptions& o, const nn::TrainConfig& c,
-               const nn::Dataset& train, const nn::RankLoop& loop) {
+     .run = [](const nn::DistributedOptions& o, const nn::TrainConfig& c, const nn::Dataset& train,
+               const nn::RankLoop& loop) {
        if (o.backend != "threads")
          throw UsageError(fmt::format(
              "--pipeline: runs its stages as threads of this process (--backend threads), not "

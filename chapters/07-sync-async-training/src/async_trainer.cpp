@@ -34,12 +34,6 @@ class WorkerFailed : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// The compute-thread setting is process-wide: one per worker while the trainer runs.
-struct OneComputeThread {
-  int was = kernels::compute_threads();
-  OneComputeThread() { kernels::set_compute_threads(1); }
-  ~OneComputeThread() { kernels::set_compute_threads(was); }
-};
 }  // namespace
 
 const std::vector<ModeInfo>& async_modes() {
@@ -156,7 +150,7 @@ void AsyncTrainer::check_failure(int w, std::uint64_t steps) const {
 
 nn::EpochResult AsyncTrainer::run_epoch(
     const std::function<void(const nn::StepProgress&)>& on_progress, std::size_t) {
-  OneComputeThread one;
+  kernels::ComputeThreadsScope one(1);  // one compute thread per worker
   const float lr = config_.lr_decay != 1.0f ? nn::epoch_lr(config_, state_.epoch) : config_.sgd.lr;
   nn::epoch_permutation(train_.n, state_.seed, state_.epoch, order_);
   for (auto& w : workers_) {
@@ -319,7 +313,7 @@ std::vector<float> AsyncTrainer::parameters() const {
 }
 
 nn::EvalResult AsyncTrainer::evaluate(const nn::Dataset& d) {
-  OneComputeThread one;
+  kernels::ComputeThreadsScope one(1);  // one compute thread per worker
   const std::vector<float> p = parameters();
   std::copy(p.begin(), p.end(), eval_model_->parameters().begin());
   return eval_model_->evaluate(d.x.data(), d.y.data(), d.n);

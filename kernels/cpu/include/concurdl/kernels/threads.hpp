@@ -12,6 +12,19 @@ void set_compute_threads(int n);
 // The current setting; initially the hardware threads of this process (its affinity mask).
 int compute_threads();
 
+// The compute-thread count set for a scope and restored at its end: a trainer whose workers
+// are threads of this process runs each on one compute thread (N workers, N cores).
+class ComputeThreadsScope {
+ public:
+  explicit ComputeThreadsScope(int n) : was_(compute_threads()) { set_compute_threads(n); }
+  ~ComputeThreadsScope() { set_compute_threads(was_); }
+  ComputeThreadsScope(const ComputeThreadsScope&) = delete;
+  ComputeThreadsScope& operator=(const ComputeThreadsScope&) = delete;
+
+ private:
+  int was_;
+};
+
 // Measuring OpenBLAS right after the suite's OpenMP kernels, or the other way round: the
 // runtime that ran last keeps its workers spinning after its call (OpenBLAS for 2^28 cycles,
 // about 0.1 s; libgomp briefly), and on a machine with few cores they take the cores from the
