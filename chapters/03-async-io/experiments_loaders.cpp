@@ -34,6 +34,7 @@
 #include "concurdl/harness/exercise.hpp"
 #include "concurdl/harness/experiment.hpp"
 #include "concurdl/harness/records.hpp"
+#include "concurdl/harness/trace.hpp"
 #include "concurdl/harness/variants.hpp"
 #include "exercises/student_prefetch.hpp"
 #include "exercises/student_reorder.hpp"
@@ -88,14 +89,25 @@ struct Tally {
 };
 
 // One epoch: take every batch, count its samples, spin `compute` seconds per batch.
+// With --trace the consumer's row shows its waits for a batch and its compute, beside the
+// loader's rows (read + decode): overlap, or the lack of it, is seen.
 void run_epoch(Loader& loader, std::uint64_t epoch, double compute, Tally& t) {
+  trace::set_track("consumer");
+  trace::Span whole("epoch", "epoch");
   loader.start_epoch(epoch);
-  while (std::optional<Batch> b = loader.next_batch()) {
+  for (;;) {
+    std::optional<Batch> b;
+    {
+      trace::Span wait("wait", "wait for a batch");
+      b = loader.next_batch();
+    }
+    if (!b) break;
     for (std::uint64_t id : b->ids) {
       if (id < t.hits.size() && t.hits[id] < 255) ++t.hits[id];
       t.sum += id;
     }
     ++t.batches;
+    trace::Span work("compute", "compute");
     spin_for(compute);
   }
 }

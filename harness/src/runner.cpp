@@ -195,7 +195,7 @@ void write_trace(const std::filesystem::path& dir, const Slot& s,
   std::string warning;
   // One step after the first (which starts the trial's threads) when there are several.
   trace::render_gantt(trace::first_spans(events, 1, 1), sub, stem,
-                      fmt::format("{} {}", e.id, describe(s.config->params)), warning, 1);
+                      fmt::format("{}\n{}", e.id, describe(s.config->params)), warning, 1);
 }
 
 // `progress` is null when the group is measured again (a calibration's later takes).

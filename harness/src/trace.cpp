@@ -130,8 +130,11 @@ void write_chrome_trace(const std::filesystem::path& path, const std::vector<Eve
   std::map<int, std::string> tracks;
   for (const Event& e : events) tracks[e.track_id] = e.track;
   for (const auto& [id, name] : tracks) {
-    trace_events.push_back(
-        {{"ph", "M"}, {"name", "thread_name"}, {"pid", 1}, {"tid", id}, {"args", {{"name", name}}}});
+    trace_events.push_back({{"ph", "M"},
+                            {"name", "thread_name"},
+                            {"pid", 1},
+                            {"tid", id},
+                            {"args", {{"name", name}}}});
     trace_events.push_back({{"ph", "M"},
                             {"name", "thread_sort_index"},
                             {"pid", 1},
@@ -149,8 +152,7 @@ void write_chrome_trace(const std::filesystem::path& path, const std::vector<Eve
   json other = json::object();
   for (const auto& [k, v] : metadata) other[k] = v;
   other["dropped_spans"] = dropped;
-  const json doc = {
-      {"traceEvents", trace_events}, {"displayTimeUnit", "ms"}, {"otherData", other}};
+  const json doc = {{"traceEvents", trace_events}, {"displayTimeUnit", "ms"}, {"otherData", other}};
   if (path.has_parent_path()) std::filesystem::create_directories(path.parent_path());
   write_file_atomic(path, doc.dump(1) + "\n");
 }
@@ -193,9 +195,14 @@ std::vector<Event> read_chrome_trace(const std::filesystem::path& path) {
 }
 
 namespace {
+// A gnuplot double-quoted string; a newline in `s` becomes a line break.
 std::string gp_quote(const std::string& s) {
   std::string out = "\"";
   for (const char c : s) {
+    if (c == '\n') {
+      out += "\\n";
+      continue;
+    }
     if (c == '"' || c == '\\') out += '\\';
     out += c;
   }
@@ -228,28 +235,45 @@ void render_gantt(const std::vector<Event>& events, const std::filesystem::path&
   // One block per category (gnuplot's `index`): begin and end in ms from the first span, the
   // track's row, the span's name.
   std::ostringstream dat;
-  dat << "# concurdl timeline: " << title
+  std::string flat = title;  // for comments: one line
+  std::replace(flat.begin(), flat.end(), '\n', ' ');
+  dat << "# concurdl timeline: " << flat
       << "\n# columns: begin_ms end_ms row half_height name (outermost spans are the taller, "
          "paler boxes behind)\n";
+  // A category is a background (a step, an epoch: drawn pale, taller, behind) when its spans
+  // are all outermost on tracks that have spans inside them; the others are the work.
+  std::set<int> nested_tracks;
+  for (const Event* e : drawn)
+    if (e->depth > 0) nested_tracks.insert(e->track_id);
+  std::vector<bool> background(categories.size(), true);
+  for (const Event* e : drawn) {
+    const auto c = static_cast<std::size_t>(
+        std::find(categories.begin(), categories.end(), e->category) - categories.begin());
+    if (e->depth > 0 || !nested_tracks.count(e->track_id)) background[c] = false;
+  }
+  // Names inside the boxes wide enough to hold them (a 900-pixel chart: about 4% of the span).
+  const double min_label_ms = (t1 - t0) / 1000.0 * 0.04;
   for (std::size_t c = 0; c < categories.size(); ++c) {
     dat << "# category " << categories[c] << "\n";
     for (const Event* e : drawn)
-      if (e->category == categories[c])
+      if (e->category == categories[c]) {
+        const bool label = !background[c] && e->dur_us / 1000.0 >= min_label_ms;
         dat << fmt::format("{:.6f} {:.6f} {} {} {}\n", (e->begin_us - t0) / 1000.0,
                            (e->begin_us + e->dur_us - t0) / 1000.0, e->track_id,
-                           e->depth == 0 ? 0.42 : 0.3, gp_quote(e->depth == 0 ? "" : e->name));
+                           background[c] ? 0.42 : 0.3, gp_quote(label ? e->name : ""));
+      }
     dat << "\n\n";
   }
   write_file_atomic(dir / (stem + ".dat"), dat.str());
   if (drawn.empty()) {
-    write_file_atomic(dir / (stem + ".gp"), "# concurdl timeline: " + title + "\n# No spans.\n");
+    write_file_atomic(dir / (stem + ".gp"), "# concurdl timeline: " + flat + "\n# No spans.\n");
     warning = stem + ": no spans, no picture";
     return;
   }
   const int rows = tracks.empty() ? 1 : tracks.rbegin()->first + 1;
-  const int height = std::max(260, 90 + 45 * rows);
+  const int height = std::max(280, 110 + 45 * rows);
   std::string g;
-  g += "# concurdl timeline (Gantt chart): " + title + "\n";
+  g += "# concurdl timeline (Gantt chart): " + flat + "\n";
   g += "# Re-run in this directory: gnuplot " + stem + ".gp (reads " + stem + ".dat)\n";
   g += "set encoding utf8\n";
   g += fmt::format("set terminal svg size 900,{} dynamic enhanced font 'sans,11'\n", height);
@@ -262,23 +286,20 @@ void render_gantt(const std::vector<Event>& events, const std::filesystem::path&
   g += "set ytics (" + tics + ") noenhanced\n";
   g += fmt::format("set yrange [{}:-0.5]\n", rows - 0.5);
   g += fmt::format("set xrange [0:{:.6f}]\n", (t1 - t0) / 1000.0 * 1.02);
-  g += "set key outside bottom center horizontal noenhanced\nset style fill solid 0.85 border lc rgb '#333333'\n";
+  g += "set key outside bottom center horizontal noenhanced\nset style fill solid 0.85 border lc "
+       "rgb '#333333'\n";
   static const char* const palette[] = {"#4C72B0", "#DD8452", "#55A868", "#C44E52",
                                         "#8172B3", "#937860", "#DA8BC3", "#8C8C8C"};
   std::vector<std::string> clauses;
   for (std::size_t c = 0, colour = 0; c < categories.size(); ++c) {
-    // A category of outermost spans only (a step) is the pale background of the others.
-    const bool background = std::all_of(drawn.begin(), drawn.end(), [&](const Event* e) {
-      return e->category != categories[c] || e->depth == 0;
-    });
     clauses.push_back(fmt::format(
         "'{}.dat' index {} using (($1+$2)/2):3:(($2-$1)/2):4 with boxxyerror lc rgb '{}' "
         "title {}",
-        stem, c, background ? "#DDDDDD" : palette[colour++ % 8],
-        gp_quote(background ? categories[c] + " (the gaps: waiting)" : categories[c])));
+        stem, c, background[c] ? "#DDDDDD" : palette[colour++ % 8],
+        gp_quote(background[c] ? categories[c] + " (the gaps: waiting)" : categories[c])));
   }
   // Names inside the boxes while they can be read.
-  if (drawn.size() <= 160)
+  if (drawn.size() <= 2000)
     for (std::size_t c = 0; c < categories.size(); ++c)
       clauses.push_back(fmt::format(
           "'{}.dat' index {} using (($1+$2)/2):3:5 with labels font 'sans,8' tc rgb 'black' "

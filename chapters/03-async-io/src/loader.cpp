@@ -6,6 +6,7 @@
 
 #include "concurdl/async_io/sampler.hpp"
 #include "concurdl/data/records.hpp"
+#include "concurdl/harness/trace.hpp"
 
 namespace concurdl::async_io {
 
@@ -54,6 +55,9 @@ void BatchAssembler::decode_one(Batch& batch, std::size_t slot, std::span<const 
 
 std::optional<Batch> BatchAssembler::make(const EpochPlan& plan, std::size_t b,
                                           std::stop_token stop) const {
+  // A --trace timeline shows each batch's read and decode on the thread that made it.
+  trace::Span span(trace::recording() ? fmt::format("batch {}", b) : std::string(),
+                   "read + decode");
   Batch batch = empty_batch(plan, b);
   const std::span<const std::uint64_t> ids = plan.batch(b);
   std::vector<std::byte> record(store_.record_size());

@@ -30,6 +30,7 @@ void PrefetchLoader::start_epoch(std::uint64_t epoch) {
   plan_ = EpochPlan(assembler_.store().size(), assembler_.options(), epoch);
   queue_ = std::make_unique<BoundedQueue<Batch>>(assembler_.options().prefetch);
   producer_ = std::jthread([this](std::stop_token st) {
+    trace::set_track("loader");
     try {
       for (std::size_t b = 0; b < plan_.batches(); ++b) {
         std::optional<Batch> batch = assembler_.make(plan_, b, st);

@@ -1,5 +1,7 @@
 #include "concurdl/async_io/loaders_uring.hpp"
 
+#include "concurdl/harness/trace.hpp"
+
 #if CONCURDL_HAVE_URING
 
 #include <fmt/format.h>
@@ -34,7 +36,10 @@ void UringLoader::start_epoch(std::uint64_t epoch) {
   stop();
   plan_ = EpochPlan(assembler_.store().size(), assembler_.options(), epoch);
   queue_ = std::make_unique<BoundedQueue<Batch>>(assembler_.options().prefetch);
-  thread_ = std::jthread([this](std::stop_token st) { run(st); });
+  thread_ = std::jthread([this](std::stop_token st) {
+    trace::set_track("uring loader");
+    run(st);
+  });
 }
 
 std::optional<Batch> UringLoader::next_batch() {

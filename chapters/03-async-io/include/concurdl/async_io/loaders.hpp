@@ -29,6 +29,7 @@
 #include "concurdl/async_io/channel.hpp"
 #include "concurdl/async_io/loader.hpp"
 #include "concurdl/async_io/uring.hpp"
+#include "concurdl/harness/trace.hpp"
 #include "concurdl/harness/variants.hpp"
 
 namespace concurdl::async_io {
@@ -90,7 +91,10 @@ class WorkerLoader final : public Loader {
     active_.store(opt.workers);
     workers_.reserve(opt.workers);
     for (unsigned w = 0; w < opt.workers; ++w)
-      workers_.emplace_back([this](std::stop_token st) { work(st); });
+      workers_.emplace_back([this, w](std::stop_token st) {
+        trace::set_track("loader worker " + std::to_string(w));  // its row of a --trace timeline
+        work(st);
+      });
   }
 
   std::optional<Batch> next_batch() override {
