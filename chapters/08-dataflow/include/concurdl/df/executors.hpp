@@ -1,0 +1,72 @@
+// Executors: they run a recorded Graph and return every node's value (indexed by NodeId).
+//
+//   sequential   one thread, a topological order (Kahn's): the baseline, and what eager
+//                execution does in the order the calls were made
+//   parallel     inter-op parallelism as TensorFlow's executor and MXNet's engine do it: every
+//                node has an atomic count of inputs not yet computed; a node whose count reaches
+//                0 is ready and is posted to chapter 01's work-stealing pool; the task that
+//                computes a node decrements its consumers' counts and posts those that reach 0.
+//                Independent nodes run at once; no node waits on a lock for its inputs.
+//   tbb_flow     the same graph as a oneTBB flow graph (a continue_node per node, an edge per
+//                input): the peer
+//
+// Every executor runs each node exactly once, after all of its inputs; a graph with a cycle
+// (or a missing input) is refused with a GraphError naming a node on it, before anything runs.
+// An op that throws stops the run: nodes that depend on it never start, nodes already running
+// finish, and the first exception is rethrown to the caller (no executor hangs on it).
+#pragma once
+
+#include <memory>
+#include <string_view>
+#include <vector>
+
+#include "concurdl/df/graph.hpp"
+
+namespace concurdl::threads {
+class StealingPool;
+}
+
+namespace concurdl::df {
+
+class Executor {
+ public:
+  virtual ~Executor() = default;
+  virtual std::string_view name() const = 0;
+  virtual std::vector<Tensor> run(const Graph& g) = 0;
+};
+
+class SequentialExecutor final : public Executor {
+ public:
+  std::string_view name() const override { return "sequential"; }
+  std::vector<Tensor> run(const Graph& g) override;
+};
+
+class ParallelExecutor final : public Executor {
+ public:
+  // The pool's threads (its size, the caller included) run the graph's nodes; it may be shared
+  // with other work, but one run at a time.
+  explicit ParallelExecutor(threads::StealingPool& pool) : pool_(pool) {}
+  std::string_view name() const override { return "parallel"; }
+  std::vector<Tensor> run(const Graph& g) override;
+
+ private:
+  threads::StealingPool& pool_;
+};
+
+class TbbFlowExecutor final : public Executor {
+ public:
+  explicit TbbFlowExecutor(int threads);  // a task_arena of that many threads
+  ~TbbFlowExecutor() override;
+  std::string_view name() const override { return "tbb_flow"; }
+  std::vector<Tensor> run(const Graph& g) override;
+
+ private:
+  struct Arena;
+  std::unique_ptr<Arena> arena_;
+};
+
+// "sequential", "parallel" (on a StealingPool of `threads`), "tbb_flow"; nullptr for another
+// name. The executor owns its pool.
+std::unique_ptr<Executor> make_executor(std::string_view name, int threads);
+
+}  // namespace concurdl::df

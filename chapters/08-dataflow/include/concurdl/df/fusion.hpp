@@ -1,0 +1,30 @@
+// Fusion of element-wise chains. A chain of k unary element-wise ops (relu, scale, shift,
+// square) run as k nodes reads and writes the whole tensor k times; fused into one node, each
+// element goes through the k ops while it is in a register, and the tensor is read once and
+// written once. For tensors larger than the caches the ops are bound by memory traffic, so the
+// bytes model predicts a speedup near k (fusion's chart draws it beside the measurement).
+#pragma once
+
+#include <limits>
+#include <vector>
+
+#include "concurdl/df/graph.hpp"
+
+namespace concurdl::df {
+
+inline constexpr NodeId kAbsorbed = std::numeric_limits<NodeId>::max();
+
+struct FusedGraph {
+  Graph graph;
+  // For every node of the original graph, the node of `graph` that holds its value, or
+  // kAbsorbed for an intermediate of a fused chain (its value is never materialised).
+  std::vector<NodeId> map;
+  std::size_t chains = 0;  // fused nodes made
+};
+
+// Every maximal chain of two or more unary element-wise nodes, each but the last with exactly
+// one consumer (the next), becomes one fused node; everything else is copied. GraphError as
+// topological_order for a graph that cannot run.
+FusedGraph fuse_elementwise(const Graph& g);
+
+}  // namespace concurdl::df

@@ -1,0 +1,275 @@
+// The dataflow graph (graph.hpp): building, ordering, evaluating one node.
+#include "concurdl/df/graph.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <queue>
+
+#include "concurdl/kernels/ops.hpp"
+
+namespace concurdl::df {
+
+Tensor Tensor::filled(std::size_t rows, std::size_t cols, float v) {
+  return {rows, cols, std::vector<float>(rows * cols, v)};
+}
+
+const char* op_name(Op op) {
+  switch (op) {
+    case Op::input: return "input";
+    case Op::matmul: return "matmul";
+    case Op::matmul_nt: return "matmul_nt";
+    case Op::matmul_tn: return "matmul_tn";
+    case Op::add: return "add";
+    case Op::mul: return "mul";
+    case Op::add_bias: return "add_bias";
+    case Op::relu: return "relu";
+    case Op::relu_grad: return "relu_grad";
+    case Op::scale: return "scale";
+    case Op::shift: return "shift";
+    case Op::square: return "square";
+    case Op::column_sum: return "column_sum";
+    case Op::fused: return "fused";
+    case Op::custom: return "custom";
+  }
+  return "?";
+}
+
+bool is_unary_elementwise(Op op) {
+  return op == Op::relu || op == Op::scale || op == Op::shift || op == Op::square;
+}
+
+NodeId Graph::input(Tensor t, std::string name) {
+  Node n;
+  n.op = Op::input;
+  n.constant = std::move(t);
+  n.name = name.empty() ? fmt::format("input {}", nodes_.size()) : std::move(name);
+  nodes_.push_back(std::move(n));
+  return nodes_.size() - 1;
+}
+
+NodeId Graph::add_node(Op op, std::vector<NodeId> inputs, float alpha) {
+  if (op == Op::input || op == Op::custom || op == Op::fused)
+    throw std::invalid_argument(fmt::format("Graph::add_node: {} nodes have their own builder",
+                                            op_name(op)));
+  Node n;
+  n.op = op;
+  n.inputs = std::move(inputs);
+  n.alpha = alpha;
+  n.name = fmt::format("{} {}", op_name(op), nodes_.size());
+  nodes_.push_back(std::move(n));
+  return nodes_.size() - 1;
+}
+
+NodeId Graph::fused(NodeId a, std::vector<std::pair<Op, float>> chain) {
+  for (const auto& [op, alpha] : chain)
+    if (!is_unary_elementwise(op))
+      throw std::invalid_argument(
+          fmt::format("Graph::fused: {} is not a unary element-wise op", op_name(op)));
+  Node n;
+  n.op = Op::fused;
+  n.inputs = {a};
+  n.chain = std::move(chain);
+  std::string ops;
+  for (const auto& [op, alpha] : n.chain) ops += (ops.empty() ? "" : "+") + std::string(op_name(op));
+  n.name = fmt::format("fused {} ({})", nodes_.size(), ops);
+  nodes_.push_back(std::move(n));
+  return nodes_.size() - 1;
+}
+
+NodeId Graph::custom(std::string name, std::vector<NodeId> inputs,
+                     std::function<Tensor(std::span<const Tensor* const>)> fn) {
+  Node n;
+  n.op = Op::custom;
+  n.inputs = std::move(inputs);
+  n.name = std::move(name);
+  n.fn = std::move(fn);
+  nodes_.push_back(std::move(n));
+  return nodes_.size() - 1;
+}
+
+void Graph::set_inputs(NodeId n, std::vector<NodeId> inputs) { nodes_.at(n).inputs = std::move(inputs); }
+
+std::vector<std::vector<NodeId>> Graph::consumers() const {
+  std::vector<std::vector<NodeId>> out(nodes_.size());
+  for (NodeId n = 0; n < nodes_.size(); ++n)
+    for (const NodeId i : nodes_[n].inputs)
+      if (i < nodes_.size()) out[i].push_back(n);
+  return out;
+}
+
+std::vector<NodeId> topological_order(const Graph& g) {
+  const std::size_t n = g.size();
+  std::vector<std::size_t> missing(n, 0);
+  for (NodeId v = 0; v < n; ++v) {
+    for (const NodeId i : g.node(v).inputs)
+      if (i >= n)
+        throw GraphError(fmt::format("'{}' takes node {} as an input, and the graph has {} nodes",
+                                     g.node(v).name, i, n));
+    missing[v] = g.node(v).inputs.size();
+  }
+  const auto consumers = g.consumers();
+  std::priority_queue<NodeId, std::vector<NodeId>, std::greater<>> ready;
+  for (NodeId v = 0; v < n; ++v)
+    if (missing[v] == 0) ready.push(v);
+  std::vector<NodeId> order;
+  order.reserve(n);
+  while (!ready.empty()) {
+    const NodeId v = ready.top();
+    ready.pop();
+    order.push_back(v);
+    for (const NodeId c : consumers[v])
+      if (--missing[c] == 0) ready.push(c);
+  }
+  if (order.size() == n) return order;
+  // What is left waits on a cycle or on something that does: walk inputs that are still
+  // waiting until a node repeats; that node is on a cycle.
+  NodeId v = 0;
+  while (missing[v] == 0) ++v;
+  std::vector<bool> seen(n, false);
+  while (!seen[v]) {
+    seen[v] = true;
+    for (const NodeId i : g.node(v).inputs)
+      if (missing[i] != 0) {
+        v = i;
+        break;
+      }
+  }
+  throw GraphError(fmt::format(
+      "the graph has a cycle through '{}': no order runs every node after its inputs",
+      g.node(v).name));
+}
+
+namespace {
+
+void need(bool ok, const Graph& g, NodeId n, std::span<const Tensor* const> in) {
+  if (ok) return;
+  std::string shapes;
+  for (const Tensor* t : in) shapes += fmt::format("{}{}x{}", shapes.empty() ? "" : ", ", t->rows, t->cols);
+  throw GraphError(fmt::format("'{}': its inputs' shapes ({}) do not fit {}", g.node(n).name,
+                               shapes, op_name(g.node(n).op)));
+}
+
+float apply_unary(Op op, float alpha, float x) {
+  switch (op) {
+    case Op::relu: return x > 0.0f ? x : 0.0f;
+    case Op::scale: return alpha * x;
+    case Op::shift: return x + alpha;
+    case Op::square: return x * x;
+    default: return x;
+  }
+}
+
+}  // namespace
+
+Tensor evaluate(const Graph& g, NodeId n, std::span<const Tensor* const> in) {
+  const Node& node = g.node(n);
+  if (in.size() != node.inputs.size())
+    throw GraphError(fmt::format("'{}': {} input values for {} inputs", node.name, in.size(),
+                                 node.inputs.size()));
+  using kernels::Trans;
+  const auto unary = [&](auto f) {
+    need(in.size() == 1, g, n, in);
+    Tensor out{in[0]->rows, in[0]->cols, std::vector<float>(in[0]->size())};
+    const float* a = in[0]->data.data();
+    float* y = out.data.data();
+    for (std::size_t i = 0; i < out.size(); ++i) y[i] = f(a[i]);
+    return out;
+  };
+  const auto binary = [&](auto f) {
+    need(in.size() == 2 && in[0]->rows == in[1]->rows && in[0]->cols == in[1]->cols, g, n, in);
+    Tensor out{in[0]->rows, in[0]->cols, std::vector<float>(in[0]->size())};
+    const float* a = in[0]->data.data();
+    const float* b = in[1]->data.data();
+    float* y = out.data.data();
+    for (std::size_t i = 0; i < out.size(); ++i) y[i] = f(a[i], b[i]);
+    return out;
+  };
+  const auto gemm = [&](Trans ta, Trans tb) {
+    need(in.size() == 2, g, n, in);
+    const Tensor& a = *in[0];
+    const Tensor& b = *in[1];
+    const std::size_t m = ta == Trans::no ? a.rows : a.cols;
+    const std::size_t k = ta == Trans::no ? a.cols : a.rows;
+    const std::size_t kb = tb == Trans::no ? b.rows : b.cols;
+    const std::size_t nn = tb == Trans::no ? b.cols : b.rows;
+    need(k == kb, g, n, in);
+    Tensor out{m, nn, std::vector<float>(m * nn)};
+    kernels::gemm(g.gemm(), ta, tb, m, nn, k, 1.0f, a.data.data(), a.cols, b.data.data(), b.cols,
+                  0.0f, out.data.data(), nn);
+    return out;
+  };
+  switch (node.op) {
+    case Op::input:
+      return node.constant;
+    case Op::matmul:
+      return gemm(Trans::no, Trans::no);
+    case Op::matmul_nt:
+      return gemm(Trans::no, Trans::yes);
+    case Op::matmul_tn:
+      return gemm(Trans::yes, Trans::no);
+    case Op::add:
+      return binary([](float a, float b) { return a + b; });
+    case Op::mul:
+      return binary([](float a, float b) { return a * b; });
+    case Op::relu_grad:
+      return binary([](float a, float b) { return a > 0.0f ? b : 0.0f; });
+    case Op::add_bias: {
+      need(in.size() == 2 && in[1]->rows == 1 && in[1]->cols == in[0]->cols, g, n, in);
+      Tensor out = *in[0];
+      kernels::add_bias_rows(out.data.data(), out.rows, out.cols, out.cols, in[1]->data.data());
+      return out;
+    }
+    case Op::relu:
+    case Op::scale:
+    case Op::shift:
+    case Op::square:
+      return unary([&](float x) { return apply_unary(node.op, node.alpha, x); });
+    case Op::column_sum: {
+      need(in.size() == 1, g, n, in);
+      Tensor out{1, in[0]->cols, std::vector<float>(in[0]->cols)};
+      kernels::column_sums(in[0]->data.data(), in[0]->rows, in[0]->cols, in[0]->cols,
+                           out.data.data());
+      return out;
+    }
+    case Op::fused:
+      // One pass: each element goes through the whole chain while it is in a register.
+      return unary([&](float x) {
+        for (const auto& [op, alpha] : node.chain) x = apply_unary(op, alpha, x);
+        return x;
+      });
+    case Op::custom:
+      return node.fn(in);
+  }
+  throw GraphError(fmt::format("'{}': unknown op", node.name));
+}
+
+double node_bytes(const Graph& g, NodeId n, std::span<const Tensor* const> in) {
+  if (g.node(n).op == Op::input) return 0;
+  double bytes = 0;
+  for (const Tensor* t : in) bytes += static_cast<double>(t->size());
+  const Node& node = g.node(n);
+  double out = in.empty() ? 0 : static_cast<double>(in[0]->size());
+  if (node.op == Op::column_sum) out = in.empty() ? 0 : static_cast<double>(in[0]->cols);
+  if (node.op == Op::matmul || node.op == Op::matmul_nt || node.op == Op::matmul_tn) {
+    const Tensor& a = *in[0];
+    const Tensor& b = *in[1];
+    out = static_cast<double>(node.op == Op::matmul_tn ? a.cols : a.rows) *
+          static_cast<double>(node.op == Op::matmul_nt ? b.rows : b.cols);
+  }
+  return (bytes + out) * sizeof(float);
+}
+
+void Eager::compute(NodeId n) {
+  const Node& node = g_.node(n);
+  std::vector<const Tensor*> in;
+  for (const NodeId i : node.inputs) {
+    if (i >= values_.size())
+      throw GraphError(fmt::format("'{}': eager ops take values already computed (node {})",
+                                   node.name, i));
+    in.push_back(&values_[i]);
+  }
+  values_.push_back(evaluate(g_, n, in));
+}
+
+}  // namespace concurdl::df

@@ -1,0 +1,101 @@
+// The graph itself (graph.hpp): each op's value against a direct computation, shapes that do
+// not fit refused by the node's name, eager values equal to a recorded run's, the topological
+// order, and the bytes model.
+//   ch08_tests --gtest_filter='Graph*'
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "concurdl/df/executors.hpp"
+#include "concurdl/df/graph.hpp"
+
+namespace {
+
+using namespace concurdl::df;
+
+Tensor counting(std::size_t rows, std::size_t cols, float start) {
+  Tensor t = Tensor::filled(rows, cols, 0.0f);
+  for (std::size_t i = 0; i < t.size(); ++i) t.data[i] = start + static_cast<float>(i);
+  return t;
+}
+
+TEST(Graph, OpsComputeWhatTheySay) {
+  Graph g(concurdl::kernels::GemmVersion::v2_ikj);
+  const NodeId a = g.input(counting(2, 3, 1.0f));  // [1 2 3; 4 5 6]
+  const NodeId b = g.input(counting(3, 2, 0.0f));  // [0 1; 2 3; 4 5]
+  const NodeId mm = g.matmul(a, b);                // [16 22; 34 49]
+  const NodeId nt = g.matmul_nt(a, a);             // a aᵀ = [14 32; 32 77]
+  const NodeId tn = g.matmul_tn(a, a);             // aᵀ a, 3 x 3
+  const NodeId bias = g.add_bias(a, g.input(counting(1, 3, 10.0f)));
+  const NodeId sum = g.column_sum(a);
+  const NodeId r = g.relu(g.shift(a, -3.5f));
+  const NodeId rg = g.relu_grad(g.shift(a, -3.5f), a);
+  const NodeId sq = g.square(g.scale(a, 2.0f));
+  const std::vector<Tensor> v = SequentialExecutor().run(g);
+  EXPECT_EQ(v[mm].data, (std::vector<float>{16, 22, 34, 49}));
+  EXPECT_EQ(v[nt].data, (std::vector<float>{14, 32, 32, 77}));
+  EXPECT_EQ(v[tn].rows, 3u);
+  EXPECT_EQ(v[tn].data[0], 17.0f);  // 1·1 + 4·4
+  EXPECT_EQ(v[bias].data, (std::vector<float>{11, 13, 15, 14, 16, 18}));
+  EXPECT_EQ(v[sum].data, (std::vector<float>{5, 7, 9}));
+  EXPECT_EQ(v[r].data, (std::vector<float>{0, 0, 0, 0.5f, 1.5f, 2.5f}));
+  EXPECT_EQ(v[rg].data, (std::vector<float>{0, 0, 0, 4, 5, 6}));
+  EXPECT_EQ(v[sq].data, (std::vector<float>{4, 16, 36, 64, 100, 144}));
+}
+
+TEST(Graph, ShapesThatDoNotFitAreRefusedByName) {
+  Graph g;
+  const NodeId a = g.input(counting(2, 3, 0.0f));
+  const NodeId m = g.matmul(a, a);  // (2x3)(2x3)
+  try {
+    SequentialExecutor().run(g);
+    FAIL() << "a 2x3 by 2x3 product ran";
+  } catch (const GraphError& e) {
+    EXPECT_NE(std::string(e.what()).find(g.node(m).name), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("2x3, 2x3"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Graph, EagerValuesAreARecordedRunsValues) {
+  Eager e;
+  const NodeId x = e.input(counting(4, 4, -8.0f));
+  const NodeId w = e.input(counting(4, 4, 0.5f));
+  const NodeId h = e.call([&](Graph& g) { return g.relu(g.matmul(x, w)); });
+  e.call([&](Graph& g) { return g.column_sum(g.mul(h, h)); });
+  const std::vector<Tensor> recorded = SequentialExecutor().run(e.graph());
+  ASSERT_EQ(recorded.size(), e.values().size());
+  for (NodeId n = 0; n < recorded.size(); ++n) EXPECT_EQ(recorded[n].data, e.value(n).data);
+  // An eager op cannot take a value that does not exist yet.
+  EXPECT_THROW(e.call([&](Graph& g) { return g.relu(99); }), GraphError);
+}
+
+TEST(Graph, TopologicalOrderPutsInputsFirst) {
+  Graph g;
+  const NodeId x = g.input(Tensor::filled(1, 1, 1.0f));
+  const NodeId a = g.add_node(Op::relu, {3});  // its input comes later in the list
+  const NodeId b = g.relu(x);
+  const NodeId c = g.relu(b);
+  ASSERT_EQ(c, 3u);
+  const std::vector<NodeId> order = topological_order(g);
+  const auto pos = [&](NodeId n) { return std::find(order.begin(), order.end(), n) - order.begin(); };
+  EXPECT_LT(pos(c), pos(a));
+  EXPECT_LT(pos(b), pos(c));
+  EXPECT_LT(pos(x), pos(b));
+}
+
+TEST(Graph, BytesModelCountsInputsAndOutputOnce) {
+  Graph g;
+  const NodeId a = g.input(Tensor::filled(10, 10, 1.0f));
+  const NodeId s = g.scale(a, 2.0f);
+  const NodeId m = g.matmul(a, a);
+  const NodeId c = g.column_sum(a);
+  const std::vector<Tensor> v = SequentialExecutor().run(g);
+  const Tensor* in1[] = {&v[a]};
+  const Tensor* in2[] = {&v[a], &v[a]};
+  EXPECT_EQ(node_bytes(g, s, in1), 200.0 * 4);
+  EXPECT_EQ(node_bytes(g, m, in2), 300.0 * 4);
+  EXPECT_EQ(node_bytes(g, c, in1), 110.0 * 4);
+}
+
+}  // namespace
