@@ -1,10 +1,300 @@
-// Chapter 08's registrations with the harness. So far the chapter itself; its experiments
-// (executors against oneTBB's flow graph, fusion against the bytes model) come next.
+// Chapter 08's experiments:
+//   ch08/executors  one run of a graph of GEMM + ReLU nodes by each executor, at 1, 2, 4
+//                   threads: `wide` (independent chains summed at the end: inter-op
+//                   parallelism to find) and `deep` (one chain: none); sequential is the
+//                   baseline, oneTBB's flow graph the peer. Every GEMM runs on one thread
+//                   (intra-op 1), so the threads are the executor's.
+//   ch08/fusion     a chain of k element-wise ops over n floats as k passes vs one fused pass,
+//                   on preallocated arrays, with the bytes each moves declared: GB/s, and the
+//                   fused speedup beside the bytes model's k.
+// Both check their results after timing against a sequential computation.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "concurdl/df/executors.hpp"
+#include "concurdl/df/fusion.hpp"
+#include "concurdl/df/graph.hpp"
+#include "concurdl/harness/errors.hpp"
 #include "concurdl/harness/experiment.hpp"
+#include "concurdl/harness/records.hpp"
+#include "concurdl/kernels/threads.hpp"
+
+namespace concurdl::df {
 
 namespace {
 
-const bool registered_chapter = concurdl::register_chapter(
+const bool registered_chapter = register_chapter(
     {"08-dataflow", "Dataflow graphs: eager vs graph execution, parallel executors, fusion"});
 
+constexpr std::int64_t kMaxSide = 4096;
+constexpr std::int64_t kMaxNodes = 1 << 16;
+
+Tensor pseudo_random(std::size_t rows, std::size_t cols, std::uint32_t seed) {
+  Tensor t = Tensor::filled(rows, cols, 0.0f);
+  for (float& x : t.data) {
+    seed = seed * 1664525u + 1013904223u;
+    x = static_cast<float>(seed >> 8) * 0x1.0p-23f - 1.0f;
+  }
+  return t;
+}
+
+// `width` chains of `depth` (GEMM with a weight of their own, scaled back, ReLU) from one input,
+// summed pairwise at the end (wide); or one chain of width x depth of them (deep). Same node
+// count, same arithmetic; only the dependencies differ.
+Graph make_graph(const std::string& shape, std::size_t side, std::size_t width, std::size_t depth) {
+  Graph g;
+  const NodeId x = g.input(pseudo_random(side, side, 1), "x");
+  const float back = 1.0f / std::sqrt(static_cast<float>(side));
+  std::uint32_t seed = 2;
+  const auto layer = [&](NodeId v) {
+    const NodeId w = g.input(pseudo_random(side, side, seed++));
+    return g.relu(g.scale(g.matmul(v, w), back));
+  };
+  if (shape == "deep") {
+    NodeId v = x;
+    for (std::size_t i = 0; i < width * depth; ++i) v = layer(v);
+    return g;
+  }
+  std::vector<NodeId> ends;
+  for (std::size_t c = 0; c < width; ++c) {
+    NodeId v = x;
+    for (std::size_t d = 0; d < depth; ++d) v = layer(v);
+    ends.push_back(v);
+  }
+  while (ends.size() > 1) {  // a tree of sums: log2(width) levels
+    std::vector<NodeId> next;
+    for (std::size_t i = 0; i + 1 < ends.size(); i += 2)
+      next.push_back(g.add(ends[i], ends[i + 1]));
+    if (ends.size() % 2) next.push_back(ends.back());
+    ends = std::move(next);
+  }
+  return g;
+}
+
+Trial executor_trial(const Params& p, GroupCache& cache) {
+  const std::string shape = param_str(p, "graph");
+  if (shape != "wide" && shape != "deep")
+    throw UsageError(fmt::format("parameter 'graph': '{}' is not wide or deep", shape));
+  const std::string name = param_str(p, "executor");
+  const int threads = has_param(p, "threads") ? static_cast<int>(param_int(p, "threads")) : 1;
+  const auto side = static_cast<std::size_t>(param_int(p, "side"));
+  const auto width = static_cast<std::size_t>(param_int(p, "width"));
+  const auto depth = static_cast<std::size_t>(param_int(p, "depth"));
+  auto exec = std::shared_ptr<Executor>(make_executor(name, threads));
+  if (!exec)
+    throw UsageError(
+        fmt::format("parameter 'executor': '{}' is not sequential, parallel or "
+                    "tbb_flow",
+                    name));
+  struct Shared {
+    Graph graph;
+    Tensor want;  // the last node's value, computed sequentially
+  };
+  auto shared = std::shared_ptr<Shared>(
+      &cache.get<Shared>("graph",
+                         [&] {
+                           Shared s{make_graph(shape, side, width, depth), {}};
+                           kernels::ComputeThreadsScope one(1);
+                           s.want = SequentialExecutor().run(s.graph).back();
+                           return s;
+                         }),
+      [](Shared*) {});
+  auto last = std::make_shared<const Tensor*>(nullptr);
+  Trial t;
+  t.run = [exec, shared, last] {
+    kernels::ComputeThreadsScope one(1);  // intra-op 1: the executor's threads are the parallelism
+    *last = &exec->run(shared->graph).back();
+  };
+  t.check = [shared, last]() -> std::string {
+    if (*last != nullptr && (*last)->data != shared->want.data)
+      return "the graph's last value differs from the sequential executor's";
+    return "";
+  };
+  t.work.items = static_cast<double>(shared->graph.size());
+  t.work.flops = 2.0 * static_cast<double>(side * side * side * width * depth);
+  if (static_cast<unsigned>(threads) > hardware_threads())
+    t.notes["oversubscribed"] =
+        fmt::format("{} threads on {} hardware threads", threads, hardware_threads());
+  return t;
+}
+
+const bool registered_executors = register_experiment({
+    .id = "ch08/executors",
+    .chapter = "08-dataflow",
+    .title = "Graph executors: sequential, parallel (dependency counts on the stealing pool) and "
+             "oneTBB's flow graph, on wide and deep graphs of GEMM + ReLU nodes",
+    .axes = {{.name = "graph", .values = {"wide", "deep"}},
+             {.name = "executor", .values = {"sequential", "parallel", "tbb_flow"}},
+             {.name = "threads",
+              .values = {"1", "2", "4"},
+              .kind = AxisKind::count,
+              .max = kMaxThreads,
+              .smoke = {"2"}},
+             {.name = "side",
+              .values = {"96"},
+              .kind = AxisKind::size,
+              .max = kMaxSide,
+              .smoke = {"8"}},
+             {.name = "width",
+              .values = {"16"},
+              .kind = AxisKind::count,
+              .max = kMaxNodes,
+              .smoke = {"4"}},
+             {.name = "depth",
+              .values = {"4"},
+              .kind = AxisKind::count,
+              .max = kMaxNodes,
+              .smoke = {"2"}}},
+    .baseline = {{"executor", "sequential"}},
+    .scaling_axis = "threads",
+    .inapplicable = {{{{"executor", "sequential"}}, {"threads"}}},
+    .interleave = {"executor", "threads"},
+    .repetitions = 15,
+    .warmup = 2,
+    .prepare = executor_trial,
+    .figures = {{.id = "wide",
+                 .title = "Wide graph (16 independent chains): time per run against threads",
+                 .x = "threads",
+                 .y = "median",
+                 .series = "executor",
+                 .where = {{"graph", "wide"}},
+                 .y_label = "time per graph run (s)"},
+                {.id = "speedup",
+                 .title = "Speedup over the sequential executor",
+                 .kind = FigureKind::speedup,
+                 .x = "threads",
+                 .series = "executor",
+                 .where = {{"graph", "wide"}}},
+                {.id = "deep",
+                 .title = "Deep graph (one chain): time per run against threads",
+                 .x = "threads",
+                 .y = "median",
+                 .series = "executor",
+                 .where = {{"graph", "deep"}},
+                 .y_label = "time per graph run (s)"}},
+});
+
+// ---- ch08/fusion ------------------------------------------------------------------------------
+
+// The chain: k ops cycling through scale, shift, relu, square (values stay in [0, 1.5]).
+std::vector<std::pair<Op, float>> chain_of(std::size_t k) {
+  static const std::pair<Op, float> cycle[] = {
+      {Op::scale, 0.5f}, {Op::shift, 0.25f}, {Op::relu, 0.0f}, {Op::square, 0.0f}};
+  std::vector<std::pair<Op, float>> c;
+  for (std::size_t i = 0; i < k; ++i) c.push_back(cycle[i % 4]);
+  return c;
+}
+
+Trial fusion_trial(const Params& p, GroupCache& cache) {
+  const std::string variant = param_str(p, "variant");
+  if (variant != "unfused" && variant != "fused")
+    throw UsageError(fmt::format("parameter 'variant': '{}' is not unfused or fused", variant));
+  const auto k = static_cast<std::size_t>(param_int(p, "k"));
+  const auto n = static_cast<std::size_t>(param_int(p, "n"));
+  struct Arrays {
+    std::vector<float> x, a, b, want;
+  };
+  auto arr = std::shared_ptr<Arrays>(
+      &cache.get<Arrays>("arrays",
+                         [&] {
+                           Arrays s;
+                           s.x = pseudo_random(1, n, 3).data;
+                           s.a.assign(n, 0.0f);
+                           s.b.assign(n, 0.0f);
+                           s.want.resize(n);
+                           for (std::size_t i = 0; i < n;
+                                ++i) {  // one element at a time: the plain definition
+                             float v = s.x[i];
+                             for (const auto& [op, alpha] : chain_of(k))
+                               apply_op(op, alpha, &v, &v, 1);
+                             s.want[i] = v;
+                           }
+                           return s;
+                         }),
+      [](Arrays*) {});
+  const auto chain = chain_of(k);
+  auto result = std::make_shared<const float*>(nullptr);
+  Trial t;
+  t.run = [arr, chain, n, variant, result] {
+    if (variant == "fused") {
+      apply_chain(chain, arr->x.data(), arr->a.data(), n);
+      *result = arr->a.data();
+      return;
+    }
+    // k passes, each reading the previous one's output: x -> a -> b -> a ...
+    const float* src = arr->x.data();
+    float* dst = arr->a.data();
+    for (const auto& [op, alpha] : chain) {
+      apply_op(op, alpha, src, dst, n);
+      src = dst;
+      dst = dst == arr->a.data() ? arr->b.data() : arr->a.data();
+    }
+    *result = src;
+  };
+  t.check = [arr, result, n]() -> std::string {
+    if (*result == nullptr) return "";
+    for (std::size_t i = 0; i < n; ++i)
+      if ((*result)[i] != arr->want[i])
+        return fmt::format("element {} is {}, the chain's definition gives {}", i, (*result)[i],
+                           arr->want[i]);
+    return "";
+  };
+  const double passes = variant == "fused" ? 1.0 : static_cast<double>(k);
+  t.work.items = static_cast<double>(n);
+  t.work.bytes = passes * 2.0 * static_cast<double>(n) * sizeof(float);
+  return t;
+}
+
+const bool registered_fusion = register_experiment({
+    .id = "ch08/fusion",
+    .chapter = "08-dataflow",
+    .title = "Fusion: a chain of k element-wise ops as k passes over memory vs one fused pass",
+    .axes = {{.name = "variant", .values = {"unfused", "fused"}},
+             {.name = "k",
+              .values = {"1", "2", "4", "8", "16"},
+              .kind = AxisKind::count,
+              .max = 1024,
+              .smoke = {"2"}},
+             {.name = "n",
+              .values = {"16M"},
+              .quick = {"8M"},
+              .kind = AxisKind::size,
+              .max = std::int64_t{1} << 28,
+              .smoke = {"64K"}}},
+    .baseline = {{"variant", "unfused"}},
+    .interleave = {"variant"},
+    .repetitions = 9,
+    .warmup = 1,
+    .prepare = fusion_trial,
+    .figures = {{.id = "speedup",
+                 .title = "Fused over unfused against chain length, beside the bytes model (k)",
+                 .x = "k",
+                 .y = "speedup",
+                 .series = "variant",
+                 .where = {{"variant", "fused"}},
+                 .log_x = true,
+                 .log_y = true,
+                 .y_label = "speedup of the fused pass (log)",
+                 .x_label = "ops in the chain k (log)",
+                 .models = {{.label = "bytes model: k passes vs 1 (memory-bound)",
+                             .y = [](const ModelPoint& pt) -> std::optional<double> {
+                               return pt.x;
+                             }}}},
+                {.id = "bandwidth",
+                 .title = "Bytes moved per second against chain length",
+                 .x = "k",
+                 .y = "bytes_per_s",
+                 .series = "variant",
+                 .log_x = true,
+                 .y_label = "bytes/s (declared traffic / time)",
+                 .x_label = "ops in the chain k (log)"}},
+});
+
 }  // namespace
+
+}  // namespace concurdl::df

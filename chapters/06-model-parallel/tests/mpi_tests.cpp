@@ -72,10 +72,10 @@ TEST(MpiTensorParallel, MlpBlockEqualsTheUnsplitBlock) {
   EXPECT_LE(worst(y, y_want), 1e-5f);
   EXPECT_LE(worst(dx, dx_want), 1e-5f);
   EXPECT_EQ(block.all_reduces(), 2u);
-  const LinearShard want1 = column_shard(span_of(whole.layer_gradient(0)),
-                                         whole.layer_gradient(0).b, in, hidden, r, p);
-  const LinearShard want2 = row_shard(span_of(whole.layer_gradient(1)),
-                                      whole.layer_gradient(1).b, hidden, out, r, p);
+  const LinearShard want1 =
+      column_shard(span_of(whole.layer_gradient(0)), whole.layer_gradient(0).b, in, hidden, r, p);
+  const LinearShard want2 =
+      row_shard(span_of(whole.layer_gradient(1)), whole.layer_gradient(1).b, hidden, out, r, p);
   EXPECT_LE(worst(block.first().shard().dw, want1.w), 1e-5f);
   EXPECT_LE(worst(block.first().shard().db, want1.b), 1e-5f);
   EXPECT_LE(worst(block.second().shard().dw, want2.w), 1e-5f);
@@ -103,11 +103,13 @@ TEST(MpiPipeline, EveryScheduleGivesEachStageTheWholeBatchsGradients) {
       nn::Mlp model(spec, 5, GemmVersion::v2_ikj);
       const PipelineStepResult r =
           pipeline_step(comm, model, bounds, x.data(), labels.data(), rows, m, schedule);
-      EXPECT_LE(worst(model.gradients().subspan(lo, hi - lo),
-                      whole.gradients().subspan(lo, hi - lo)),
-                1e-5f)
+      EXPECT_LE(
+          worst(model.gradients().subspan(lo, hi - lo), whole.gradients().subspan(lo, hi - lo)),
+          1e-5f)
           << "stage " << s;
-      if (s == p - 1) EXPECT_NEAR(r.loss_sum / rows, loss, 1e-5);
+      if (s == p - 1) {
+        EXPECT_NEAR(r.loss_sum / rows, loss, 1e-5);
+      }
       comm.barrier();
     }
 }

@@ -3,10 +3,13 @@
 
 #include <fmt/format.h>
 #include <oneapi/tbb/flow_graph.h>
+#include <oneapi/tbb/global_control.h>
+#include <oneapi/tbb/info.h>
 #include <oneapi/tbb/task_arena.h>
 
 #include <atomic>
 #include <exception>
+#include <optional>
 
 #include "concurdl/harness/trace.hpp"
 #include "concurdl/threads/stealing_pool.hpp"
@@ -22,57 +25,82 @@ void compute(const Graph& g, NodeId n, std::vector<Tensor>& values) {
   std::vector<const Tensor*> in;
   in.reserve(node.inputs.size());
   for (const NodeId i : node.inputs) in.push_back(&values[i]);
-  values[n] = evaluate(g, n, in);
+  evaluate_into(g, n, in, values[n]);
 }
 
 }  // namespace
 
-std::vector<Tensor> SequentialExecutor::run(const Graph& g) {
-  std::vector<Tensor> values(g.size());
-  for (const NodeId n : topological_order(g)) compute(g, n, values);
-  return values;
+const std::vector<Tensor>& SequentialExecutor::run(const Graph& g) {
+  const std::vector<NodeId> order = topological_order(g);
+  values_.resize(g.size());
+  for (const NodeId n : order) compute(g, n, values_);
+  return values_;
 }
 
-std::vector<Tensor> ParallelExecutor::run(const Graph& g) {
+const std::vector<Tensor>& ParallelExecutor::run(const Graph& g) {
   topological_order(g);  // refuses a cycle or a missing input before anything runs
   const std::size_t n = g.size();
-  std::vector<Tensor> values(n);
+  values_.resize(n);
+  std::vector<Tensor>& values = values_;
   const std::vector<std::vector<NodeId>> consumers = g.consumers();
   // Inputs not yet computed, per node. The task whose decrement takes a count to 0 posts that
   // node: acq_rel, so it sees every input's value written (each writer released its own
   // decrement) before the node reads them.
   const auto missing = std::make_unique<std::atomic<std::size_t>[]>(n);
-  for (NodeId v = 0; v < n; ++v) missing[v].store(g.node(v).inputs.size(), std::memory_order_relaxed);
+  for (NodeId v = 0; v < n; ++v)
+    missing[v].store(g.node(v).inputs.size(), std::memory_order_relaxed);
   std::atomic<bool> failed{false};
+  // A task computes its node, then keeps one of the consumers it made ready for itself (the
+  // next link of a chain runs on the same thread, its input still in this core's cache, with no
+  // trip through the pool) and posts the others for idle threads to steal.
   std::function<void(NodeId)> task = [&](NodeId v) {
-    if (failed.load(std::memory_order_relaxed)) return;  // an op threw: start nothing new
-    try {
-      compute(g, v, values);
-    } catch (...) {
-      failed.store(true, std::memory_order_relaxed);
-      throw;  // kept by the pool, rethrown by wait_all(); v's consumers are never posted
+    for (;;) {
+      if (failed.load(std::memory_order_relaxed)) return;  // an op threw: start nothing new
+      try {
+        compute(g, v, values);
+      } catch (...) {
+        failed.store(true, std::memory_order_relaxed);
+        throw;  // kept by the pool, rethrown by wait_all(); v's consumers are never posted
+      }
+      constexpr NodeId kNone = static_cast<NodeId>(-1);
+      NodeId next = kNone;
+      for (const NodeId c : consumers[v]) {
+        if (missing[c].fetch_sub(1, std::memory_order_acq_rel) != 1) continue;
+        if (next != kNone) pool_.post([&task, next] { task(next); });
+        next = c;
+      }
+      if (next == kNone) return;
+      v = next;
     }
-    for (const NodeId c : consumers[v])
-      if (missing[c].fetch_sub(1, std::memory_order_acq_rel) == 1) pool_.post([&task, c] { task(c); });
   };
   for (NodeId v = 0; v < n; ++v)
     if (g.node(v).inputs.empty()) pool_.post([&task, v] { task(v); });
   pool_.wait_all();
-  return values;
+  return values_;
 }
 
+// An arena of `threads`. Past the hardware's threads oneTBB caps its workers (at the hardware's
+// count minus one, with a warning) unless a global_control raises the cap; only then is one
+// held, since the lowest cap of all live global_controls wins (a cap of 1 held by a 1-thread
+// executor would serialise every other).
 struct TbbFlowExecutor::Arena {
-  explicit Arena(int threads) : arena(threads) {}
+  explicit Arena(int threads) : arena(threads) {
+    if (threads > oneapi::tbb::info::default_concurrency())
+      limit.emplace(oneapi::tbb::global_control::max_allowed_parallelism,
+                    static_cast<std::size_t>(threads));
+  }
+  std::optional<oneapi::tbb::global_control> limit;
   oneapi::tbb::task_arena arena;
 };
 
 TbbFlowExecutor::TbbFlowExecutor(int threads) : arena_(std::make_unique<Arena>(threads)) {}
 TbbFlowExecutor::~TbbFlowExecutor() = default;
 
-std::vector<Tensor> TbbFlowExecutor::run(const Graph& g) {
+const std::vector<Tensor>& TbbFlowExecutor::run(const Graph& g) {
   namespace flow = oneapi::tbb::flow;
   topological_order(g);
-  std::vector<Tensor> values(g.size());
+  values_.resize(g.size());
+  std::vector<Tensor>& values = values_;
   arena_->arena.execute([&] {
     flow::graph fg;
     flow::broadcast_node<flow::continue_msg> start(fg);
@@ -88,7 +116,7 @@ std::vector<Tensor> TbbFlowExecutor::run(const Graph& g) {
     start.try_put(flow::continue_msg());
     fg.wait_for_all();  // rethrows what a body threw, after cancelling the rest
   });
-  return values;
+  return values_;
 }
 
 namespace {
@@ -96,10 +124,9 @@ namespace {
 // A ParallelExecutor that owns its pool.
 class OwningParallel final : public Executor {
  public:
-  explicit OwningParallel(int threads)
-      : pool_(static_cast<unsigned>(threads)), exec_(pool_) {}
+  explicit OwningParallel(int threads) : pool_(static_cast<unsigned>(threads)), exec_(pool_) {}
   std::string_view name() const override { return exec_.name(); }
-  std::vector<Tensor> run(const Graph& g) override { return exec_.run(g); }
+  const std::vector<Tensor>& run(const Graph& g) override { return exec_.run(g); }
 
  private:
   threads::StealingPool pool_;

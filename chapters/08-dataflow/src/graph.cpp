@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <queue>
 
+#include "concurdl/df/fusion.hpp"
 #include "concurdl/kernels/ops.hpp"
 
 namespace concurdl::df {
@@ -16,21 +17,36 @@ Tensor Tensor::filled(std::size_t rows, std::size_t cols, float v) {
 
 const char* op_name(Op op) {
   switch (op) {
-    case Op::input: return "input";
-    case Op::matmul: return "matmul";
-    case Op::matmul_nt: return "matmul_nt";
-    case Op::matmul_tn: return "matmul_tn";
-    case Op::add: return "add";
-    case Op::mul: return "mul";
-    case Op::add_bias: return "add_bias";
-    case Op::relu: return "relu";
-    case Op::relu_grad: return "relu_grad";
-    case Op::scale: return "scale";
-    case Op::shift: return "shift";
-    case Op::square: return "square";
-    case Op::column_sum: return "column_sum";
-    case Op::fused: return "fused";
-    case Op::custom: return "custom";
+    case Op::input:
+      return "input";
+    case Op::matmul:
+      return "matmul";
+    case Op::matmul_nt:
+      return "matmul_nt";
+    case Op::matmul_tn:
+      return "matmul_tn";
+    case Op::add:
+      return "add";
+    case Op::mul:
+      return "mul";
+    case Op::add_bias:
+      return "add_bias";
+    case Op::relu:
+      return "relu";
+    case Op::relu_grad:
+      return "relu_grad";
+    case Op::scale:
+      return "scale";
+    case Op::shift:
+      return "shift";
+    case Op::square:
+      return "square";
+    case Op::column_sum:
+      return "column_sum";
+    case Op::fused:
+      return "fused";
+    case Op::custom:
+      return "custom";
   }
   return "?";
 }
@@ -50,8 +66,8 @@ NodeId Graph::input(Tensor t, std::string name) {
 
 NodeId Graph::add_node(Op op, std::vector<NodeId> inputs, float alpha) {
   if (op == Op::input || op == Op::custom || op == Op::fused)
-    throw std::invalid_argument(fmt::format("Graph::add_node: {} nodes have their own builder",
-                                            op_name(op)));
+    throw std::invalid_argument(
+        fmt::format("Graph::add_node: {} nodes have their own builder", op_name(op)));
   Node n;
   n.op = op;
   n.inputs = std::move(inputs);
@@ -71,7 +87,8 @@ NodeId Graph::fused(NodeId a, std::vector<std::pair<Op, float>> chain) {
   n.inputs = {a};
   n.chain = std::move(chain);
   std::string ops;
-  for (const auto& [op, alpha] : n.chain) ops += (ops.empty() ? "" : "+") + std::string(op_name(op));
+  for (const auto& [op, alpha] : n.chain)
+    ops += (ops.empty() ? "" : "+") + std::string(op_name(op));
   n.name = fmt::format("fused {} ({})", nodes_.size(), ops);
   nodes_.push_back(std::move(n));
   return nodes_.size() - 1;
@@ -88,7 +105,9 @@ NodeId Graph::custom(std::string name, std::vector<NodeId> inputs,
   return nodes_.size() - 1;
 }
 
-void Graph::set_inputs(NodeId n, std::vector<NodeId> inputs) { nodes_.at(n).inputs = std::move(inputs); }
+void Graph::set_inputs(NodeId n, std::vector<NodeId> inputs) {
+  nodes_.at(n).inputs = std::move(inputs);
+}
 
 std::vector<std::vector<NodeId>> Graph::consumers() const {
   std::vector<std::vector<NodeId>> out(nodes_.size());
@@ -135,9 +154,9 @@ std::vector<NodeId> topological_order(const Graph& g) {
         break;
       }
   }
-  throw GraphError(fmt::format(
-      "the graph has a cycle through '{}': no order runs every node after its inputs",
-      g.node(v).name));
+  throw GraphError(
+      fmt::format("the graph has a cycle through '{}': no order runs every node after its inputs",
+                  g.node(v).name));
 }
 
 namespace {
@@ -145,45 +164,56 @@ namespace {
 void need(bool ok, const Graph& g, NodeId n, std::span<const Tensor* const> in) {
   if (ok) return;
   std::string shapes;
-  for (const Tensor* t : in) shapes += fmt::format("{}{}x{}", shapes.empty() ? "" : ", ", t->rows, t->cols);
+  for (const Tensor* t : in)
+    shapes += fmt::format("{}{}x{}", shapes.empty() ? "" : ", ", t->rows, t->cols);
   throw GraphError(fmt::format("'{}': its inputs' shapes ({}) do not fit {}", g.node(n).name,
                                shapes, op_name(g.node(n).op)));
 }
 
 float apply_unary(Op op, float alpha, float x) {
   switch (op) {
-    case Op::relu: return x > 0.0f ? x : 0.0f;
-    case Op::scale: return alpha * x;
-    case Op::shift: return x + alpha;
-    case Op::square: return x * x;
-    default: return x;
+    case Op::relu:
+      return x > 0.0f ? x : 0.0f;
+    case Op::scale:
+      return alpha * x;
+    case Op::shift:
+      return x + alpha;
+    case Op::square:
+      return x * x;
+    default:
+      return x;
   }
 }
 
 }  // namespace
 
-Tensor evaluate(const Graph& g, NodeId n, std::span<const Tensor* const> in) {
+void evaluate_into(const Graph& g, NodeId n, std::span<const Tensor* const> in, Tensor& out) {
   const Node& node = g.node(n);
   if (in.size() != node.inputs.size())
     throw GraphError(fmt::format("'{}': {} input values for {} inputs", node.name, in.size(),
                                  node.inputs.size()));
   using kernels::Trans;
+  // out takes the shape; its buffer is reused when it is large enough (no allocation, no page
+  // faults: a run of an executor whose values are kept allocates nothing after the first).
+  const auto shape = [&](std::size_t rows, std::size_t cols) {
+    out.rows = rows;
+    out.cols = cols;
+    out.data.resize(rows * cols);
+  };
   const auto unary = [&](auto f) {
     need(in.size() == 1, g, n, in);
-    Tensor out{in[0]->rows, in[0]->cols, std::vector<float>(in[0]->size())};
+    shape(in[0]->rows, in[0]->cols);
     const float* a = in[0]->data.data();
     float* y = out.data.data();
     for (std::size_t i = 0; i < out.size(); ++i) y[i] = f(a[i]);
-    return out;
   };
   const auto binary = [&](auto f) {
     need(in.size() == 2 && in[0]->rows == in[1]->rows && in[0]->cols == in[1]->cols, g, n, in);
-    Tensor out{in[0]->rows, in[0]->cols, std::vector<float>(in[0]->size())};
+    shape(in[0]->rows, in[0]->cols);
     const float* a = in[0]->data.data();
     const float* b = in[1]->data.data();
     float* y = out.data.data();
     for (std::size_t i = 0; i < out.size(); ++i) y[i] = f(a[i], b[i]);
-    return out;
   };
   const auto gemm = [&](Trans ta, Trans tb) {
     need(in.size() == 2, g, n, in);
@@ -194,14 +224,15 @@ Tensor evaluate(const Graph& g, NodeId n, std::span<const Tensor* const> in) {
     const std::size_t kb = tb == Trans::no ? b.rows : b.cols;
     const std::size_t nn = tb == Trans::no ? b.cols : b.rows;
     need(k == kb, g, n, in);
-    Tensor out{m, nn, std::vector<float>(m * nn)};
+    shape(m, nn);
     kernels::gemm(g.gemm(), ta, tb, m, nn, k, 1.0f, a.data.data(), a.cols, b.data.data(), b.cols,
                   0.0f, out.data.data(), nn);
-    return out;
   };
   switch (node.op) {
     case Op::input:
-      return node.constant;
+      shape(node.constant.rows, node.constant.cols);
+      std::copy(node.constant.data.begin(), node.constant.data.end(), out.data.begin());
+      return;
     case Op::matmul:
       return gemm(Trans::no, Trans::no);
     case Op::matmul_nt:
@@ -214,34 +245,40 @@ Tensor evaluate(const Graph& g, NodeId n, std::span<const Tensor* const> in) {
       return binary([](float a, float b) { return a * b; });
     case Op::relu_grad:
       return binary([](float a, float b) { return a > 0.0f ? b : 0.0f; });
-    case Op::add_bias: {
+    case Op::add_bias:
       need(in.size() == 2 && in[1]->rows == 1 && in[1]->cols == in[0]->cols, g, n, in);
-      Tensor out = *in[0];
+      shape(in[0]->rows, in[0]->cols);
+      std::copy(in[0]->data.begin(), in[0]->data.end(), out.data.begin());
       kernels::add_bias_rows(out.data.data(), out.rows, out.cols, out.cols, in[1]->data.data());
-      return out;
-    }
+      return;
     case Op::relu:
     case Op::scale:
     case Op::shift:
     case Op::square:
       return unary([&](float x) { return apply_unary(node.op, node.alpha, x); });
-    case Op::column_sum: {
+    case Op::column_sum:
       need(in.size() == 1, g, n, in);
-      Tensor out{1, in[0]->cols, std::vector<float>(in[0]->cols)};
+      shape(1, in[0]->cols);
       kernels::column_sums(in[0]->data.data(), in[0]->rows, in[0]->cols, in[0]->cols,
                            out.data.data());
-      return out;
-    }
+      return;
     case Op::fused:
-      // One pass: each element goes through the whole chain while it is in a register.
-      return unary([&](float x) {
-        for (const auto& [op, alpha] : node.chain) x = apply_unary(op, alpha, x);
-        return x;
-      });
+      // One pass over memory: each block of elements goes through the whole chain in cache.
+      need(in.size() == 1, g, n, in);
+      shape(in[0]->rows, in[0]->cols);
+      apply_chain(node.chain, in[0]->data.data(), out.data.data(), out.size());
+      return;
     case Op::custom:
-      return node.fn(in);
+      out = node.fn(in);
+      return;
   }
   throw GraphError(fmt::format("'{}': unknown op", node.name));
+}
+
+Tensor evaluate(const Graph& g, NodeId n, std::span<const Tensor* const> in) {
+  Tensor out;
+  evaluate_into(g, n, in, out);
+  return out;
 }
 
 double node_bytes(const Graph& g, NodeId n, std::span<const Tensor* const> in) {
@@ -260,13 +297,59 @@ double node_bytes(const Graph& g, NodeId n, std::span<const Tensor* const> in) {
   return (bytes + out) * sizeof(float);
 }
 
+namespace {
+// out[i] = f(in[i]). In place (in == out) it is a loop over one array, which the compiler
+// vectorises as it is; out of place it vectorises behind a check that the arrays do not
+// overlap, which an in-place call would fail, falling back to one element at a time.
+template <class F>
+void map_elements(const float* in, float* out, std::size_t n, F f) {
+  if (in == out) {
+    for (std::size_t i = 0; i < n; ++i) out[i] = f(out[i]);
+  } else {
+    for (std::size_t i = 0; i < n; ++i) out[i] = f(in[i]);
+  }
+}
+}  // namespace
+
+void apply_op(Op op, float alpha, const float* in, float* out, std::size_t n) {
+  switch (op) {  // one loop per op, so that each vectorises on its own
+    case Op::relu:
+      return map_elements(in, out, n, [](float x) { return x > 0.0f ? x : 0.0f; });
+    case Op::scale:
+      return map_elements(in, out, n, [alpha](float x) { return alpha * x; });
+    case Op::shift:
+      return map_elements(in, out, n, [alpha](float x) { return x + alpha; });
+    case Op::square:
+      return map_elements(in, out, n, [](float x) { return x * x; });
+    default:
+      throw std::invalid_argument(
+          fmt::format("apply_op: {} is not unary element-wise", op_name(op)));
+  }
+}
+
+void apply_chain(std::span<const std::pair<Op, float>> chain, const float* in, float* out,
+                 std::size_t n) {
+  // Blocks of 1024 elements: each block goes through the whole chain while it sits in L1, one
+  // vectorised loop per op, and memory sees one read and one write per element.
+  constexpr std::size_t kBlock = 8192;
+  for (std::size_t b = 0; b < n; b += kBlock) {
+    const std::size_t len = std::min(kBlock, n - b);
+    const float* src = in + b;
+    for (const auto& [op, alpha] : chain) {
+      apply_op(op, alpha, src, out + b, len);
+      src = out + b;
+    }
+    if (chain.empty() && out + b != in + b) std::copy(in + b, in + b + len, out + b);
+  }
+}
+
 void Eager::compute(NodeId n) {
   const Node& node = g_.node(n);
   std::vector<const Tensor*> in;
   for (const NodeId i : node.inputs) {
     if (i >= values_.size())
-      throw GraphError(fmt::format("'{}': eager ops take values already computed (node {})",
-                                   node.name, i));
+      throw GraphError(
+          fmt::format("'{}': eager ops take values already computed (node {})", node.name, i));
     in.push_back(&values_[i]);
   }
   values_.push_back(evaluate(g_, n, in));

@@ -52,14 +52,30 @@ Eager random_graph(std::uint32_t seed, std::size_t nodes) {
     // sums halved, so no graph overflows into infinities (whose NaNs would compare unequal).
     NodeId v = 0;
     switch (rng() % 8) {
-      case 0: v = e.call([&](Graph& g) { return g.scale(g.matmul(a, b), 1.0f / kSide); }); break;
-      case 1: v = e.call([&](Graph& g) { return g.scale(g.matmul_nt(a, b), 1.0f / kSide); }); break;
-      case 2: v = e.call([&](Graph& g) { return g.scale(g.add(a, b), 0.5f); }); break;
-      case 3: v = e.call([&](Graph& g) { return g.mul(a, b); }); break;
-      case 4: v = e.call([&](Graph& g) { return g.relu(a); }); break;
-      case 5: v = e.call([&](Graph& g) { return g.scale(a, 0.5f); }); break;
-      case 6: v = e.call([&](Graph& g) { return g.relu_grad(a, b); }); break;
-      default: v = e.call([&](Graph& g) { return g.shift(g.square(a), -0.25f); }); break;
+      case 0:
+        v = e.call([&](Graph& g) { return g.scale(g.matmul(a, b), 1.0f / kSide); });
+        break;
+      case 1:
+        v = e.call([&](Graph& g) { return g.scale(g.matmul_nt(a, b), 1.0f / kSide); });
+        break;
+      case 2:
+        v = e.call([&](Graph& g) { return g.scale(g.add(a, b), 0.5f); });
+        break;
+      case 3:
+        v = e.call([&](Graph& g) { return g.mul(a, b); });
+        break;
+      case 4:
+        v = e.call([&](Graph& g) { return g.relu(a); });
+        break;
+      case 5:
+        v = e.call([&](Graph& g) { return g.scale(a, 0.5f); });
+        break;
+      case 6:
+        v = e.call([&](Graph& g) { return g.relu_grad(a, b); });
+        break;
+      default:
+        v = e.call([&](Graph& g) { return g.shift(g.square(a), -0.25f); });
+        break;
     }
     usable.push_back(v);
   }
@@ -83,8 +99,8 @@ TEST_P(Executors, RandomGraphsGiveTheEagerValues) {
       const std::vector<Tensor> got = exec->run(e.graph());
       ASSERT_EQ(got.size(), e.values().size());
       for (NodeId n = 0; n < got.size(); ++n)
-        ASSERT_EQ(got[n].data, e.value(n).data) << exec->name() << " seed " << seed << " node "
-                                                << e.graph().node(n).name;
+        ASSERT_EQ(got[n].data, e.value(n).data)
+            << exec->name() << " seed " << seed << " node " << e.graph().node(n).name;
     }
   });
 }
@@ -104,13 +120,12 @@ TEST_P(Executors, EveryNodeRunsOnceAfterItsInputs) {
         std::vector<NodeId> inputs;
         if (v > 0)
           for (unsigned k = rng() % 4; k > 0; --k) inputs.push_back(rng() % v);
-        g.custom("probe " + std::to_string(v), inputs,
-                 [&, v](std::span<const Tensor* const>) {
-                   started[v] = clock.fetch_add(1) + 1;
-                   runs[v].fetch_add(1);
-                   finished[v] = clock.fetch_add(1) + 1;
-                   return Tensor::filled(1, 1, static_cast<float>(v));
-                 });
+        g.custom("probe " + std::to_string(v), inputs, [&, v](std::span<const Tensor* const>) {
+          started[v] = clock.fetch_add(1) + 1;
+          runs[v].fetch_add(1);
+          finished[v] = clock.fetch_add(1) + 1;
+          return Tensor::filled(1, 1, static_cast<float>(v));
+        });
       }
       exec->run(g);
       for (NodeId v = 0; v < kNodes; ++v) {
@@ -133,11 +148,10 @@ TEST_P(Executors, AThrowingOpReachesTheCallerAndItsDependentsNeverRun) {
     });
     NodeId last = bad;
     for (int k = 0; k < 5; ++k)
-      last = g.custom("after " + std::to_string(k), {last},
-                      [&](std::span<const Tensor* const> in) {
-                        after.fetch_add(1);
-                        return *in[0];
-                      });
+      last = g.custom("after " + std::to_string(k), {last}, [&](std::span<const Tensor* const> in) {
+        after.fetch_add(1);
+        return *in[0];
+      });
     for (int k = 0; k < 20; ++k) g.relu(x);  // independent work around it
     try {
       exec->run(g);
@@ -160,7 +174,7 @@ TEST_P(Executors, ACycleIsRefusedNamingANodeOnIt) {
   const NodeId a = g.relu(x);
   const NodeId b = g.relu(a);
   const NodeId c = g.relu(b);
-  g.relu(x);  // not on the cycle
+  g.relu(x);             // not on the cycle
   g.set_inputs(a, {c});  // a <- c <- b <- a
   try {
     exec->run(g);
@@ -178,8 +192,7 @@ TEST_P(Executors, ACycleIsRefusedNamingANodeOnIt) {
 }
 
 INSTANTIATE_TEST_SUITE_P(All, Executors,
-                         ::testing::Combine(::testing::Values("sequential", "parallel",
-                                                              "tbb_flow"),
+                         ::testing::Combine(::testing::Values("sequential", "parallel", "tbb_flow"),
                                             ::testing::Values(1, 2, 4, 8)),
                          [](const auto& info) {
                            return std::get<0>(info.param) + "_" +

@@ -78,7 +78,9 @@ TEST(Graph, TopologicalOrderPutsInputsFirst) {
   const NodeId c = g.relu(b);
   ASSERT_EQ(c, 3u);
   const std::vector<NodeId> order = topological_order(g);
-  const auto pos = [&](NodeId n) { return std::find(order.begin(), order.end(), n) - order.begin(); };
+  const auto pos = [&](NodeId n) {
+    return std::find(order.begin(), order.end(), n) - order.begin();
+  };
   EXPECT_LT(pos(c), pos(a));
   EXPECT_LT(pos(b), pos(c));
   EXPECT_LT(pos(x), pos(b));

@@ -4,8 +4,9 @@
 //                execution does in the order the calls were made
 //   parallel     inter-op parallelism as TensorFlow's executor and MXNet's engine do it: every
 //                node has an atomic count of inputs not yet computed; a node whose count reaches
-//                0 is ready and is posted to chapter 01's work-stealing pool; the task that
-//                computes a node decrements its consumers' counts and posts those that reach 0.
+//                0 is ready; the task that computes a node decrements its consumers' counts,
+//                runs one that reached 0 itself next (a chain stays on one thread) and posts
+//                the others to chapter 01's work-stealing pool, whose idle threads steal them.
 //                Independent nodes run at once; no node waits on a lock for its inputs.
 //   tbb_flow     the same graph as a oneTBB flow graph (a continue_node per node, an edge per
 //                input): the peer
@@ -28,17 +29,22 @@ class StealingPool;
 
 namespace concurdl::df {
 
+// run() returns every node's value, in buffers the executor keeps for its next run (valid until
+// then): a graph run again allocates nothing.
 class Executor {
  public:
   virtual ~Executor() = default;
   virtual std::string_view name() const = 0;
-  virtual std::vector<Tensor> run(const Graph& g) = 0;
+  virtual const std::vector<Tensor>& run(const Graph& g) = 0;
+
+ protected:
+  std::vector<Tensor> values_;
 };
 
 class SequentialExecutor final : public Executor {
  public:
   std::string_view name() const override { return "sequential"; }
-  std::vector<Tensor> run(const Graph& g) override;
+  const std::vector<Tensor>& run(const Graph& g) override;
 };
 
 class ParallelExecutor final : public Executor {
@@ -47,7 +53,7 @@ class ParallelExecutor final : public Executor {
   // with other work, but one run at a time.
   explicit ParallelExecutor(threads::StealingPool& pool) : pool_(pool) {}
   std::string_view name() const override { return "parallel"; }
-  std::vector<Tensor> run(const Graph& g) override;
+  const std::vector<Tensor>& run(const Graph& g) override;
 
  private:
   threads::StealingPool& pool_;
@@ -58,7 +64,7 @@ class TbbFlowExecutor final : public Executor {
   explicit TbbFlowExecutor(int threads);  // a task_arena of that many threads
   ~TbbFlowExecutor() override;
   std::string_view name() const override { return "tbb_flow"; }
-  std::vector<Tensor> run(const Graph& g) override;
+  const std::vector<Tensor>& run(const Graph& g) override;
 
  private:
   struct Arena;

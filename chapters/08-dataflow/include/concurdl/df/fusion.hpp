@@ -5,7 +5,10 @@
 // bytes model predicts a speedup near k (fusion's chart draws it beside the measurement).
 #pragma once
 
+#include <cstddef>
 #include <limits>
+#include <span>
+#include <utility>
 #include <vector>
 
 #include "concurdl/df/graph.hpp"
@@ -21,6 +24,15 @@ struct FusedGraph {
   std::vector<NodeId> map;
   std::size_t chains = 0;  // fused nodes made
 };
+
+// The element-wise kernels fused and unfused nodes run, over raw buffers (the fusion experiment
+// times them on preallocated arrays, so that it measures passes over memory, not allocation):
+//   apply_op     one op, one pass: out[i] = op(in[i])          reads n floats, writes n
+//   apply_chain  every op of the chain in one pass              reads n floats, writes n
+// in and out may be the same array.
+void apply_op(Op op, float alpha, const float* in, float* out, std::size_t n);
+void apply_chain(std::span<const std::pair<Op, float>> chain, const float* in, float* out,
+                 std::size_t n);
 
 // Every maximal chain of two or more unary element-wise nodes, each but the last with exactly
 // one consumer (the next), becomes one fused node; everything else is copied. GraphError as

@@ -60,9 +60,9 @@ using NodeId = std::size_t;
 struct Node {
   Op op = Op::input;
   std::vector<NodeId> inputs;
-  float alpha = 0;  // scale, shift
-  std::string name;  // "matmul 3": what error messages and timelines call it
-  Tensor constant;   // input
+  float alpha = 0;                          // scale, shift
+  std::string name;                         // "matmul 3": what error messages and timelines call it
+  Tensor constant;                          // input
   std::vector<std::pair<Op, float>> chain;  // fused: its ops, in order
   std::function<Tensor(std::span<const Tensor* const>)> fn;  // custom
 };
@@ -119,6 +119,10 @@ std::vector<NodeId> topological_order(const Graph& g);
 // One node's value from its inputs' (in the node's input order). GraphError naming the node
 // when the shapes do not fit; what a custom op throws passes through.
 Tensor evaluate(const Graph& g, NodeId n, std::span<const Tensor* const> inputs);
+// The same into `out`, reusing its buffer when it is large enough (an executor that keeps its
+// values between runs allocates nothing after the first: no page faults, and no mmap lock that
+// would serialise the threads of a parallel run).
+void evaluate_into(const Graph& g, NodeId n, std::span<const Tensor* const> inputs, Tensor& out);
 
 // The bytes a node's evaluation reads and writes (its inputs once, its output once): the
 // memory-traffic model of fusion's chart. Matmuls count their operands and result once too.
@@ -137,7 +141,9 @@ class Eager {
     while (values_.size() < g_.size()) compute(values_.size());
     return n;
   }
-  NodeId input(Tensor t) { return call([&](Graph& g) { return g.input(std::move(t)); }); }
+  NodeId input(Tensor t) {
+    return call([&](Graph& g) { return g.input(std::move(t)); });
+  }
   const Tensor& value(NodeId n) const { return values_.at(n); }
   const std::vector<Tensor>& values() const { return values_; }
   const Graph& graph() const { return g_; }
