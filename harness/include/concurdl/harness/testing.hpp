@@ -22,6 +22,21 @@
 
 namespace concurdl::testing {
 
+// Whether this build runs under ThreadSanitizer. Code that synchronises inside a library not
+// built with it (oneTBB's libtbb) cannot be checked there: TSan reports races it cannot see
+// are ordered. Such tests skip under it, saying so, and run in the other builds.
+#if defined(__SANITIZE_THREAD__)
+inline constexpr bool kThreadSanitizer = true;
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+inline constexpr bool kThreadSanitizer = true;
+#else
+inline constexpr bool kThreadSanitizer = false;
+#endif
+#else
+inline constexpr bool kThreadSanitizer = false;
+#endif
+
 // Runs f and fails fast with a message if it does not finish within `seconds`: a hang (a lost
 // wake-up, a pipe never closed, a child never reaped) must fail in seconds, not wait for CTest's
 // timeout. The stuck thread cannot be joined, so the process leaves without waiting for it.
