@@ -4,15 +4,22 @@
 //   ch08_tests --gtest_filter='Graph*'
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <cstdint>
 #include <string>
 #include <vector>
 
 #include "concurdl/df/executors.hpp"
 #include "concurdl/df/graph.hpp"
+#include "concurdl/df/mlp_graph.hpp"
+#include "concurdl/harness/testing.hpp"
+#include "concurdl/kernels/threads.hpp"
+#include "concurdl/nn/mlp.hpp"
 
 namespace {
 
 using namespace concurdl::df;
+using nn_spec = concurdl::nn::MlpSpec;
 
 Tensor counting(std::size_t rows, std::size_t cols, float start) {
   Tensor t = Tensor::filled(rows, cols, 0.0f);
@@ -98,6 +105,40 @@ TEST(Graph, BytesModelCountsInputsAndOutputOnce) {
   EXPECT_EQ(node_bytes(g, s, in1), 200.0 * 4);
   EXPECT_EQ(node_bytes(g, m, in2), 300.0 * 4);
   EXPECT_EQ(node_bytes(g, c, in1), 110.0 * 4);
+}
+
+// The MLP recorded as a graph computes nn::Mlp's gradients, whichever executor runs it.
+TEST(GraphMlp, GradientsAreKernelsNnsUnderEveryExecutor) {
+  concurdl::kernels::set_compute_threads(1);
+  const nn_spec spec{{20, 16, 12, 10}};
+  concurdl::nn::Mlp model(spec, 7, concurdl::kernels::GemmVersion::v2_ikj);
+  constexpr std::size_t rows = 9;
+  std::vector<float> x(rows * 20);
+  for (std::size_t i = 0; i < x.size(); ++i) x[i] = std::sin(0.37f * static_cast<float>(i));
+  std::vector<std::uint8_t> labels(rows);
+  for (std::size_t i = 0; i < rows; ++i) labels[i] = static_cast<std::uint8_t>((i * 7) % 10);
+  model.forward_backward(x.data(), labels.data(), rows);
+  const MlpGraph mg = record_mlp(model, x.data(), labels.data(), rows);
+  for (const std::string name : {"sequential", "parallel", "tbb_flow"}) {
+    // libtbb synchronises where ThreadSanitizer cannot see (the flow graph runs in the other
+    // builds).
+    if (concurdl::testing::kThreadSanitizer && name == "tbb_flow") continue;
+    auto exec = make_executor(name, 2);
+    const std::vector<Tensor>& v = exec->run(mg.graph);
+    for (std::size_t l = 0; l < 3; ++l) {
+      const auto want = model.layer_gradient(l);
+      const Tensor& dw = v[mg.dw[l]];
+      const Tensor& db = v[mg.db[l]];
+      ASSERT_EQ(dw.size(), want.w.rows * want.w.cols) << name << " layer " << l;
+      for (std::size_t i = 0; i < dw.size(); ++i)
+        ASSERT_NEAR(dw.data[i], want.w.data[i], 1e-5f * (1.0f + std::fabs(want.w.data[i])))
+            << name << " layer " << l << " dW " << i;
+      ASSERT_EQ(db.size(), want.b.size());
+      for (std::size_t i = 0; i < db.size(); ++i)
+        ASSERT_NEAR(db.data[i], want.b[i], 1e-5f * (1.0f + std::fabs(want.b[i])))
+            << name << " layer " << l << " db " << i;
+    }
+  }
 }
 
 }  // namespace
