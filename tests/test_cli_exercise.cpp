@@ -38,7 +38,9 @@ TEST_F(Cli, SavedAttemptsFromThreeMachinesMergeIntoAClassTable) {
   const char* hosts[] = {"lab-a", "lab-b", "laptop-c"};
   std::vector<std::string> dirs;
   for (const char* host : hosts) {
-    const Result r = run("exercise ch99 99.1 99.3 99.5 --repeat 5 --quiet --out class");
+    // 15 repetitions, the default: with 5, one noisy repetition on a busy 2-core CI machine
+    // widened 99.5's interval to [1.17, 2.00] and made it INCONCLUSIVE against 1.2x.
+    const Result r = run("exercise ch99 99.1 99.3 99.5 --repeat 15 --quiet --out class");
     ASSERT_EQ(r.rc, 1) << r.out << r.err;  // 99.5 is slow
     const fs::path dir = dir_ / r.last_line();
     ASSERT_TRUE(fs::is_regular_file(dir / "results.json")) << r.out;
@@ -83,7 +85,7 @@ TEST_F(Cli, SavedAttemptsFromThreeMachinesMergeIntoAClassTable) {
 // (exit 1); the reference's own code in the stub's place is done (exit 0); an exercise not
 // attempted fails nothing; --no-timing grades correctness alone.
 TEST_F(Cli, ExerciseVerdictsWeighTheTargetAndSetTheExitCode) {
-  const Result slow = run("exercise ch99 99.5 --repeat 5 --quiet");
+  const Result slow = run("exercise ch99 99.5 --repeat 15 --quiet");  // 5 can be INCONCLUSIVE
   EXPECT_EQ(slow.rc, 1) << slow.out << slow.err;
   EXPECT_NE(slow.out.find("-> exercise 99.5: CORRECT BUT SLOW: correct, but more than 1.2x"),
             std::string::npos)

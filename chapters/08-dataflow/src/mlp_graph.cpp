@@ -20,8 +20,8 @@ MlpGraph record_mlp(const nn::Mlp& model, const float* x, const std::uint8_t* la
     const std::size_t i = widths[l], o = widths[l + 1];
     const float* p = params.data() + off[l];
     w[l] = g.input({o, i, std::vector<float>(p, p + o * i)}, "W" + std::to_string(l));
-    const NodeId b = g.input({1, o, std::vector<float>(p + o * i, p + o * i + o)},
-                             "b" + std::to_string(l));
+    const NodeId b =
+        g.input({1, o, std::vector<float>(p + o * i, p + o * i + o)}, "b" + std::to_string(l));
     const NodeId z = g.add_bias(g.matmul_nt(h[l], w[l]), b);
     h[l + 1] = l + 1 < layers ? g.relu(z) : z;
   }
@@ -29,13 +29,12 @@ MlpGraph record_mlp(const nn::Mlp& model, const float* x, const std::uint8_t* la
   // The loss head: nn's own softmax cross-entropy, as one custom node.
   const std::size_t classes = widths.back();
   auto lab = std::make_shared<std::vector<std::uint8_t>>(labels, labels + rows);
-  m.dlogits = g.custom("softmax_xent_grad", {m.logits},
-                       [lab, rows, classes](std::span<const Tensor* const> v) {
-                         Tensor d{rows, classes, std::vector<float>(rows * classes)};
-                         nn::softmax_xent_loss(v[0]->data.data(), lab->data(), rows, classes,
-                                               d.data.data());
-                         return d;
-                       });
+  m.dlogits = g.custom(
+      "softmax_xent_grad", {m.logits}, [lab, rows, classes](std::span<const Tensor* const> v) {
+        Tensor d{rows, classes, std::vector<float>(rows * classes)};
+        nn::softmax_xent_loss(v[0]->data.data(), lab->data(), rows, classes, d.data.data());
+        return d;
+      });
   m.dw.resize(layers);
   m.db.resize(layers);
   NodeId delta = m.dlogits;
