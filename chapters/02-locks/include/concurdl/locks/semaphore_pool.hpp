@@ -1,4 +1,4 @@
-// A bounded resource pool on std::counting_semaphore: N interchangeable resources (pinned
+// A bounded resource pool on a counting semaphore: N interchangeable resources (pinned
 // staging buffers for host-to-GPU copies, database connections, decoder contexts) shared by
 // any number of threads, at most N in use at once. The semaphore counts the free resources:
 // acquire() waits while the count is zero, release() adds one and wakes a waiter. Which resource
@@ -10,18 +10,57 @@
 // The order matters: the free list is never popped empty, because the semaphore let through at
 // most as many threads as there are entries. Leases are RAII: a lease returns its resource when
 // it goes out of scope, also when an exception passes through.
+//
+// The semaphore is a mutex, a count and a condition variable (CountingSemaphore below), not
+// std::counting_semaphore: libstdc++'s (GCC 12, Debian 12's) loses wake-ups. Its release() skips
+// the futex wake when the count was already above zero, while an acquire() that lost its
+// compare-and-swap to another thread can read 0 and go to sleep: a release then wakes nobody
+// (GCC bug 98033, also 104928). This pool's stress test hung on it about once in 300 runs under
+// ThreadSanitizer's scheduling, all threads asleep with a resource free. The lesson stands:
+// a wait that is not re-checked under the same lock as the signal can miss it.
 #pragma once
 
 #include <chrono>
+#include <condition_variable>
 #include <cstddef>
 #include <mutex>
 #include <optional>
-#include <semaphore>
 #include <stdexcept>
 #include <utility>
 #include <vector>
 
 namespace concurdl::locks {
+
+// A counting semaphore whose waits cannot miss a release: the count is read and changed only
+// under the mutex, and a waiter re-checks it there after every wake-up.
+class CountingSemaphore {
+ public:
+  explicit CountingSemaphore(std::ptrdiff_t count) : count_(count) {}
+  void acquire() {
+    std::unique_lock lock(mu_);
+    cv_.wait(lock, [&] { return count_ > 0; });
+    --count_;
+  }
+  template <class Rep, class Period>
+  bool try_acquire_for(std::chrono::duration<Rep, Period> timeout) {
+    std::unique_lock lock(mu_);
+    if (!cv_.wait_for(lock, timeout, [&] { return count_ > 0; })) return false;
+    --count_;
+    return true;
+  }
+  void release() {
+    {
+      std::lock_guard lock(mu_);
+      ++count_;
+    }
+    cv_.notify_one();  // one unit: one waiter
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::ptrdiff_t count_;
+};
 
 template <class T>
 class ResourcePool {
@@ -84,7 +123,7 @@ class ResourcePool {
   }
 
   std::vector<T> items_;
-  std::counting_semaphore<> available_;
+  CountingSemaphore available_;
   std::mutex mu_;
   std::vector<T*> free_;
 };
