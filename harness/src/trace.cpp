@@ -11,12 +11,14 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "charts/charts_detail.hpp"
 #include "concurdl/harness/records.hpp"
 #include "concurdl/harness/report.hpp"
 
 namespace concurdl::trace {
 
 namespace {
+using chart_detail::gp_string;
 using Clock = std::chrono::steady_clock;
 using nlohmann::json;
 }  // namespace
@@ -194,22 +196,6 @@ std::vector<Event> read_chrome_trace(const std::filesystem::path& path) {
   return out;
 }
 
-namespace {
-// A gnuplot double-quoted string; a newline in `s` becomes a line break.
-std::string gp_quote(const std::string& s) {
-  std::string out = "\"";
-  for (const char c : s) {
-    if (c == '\n') {
-      out += "\\n";
-      continue;
-    }
-    if (c == '"' || c == '\\') out += '\\';
-    out += c;
-  }
-  return out + "\"";
-}
-}  // namespace
-
 void render_gantt(const std::vector<Event>& events, const std::filesystem::path& dir,
                   const std::string& stem, const std::string& title, std::string& warning,
                   int max_depth) {
@@ -260,7 +246,7 @@ void render_gantt(const std::vector<Event>& events, const std::filesystem::path&
         const bool label = !background[c] && e->dur_us / 1000.0 >= min_label_ms;
         dat << fmt::format("{:.6f} {:.6f} {} {} {}\n", (e->begin_us - t0) / 1000.0,
                            (e->begin_us + e->dur_us - t0) / 1000.0, e->track_id,
-                           background[c] ? 0.42 : 0.3, gp_quote(label ? e->name : ""));
+                           background[c] ? 0.42 : 0.3, gp_string(label ? e->name : ""));
       }
     dat << "\n\n";
   }
@@ -278,11 +264,11 @@ void render_gantt(const std::vector<Event>& events, const std::filesystem::path&
   g += "set encoding utf8\n";
   g += fmt::format("set terminal svg size 900,{} dynamic enhanced font 'sans,11'\n", height);
   g += "set output '" + stem + ".svg'\n";
-  g += "set title " + gp_quote(title) + " noenhanced\n";
+  g += "set title " + gp_string(title, true) + " noenhanced\n";
   g += "set xlabel 'time (ms)'\nset grid xtics\nunset ytics\n";
   std::string tics;
   for (const auto& [id, name] : tracks)
-    tics += fmt::format("{}{} {}", tics.empty() ? "" : ", ", gp_quote(name), id);
+    tics += fmt::format("{}{} {}", tics.empty() ? "" : ", ", gp_string(name), id);
   g += "set ytics (" + tics + ") noenhanced\n";
   g += fmt::format("set yrange [{}:-0.5]\n", rows - 0.5);
   g += fmt::format("set xrange [0:{:.6f}]\n", (t1 - t0) / 1000.0 * 1.02);
@@ -296,7 +282,7 @@ void render_gantt(const std::vector<Event>& events, const std::filesystem::path&
         "'{}.dat' index {} using (($1+$2)/2):3:(($2-$1)/2):4 with boxxyerror lc rgb '{}' "
         "title {}",
         stem, c, background[c] ? "#DDDDDD" : palette[colour++ % 8],
-        gp_quote(background[c] ? categories[c] + " (the gaps: waiting)" : categories[c])));
+        gp_string(background[c] ? categories[c] + " (the gaps: waiting)" : categories[c])));
   }
   // Names inside the boxes while they can be read.
   if (drawn.size() <= 2000)

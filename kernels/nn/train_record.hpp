@@ -36,4 +36,10 @@ Record curve_record(const TrainRecordContext& c, std::size_t epoch, const EvalRe
 nlohmann::json training_provenance(const TrainRecordContext& c, const std::filesystem::path& data,
                                    const std::string& resumed_from, const std::string& checkpoint);
 
+// --trace's files (train_trace.cpp): RUN/trace.json, every span the run recorded since
+// trace::Recorder::global().start() (it stops the recording), and figures/timeline.{svg,png},
+// a Gantt chart of two steps after the first. Warnings on stderr; a line naming the files
+// unless quiet.
+void write_train_trace(const std::filesystem::path& run_dir, const RunFile& f, bool quiet);
+
 }  // namespace concurdl::nn

@@ -50,17 +50,7 @@ std::vector<SumImpl> ladder() {
 // oneTBB hands tasks between threads inside libtbb, which is not built with ThreadSanitizer, so
 // TSan cannot see that synchronisation and reports races inside TBB's own headers (partitioner,
 // parallel_reduce) for any parallel_reduce. The TBB variants are tested in the other builds.
-#if defined(__SANITIZE_THREAD__)
-constexpr bool kThreadSanitizer = true;
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-constexpr bool kThreadSanitizer = true;
-#else
-constexpr bool kThreadSanitizer = false;
-#endif
-#else
-constexpr bool kThreadSanitizer = false;
-#endif
+using concurdl::testing::kThreadSanitizer;
 
 constexpr unsigned kThreads[] = {1, 2, 4, 8};
 // Empty, single, fewer elements than threads, around the thread counts and a vector width,

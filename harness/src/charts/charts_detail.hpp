@@ -77,7 +77,9 @@ std::vector<ChartPoint> above_ceiling_marks(const ChartSpec& chart,
 // ---- gnuplot.cpp ----
 
 // A gnuplot double-quoted string (labels are drawn `noenhanced`).
-std::string gp_string(std::string_view s);
+// A gnuplot double-quoted string; a line break in `s` is dropped (a space), or with line_breaks
+// kept as gnuplot's "\n" (a title on two lines).
+std::string gp_string(std::string_view s, bool line_breaks = false);
 // A number as the .dat and .gp write it: up to 10 significant digits.
 std::string num(double v);
 

@@ -23,9 +23,13 @@ namespace chart_detail {
 
 // Labels are drawn `noenhanced`, so underscores and carets stay literal; backslashes and quotes
 // are escaped and line breaks dropped.
-std::string gp_string(std::string_view s) {
+std::string gp_string(std::string_view s, bool line_breaks) {
   std::string out = "\"";
   for (char c : s) {
+    if (line_breaks && c == '\n') {
+      out += "\\n";
+      continue;
+    }
     if (c == '\\' || c == '"') out += '\\';
     out += (c == '\n' || c == '\r') ? ' ' : c;
   }

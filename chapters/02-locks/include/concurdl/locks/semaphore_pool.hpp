@@ -15,8 +15,8 @@
 // std::counting_semaphore: libstdc++'s (GCC 12, Debian 12's) loses wake-ups. Its release() skips
 // the futex wake when the count was already above zero, while an acquire() that lost its
 // compare-and-swap to another thread can read 0 and go to sleep: a release then wakes nobody
-// (GCC bug 98033, also 104928). This pool's stress test hung on it about once in 300 runs under
-// ThreadSanitizer's scheduling, all threads asleep with a resource free. The lesson stands:
+// (GCC bug 98033, also 104928). This pool's stress test hung on it under ThreadSanitizer's
+// scheduling (within 300 repetitions), all threads asleep with a resource free. The lesson stands:
 // a wait that is not re-checked under the same lock as the signal can miss it.
 #pragma once
 

@@ -1,0 +1,203 @@
+// `concurdl train` end to end (the rest of the command line: test_cli.cpp): bad flags of one
+// trainer, of data-parallel ranks, modes and the pipeline are usage errors naming the flag; a
+// pipeline run writes its timeline; a run resumed from its checkpoint ends where an
+// uninterrupted one does. Drives `concurdl`, which has the chapters' trainers.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <string>
+
+#include "cli_fixture.hpp"
+#include "concurdl/build_info.hpp"
+#include "concurdl/harness/records.hpp"
+#include "concurdl/harness/trace.hpp"
+
+namespace fs = std::filesystem;
+using concurdl::load_run;
+using concurdl::RunFile;
+using namespace cli_test;
+
+// `concurdl train` (the training stack's command): bad flags are usage errors; a short run on
+// the first images of Fashion-MNIST records its curve; a run resumed from its checkpoint ends
+// with the checkpoint an uninterrupted run writes, byte for byte; a damaged checkpoint is
+// refused by name.
+TEST_F(Cli, TrainRejectsBadFlags) {
+  const char* bin = CONCURDL_BIN;
+  expect_usage_error(run("train --epochs 0", bin), "--epochs");
+  expect_usage_error(run("train --epochs -1", bin), "'-1' is not allowed");  // not 2^64 - 1 epochs
+  expect_usage_error(run("train --seed -3", bin), "--seed");
+  expect_usage_error(run("train --threads 0", bin), "--threads");
+  expect_usage_error(run("train --batch 2.5", bin), "--batch");
+  expect_usage_error(run("train --arch 784-64-9", bin), "--arch");
+  expect_usage_error(run("train --arch 784-x-10", bin), "--arch");
+  expect_usage_error(run("train --gemm v9_magic", bin), "v9_magic");
+  expect_usage_error(run("train --lr -1", bin), "--lr");
+  expect_usage_error(run("train --momentum 1.5", bin), "--momentum");
+  expect_usage_error(run("train --resume no-such.ckpt", bin), "no-such.ckpt");
+  expect_usage_error(run("train --checkpoint no-such-dir/ck", bin), "no-such-dir");
+  expect_usage_error(run("train --frobnicate", bin), "frobnicate");
+  expect_usage_error(run("train --data /nonexistent", bin), "/nonexistent");
+  // Sizes past the data set or past memory: refused by flag before anything is loaded.
+  expect_usage_error(run("train --batch 99999999", bin),
+                     "--batch: 99999999 is more than the 60000 training images");
+  expect_usage_error(run("train --batch 1000 --train-limit 640", bin),
+                     "--batch: 1000 is more than the 640 training images (--train-limit)");
+  expect_usage_error(run("train --train-limit 60001", bin), "--train-limit");
+  expect_usage_error(run("train --test-limit 10001", bin), "--test-limit");
+  expect_usage_error(run("train --threads 4097", bin), "--threads");
+  expect_usage_error(run("train --arch 784-999999999-10", bin), "--arch");
+  expect_usage_error(run("train --arch 784-65536-65536-10", bin), "parameters");
+  expect_usage_error(run("train --batch 60000 --arch 784-100000-10", bin), "activations");
+  expect_usage_error(run("train --checkpoint .", bin), "--checkpoint: '.' is a directory");
+  EXPECT_FALSE(fs::exists(dir_ / "results"));
+  const Result h = run("train --help", bin);
+  EXPECT_EQ(h.rc, 0);
+  EXPECT_NE(h.out.find("--resume"), std::string::npos) << h.out;
+}
+
+// `concurdl train --ranks N` (chapter 05) and `--mode` (chapter 07): a bad rank count, backend,
+// hostfile or mode, a flag of one mode given to another, a straggler or failed worker that does
+// not exist: exit 2 and one line naming it, before any data is read or mpirun is started.
+TEST_F(Cli, DataParallelTrainRejectsBadFlags) {
+  const char* bin = CONCURDL_BIN;
+  expect_usage_error(run("train --ranks 0", bin), "--ranks: '0' is not allowed");
+  expect_usage_error(run("train --ranks 2 --backend bogus", bin), "unknown backend 'bogus'");
+  const Result nccl = run("train --ranks 2 --backend nccl", bin);
+  expect_usage_error(nccl, "--backend nccl: ");
+  EXPECT_NE(nccl.err.find(concurdl::build::have_nccl ? "runs the MLP on the CPU" : "without NCCL"),
+            std::string::npos)
+      << nccl.err;
+  for (const char* flag : {"--backend threads", "--bucket-mb 1", "--overlap", "--allreduce v4_ring",
+                           "--hostfile hosts.txt"})
+    expect_usage_error(
+        run(std::string("train ") + flag, bin),
+        std::string(flag).substr(0, std::string(flag).find(' ')) + ": only with --ranks N");
+  expect_usage_error(run("train --ranks 2 --hostfile hosts.txt", bin),
+                     "--hostfile: only with --backend mpi");
+  expect_usage_error(run("train --ranks 2 --backend mpi --hostfile no-such-hosts.txt", bin),
+                     concurdl::build::have_mpi ? "--hostfile: 'no-such-hosts.txt' is not a readable"
+                                               : "--backend mpi: this concurdl was built without");
+
+  expect_usage_error(run("train --mode bogus", bin), "--mode: unknown mode 'bogus'");
+  expect_usage_error(run("train --ranks 2 --staleness 3", bin),
+                     "--staleness: only with --mode ps-ssp");
+  expect_usage_error(run("train --ranks 2 --mode ps-async --staleness 3", bin),
+                     "--staleness: only with --mode ps-ssp");
+  expect_usage_error(run("train --ranks 2 --straggler 5:2", bin),
+                     "--straggler 5:2: there are only 2 ranks");
+  expect_usage_error(run("train --ranks 2 --straggler 1:0.5", bin),
+                     "--straggler: '1:0.5' is not RANK:FACTOR");
+  expect_usage_error(run("train --ranks 2 --fail-worker x", bin),
+                     "--fail-worker: 'x' is not RANK:STEP");
+  // Refused by the mode once the data is loaded (without it, by the data): --quiet leaves the
+  // one line.
+  if (fs::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz") ||
+      std::getenv("CONCURDL_FASHION_MNIST"))
+    expect_usage_error(run("train --ranks 2 --mode hogwild --backend processes --quiet", bin),
+                       "--mode hogwild: runs its workers as threads");
+  if (concurdl::build::have_mpi) {
+    // Refused before mpirun starts: started, each rank would say it again, and mpirun more.
+    const Result ps = run("train --ranks 2 --mode ps-async --backend mpi", bin);
+    expect_usage_error(ps, "--mode ps-async: runs its workers as threads of this process");
+    EXPECT_EQ(ps.err.find("mpirun"), std::string::npos) << ps.err;
+  }
+  EXPECT_FALSE(fs::exists(dir_ / "results"));
+}
+
+// `concurdl train --pipeline P` (chapter 06): its companions without it, data-parallel flags
+// with it, a bad schedule or too many stages: exit 2 and one line naming the flag.
+TEST_F(Cli, PipelineTrainRejectsBadFlags) {
+  const char* bin = CONCURDL_BIN;
+  expect_usage_error(run("train --micro-batches 4", bin),
+                     "--micro-batches: only with --pipeline P");
+  expect_usage_error(run("train --schedule gpipe", bin), "--schedule: only with --pipeline P");
+  expect_usage_error(run("train --pipeline 2 --ranks 2", bin), "--ranks: not with --pipeline");
+  expect_usage_error(run("train --pipeline 2 --mode hogwild", bin), "--mode: not with --pipeline");
+  expect_usage_error(run("train --pipeline 0", bin), "--pipeline: '0' is not allowed");
+  expect_usage_error(run("train --pipeline 2 --micro-batches 0", bin), "--micro-batches");
+  // Refused by the mode once the data is loaded (without it, by the data).
+  if (fs::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz") ||
+      std::getenv("CONCURDL_FASHION_MNIST")) {
+    expect_usage_error(run("train --pipeline 2 --schedule zigzag --quiet", bin),
+                       "--schedule: unknown schedule 'zigzag'");
+    expect_usage_error(run("train --pipeline 4 --quiet", bin), "--pipeline 4: the model");
+    expect_usage_error(run("train --pipeline 2 --micro-batches 65 --quiet", bin),
+                       "--micro-batches 65: more than the batch's 64 rows");
+  }
+  EXPECT_FALSE(fs::exists(dir_ / "results"));
+}
+
+// A pipeline run with --trace: the run records its bubble, and writes a trace that parses, with
+// a stage per track, and its Gantt chart.
+TEST_F(Cli, PipelineTrainWritesItsTimeline) {
+  if (!fs::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz") &&
+      !std::getenv("CONCURDL_FASHION_MNIST"))
+    GTEST_SKIP() << "Fashion-MNIST is not installed (scripts/setup installs it)";
+  const Result r =
+      run("train --pipeline 2 --micro-batches 4 --schedule gpipe --epochs 1 --train-limit 640 "
+          "--test-limit 200 --trace --no-report --quiet --out runs",
+          CONCURDL_BIN);
+  ASSERT_EQ(r.rc, 0) << r.err;
+  const fs::path run_dir = dir_ / r.last_line();
+  const auto events = concurdl::trace::read_chrome_trace(run_dir / "trace.json");
+  std::set<std::string> tracks;
+  for (const auto& e : events) tracks.insert(e.track);
+  EXPECT_TRUE(tracks.count("stage 0") && tracks.count("stage 1")) << events.size();
+  EXPECT_TRUE(fs::exists(run_dir / "figures" / "timeline.gp"));
+  const RunFile f = load_run(run_dir);
+  ASSERT_FALSE(f.records.empty());
+  EXPECT_TRUE(f.records.back().derived.count("bubble_fraction"));
+  EXPECT_EQ(f.records.back().derived.at("peak_activations"), 4.0);
+}
+
+TEST_F(Cli, TrainRecordsItsCurveAndResumesToTheSameCheckpoint) {
+  if (!fs::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz") &&
+      !std::getenv("CONCURDL_FASHION_MNIST"))
+    GTEST_SKIP() << "Fashion-MNIST not installed (apt-get install dataset-fashion-mnist)";
+  const char* bin = CONCURDL_BIN;
+  const std::string common =
+      " --train-limit 640 --test-limit 200 --batch 64 --threads 2 --quiet --out runs";
+  const Result two = run("train --epochs 2 --checkpoint a.ckpt" + common, bin);
+  ASSERT_EQ(two.rc, 0) << two.err;
+  const RunFile f = load_run(dir_ / two.last_line());
+  ASSERT_EQ(f.records.size(), 3u);  // epoch 0 (before training), 1, 2
+  for (std::size_t i = 0; i < f.records.size(); ++i) {
+    const auto& r = f.records[i];
+    EXPECT_EQ(r.experiment, "kernels/train");
+    EXPECT_EQ(r.params.at("epoch"), std::to_string(i));
+    EXPECT_EQ(r.metric, "test_accuracy");
+    ASSERT_EQ(r.samples.size(), 1u);
+    EXPECT_GE(r.samples[0], 0.0);
+    EXPECT_LE(r.samples[0], 1.0);
+    EXPECT_TRUE(r.derived.count("test_loss"));
+  }
+  EXPECT_TRUE(f.records[2].derived.count("train_loss"));
+  EXPECT_GT(f.records[2].derived.at("samples_per_s"), 0);
+  EXPECT_GT(f.records[2].samples[0], 0.3);  // well above chance (0.1) after 20 steps
+  EXPECT_EQ(f.provenance.at("training").at("train_samples"), 640);
+  EXPECT_TRUE(fs::exists(dir_ / two.last_line() / "report.md"));
+
+  const Result resumed = run("train --epochs 3 --resume a.ckpt --checkpoint b.ckpt" + common, bin);
+  ASSERT_EQ(resumed.rc, 0) << resumed.err;
+  const RunFile g = load_run(dir_ / resumed.last_line());
+  ASSERT_EQ(g.records.size(), 1u);
+  EXPECT_EQ(g.records[0].params.at("epoch"), "3");
+  const Result straight = run("train --epochs 3 --checkpoint c.ckpt" + common, bin);
+  ASSERT_EQ(straight.rc, 0) << straight.err;
+  EXPECT_EQ(slurp(dir_ / "b.ckpt"), slurp(dir_ / "c.ckpt"));
+  EXPECT_NE(slurp(dir_ / "a.ckpt"), slurp(dir_ / "c.ckpt"));
+
+  // A flipped byte, a truncated file, another architecture: refused, naming the file.
+  std::string bytes = slurp(dir_ / "a.ckpt");
+  std::string flipped = bytes;
+  flipped[bytes.size() / 2] = static_cast<char>(flipped[bytes.size() / 2] ^ 0x40);
+  std::ofstream(dir_ / "flipped.ckpt", std::ios::binary) << flipped;
+  std::ofstream(dir_ / "cut.ckpt", std::ios::binary) << bytes.substr(0, bytes.size() / 3);
+  expect_usage_error(run("train --epochs 3 --resume flipped.ckpt" + common, bin), "flipped.ckpt");
+  expect_usage_error(run("train --epochs 3 --resume cut.ckpt" + common, bin), "cut.ckpt");
+  expect_usage_error(run("train --epochs 3 --arch 784-32-10 --resume a.ckpt" + common, bin),
+                     "784-32-10");
+}
