@@ -13,6 +13,7 @@
 //   v4_omp_tasks        #pragma omp task from one thread of a team of `threads`, then taskwait
 //   v5_stealing_pool    the chapter's StealingPool of `threads`: post each task, then wait_all()
 //                       (lanes per thread, steal half, no future, spin before sleep)
+//   v6_stealing_pool_mutex  the same pool with std::mutex lanes instead of its spinning lock
 #include <fmt/format.h>
 #include <omp.h>
 #include <oneapi/tbb/global_control.h>
@@ -123,6 +124,15 @@ void allow_tbb_threads(unsigned threads) {
 // a pool's or an arena's threads exist before the clock starts; what is timed is dispatch.
 using BatchRunner = std::function<void(Batch&)>;
 
+// Post every task to a stealing pool (no future), then wait_all(): v5 and v6.
+template <class Pool>
+BatchRunner run_on_stealing_pool(std::shared_ptr<Pool> pool) {
+  return [pool](Batch& b) {
+    for (std::size_t i = 0; i < b.n; ++i) pool->post([&b, i] { b.run_task(i); });
+    pool->wait_all();
+  };
+}
+
 struct PoolVariant : VariantInfo {
   BatchRunner (*make)(unsigned threads);
 };
@@ -194,11 +204,15 @@ const PoolVariant kPoolRows[] = {
       "idle threads spin before they sleep and the waiting thread runs tasks: a task is an "
       "uncontended lock and a deque push"},
      [](unsigned threads) -> BatchRunner {
-       auto pool = std::make_shared<StealingPool>(threads);
-       return [pool](Batch& b) {
-         for (std::size_t i = 0; i < b.n; ++i) pool->post([&b, i] { b.run_task(i); });
-         pool->wait_all();
-       };
+       return run_on_stealing_pool(std::make_shared<StealingPool>(threads));
+     }},
+    {{"v6_stealing_pool_mutex",
+      "v5 with a std::mutex per lane instead of its spinning lock: a contended mutex sleeps in "
+      "the kernel and is woken by a system call, for a critical section of a few deque "
+      "operations"},
+     [](unsigned threads) -> BatchRunner {
+       return run_on_stealing_pool(
+           std::make_shared<threads::BasicStealingPool<std::mutex>>(threads));
      }},
 };
 const VariantTable kPoolVariants{kPoolRows};

@@ -12,7 +12,7 @@ namespace concurdl::threads {
 namespace {
 
 // Which pool and lane the current thread owns: a worker its own lane, every other thread lane 0.
-thread_local const StealingPool* tls_pool = nullptr;
+thread_local const void* tls_pool = nullptr;
 thread_local std::size_t tls_lane = 0;
 
 // How long an idle thread keeps looking before it goes to sleep. Long against the gap between two
@@ -23,7 +23,8 @@ constexpr unsigned kPauses = 64;  // spins before the first yield
 
 }  // namespace
 
-StealingPool::StealingPool(unsigned threads) {
+template <class Lock>
+BasicStealingPool<Lock>::BasicStealingPool(unsigned threads) {
   if (threads == 0) throw std::invalid_argument("StealingPool: need at least one thread");
   lanes_.reserve(threads);
   for (unsigned i = 0; i < threads; ++i) lanes_.push_back(std::make_unique<Lane>());
@@ -36,9 +37,13 @@ StealingPool::StealingPool(unsigned threads) {
   }
 }
 
-StealingPool::~StealingPool() { stop_and_join(); }
+template <class Lock>
+BasicStealingPool<Lock>::~BasicStealingPool() {
+  stop_and_join();
+}
 
-void StealingPool::stop_and_join() {
+template <class Lock>
+void BasicStealingPool<Lock>::stop_and_join() {
   stopping_.store(true);  // from here on, post() from outside the pool throws
   help_until_idle();      // queued tasks still run (here too: there may be no worker at all)
   { std::lock_guard lock(sleep_mu_); }
@@ -46,7 +51,8 @@ void StealingPool::stop_and_join() {
   for (auto& w : workers_) w.join();
 }
 
-void StealingPool::push(std::function<void()> job) {
+template <class Lock>
+void BasicStealingPool<Lock>::push(std::function<void()> job) {
   const bool inside = tls_pool == this;
   if (!inside && stopping_.load())
     throw std::runtime_error("StealingPool: post after shutdown began");
@@ -64,7 +70,8 @@ void StealingPool::push(std::function<void()> job) {
   }
 }
 
-bool StealingPool::pop_or_steal(std::size_t self, std::function<void()>& job) {
+template <class Lock>
+bool BasicStealingPool<Lock>::pop_or_steal(std::size_t self, std::function<void()>& job) {
   Lane& own = *lanes_[self];
   if (own.size.load(std::memory_order_relaxed) > 0) {
     std::lock_guard lock(own.mu);
@@ -104,7 +111,8 @@ bool StealingPool::pop_or_steal(std::size_t self, std::function<void()>& job) {
   return false;
 }
 
-void StealingPool::run(std::function<void()>& job) {
+template <class Lock>
+void BasicStealingPool<Lock>::run(std::function<void()>& job) {
   try {
     job();
   } catch (...) {
@@ -120,7 +128,8 @@ void StealingPool::run(std::function<void()>& job) {
 
 // Nothing to run: spin a little, then sleep until work is queued or the thread's reason to wait
 // is gone (the caller of wait_all: the pool is idle; a worker: the pool is stopping and idle).
-void StealingPool::idle(bool waiting_caller) {
+template <class Lock>
+void BasicStealingPool<Lock>::idle(bool waiting_caller) {
   auto done = [&] {
     if (queued_.load() > 0) return true;
     const bool idle_pool = pending_.load() == 0;
@@ -144,7 +153,8 @@ void StealingPool::idle(bool waiting_caller) {
   sleepers_.fetch_sub(1);
 }
 
-void StealingPool::worker_loop(std::size_t self) {
+template <class Lock>
+void BasicStealingPool<Lock>::worker_loop(std::size_t self) {
   tls_pool = this;
   tls_lane = self;
   std::function<void()> job;
@@ -158,10 +168,11 @@ void StealingPool::worker_loop(std::size_t self) {
   }
 }
 
-void StealingPool::help_until_idle() {
+template <class Lock>
+void BasicStealingPool<Lock>::help_until_idle() {
   // While it runs tasks, the calling thread is one of the pool's (lane 0): a task it runs may
   // post even while the destructor drains. Restored after: it may belong to another pool.
-  const StealingPool* const outer_pool = tls_pool;
+  const void* const outer_pool = tls_pool;
   const std::size_t outer_lane = tls_lane;
   const std::size_t self = outer_pool == this ? outer_lane : 0;
   tls_pool = this;
@@ -177,7 +188,8 @@ void StealingPool::help_until_idle() {
   tls_lane = outer_lane;
 }
 
-void StealingPool::wait_all() {
+template <class Lock>
+void BasicStealingPool<Lock>::wait_all() {
   help_until_idle();
   std::exception_ptr error;
   {
@@ -186,5 +198,8 @@ void StealingPool::wait_all() {
   }
   if (error) std::rethrow_exception(error);
 }
+
+template class BasicStealingPool<LaneLock>;
+template class BasicStealingPool<std::mutex>;
 
 }  // namespace concurdl::threads

@@ -3,6 +3,7 @@
 // outside threads at once, or from tasks (then stolen); wait_all() runs tasks on the caller and
 // rethrows a posted task's exception once; futures carry results and exceptions; the destructor
 // drops nothing, even tasks posted while it drains. Each test runs under a watchdog.
+// Typed: the pool with its spinning lane lock (StealingPool) and with std::mutex lanes.
 //   ch01_tests --gtest_filter='StealingPool*'
 #include <gtest/gtest.h>
 
@@ -17,6 +18,7 @@
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -26,11 +28,23 @@
 namespace {
 
 using concurdl::testing::within_seconds;
-using concurdl::threads::StealingPool;
+using concurdl::threads::BasicStealingPool;
+using concurdl::threads::LaneLock;
 using namespace std::chrono_literals;
 
 constexpr unsigned kThreadCounts[] = {1, 2, 4, 8};
 constexpr int kWatchdogSeconds = 60;
+
+template <class Pool>
+class StealingPool : public ::testing::Test {};
+struct PoolNames {
+  template <class T>
+  static std::string GetName(int) {
+    return std::is_same_v<T, BasicStealingPool<LaneLock>> ? "lane_lock" : "mutex";
+  }
+};
+using PoolTypes = ::testing::Types<BasicStealingPool<LaneLock>, BasicStealingPool<std::mutex>>;
+TYPED_TEST_SUITE(StealingPool, PoolTypes, PoolNames);
 
 // Index of the first count that is not 1, or -1; and how many are wrong.
 std::pair<long, std::size_t> first_miscount(const std::vector<std::atomic<int>>& hits) {
@@ -41,13 +55,13 @@ std::pair<long, std::size_t> first_miscount(const std::vector<std::atomic<int>>&
   return {first, wrong};
 }
 
-TEST(StealingPool, RunsEveryPostedTaskExactlyOnce) {
+TYPED_TEST(StealingPool, RunsEveryPostedTaskExactlyOnce) {
   within_seconds(kWatchdogSeconds, [] {
     for (unsigned threads : kThreadCounts) {
       SCOPED_TRACE(::testing::Message() << threads << " threads");
       constexpr std::size_t kTasks = 100'000;
       std::vector<std::atomic<int>> hits(kTasks);
-      StealingPool pool(threads);
+      TypeParam pool(threads);
       EXPECT_EQ(pool.size(), threads);
       for (std::size_t i = 0; i < kTasks; ++i) pool.post([&hits, i] { hits[i].fetch_add(1); });
       pool.wait_all();
@@ -64,13 +78,13 @@ TEST(StealingPool, RunsEveryPostedTaskExactlyOnce) {
 }
 
 // Several outside threads post at once (all to lane 0) while the workers steal from it.
-TEST(StealingPool, ConcurrentPostersLoseNothing) {
+TYPED_TEST(StealingPool, ConcurrentPostersLoseNothing) {
   within_seconds(kWatchdogSeconds, [] {
     for (unsigned threads : kThreadCounts) {
       SCOPED_TRACE(::testing::Message() << threads << " threads");
       constexpr int kPosters = 4, kEach = 20'000;
       std::vector<std::atomic<int>> hits(kPosters * kEach);
-      StealingPool pool(threads);
+      TypeParam pool(threads);
       {
         std::vector<std::jthread> posters;
         for (int p = 0; p < kPosters; ++p)
@@ -89,7 +103,8 @@ TEST(StealingPool, ConcurrentPostersLoseNothing) {
 // A binary tree of tasks: each inner node posts its two children to its own lane, so the work
 // starts on one thread and spreads only by stealing; the leaves sleep a little so that wait_all()
 // is reached long before the tree is done.
-void grow(StealingPool& pool, std::atomic<int>& leaves, int depth) {
+template <class Pool>
+void grow(Pool& pool, std::atomic<int>& leaves, int depth) {
   if (depth == 0) {
     std::this_thread::sleep_for(20us);
     leaves.fetch_add(1);
@@ -99,12 +114,12 @@ void grow(StealingPool& pool, std::atomic<int>& leaves, int depth) {
   pool.post([&pool, &leaves, depth] { grow(pool, leaves, depth - 1); });
 }
 
-TEST(StealingPool, WaitAllWaitsForTasksPostedByTasks) {
+TYPED_TEST(StealingPool, WaitAllWaitsForTasksPostedByTasks) {
   within_seconds(kWatchdogSeconds, [] {
     for (unsigned threads : kThreadCounts) {
       SCOPED_TRACE(::testing::Message() << threads << " threads");
       std::atomic<int> leaves{0};
-      StealingPool pool(threads);
+      TypeParam pool(threads);
       pool.post([&] { grow(pool, leaves, 11); });
       pool.wait_all();
       EXPECT_EQ(leaves.load(), 1 << 11);
@@ -114,9 +129,9 @@ TEST(StealingPool, WaitAllWaitsForTasksPostedByTasks) {
 
 // With more than one thread the tree's work must really be spread: a pool whose workers never
 // stole would run every leaf on the thread that posted the root.
-TEST(StealingPool, IdleThreadsStealWork) {
+TYPED_TEST(StealingPool, IdleThreadsStealWork) {
   within_seconds(kWatchdogSeconds, [] {
-    StealingPool pool(4);
+    TypeParam pool(4);
     std::mutex mu;
     std::set<std::thread::id> ran_on;
     std::atomic<int> leaves{0};
@@ -140,11 +155,11 @@ TEST(StealingPool, IdleThreadsStealWork) {
   });
 }
 
-TEST(StealingPool, WaitAllRethrowsAPostedTasksExceptionOnce) {
+TYPED_TEST(StealingPool, WaitAllRethrowsAPostedTasksExceptionOnce) {
   within_seconds(kWatchdogSeconds, [] {
     for (unsigned threads : kThreadCounts) {
       SCOPED_TRACE(::testing::Message() << threads << " threads");
-      StealingPool pool(threads);
+      TypeParam pool(threads);
       std::atomic<int> ran{0};
       for (int i = 0; i < 1000; ++i)
         pool.post([&ran, i] {
@@ -167,11 +182,11 @@ TEST(StealingPool, WaitAllRethrowsAPostedTasksExceptionOnce) {
   });
 }
 
-TEST(StealingPool, FuturesCarryResultsAndExceptions) {
+TYPED_TEST(StealingPool, FuturesCarryResultsAndExceptions) {
   within_seconds(kWatchdogSeconds, [] {
     for (unsigned threads : kThreadCounts) {
       SCOPED_TRACE(::testing::Message() << threads << " threads");
-      StealingPool pool(threads);
+      TypeParam pool(threads);
       std::vector<std::future<std::int64_t>> squares;
       for (std::int64_t i = 0; i < 1000; ++i) squares.push_back(pool.submit([i] { return i * i; }));
       auto bad = pool.submit([]() -> int { throw std::logic_error("bad task"); });
@@ -184,9 +199,9 @@ TEST(StealingPool, FuturesCarryResultsAndExceptions) {
   });
 }
 
-TEST(StealingPool, OneThreadRunsTasksOnTheWaitingCaller) {
+TYPED_TEST(StealingPool, OneThreadRunsTasksOnTheWaitingCaller) {
   within_seconds(kWatchdogSeconds, [] {
-    StealingPool pool(1);
+    TypeParam pool(1);
     std::atomic<int> elsewhere{0};
     const auto me = std::this_thread::get_id();
     for (int i = 0; i < 100; ++i)
@@ -197,13 +212,13 @@ TEST(StealingPool, OneThreadRunsTasksOnTheWaitingCaller) {
 }
 
 // The destructor runs everything queued, including tasks posted by tasks while it drains.
-TEST(StealingPool, DestructorDropsNothing) {
+TYPED_TEST(StealingPool, DestructorDropsNothing) {
   within_seconds(kWatchdogSeconds, [] {
     for (unsigned threads : kThreadCounts) {
       SCOPED_TRACE(::testing::Message() << threads << " threads");
       std::atomic<int> ran{0};
       {
-        StealingPool pool(threads);
+        TypeParam pool(threads);
         for (int i = 0; i < 10'000; ++i)
           pool.post([&pool, &ran] {
             ran.fetch_add(1);
@@ -215,6 +230,6 @@ TEST(StealingPool, DestructorDropsNothing) {
   });
 }
 
-TEST(StealingPool, RejectsZeroThreads) { EXPECT_THROW(StealingPool(0), std::invalid_argument); }
+TYPED_TEST(StealingPool, RejectsZeroThreads) { EXPECT_THROW(TypeParam(0), std::invalid_argument); }
 
 }  // namespace

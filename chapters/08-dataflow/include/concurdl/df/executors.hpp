@@ -22,10 +22,7 @@
 #include <vector>
 
 #include "concurdl/df/graph.hpp"
-
-namespace concurdl::threads {
-class StealingPool;
-}
+#include "concurdl/threads/stealing_pool.hpp"
 
 namespace concurdl::df {
 
