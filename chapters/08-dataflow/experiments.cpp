@@ -4,6 +4,8 @@
 //                   parallelism to find) and `deep` (one chain: none); sequential is the
 //                   baseline, oneTBB's flow graph the peer. Every GEMM runs on one thread
 //                   (intra-op 1), so the threads are the executor's.
+//   ch08/inter_intra  wide, deep and MLP-shaped graphs with their threads split between the
+//                   executor (inter-op) and each kernel (intra-op): 1x1, 1x2, 2x1, 2x2.
 //   ch08/fusion     a chain of k element-wise ops over n floats as k passes vs one fused pass,
 //                   on preallocated arrays, with the bytes each moves declared: GB/s, and the
 //                   fused speedup beside the bytes model's k.
@@ -19,6 +21,7 @@
 #include "concurdl/df/executors.hpp"
 #include "concurdl/df/fusion.hpp"
 #include "concurdl/df/graph.hpp"
+#include "concurdl/df/mlp_graph.hpp"
 #include "concurdl/harness/errors.hpp"
 #include "concurdl/harness/experiment.hpp"
 #include "concurdl/harness/records.hpp"
@@ -177,6 +180,124 @@ const bool registered_executors = register_experiment({
                  .series = "executor",
                  .where = {{"graph", "deep"}},
                  .y_label = "time per graph run (s)"}},
+});
+
+// ---- ch08/inter_intra -------------------------------------------------------------------------
+
+// "2x1": 2 inter-op threads (the executor's), 1 intra-op thread (each kernel's).
+std::pair<int, int> parse_split(const std::string& s) {
+  const auto x = s.find('x');
+  int inter = 0, intra = 0;
+  try {
+    if (x != std::string::npos) {
+      inter = std::stoi(s.substr(0, x));
+      intra = std::stoi(s.substr(x + 1));
+    }
+  } catch (const std::exception&) {
+    inter = 0;
+  }
+  if (inter < 1 || intra < 1 || inter > kMaxThreads || intra > kMaxThreads ||
+      s != fmt::format("{}x{}", inter, intra))
+    throw UsageError(fmt::format(
+        "parameter 'split': '{}' is not INTERxINTRA (threads of the executor x threads of each "
+        "kernel, e.g. 2x1)",
+        s));
+  return {inter, intra};
+}
+
+// The MLP's forward and backward as a graph (784-256-128-10, its parameters from seed 1), on a
+// batch of pseudo-random rows: the shape of a training step without the optimiser.
+struct MlpShape {
+  std::unique_ptr<nn::Mlp> model;
+  std::vector<float> x;
+  std::vector<std::uint8_t> labels;
+  MlpGraph graph;
+};
+
+Trial inter_intra_trial(const Params& p, GroupCache& cache) {
+  const std::string shape = param_str(p, "graph");
+  if (shape != "wide" && shape != "deep" && shape != "mlp")
+    throw UsageError(fmt::format("parameter 'graph': '{}' is not wide, deep or mlp", shape));
+  const auto [inter, intra] = parse_split(param_str(p, "split"));
+  const auto side = static_cast<std::size_t>(param_int(p, "side"));
+  struct Shared {
+    std::shared_ptr<MlpShape> mlp;  // graph=mlp
+    Graph graph;                    // the others
+    Tensor want;                    // the last node's value, computed sequentially on 1 thread
+    const Graph& g() const { return mlp ? mlp->graph.graph : graph; }
+  };
+  auto shared = std::shared_ptr<Shared>(
+      &cache.get<Shared>("graph",
+                         [&] {
+                           Shared s;
+                           if (shape == "mlp") {
+                             s.mlp = std::make_shared<MlpShape>();
+                             s.mlp->model = std::make_unique<nn::Mlp>(nn::MlpSpec{}, 1);
+                             const std::size_t d = nn::MlpSpec{}.widths[0];
+                             s.mlp->x = pseudo_random(side, d, 5).data;
+                             for (std::size_t i = 0; i < side; ++i)
+                               s.mlp->labels.push_back(static_cast<std::uint8_t>(i % 10));
+                             s.mlp->graph = record_mlp(*s.mlp->model, s.mlp->x.data(),
+                                                       s.mlp->labels.data(), side);
+                           } else {
+                             s.graph = make_graph(shape, side, 16, 4);
+                           }
+                           kernels::ComputeThreadsScope one(1);
+                           s.want = SequentialExecutor().run(s.g()).back();
+                           return s;
+                         }),
+      [](Shared*) {});
+  auto exec =
+      std::shared_ptr<Executor>(make_executor(inter == 1 ? "sequential" : "parallel", inter));
+  auto last = std::make_shared<const Tensor*>(nullptr);
+  Trial t;
+  t.run = [exec, shared, last, intra] {
+    kernels::ComputeThreadsScope scope(intra);
+    *last = &exec->run(shared->g()).back();
+  };
+  t.check = [shared, last]() -> std::string {
+    if (*last == nullptr) return "";
+    const auto& got = (*last)->data;
+    const auto& want = shared->want.data;
+    if (got.size() != want.size()) return "the graph's last value has the wrong size";
+    for (std::size_t i = 0; i < got.size(); ++i)  // kernels split across threads may round apart
+      if (std::fabs(got[i] - want[i]) > 1e-3f * (1.0f + std::fabs(want[i])))
+        return fmt::format("element {} of the last value is {}, one thread gives {}", i, got[i],
+                           want[i]);
+    return "";
+  };
+  t.work.items = static_cast<double>(shared->g().size());
+  if (static_cast<unsigned>(inter * intra) > hardware_threads())
+    t.notes["oversubscribed"] =
+        fmt::format("{} x {} threads on {} hardware threads", inter, intra, hardware_threads());
+  return t;
+}
+
+const bool registered_inter_intra = register_experiment({
+    .id = "ch08/inter_intra",
+    .chapter = "08-dataflow",
+    .title = "Inter-op vs intra-op threads (TensorFlow's two pool sizes): the same graphs with the "
+             "threads given to the executor, to each kernel, or both",
+    .axes = {{.name = "graph", .values = {"wide", "deep", "mlp"}},
+             {.name = "split", .values = {"1x1", "1x2", "2x1", "2x2"}, .smoke = {"2x1"}},
+             // wide/deep: the matrices' side; mlp: the batch's rows
+             {.name = "side",
+              .values = {"192"},
+              .kind = AxisKind::size,
+              .max = kMaxSide,
+              .smoke = {"16"}}},
+    .baseline = {{"split", "1x1"}},
+    .interleave = {"split"},
+    .repetitions = 11,
+    .warmup = 2,
+    .prepare = inter_intra_trial,
+    .figures = {{.id = "speedup",
+                 .title = "Speedup over one thread, by graph and split (inter-op x intra-op)",
+                 .kind = FigureKind::bars,
+                 .x = "graph",
+                 .y = "speedup",
+                 .series = "split",
+                 .y_label = "speedup over 1x1"}},
 });
 
 // ---- ch08/fusion ------------------------------------------------------------------------------

@@ -40,6 +40,10 @@ FusedGraph fuse_elementwise(const Graph& g) {
       case Op::input:
         out.map[v] = out.graph.input(node.constant, node.name);
         break;
+      case Op::variable:
+        out.map[v] =
+            out.graph.variable(node.constant.rows, node.constant.cols, node.external, node.name);
+        break;
       case Op::fused:
         out.map[v] = out.graph.fused(inputs.at(0), node.chain);
         break;

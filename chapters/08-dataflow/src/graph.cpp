@@ -19,6 +19,8 @@ const char* op_name(Op op) {
   switch (op) {
     case Op::input:
       return "input";
+    case Op::variable:
+      return "variable";
     case Op::matmul:
       return "matmul";
     case Op::matmul_nt:
@@ -64,8 +66,25 @@ NodeId Graph::input(Tensor t, std::string name) {
   return nodes_.size() - 1;
 }
 
+NodeId Graph::variable(std::size_t rows, std::size_t cols, const float* data, std::string name) {
+  Node n;
+  n.op = Op::variable;
+  n.constant.rows = rows;  // the shape only; the values are read from `external` at each run
+  n.constant.cols = cols;
+  n.external = data;
+  n.name = name.empty() ? fmt::format("variable {}", nodes_.size()) : std::move(name);
+  nodes_.push_back(std::move(n));
+  return nodes_.size() - 1;
+}
+
+void Graph::bind(NodeId v, const float* data) {
+  if (v >= nodes_.size() || nodes_[v].op != Op::variable)
+    throw GraphError(fmt::format("bind: node {} is not a variable", v));
+  nodes_[v].external = data;
+}
+
 NodeId Graph::add_node(Op op, std::vector<NodeId> inputs, float alpha) {
-  if (op == Op::input || op == Op::custom || op == Op::fused)
+  if (op == Op::input || op == Op::variable || op == Op::custom || op == Op::fused)
     throw std::invalid_argument(
         fmt::format("Graph::add_node: {} nodes have their own builder", op_name(op)));
   Node n;
@@ -161,13 +180,13 @@ std::vector<NodeId> topological_order(const Graph& g) {
 
 namespace {
 
-void need(bool ok, const Graph& g, NodeId n, std::span<const Tensor* const> in) {
+void need(bool ok, const Node& node, std::span<const Tensor* const> in) {
   if (ok) return;
   std::string shapes;
   for (const Tensor* t : in)
     shapes += fmt::format("{}{}x{}", shapes.empty() ? "" : ", ", t->rows, t->cols);
-  throw GraphError(fmt::format("'{}': its inputs' shapes ({}) do not fit {}", g.node(n).name,
-                               shapes, op_name(g.node(n).op)));
+  throw GraphError(fmt::format("'{}': its inputs' shapes ({}) do not fit {}", node.name, shapes,
+                               op_name(node.op)));
 }
 
 float apply_unary(Op op, float alpha, float x) {
@@ -188,7 +207,11 @@ float apply_unary(Op op, float alpha, float x) {
 }  // namespace
 
 void evaluate_into(const Graph& g, NodeId n, std::span<const Tensor* const> in, Tensor& out) {
-  const Node& node = g.node(n);
+  evaluate_node(g.node(n), g.gemm(), in, out);
+}
+
+void evaluate_node(const Node& node, kernels::GemmVersion gemm_version,
+                   std::span<const Tensor* const> in, Tensor& out) {
   if (in.size() != node.inputs.size())
     throw GraphError(fmt::format("'{}': {} input values for {} inputs", node.name, in.size(),
                                  node.inputs.size()));
@@ -201,14 +224,14 @@ void evaluate_into(const Graph& g, NodeId n, std::span<const Tensor* const> in, 
     out.data.resize(rows * cols);
   };
   const auto unary = [&](auto f) {
-    need(in.size() == 1, g, n, in);
+    need(in.size() == 1, node, in);
     shape(in[0]->rows, in[0]->cols);
     const float* a = in[0]->data.data();
     float* y = out.data.data();
     for (std::size_t i = 0; i < out.size(); ++i) y[i] = f(a[i]);
   };
   const auto binary = [&](auto f) {
-    need(in.size() == 2 && in[0]->rows == in[1]->rows && in[0]->cols == in[1]->cols, g, n, in);
+    need(in.size() == 2 && in[0]->rows == in[1]->rows && in[0]->cols == in[1]->cols, node, in);
     shape(in[0]->rows, in[0]->cols);
     const float* a = in[0]->data.data();
     const float* b = in[1]->data.data();
@@ -216,22 +239,28 @@ void evaluate_into(const Graph& g, NodeId n, std::span<const Tensor* const> in, 
     for (std::size_t i = 0; i < out.size(); ++i) y[i] = f(a[i], b[i]);
   };
   const auto gemm = [&](Trans ta, Trans tb) {
-    need(in.size() == 2, g, n, in);
+    need(in.size() == 2, node, in);
     const Tensor& a = *in[0];
     const Tensor& b = *in[1];
     const std::size_t m = ta == Trans::no ? a.rows : a.cols;
     const std::size_t k = ta == Trans::no ? a.cols : a.rows;
     const std::size_t kb = tb == Trans::no ? b.rows : b.cols;
     const std::size_t nn = tb == Trans::no ? b.cols : b.rows;
-    need(k == kb, g, n, in);
+    need(k == kb, node, in);
     shape(m, nn);
-    kernels::gemm(g.gemm(), ta, tb, m, nn, k, 1.0f, a.data.data(), a.cols, b.data.data(), b.cols,
-                  0.0f, out.data.data(), nn);
+    kernels::gemm(gemm_version, ta, tb, m, nn, k, 1.0f, a.data.data(), a.cols, b.data.data(),
+                  b.cols, 0.0f, out.data.data(), nn);
   };
   switch (node.op) {
     case Op::input:
       shape(node.constant.rows, node.constant.cols);
       std::copy(node.constant.data.begin(), node.constant.data.end(), out.data.begin());
+      return;
+    case Op::variable:
+      if (node.external == nullptr)
+        throw GraphError(fmt::format("'{}': variable not bound to memory", node.name));
+      shape(node.constant.rows, node.constant.cols);
+      std::copy(node.external, node.external + out.size(), out.data.begin());
       return;
     case Op::matmul:
       return gemm(Trans::no, Trans::no);
@@ -246,7 +275,7 @@ void evaluate_into(const Graph& g, NodeId n, std::span<const Tensor* const> in, 
     case Op::relu_grad:
       return binary([](float a, float b) { return a > 0.0f ? b : 0.0f; });
     case Op::add_bias:
-      need(in.size() == 2 && in[1]->rows == 1 && in[1]->cols == in[0]->cols, g, n, in);
+      need(in.size() == 2 && in[1]->rows == 1 && in[1]->cols == in[0]->cols, node, in);
       shape(in[0]->rows, in[0]->cols);
       std::copy(in[0]->data.begin(), in[0]->data.end(), out.data.begin());
       kernels::add_bias_rows(out.data.data(), out.rows, out.cols, out.cols, in[1]->data.data());
@@ -257,14 +286,14 @@ void evaluate_into(const Graph& g, NodeId n, std::span<const Tensor* const> in, 
     case Op::square:
       return unary([&](float x) { return apply_unary(node.op, node.alpha, x); });
     case Op::column_sum:
-      need(in.size() == 1, g, n, in);
+      need(in.size() == 1, node, in);
       shape(1, in[0]->cols);
       kernels::column_sums(in[0]->data.data(), in[0]->rows, in[0]->cols, in[0]->cols,
                            out.data.data());
       return;
     case Op::fused:
       // One pass over memory: each block of elements goes through the whole chain in cache.
-      need(in.size() == 1, g, n, in);
+      need(in.size() == 1, node, in);
       shape(in[0]->rows, in[0]->cols);
       apply_chain(node.chain, in[0]->data.data(), out.data.data(), out.size());
       return;
@@ -282,7 +311,7 @@ Tensor evaluate(const Graph& g, NodeId n, std::span<const Tensor* const> in) {
 }
 
 double node_bytes(const Graph& g, NodeId n, std::span<const Tensor* const> in) {
-  if (g.node(n).op == Op::input) return 0;
+  if (g.node(n).op == Op::input || g.node(n).op == Op::variable) return 0;
   double bytes = 0;
   for (const Tensor* t : in) bytes += static_cast<double>(t->size());
   const Node& node = g.node(n);
@@ -352,7 +381,20 @@ void Eager::compute(NodeId n) {
           fmt::format("'{}': eager ops take values already computed (node {})", node.name, i));
     in.push_back(&values_[i]);
   }
-  values_.push_back(evaluate(g_, n, in));
+  Tensor out;
+  if (!spare_.empty()) {
+    out = std::move(spare_.back());
+    spare_.pop_back();
+  }
+  evaluate_into(g_, n, in, out);
+  values_.push_back(std::move(out));
+}
+
+void Eager::reset() {
+  g_ = Graph(g_.gemm());
+  // Reversed, so that the next step's first op takes the buffer this step's first op had.
+  for (auto it = values_.rbegin(); it != values_.rend(); ++it) spare_.push_back(std::move(*it));
+  values_.clear();
 }
 
 }  // namespace concurdl::df

@@ -1,38 +1,46 @@
 // The MLP as a dataflow graph (mlp_graph.hpp).
 #include "concurdl/df/mlp_graph.hpp"
 
+#include <algorithm>
 #include <memory>
+#include <string>
 
 namespace concurdl::df {
 
-MlpGraph record_mlp(const nn::Mlp& model, const float* x, const std::uint8_t* labels,
-                    std::size_t rows) {
+void MlpGraph::feed(const float* x_rows, const std::uint8_t* label_rows) {
+  graph.bind(x, x_rows);
+  std::copy(label_rows, label_rows + rows, labels->begin());
+}
+
+MlpGraph record_mlp(const nn::Mlp& model, std::size_t rows) {
   const auto& widths = model.spec().widths;
   const std::size_t layers = widths.size() - 1;
-  MlpGraph m{Graph(model.gemm()), 0, 0, {}, {}};
+  MlpGraph m{Graph(model.gemm()), rows, 0, 0, 0, {}, {}, nullptr, nullptr};
+  m.labels = std::make_shared<std::vector<std::uint8_t>>(rows, 0);
+  m.loss = std::make_shared<double>(0.0);
   Graph& g = m.graph;
-  const NodeId in = g.input({rows, widths[0], std::vector<float>(x, x + rows * widths[0])}, "x");
+  m.x = g.variable(rows, widths[0], nullptr, "x");
   std::vector<NodeId> w(layers), h(layers + 1);  // h[0] = x, h[l + 1] = layer l's output
-  h[0] = in;
-  const std::span<const float> params = model.parameters();
+  h[0] = m.x;
+  const float* params = model.parameters().data();
   const auto& off = model.layer_offsets();
   for (std::size_t l = 0; l < layers; ++l) {
     const std::size_t i = widths[l], o = widths[l + 1];
-    const float* p = params.data() + off[l];
-    w[l] = g.input({o, i, std::vector<float>(p, p + o * i)}, "W" + std::to_string(l));
-    const NodeId b =
-        g.input({1, o, std::vector<float>(p + o * i, p + o * i + o)}, "b" + std::to_string(l));
+    const float* p = params + off[l];
+    w[l] = g.variable(o, i, p, "W" + std::to_string(l));
+    const NodeId b = g.variable(1, o, p + o * i, "b" + std::to_string(l));
     const NodeId z = g.add_bias(g.matmul_nt(h[l], w[l]), b);
     h[l + 1] = l + 1 < layers ? g.relu(z) : z;
   }
   m.logits = h[layers];
   // The loss head: nn's own softmax cross-entropy, as one custom node.
   const std::size_t classes = widths.back();
-  auto lab = std::make_shared<std::vector<std::uint8_t>>(labels, labels + rows);
   m.dlogits = g.custom(
-      "softmax_xent_grad", {m.logits}, [lab, rows, classes](std::span<const Tensor* const> v) {
+      "softmax_xent_grad", {m.logits},
+      [lab = m.labels, loss = m.loss, rows, classes](std::span<const Tensor* const> v) {
         Tensor d{rows, classes, std::vector<float>(rows * classes)};
-        nn::softmax_xent_loss(v[0]->data.data(), lab->data(), rows, classes, d.data.data());
+        *loss = nn::softmax_xent_loss(v[0]->data.data(), lab->data(), rows, classes, d.data.data())
+                    .loss;
         return d;
       });
   m.dw.resize(layers);
@@ -44,6 +52,37 @@ MlpGraph record_mlp(const nn::Mlp& model, const float* x, const std::uint8_t* la
     if (l > 0) delta = g.relu_grad(h[l], g.matmul(delta, w[l]));
   }
   return m;
+}
+
+MlpGraph record_mlp(const nn::Mlp& model, const float* x, const std::uint8_t* labels,
+                    std::size_t rows) {
+  MlpGraph m = record_mlp(model, rows);
+  m.feed(x, labels);
+  return m;
+}
+
+void gather_gradients(const MlpGraph& m, const std::vector<Tensor>& values, nn::Mlp& model) {
+  for (std::size_t l = 0; l < m.dw.size(); ++l) {
+    const nn::LayerView grad = model.layer_gradient(l);
+    const Tensor& dw = values.at(m.dw[l]);
+    const Tensor& db = values.at(m.db[l]);
+    std::copy(dw.data.begin(), dw.data.end(), grad.w.data);
+    std::copy(db.data.begin(), db.data.end(), grad.b.begin());
+  }
+}
+
+GraphTrainer::GraphTrainer(nn::Mlp& model, std::size_t batch, Executor& exec,
+                           nn::SgdOptions options)
+    : model_(model),
+      graph_(record_mlp(model, batch)),
+      exec_(exec),
+      sgd_(model.parameters().size(), options) {}
+
+double GraphTrainer::step(const float* x, const std::uint8_t* labels) {
+  graph_.feed(x, labels);
+  gather_gradients(graph_, exec_.run(graph_.graph), model_);
+  sgd_.step(model_.parameters(), model_.gradients());
+  return *graph_.loss;
 }
 
 }  // namespace concurdl::df

@@ -141,4 +141,57 @@ TEST(GraphMlp, GradientsAreKernelsNnsUnderEveryExecutor) {
   }
 }
 
+// Trained on the graph, step after step, the model's parameters stay nn's: five SGD steps on the
+// same batches through GraphTrainer (each executor) and through nn::Mlp::forward_backward.
+TEST(GraphMlp, TrainingOnTheGraphGivesNnsParameters) {
+  concurdl::kernels::set_compute_threads(1);
+  const nn_spec spec{{20, 16, 12, 10}};
+  constexpr std::size_t rows = 8, steps = 5;
+  std::vector<float> x(steps * rows * 20);
+  for (std::size_t i = 0; i < x.size(); ++i) x[i] = std::sin(0.29f * static_cast<float>(i));
+  std::vector<std::uint8_t> labels(steps * rows);
+  for (std::size_t i = 0; i < labels.size(); ++i)
+    labels[i] = static_cast<std::uint8_t>((i * 3) % 10);
+  concurdl::nn::Mlp want(spec, 11, concurdl::kernels::GemmVersion::v2_ikj);
+  concurdl::nn::Sgd sgd(want.parameters().size(), {});
+  std::vector<double> losses;
+  for (std::size_t s = 0; s < steps; ++s) {
+    losses.push_back(
+        want.forward_backward(x.data() + s * rows * 20, labels.data() + s * rows, rows));
+    sgd.step(want.parameters(), want.gradients());
+  }
+  for (const std::string name : {"sequential", "parallel", "tbb_flow"}) {
+    if (concurdl::testing::kThreadSanitizer && name == "tbb_flow") continue;
+    concurdl::nn::Mlp model(spec, 11, concurdl::kernels::GemmVersion::v2_ikj);
+    auto exec = make_executor(name, 2);
+    GraphTrainer trainer(model, rows, *exec);
+    for (std::size_t s = 0; s < steps; ++s) {
+      const double loss = trainer.step(x.data() + s * rows * 20, labels.data() + s * rows);
+      EXPECT_NEAR(loss, losses[s], 1e-5 * (1 + losses[s])) << name << " step " << s;
+    }
+    const auto got = model.parameters();
+    const auto ref = want.parameters();
+    ASSERT_EQ(got.size(), ref.size());
+    for (std::size_t i = 0; i < got.size(); ++i)
+      ASSERT_NEAR(got[i], ref[i], 1e-5f * (1.0f + std::fabs(ref[i]))) << name << " parameter " << i;
+  }
+}
+
+// A variable not bound to memory is an error naming it, not a read of address 0.
+TEST(Graph, UnboundVariableIsAnErrorNamingIt) {
+  Graph g;
+  const NodeId v = g.variable(2, 2, nullptr, "batch");
+  g.relu(v);
+  try {
+    SequentialExecutor().run(g);
+    FAIL() << "ran an unbound variable";
+  } catch (const GraphError& e) {
+    EXPECT_NE(std::string(e.what()).find("batch"), std::string::npos) << e.what();
+  }
+  const float data[4] = {-1, 2, -3, 4};
+  g.bind(v, data);
+  EXPECT_EQ(SequentialExecutor().run(g).back().data, (std::vector<float>{0, 2, 0, 4}));
+  EXPECT_THROW(g.bind(1, data), GraphError);  // the relu is not a variable
+}
+
 }  // namespace

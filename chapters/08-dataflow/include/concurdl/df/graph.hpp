@@ -36,6 +36,7 @@ struct Tensor {
 
 enum class Op {
   input,       // a constant given when the graph was built
+  variable,    // read from memory outside the graph at each run (bind): parameters, a batch
   matmul,      // a b                      (m x k) (k x n)
   matmul_nt,   // a bᵀ                     (m x k) (n x k)
   matmul_tn,   // aᵀ b                     (k x m) (k x n)
@@ -62,7 +63,8 @@ struct Node {
   std::vector<NodeId> inputs;
   float alpha = 0;                          // scale, shift
   std::string name;                         // "matmul 3": what error messages and timelines call it
-  Tensor constant;                          // input
+  Tensor constant;                          // input (a variable: its shape only)
+  const float* external = nullptr;          // variable: where its rows x cols floats are
   std::vector<std::pair<Op, float>> chain;  // fused: its ops, in order
   std::function<Tensor(std::span<const Tensor* const>)> fn;  // custom
 };
@@ -79,6 +81,13 @@ class Graph {
   explicit Graph(kernels::GemmVersion gemm = kernels::GemmVersion::openblas) : gemm_(gemm) {}
 
   NodeId input(Tensor t, std::string name = "");
+  // A rows x cols value read from `data` each time the node runs (TensorFlow's variables and
+  // feeds): the graph is recorded once and run on new parameters and batches. The memory must
+  // hold its values, unchanged, while a run is in progress; bind() points it elsewhere between
+  // runs; a run of an unbound variable is a GraphError naming it.
+  NodeId variable(std::size_t rows, std::size_t cols, const float* data = nullptr,
+                  std::string name = "");
+  void bind(NodeId variable, const float* data);
   NodeId matmul(NodeId a, NodeId b) { return add_node(Op::matmul, {a, b}); }
   NodeId matmul_nt(NodeId a, NodeId b) { return add_node(Op::matmul_nt, {a, b}); }
   NodeId matmul_tn(NodeId a, NodeId b) { return add_node(Op::matmul_tn, {a, b}); }
@@ -123,6 +132,9 @@ Tensor evaluate(const Graph& g, NodeId n, std::span<const Tensor* const> inputs)
 // values between runs allocates nothing after the first: no page faults, and no mmap lock that
 // would serialise the threads of a parallel run).
 void evaluate_into(const Graph& g, NodeId n, std::span<const Tensor* const> inputs, Tensor& out);
+// The same for a node outside a graph (the asynchronous engine keeps its own).
+void evaluate_node(const Node& node, kernels::GemmVersion gemm,
+                   std::span<const Tensor* const> inputs, Tensor& out);
 
 // The bytes a node's evaluation reads and writes (its inputs once, its output once): the
 // memory-traffic model of fusion's chart. Matmuls count their operands and result once too.
@@ -145,6 +157,9 @@ class Eager {
     return call([&](Graph& g) { return g.input(std::move(t)); });
   }
   const Tensor& value(NodeId n) const { return values_.at(n); }
+  // Forgets every op and value, and keeps the values' buffers for the ops added next (as
+  // AsyncEngine::reset does): a step after a reset allocates no fresh pages.
+  void reset();
   const std::vector<Tensor>& values() const { return values_; }
   const Graph& graph() const { return g_; }
 
@@ -152,6 +167,7 @@ class Eager {
   void compute(NodeId n);
   Graph g_;
   std::vector<Tensor> values_;
+  std::vector<Tensor> spare_;  // buffers of values forgotten by reset()
 };
 
 }  // namespace concurdl::df

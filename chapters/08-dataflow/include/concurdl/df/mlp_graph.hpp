@@ -7,26 +7,65 @@
 //   layer l forward    z_l = h_{l-1} W_lᵀ + b_l,  h_l = relu(z_l)  (no ReLU on the logits)
 //   loss               softmax cross-entropy, mean over the rows: dlogits
 //   layer l backward   dW_l = δ_lᵀ h_{l-1},  db_l = Σ_rows δ_l,  δ_{l-1} = relu'(h_{l-1}) ⊙ δ_l W_l
+//
+// Recorded once, run every step (TensorFlow's graph mode): the weights and biases are variables
+// bound to the model's own parameter buffer, the batch a variable bound to the caller's rows at
+// each step (feed), the labels a buffer the loss node reads.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
+#include "concurdl/df/executors.hpp"
 #include "concurdl/df/graph.hpp"
 #include "concurdl/nn/mlp.hpp"
+#include "concurdl/nn/sgd.hpp"
 
 namespace concurdl::df {
 
 struct MlpGraph {
   Graph graph;
+  std::size_t rows = 0;
+  NodeId x = 0;  // the batch: a variable, rows x widths[0]
   NodeId logits = 0, dlogits = 0;
   std::vector<NodeId> dw, db;  // per layer: the weight (out x in) and bias (1 x out) gradients
+  // The labels the loss node reads (rows of them), and the mean loss it computed last.
+  std::shared_ptr<std::vector<std::uint8_t>> labels;
+  std::shared_ptr<double> loss;
+
+  // Points the batch at x (rows x widths[0]) and copies the labels: the next run trains on them.
+  void feed(const float* x_rows, const std::uint8_t* label_rows);
 };
 
-// The forward and backward of `model` (its current parameters, copied into the graph as inputs)
-// on x (rows x widths[0]) and labels (rows, in [0, classes)).
+// The forward and backward of `model` on batches of `rows` rows. The weights and biases read
+// model.parameters() when the graph runs: an optimiser step on the model is seen by the next run.
+// The model must outlive the graph.
+MlpGraph record_mlp(const nn::Mlp& model, std::size_t rows);
+// The same, fed x (rows x widths[0]) and labels (rows, in [0, classes)).
 MlpGraph record_mlp(const nn::Mlp& model, const float* x, const std::uint8_t* labels,
                     std::size_t rows);
+
+// Copies the gradients a run computed (values indexed by node, as an executor returns them)
+// into model.gradients(), in nn's layout: what the optimiser reads.
+void gather_gradients(const MlpGraph& m, const std::vector<Tensor>& values, nn::Mlp& model);
+
+// Training on the graph: each step feeds a batch, runs the recorded graph on `exec`, gathers the
+// gradients into the model and takes nn's SGD step. The same batches give the same parameters
+// as nn::Mlp::forward_backward + nn::Sgd::step (the tests hold them to it).
+class GraphTrainer {
+ public:
+  GraphTrainer(nn::Mlp& model, std::size_t batch, Executor& exec, nn::SgdOptions options = {});
+  // One step on `batch` rows of x and labels; returns the batch's mean loss before the step.
+  double step(const float* x, const std::uint8_t* labels);
+  const MlpGraph& graph() const { return graph_; }
+
+ private:
+  nn::Mlp& model_;
+  MlpGraph graph_;
+  Executor& exec_;
+  nn::Sgd sgd_;
+};
 
 }  // namespace concurdl::df

@@ -1,0 +1,171 @@
+// ch08/mlp_train: the MLP trained on Fashion-MNIST batches by kernels/nn (forward_backward, then
+// SGD) and by its recorded graph (GraphTrainer) under each executor, at the same thread counts.
+// Samples per second; after timing, every configuration's parameters are checked against nn's
+// own training on the same batches from the same start.
+//
+// What `threads` means per executor (each uses that many threads in its own way):
+//   nn, sequential       intra-op: every kernel on `threads` threads, one op after another
+//   parallel, tbb_flow   inter-op: `threads` executor threads, each kernel on one
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "concurdl/data/idx.hpp"
+#include "concurdl/df/executors.hpp"
+#include "concurdl/df/mlp_graph.hpp"
+#include "concurdl/harness/errors.hpp"
+#include "concurdl/harness/experiment.hpp"
+#include "concurdl/harness/records.hpp"
+#include "concurdl/kernels/threads.hpp"
+#include "concurdl/nn/dataset.hpp"
+#include "concurdl/nn/mlp.hpp"
+#include "concurdl/nn/sgd.hpp"
+
+namespace concurdl::df {
+
+namespace {
+
+constexpr std::uint64_t kSeed = 1;
+
+// The first `n` training images, loaded once per process.
+std::shared_ptr<const nn::Dataset> training_rows(std::size_t n) {
+  static std::mutex m;
+  static std::shared_ptr<const nn::Dataset> kept;
+  std::lock_guard lock(m);
+  if (!kept || kept->n < n)
+    kept = std::make_shared<const nn::Dataset>(
+        nn::to_dataset(data::load_fashion_mnist().train, std::max<std::size_t>(n, 4096)));
+  return kept;
+}
+
+struct Run {
+  std::unique_ptr<nn::Mlp> model;
+  std::unique_ptr<nn::Sgd> sgd;                // executor nn
+  std::unique_ptr<Executor> exec;              // the graph executors
+  std::unique_ptr<GraphTrainer> trainer;
+  std::vector<float> initial;                  // the parameters a repetition starts from
+};
+
+Trial mlp_train_trial(const Params& p, GroupCache& cache) {
+  const std::string name = param_str(p, "executor");
+  const int threads = static_cast<int>(param_int(p, "threads"));
+  const auto batch = static_cast<std::size_t>(param_int(p, "batch"));
+  const auto steps = static_cast<std::size_t>(param_int(p, "steps"));
+  if (batch * steps > data::kFashionMnistTrain)
+    throw UsageError(fmt::format("batch x steps = {} rows: Fashion-MNIST has {} training images",
+                                 batch * steps, data::kFashionMnistTrain));
+  const auto data = training_rows(batch * steps);
+  // nn's own training on these batches from the same start, once per group: what every
+  // configuration's parameters must come to.
+  const auto& want = cache.get<std::vector<float>>("nn parameters", [&] {
+    kernels::ComputeThreadsScope one(1);
+    nn::Mlp model(nn::MlpSpec{}, kSeed);
+    nn::Sgd sgd(model.parameters().size(), {});
+    for (std::size_t s = 0; s < steps; ++s) {
+      model.forward_backward(data->row(s * batch), data->y.data() + s * batch, batch);
+      sgd.step(model.parameters(), model.gradients());
+    }
+    return std::vector<float>(model.parameters().begin(), model.parameters().end());
+  });
+  auto run = std::make_shared<Run>();
+  run->model = std::make_unique<nn::Mlp>(nn::MlpSpec{}, kSeed);
+  run->initial.assign(run->model->parameters().begin(), run->model->parameters().end());
+  const bool graph = name != "nn";
+  if (graph) {
+    run->exec = make_executor(name, name == "sequential" ? 1 : threads);
+    if (!run->exec)
+      throw UsageError(fmt::format(
+          "parameter 'executor': '{}' is not nn, sequential, parallel or tbb_flow", name));
+  }
+  const int intra = name == "nn" || name == "sequential" ? threads : 1;
+  Trial t;
+  t.reset = [run, graph, batch] {  // every repetition trains from the same start
+    std::copy(run->initial.begin(), run->initial.end(), run->model->parameters().begin());
+    const std::size_t n = run->model->parameters().size();
+    if (graph) {
+      run->trainer = std::make_unique<GraphTrainer>(*run->model, batch, *run->exec);
+    } else {
+      run->sgd = std::make_unique<nn::Sgd>(n, nn::SgdOptions{});
+    }
+  };
+  t.run = [run, data, graph, batch, steps, intra] {
+    kernels::ComputeThreadsScope scope(intra);
+    for (std::size_t s = 0; s < steps; ++s) {
+      const float* x = data->row(s * batch);
+      const std::uint8_t* y = data->y.data() + s * batch;
+      if (graph) {
+        run->trainer->step(x, y);
+      } else {
+        run->model->forward_backward(x, y, batch);
+        run->sgd->step(run->model->parameters(), run->model->gradients());
+      }
+    }
+  };
+  t.check = [run, &want]() -> std::string {
+    const auto got = run->model->parameters();
+    std::size_t worst = 0;
+    double worst_err = 0;
+    for (std::size_t i = 0; i < got.size(); ++i) {
+      const double err = std::fabs(got[i] - want[i]) / (1.0 + std::fabs(want[i]));
+      if (!(err <= worst_err)) {  // NaN counts as worst
+        worst_err = std::isnan(err) ? INFINITY : err;
+        worst = i;
+      }
+    }
+    if (worst_err > 1e-4)
+      return fmt::format("parameter {} is {} after training, nn's own training gives {}", worst,
+                         got[worst], want[worst]);
+    return "";
+  };
+  t.work.items = static_cast<double>(batch * steps);  // items_per_s: samples per second
+  if (static_cast<unsigned>(threads) > hardware_threads())
+    t.notes["oversubscribed"] =
+        fmt::format("{} threads on {} hardware threads", threads, hardware_threads());
+  return t;
+}
+
+const bool registered = register_experiment({
+    .id = "ch08/mlp_train",
+    .chapter = "08-dataflow",
+    .title = "Training the MLP on Fashion-MNIST: kernels/nn vs its recorded graph under each "
+             "executor, samples per second at the same threads",
+    .axes = {{.name = "executor", .values = {"nn", "sequential", "parallel", "tbb_flow"}},
+             {.name = "threads",
+              .values = {"1", "2", "4"},
+              .quick = {"1", "2"},
+              .kind = AxisKind::count,
+              .max = kMaxThreads,
+              .smoke = {"2"}},
+             {.name = "batch",
+              .values = {"64"},
+              .kind = AxisKind::size,
+              .max = 60000,
+              .smoke = {"8"}},
+             {.name = "steps",
+              .values = {"20"},
+              .kind = AxisKind::count,
+              .max = 60000,
+              .smoke = {"2"}}},
+    .baseline = {{"executor", "nn"}},
+    .scaling_axis = "threads",
+    .interleave = {"executor", "threads"},
+    .repetitions = 11,
+    .warmup = 1,
+    .prepare = mlp_train_trial,
+    .figures = {{.id = "samples",
+                 .title = "Samples per second training the MLP (784-256-128-10, batches of 64)",
+                 .kind = FigureKind::bars,
+                 .x = "threads",
+                 .y = "items_per_s",
+                 .series = "executor",
+                 .y_label = "samples/s"}},
+});
+
+}  // namespace
+
+}  // namespace concurdl::df
