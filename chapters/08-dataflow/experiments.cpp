@@ -1,7 +1,8 @@
 // Chapter 08's experiments:
 //   ch08/executors  one run of a graph of GEMM + ReLU nodes by each executor, at 1, 2, 4
 //                   threads: `wide` (independent chains summed at the end: inter-op
-//                   parallelism to find) and `deep` (one chain: none); sequential is the
+//                   parallelism to find), `deep` (one chain: none) and `mlp` (the MLP's
+//                   forward and backward, record_mlp); sequential is the
 //                   baseline, oneTBB's flow graph the peer. Every GEMM runs on one thread
 //                   (intra-op 1), so the threads are the executor's.
 //   ch08/inter_intra  wide, deep and MLP-shaped graphs with their threads split between the
@@ -79,10 +80,46 @@ Graph make_graph(const std::string& shape, std::size_t side, std::size_t width, 
   return g;
 }
 
+// The MLP's forward and backward as a graph (784-256-128-10, its parameters from seed 1), on a
+// batch of `rows` pseudo-random rows: the shape of a training step without the optimiser.
+struct MlpShape {
+  std::unique_ptr<nn::Mlp> model;
+  std::vector<float> x;
+  std::vector<std::uint8_t> labels;
+  MlpGraph graph;
+};
+
+// A graph of the experiments and its last node's value, computed sequentially on one thread:
+// wide, deep (make_graph) or mlp (side = the batch's rows).
+struct GraphCase {
+  std::shared_ptr<MlpShape> mlp;  // graph=mlp
+  Graph graph;                    // the others
+  Tensor want;
+  const Graph& g() const { return mlp ? mlp->graph.graph : graph; }
+};
+
+GraphCase make_case(const std::string& shape, std::size_t side, std::size_t width,
+                    std::size_t depth) {
+  GraphCase c;
+  if (shape == "mlp") {
+    c.mlp = std::make_shared<MlpShape>();
+    c.mlp->model = std::make_unique<nn::Mlp>(nn::MlpSpec{}, 1);
+    c.mlp->x = pseudo_random(side, nn::MlpSpec{}.widths[0], 5).data;
+    for (std::size_t i = 0; i < side; ++i)
+      c.mlp->labels.push_back(static_cast<std::uint8_t>(i % 10));
+    c.mlp->graph = record_mlp(*c.mlp->model, c.mlp->x.data(), c.mlp->labels.data(), side);
+  } else if (shape == "wide" || shape == "deep") {
+    c.graph = make_graph(shape, side, width, depth);
+  } else {
+    throw UsageError(fmt::format("parameter 'graph': '{}' is not wide, deep or mlp", shape));
+  }
+  kernels::ComputeThreadsScope one(1);
+  c.want = SequentialExecutor().run(c.g()).back();
+  return c;
+}
+
 Trial executor_trial(const Params& p, GroupCache& cache) {
   const std::string shape = param_str(p, "graph");
-  if (shape != "wide" && shape != "deep")
-    throw UsageError(fmt::format("parameter 'graph': '{}' is not wide or deep", shape));
   const std::string name = param_str(p, "executor");
   const int threads = has_param(p, "threads") ? static_cast<int>(param_int(p, "threads")) : 1;
   const auto side = static_cast<std::size_t>(param_int(p, "side"));
@@ -94,32 +131,22 @@ Trial executor_trial(const Params& p, GroupCache& cache) {
         fmt::format("parameter 'executor': '{}' is not sequential, parallel or "
                     "tbb_flow",
                     name));
-  struct Shared {
-    Graph graph;
-    Tensor want;  // the last node's value, computed sequentially
-  };
-  auto shared = std::shared_ptr<Shared>(
-      &cache.get<Shared>("graph",
-                         [&] {
-                           Shared s{make_graph(shape, side, width, depth), {}};
-                           kernels::ComputeThreadsScope one(1);
-                           s.want = SequentialExecutor().run(s.graph).back();
-                           return s;
-                         }),
-      [](Shared*) {});
+  auto shared = std::shared_ptr<GraphCase>(
+      &cache.get<GraphCase>("graph", [&] { return make_case(shape, side, width, depth); }),
+      [](GraphCase*) {});
   auto last = std::make_shared<const Tensor*>(nullptr);
   Trial t;
   t.run = [exec, shared, last] {
     kernels::ComputeThreadsScope one(1);  // intra-op 1: the executor's threads are the parallelism
-    *last = &exec->run(shared->graph).back();
+    *last = &exec->run(shared->g()).back();
   };
   t.check = [shared, last]() -> std::string {
     if (*last != nullptr && (*last)->data != shared->want.data)
       return "the graph's last value differs from the sequential executor's";
     return "";
   };
-  t.work.items = static_cast<double>(shared->graph.size());
-  t.work.flops = 2.0 * static_cast<double>(side * side * side * width * depth);
+  t.work.items = static_cast<double>(shared->g().size());
+  if (shape != "mlp") t.work.flops = 2.0 * static_cast<double>(side * side * side * width * depth);
   if (static_cast<unsigned>(threads) > hardware_threads())
     t.notes["oversubscribed"] =
         fmt::format("{} threads on {} hardware threads", threads, hardware_threads());
@@ -131,7 +158,7 @@ const bool registered_executors = register_experiment({
     .chapter = "08-dataflow",
     .title = "Graph executors: sequential, parallel (dependency counts on the stealing pool) and "
              "oneTBB's flow graph, on wide and deep graphs of GEMM + ReLU nodes",
-    .axes = {{.name = "graph", .values = {"wide", "deep"}},
+    .axes = {{.name = "graph", .values = {"wide", "deep", "mlp"}},
              {.name = "executor", .values = {"sequential", "parallel", "tbb_flow"}},
              {.name = "threads",
               .values = {"1", "2", "4"},
@@ -179,7 +206,33 @@ const bool registered_executors = register_experiment({
                  .y = "median",
                  .series = "executor",
                  .where = {{"graph", "deep"}},
+                 .y_label = "time per graph run (s)"},
+                {.id = "mlp",
+                 .title = "The MLP's forward and backward (96 rows): time per run against threads",
+                 .x = "threads",
+                 .y = "median",
+                 .series = "executor",
+                 .where = {{"graph", "mlp"}},
                  .y_label = "time per graph run (s)"}},
+    .claims = {{.id = "parallel_near_tbb_flow",
+                .statement = "On the wide graph at 2 threads, the parallel executor (dependency "
+                             "counts on chapter 01's stealing pool) runs at least 0.67x as fast as "
+                             "oneTBB's flow graph (within 1.5x of its time)",
+                .select = {{"graph", "wide"}, {"executor", "parallel"}, {"threads", "2"}},
+                .versus = {{"executor", "tbb_flow"}},
+                .bound = 0.67,
+                .unit = "×",
+                .min_cpus = 2,
+                .reference = 1.0},
+               {.id = "parallel_speeds_up_wide",
+                .statement = "On the wide graph, the parallel executor at 2 threads is at least "
+                             "1.4x faster than the sequential executor",
+                .select = {{"graph", "wide"}, {"executor", "parallel"}, {"threads", "2"}},
+                .field = "speedup",
+                .bound = 1.4,
+                .unit = "×",
+                .min_cpus = 2,
+                .reference = 1.0}},
 });
 
 // ---- ch08/inter_intra -------------------------------------------------------------------------
@@ -205,52 +258,24 @@ std::pair<int, int> parse_split(const std::string& s) {
   return {inter, intra};
 }
 
-// The MLP's forward and backward as a graph (784-256-128-10, its parameters from seed 1), on a
-// batch of pseudo-random rows: the shape of a training step without the optimiser.
-struct MlpShape {
-  std::unique_ptr<nn::Mlp> model;
-  std::vector<float> x;
-  std::vector<std::uint8_t> labels;
-  MlpGraph graph;
-};
-
 Trial inter_intra_trial(const Params& p, GroupCache& cache) {
   const std::string shape = param_str(p, "graph");
-  if (shape != "wide" && shape != "deep" && shape != "mlp")
-    throw UsageError(fmt::format("parameter 'graph': '{}' is not wide, deep or mlp", shape));
   const auto [inter, intra] = parse_split(param_str(p, "split"));
   const auto side = static_cast<std::size_t>(param_int(p, "side"));
-  struct Shared {
-    std::shared_ptr<MlpShape> mlp;  // graph=mlp
-    Graph graph;                    // the others
-    Tensor want;                    // the last node's value, computed sequentially on 1 thread
-    const Graph& g() const { return mlp ? mlp->graph.graph : graph; }
-  };
-  auto shared = std::shared_ptr<Shared>(
-      &cache.get<Shared>("graph",
-                         [&] {
-                           Shared s;
-                           if (shape == "mlp") {
-                             s.mlp = std::make_shared<MlpShape>();
-                             s.mlp->model = std::make_unique<nn::Mlp>(nn::MlpSpec{}, 1);
-                             const std::size_t d = nn::MlpSpec{}.widths[0];
-                             s.mlp->x = pseudo_random(side, d, 5).data;
-                             for (std::size_t i = 0; i < side; ++i)
-                               s.mlp->labels.push_back(static_cast<std::uint8_t>(i % 10));
-                             s.mlp->graph = record_mlp(*s.mlp->model, s.mlp->x.data(),
-                                                       s.mlp->labels.data(), side);
-                           } else {
-                             s.graph = make_graph(shape, side, 16, 4);
-                           }
-                           kernels::ComputeThreadsScope one(1);
-                           s.want = SequentialExecutor().run(s.g()).back();
-                           return s;
-                         }),
-      [](Shared*) {});
+  auto shared = std::shared_ptr<GraphCase>(
+      &cache.get<GraphCase>("graph", [&] { return make_case(shape, side, 16, 4); }),
+      [](GraphCase*) {});
   auto exec =
       std::shared_ptr<Executor>(make_executor(inter == 1 ? "sequential" : "parallel", inter));
   auto last = std::make_shared<const Tensor*>(nullptr);
   Trial t;
+  // OpenBLAS's workers spin for about 0.1 s after a call on several threads; an executor's
+  // threads measured right after would share the cores with them. Between configurations that
+  // change who runs the threads, wait them out (untimed).
+  t.reset = [intra] {
+    kernels::settle_runtime(intra > 1 ? kernels::ThreadRuntime::openblas
+                                      : kernels::ThreadRuntime::pool);
+  };
   t.run = [exec, shared, last, intra] {
     kernels::ComputeThreadsScope scope(intra);
     *last = &exec->run(shared->g()).back();
@@ -287,7 +312,8 @@ const bool registered_inter_intra = register_experiment({
               .max = kMaxSide,
               .smoke = {"16"}}},
     .baseline = {{"split", "1x1"}},
-    .interleave = {"split"},
+    // Not interleaved: each change between OpenBLAS's threads and the executor's waits 0.25 s
+    // for OpenBLAS's spinning workers to sleep (settle_runtime), once per configuration.
     .repetitions = 11,
     .warmup = 2,
     .prepare = inter_intra_trial,
@@ -298,6 +324,24 @@ const bool registered_inter_intra = register_experiment({
                  .y = "speedup",
                  .series = "split",
                  .y_label = "speedup over 1x1"}},
+    .claims = {{.id = "wide_wants_inter_op",
+                .statement = "On the wide graph, 2 inter-op threads (2x1) beat 2 intra-op threads "
+                             "(1x2) by at least 1.1x",
+                .select = {{"graph", "wide"}, {"split", "2x1"}},
+                .versus = {{"split", "1x2"}},
+                .bound = 1.1,
+                .unit = "×",
+                .min_cpus = 2,
+                .reference = 1.0},
+               {.id = "deep_wants_intra_op",
+                .statement = "On the deep graph (one chain), 2 intra-op threads (1x2) beat 2 "
+                             "inter-op threads (2x1) by at least 1.1x",
+                .select = {{"graph", "deep"}, {"split", "1x2"}},
+                .versus = {{"split", "2x1"}},
+                .bound = 1.1,
+                .unit = "×",
+                .min_cpus = 2,
+                .reference = 1.0}},
 });
 
 // ---- ch08/fusion ------------------------------------------------------------------------------
@@ -414,6 +458,14 @@ const bool registered_fusion = register_experiment({
                  .log_x = true,
                  .y_label = "bytes/s (declared traffic / time)",
                  .x_label = "ops in the chain k (log)"}},
+    .claims = {{.id = "fusion_k8_near_bytes_model",
+                .statement = "Fusing a chain of 8 element-wise ops over 16M floats is at least 5x "
+                             "faster than running them as 8 passes (the bytes model says 8x)",
+                .select = {{"variant", "fused"}, {"k", "8"}},
+                .versus = {{"variant", "unfused"}},
+                .bound = 5,
+                .unit = "×",
+                .reference = 1.0}},
 });
 
 }  // namespace

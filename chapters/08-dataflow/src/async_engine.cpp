@@ -87,8 +87,7 @@ AsyncEngine::Future AsyncEngine::input(Tensor t) {
   return issue(std::move(n));
 }
 
-AsyncEngine::Future AsyncEngine::variable(std::size_t rows, std::size_t cols,
-                                          const float* data) {
+AsyncEngine::Future AsyncEngine::variable(std::size_t rows, std::size_t cols, const float* data) {
   if (data == nullptr) throw std::invalid_argument("AsyncEngine::variable: no data");
   Node n;
   n.op = Op::variable;

@@ -1,6 +1,8 @@
 // The MLP as a dataflow graph (mlp_graph.hpp).
 #include "concurdl/df/mlp_graph.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <memory>
 #include <string>
@@ -27,8 +29,8 @@ MlpGraph record_mlp(const nn::Mlp& model, std::size_t rows) {
   for (std::size_t l = 0; l < layers; ++l) {
     const std::size_t i = widths[l], o = widths[l + 1];
     const float* p = params + off[l];
-    w[l] = g.variable(o, i, p, "W" + std::to_string(l));
-    const NodeId b = g.variable(1, o, p + o * i, "b" + std::to_string(l));
+    w[l] = g.variable(o, i, p, fmt::format("W{}", l));
+    const NodeId b = g.variable(1, o, p + o * i, fmt::format("b{}", l));
     const NodeId z = g.add_bias(g.matmul_nt(h[l], w[l]), b);
     h[l + 1] = l + 1 < layers ? g.relu(z) : z;
   }

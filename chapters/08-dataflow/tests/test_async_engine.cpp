@@ -57,7 +57,10 @@ TEST(AsyncEngine, ComputesWhatEagerComputes) {
         std::uniform_int_distribution<std::size_t> pick(0, e.size() - 1);
         const std::size_t a = pick(rng), b = pick(rng);
         const int kind = static_cast<int>(rng() % 4);
-        const Op op = kind == 0 ? Op::matmul : kind == 1 ? Op::add : kind == 2 ? Op::relu : Op::scale;
+        const Op op = kind == 0   ? Op::matmul
+                      : kind == 1 ? Op::add
+                      : kind == 2 ? Op::relu
+                                  : Op::scale;
         const bool unary = op == Op::relu || op == Op::scale;
         const float alpha = op == Op::scale ? 0.2f : 0.0f;
         e.push_back(eager.call([&](Graph& g) {
@@ -115,7 +118,7 @@ TEST(AsyncEngine, AnOpsExceptionFailsItsDependentsOnly) {
       EXPECT_STREQ(e.what(), "op failed on purpose");
     }
     EXPECT_THROW(engine.wait_all(), std::runtime_error);
-    EXPECT_NO_THROW(engine.wait_all());  // reported once
+    EXPECT_NO_THROW(engine.wait_all());                                      // reported once
     EXPECT_EQ(engine.relu(fine).value().data, std::vector<float>(4, 3.0f));  // goes on
     // A shape error is an exception too, naming the op.
     const Future mismatch = engine.add(x, engine.input(Tensor::filled(3, 3, 0.0f)));

@@ -112,12 +112,12 @@ class AsyncEngine {
   std::atomic<bool> back_end_sleeps_{false};
   mutable std::atomic<int> waiters_{0};
   mutable std::mutex sleep_mu_;
-  mutable std::condition_variable work_;   // the back end sleeps here
-  mutable std::condition_variable ran_;    // waiters sleep here
-  std::mutex front_mu_;                    // issue() and wait_all() among front-end threads
-  std::size_t reported_ = 0;               // guarded by front_mu_
-  std::size_t chunks_made_ = 0;            // guarded by front_mu_
-  std::thread worker_;                     // last: started after everything it reads exists
+  mutable std::condition_variable work_;  // the back end sleeps here
+  mutable std::condition_variable ran_;   // waiters sleep here
+  std::mutex front_mu_;                   // issue() and wait_all() among front-end threads
+  std::size_t reported_ = 0;              // guarded by front_mu_
+  std::size_t chunks_made_ = 0;           // guarded by front_mu_
+  std::thread worker_;                    // last: started after everything it reads exists
 };
 
 }  // namespace concurdl::df

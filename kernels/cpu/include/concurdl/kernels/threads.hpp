@@ -31,7 +31,9 @@ class ComputeThreadsScope {
 // one measured next (seen: OpenBLAS at n = 256 on 2 threads at 13 instead of 130 GFLOP/s right
 // after GEMM v4). Experiments call this, untimed, before each run: when the runtime differs from
 // the one used last, it sleeps long enough for the other's workers to stop spinning.
-enum class ThreadRuntime { openmp, openblas };
+// `pool`: threads of the suite's own (a pool, a graph executor) after OpenBLAS ran on several:
+// its spinning workers would take the cores from them just the same.
+enum class ThreadRuntime { openmp, openblas, pool };
 void settle_runtime(ThreadRuntime next);
 
 }  // namespace concurdl::kernels
