@@ -53,12 +53,14 @@ Graph wide_graph(std::size_t side) {
   std::vector<NodeId> ends;
   for (int c = 0; c < 16; ++c) {
     NodeId v = x;
-    for (int d = 0; d < 4; ++d) v = g.relu(g.scale(g.matmul(v, g.input(values(side, side, seed++))), back));
+    for (int d = 0; d < 4; ++d)
+      v = g.relu(g.scale(g.matmul(v, g.input(values(side, side, seed++))), back));
     ends.push_back(v);
   }
   while (ends.size() > 1) {
     std::vector<NodeId> next;
-    for (std::size_t i = 0; i + 1 < ends.size(); i += 2) next.push_back(g.add(ends[i], ends[i + 1]));
+    for (std::size_t i = 0; i + 1 < ends.size(); i += 2)
+      next.push_back(g.add(ends[i], ends[i + 1]));
     ends = std::move(next);
   }
   return g;
@@ -71,16 +73,15 @@ Trial executor_trial(Impl impl, const Params& p, GroupCache& cache) {
     Graph graph;
     Tensor want;
   };
-  auto shared = std::shared_ptr<Shared>(&cache.get<Shared>("graph",
-                                                           [&] {
-                                                             Shared s{wide_graph(side), {}};
-                                                             kernels::ComputeThreadsScope one(1);
-                                                             s.want = SequentialExecutor()
-                                                                          .run(s.graph)
-                                                                          .back();
-                                                             return s;
-                                                           }),
-                                        [](Shared*) {});
+  auto shared = std::shared_ptr<Shared>(
+      &cache.get<Shared>("graph",
+                         [&] {
+                           Shared s{wide_graph(side), {}};
+                           kernels::ComputeThreadsScope one(1);
+                           s.want = SequentialExecutor().run(s.graph).back();
+                           return s;
+                         }),
+      [](Shared*) {});
   std::shared_ptr<Executor> exec;
   if (impl == Impl::student)
     exec = std::make_shared<StudentExecutor>(threads);
@@ -109,19 +110,19 @@ Trial chain_trial(Impl impl, const Params& p, GroupCache& cache) {
     std::vector<float> x, want;
   };
   auto arr = std::shared_ptr<Arrays>(
-      &cache.get<Arrays>("arrays",
-                         [&] {
-                           static const std::pair<Op, float> cycle[] = {
-                               {Op::scale, 0.5f}, {Op::shift, 0.25f}, {Op::relu, 0.0f},
-                               {Op::square, 0.0f}};
-                           Arrays a;
-                           for (std::size_t i = 0; i < k; ++i) a.chain.push_back(cycle[i % 4]);
-                           a.x = values(1, n, 3).data;
-                           a.want = a.x;
-                           for (float& v : a.want)
-                             for (const auto& [op, alpha] : a.chain) apply_op(op, alpha, &v, &v, 1);
-                           return a;
-                         }),
+      &cache.get<Arrays>(
+          "arrays",
+          [&] {
+            static const std::pair<Op, float> cycle[] = {
+                {Op::scale, 0.5f}, {Op::shift, 0.25f}, {Op::relu, 0.0f}, {Op::square, 0.0f}};
+            Arrays a;
+            for (std::size_t i = 0; i < k; ++i) a.chain.push_back(cycle[i % 4]);
+            a.x = values(1, n, 3).data;
+            a.want = a.x;
+            for (float& v : a.want)
+              for (const auto& [op, alpha] : a.chain) apply_op(op, alpha, &v, &v, 1);
+            return a;
+          }),
       [](Arrays*) {});
   auto out = std::make_shared<std::vector<float>>(n, 0.0f);  // written once before timing
   Trial t;
@@ -179,18 +180,14 @@ const bool registered = [] {
        .title = "a fused element-wise kernel",
        .test_binary = "ch08_tests",
        .test_filter = "FusedEx8_2/student.*",
-       .timing = exercise_timing({.title = "a chain of k element-wise ops in one pass, student "
-                                           "vs apply_chain",
-                                  .threads_axis = "",
-                                  .axes = {{"k", {"8"}, {}, AxisKind::count, 1024, {"2"}},
-                                           {"n",
-                                            {"4M"},
-                                            {},
-                                            AxisKind::size,
-                                            std::int64_t{1} << 28,
-                                            {"64K"}}},
-                                  .repetitions = kRepetitions,
-                                  .prepare = chain_trial}),
+       .timing = exercise_timing(
+           {.title = "a chain of k element-wise ops in one pass, student "
+                     "vs apply_chain",
+            .threads_axis = "",
+            .axes = {{"k", {"8"}, {}, AxisKind::count, 1024, {"2"}},
+                     {"n", {"4M"}, {}, AxisKind::size, std::int64_t{1} << 28, {"64K"}}},
+            .repetitions = kRepetitions,
+            .prepare = chain_trial}),
        .target = 1.3,
        .questions = {
            "Your kernel ran the chain of 8 ops over 4M floats in {student} against "

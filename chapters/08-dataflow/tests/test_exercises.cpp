@@ -193,7 +193,8 @@ TYPED_TEST(FusedEx8_2, EqualsTheOpsOneAtATime) {
         std::vector<float> in_place = x;  // in == out
         TypeParam::apply(chain, in_place.data(), in_place.data(), n);
         for (std::size_t i = 0; i < n; ++i)
-          ASSERT_EQ(std::bit_cast<std::uint32_t>(in_place[i]), std::bit_cast<std::uint32_t>(want[i]))
+          ASSERT_EQ(std::bit_cast<std::uint32_t>(in_place[i]),
+                    std::bit_cast<std::uint32_t>(want[i]))
               << "in place: element " << i;
       }
     }
