@@ -335,11 +335,12 @@ const bool registered_inter_intra = register_experiment({
                 .min_cpus = 2,
                 .reference = 1.0},
                {.id = "deep_wants_intra_op",
-                .statement = "On the deep graph (one chain), 2 intra-op threads (1x2) beat 2 "
-                             "inter-op threads (2x1) by at least 1.1x",
+                .statement = "On the deep graph (one chain), 2 intra-op threads (1x2) are at "
+                             "least as fast as 2 inter-op threads (2x1), which have nothing to "
+                             "run at once",
                 .select = {{"graph", "deep"}, {"split", "1x2"}},
                 .versus = {{"split", "2x1"}},
-                .bound = 1.1,
+                .bound = 1.0,
                 .unit = "×",
                 .min_cpus = 2,
                 .reference = 1.0}},
