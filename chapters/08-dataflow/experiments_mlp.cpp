@@ -167,14 +167,13 @@ const bool registered = register_experiment({
                  .series = "executor",
                  .y_label = "samples/s"}},
     .claims = {{.id = "graph_training_near_nn",
-                .statement = "Training on the recorded graph (sequential executor, kernels on 2 "
-                             "threads) runs at least 0.8x as many samples a second as kernels/nn "
-                             "on 2 threads",
-                .select = {{"executor", "sequential"}, {"threads", "2"}},
+                .statement = "Training on the recorded graph (sequential executor, one thread) "
+                             "runs at least 0.9x as many samples a second as kernels/nn on one "
+                             "thread: recording the step as a graph costs next to nothing",
+                .select = {{"executor", "sequential"}, {"threads", "1"}},
                 .versus = {{"executor", "nn"}},
-                .bound = 0.8,
+                .bound = 0.9,
                 .unit = "×",
-                .min_cpus = 2,
                 .reference = 1.0}},
 });
 
