@@ -30,7 +30,12 @@ void compute(const Graph& g, NodeId n, std::vector<Tensor>& values) {
 
 }  // namespace
 
+// The whole run as one span on the calling thread: a timeline's unit (`concurdl run --trace`
+// draws the first run of a repetition), with the nodes this thread ran inside it.
+constexpr const char* kRunSpan = "graph run";
+
 const std::vector<Tensor>& SequentialExecutor::run(const Graph& g) {
+  trace::Span span(kRunSpan, "run");
   const std::vector<NodeId> order = topological_order(g);
   values_.resize(g.size());
   for (const NodeId n : order) compute(g, n, values_);
@@ -38,6 +43,7 @@ const std::vector<Tensor>& SequentialExecutor::run(const Graph& g) {
 }
 
 const std::vector<Tensor>& ParallelExecutor::run(const Graph& g) {
+  trace::Span span(kRunSpan, "run");
   topological_order(g);  // refuses a cycle or a missing input before anything runs
   const std::size_t n = g.size();
   values_.resize(n);
@@ -98,6 +104,7 @@ TbbFlowExecutor::~TbbFlowExecutor() = default;
 
 const std::vector<Tensor>& TbbFlowExecutor::run(const Graph& g) {
   namespace flow = oneapi::tbb::flow;
+  trace::Span span(kRunSpan, "run");
   topological_order(g);
   values_.resize(g.size());
   std::vector<Tensor>& values = values_;
