@@ -68,7 +68,7 @@ TEST(ReferenceClaims, DeclaredReferencesAreTheReferenceRunsValues) {
   std::vector<ClaimResult> results;
   for (const char* name :
        {kReferenceRun, kReferenceTrainRun, kReferenceLitmusRun, kReferenceCh05Run,
-        kReferenceCh05MpiRun, kReferenceCh06Run, kReferenceCh07Run}) {
+        kReferenceCh05MpiRun, kReferenceCh06Run, kReferenceCh07Run, kReferenceCh08Run}) {
     const RunFile f = load_run(fs::path(build::source_dir) / "results" / "reference" / name);
     for (ClaimResult& r : evaluate_claims(f)) results.push_back(std::move(r));
   }
@@ -101,7 +101,7 @@ TEST(ReferenceClaims, HoldInEveryRepeatOnTheReferenceMachine) {
   std::vector<fs::directory_entry> entries;
   for (const char* folder :
        {kReferenceRepeats, "debian12-zen5-2vcpu-ch05-repeats", "debian12-zen4-2vcpu-ch06-repeats",
-        "debian12-zen4-2vcpu-ch07-repeats"})
+        "debian12-zen4-2vcpu-ch07-repeats", "debian12-zen4-2vcpu-ch08-repeats"})
     for (const auto& entry : fs::directory_iterator(root / folder)) entries.push_back(entry);
   for (const auto& entry : entries) {
     if (!fs::is_regular_file(entry.path() / "results.json")) continue;

@@ -311,11 +311,12 @@ std::string claims_markdown(const std::string& chapter) {
   }
   out += fmt::format(
       "\nThe reference machine: {} (`results/reference/{}`; training: `{}`; litmus: `{}`; "
-      "chapter 05: `{}`, `{}`); chapters 06 and 07's claims were measured on a {} (`{}`, "
-      "`{}`). `concurdl check RUN` judges these on your own run; the report of every run opens "
-      "with them.\n",
+      "chapter 05: `{}`, `{}`); chapters 06, 07 and 08's claims were measured on a {} (`{}`, "
+      "`{}`, `{}`). `concurdl check RUN` judges these on your own run; the report of every run "
+      "opens with them.\n",
       kReferenceMachine, kReferenceRun, kReferenceTrainRun, kReferenceLitmusRun, kReferenceCh05Run,
-      kReferenceCh05MpiRun, kReferenceCh07Machine, kReferenceCh06Run, kReferenceCh07Run);
+      kReferenceCh05MpiRun, kReferenceCh07Machine, kReferenceCh06Run, kReferenceCh07Run,
+      kReferenceCh08Run);
   return out;
 }
 

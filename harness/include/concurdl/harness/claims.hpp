@@ -67,6 +67,8 @@ inline constexpr const char* kReferenceCh07Machine =
 // Chapter 06 (`concurdl run 06-model-parallel --profile full`), on the same machine as chapter
 // 07's.
 inline constexpr const char* kReferenceCh06Run = "debian12-zen4-2vcpu-ch06";
+// Chapter 08 (`concurdl run ch08`), on the same machine as chapters 06 and 07.
+inline constexpr const char* kReferenceCh08Run = "debian12-zen4-2vcpu-ch08";
 // Further quiet runs of one build on that machine (results/reference/NAME/RUN/results.json):
 // every claim holds in each of them too (tests/test_claims_chapters.cpp).
 inline constexpr const char* kReferenceRepeats = "debian12-zen5-2vcpu-repeats";

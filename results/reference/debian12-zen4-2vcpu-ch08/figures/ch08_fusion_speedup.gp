@@ -1,0 +1,36 @@
+# concurdl chart: Fused over unfused against chain length, beside the bytes model (k) (experiment ch08/fusion)
+# Re-run in the figures directory: gnuplot ch08_fusion_speedup.gp
+# It reads ch08_fusion_speedup.dat and writes ch08_fusion_speedup.svg and ch08_fusion_speedup.png; restyle freely.
+
+set encoding utf8
+set terminal svg size 800,500 dynamic enhanced font 'sans,11'
+set output 'ch08_fusion_speedup.svg'
+
+set title "Fused over unfused against chain length, beside the bytes model (k)" noenhanced
+set xlabel "ops in the chain k (log)" noenhanced
+set ylabel "speedup of the fused pass (log)" noenhanced
+set grid
+set key inside top right box opaque noenhanced font ',9' spacing 0.95
+set logscale x 2
+set logscale y
+set linetype 1 lc rgb '#1f77b4'
+set linetype 2 lc rgb '#ff7f0e'
+set linetype 3 lc rgb '#2ca02c'
+set linetype 4 lc rgb '#d62728'
+set linetype 5 lc rgb '#9467bd'
+set linetype 6 lc rgb '#8c564b'
+set linetype 7 lc rgb '#e377c2'
+set linetype 8 lc rgb '#7f7f7f'
+set linetype 9 lc rgb '#bcbd22'
+set linetype 10 lc rgb '#17becf'
+set linetype 11 lc rgb '#000080'
+set linetype 12 lc rgb '#808000'
+set linetype cycle 12
+
+plot 'ch08_fusion_speedup.dat' index 0 using 1:2:3:4 with yerrorlines lt 1 lw 2 pt 7 ps 0.8 title "fused", \
+     'ch08_fusion_speedup.dat' index 1 using 1:2 with linespoints lc rgb '#303030' dt 2 lw 2 pt 6 ps 0.7 title "model: bytes model: k passes vs 1 (memory-bound)"
+
+set terminal pngcairo size 800,500 enhanced font 'sans,11'
+set output 'ch08_fusion_speedup.png'
+replot
+unset output
