@@ -56,7 +56,7 @@ TEST_P(ReadmeClaims, BlockIsTheProgramsClaims) {
 INSTANTIATE_TEST_SUITE_P(Chapters, ReadmeClaims,
                          ::testing::Values("01-threads", "02-locks", "03-async-io",
                                            "05-data-parallel", "06-model-parallel",
-                                           "07-sync-async-training", "kernels"),
+                                           "07-sync-async-training", "08-dataflow", "kernels"),
                          [](const auto& info) {
                            std::string n = info.param;
                            return n.substr(0, 2) == "ke" ? std::string("kernels") : n.substr(0, 2);
@@ -176,7 +176,8 @@ INSTANTIATE_TEST_SUITE_P(
                       "docs/course.md", "docs/methodology.md", "docs/instructors/ch01.md",
                       "docs/instructors/ch02.md", "docs/instructors/ch03.md",
                       "docs/instructors/ch05.md", "chapters/06-model-parallel/README.md",
-                      "chapters/07-sync-async-training/README.md", "docs/instructors/ch07.md"),
+                      "chapters/07-sync-async-training/README.md", "docs/instructors/ch07.md",
+                      "chapters/08-dataflow/README.md"),
     [](const auto& info) {
       std::string n;
       for (char ch : std::string(info.param))

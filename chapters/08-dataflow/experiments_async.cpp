@@ -162,8 +162,7 @@ const bool registered = register_experiment({
     .warmup = 2,
     .prepare = async_trial,
     .figures = {{.id = "time",
-                 .title = "Time for the chain against the front end's cost per op, beside the "
-                          "models N(o+c) (eager) and N max(o, c) (async)",
+                 .title = "128 ops: time against the front end's own cost per op",
                  .x = "overhead_us",
                  .y = "median",
                  .series = "mode",

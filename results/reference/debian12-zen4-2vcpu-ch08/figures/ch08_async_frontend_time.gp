@@ -1,4 +1,4 @@
-# concurdl chart: Time for the chain against the front end's cost per op, beside the models N(o+c) (eager) and N max(o, c) (async) (experiment ch08/async_frontend)
+# concurdl chart: 128 ops: time against the front end's own cost per op (experiment ch08/async_frontend)
 # Re-run in the figures directory: gnuplot ch08_async_frontend_time.gp
 # It reads ch08_async_frontend_time.dat and writes ch08_async_frontend_time.svg and ch08_async_frontend_time.png; restyle freely.
 
@@ -6,7 +6,7 @@ set encoding utf8
 set terminal svg size 800,500 dynamic enhanced font 'sans,11'
 set output 'ch08_async_frontend_time.svg'
 
-set title "Time for the chain against the front end's cost per op, beside the models N(o+c) (eager) and N max(o, c) (async)" noenhanced
+set title "128 ops: time against the front end's own cost per op" noenhanced
 set xlabel "front end's own time per op, o (µs)" noenhanced
 set ylabel "time for the chain (s)" noenhanced
 set grid
