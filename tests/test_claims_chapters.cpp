@@ -177,7 +177,7 @@ INSTANTIATE_TEST_SUITE_P(
                       "docs/instructors/ch02.md", "docs/instructors/ch03.md",
                       "docs/instructors/ch05.md", "chapters/06-model-parallel/README.md",
                       "chapters/07-sync-async-training/README.md", "docs/instructors/ch07.md",
-                      "chapters/08-dataflow/README.md"),
+                      "chapters/08-dataflow/README.md", "docs/instructors/ch08.md"),
     [](const auto& info) {
       std::string n;
       for (char ch : std::string(info.param))

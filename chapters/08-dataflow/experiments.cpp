@@ -261,7 +261,9 @@ std::pair<int, int> parse_split(const std::string& s) {
 
 Trial inter_intra_trial(const Params& p, GroupCache& cache) {
   const std::string shape = param_str(p, "graph");
-  const auto [inter, intra] = parse_split(param_str(p, "split"));
+  const auto split = parse_split(param_str(p, "split"));
+  const int inter = split.first,
+            intra = split.second;  // not a structured binding: clang 14 cannot capture one
   const auto side = static_cast<std::size_t>(param_int(p, "side"));
   auto shared = std::shared_ptr<GraphCase>(
       &cache.get<GraphCase>("graph", [&] { return make_case(shape, side, 16, 4); }),
