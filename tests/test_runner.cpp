@@ -47,6 +47,16 @@ const bool registered = [] {
           },
   });
   register_experiment({
+      .id = "test/runner_unavailable",
+      .chapter = "98-runner-test",
+      .title = "an experiment this machine cannot run",
+      .axes = {{"variant", {"a"}}},
+      .prepare = [](const Params&, GroupCache&) -> Trial {
+        throw std::logic_error("an unavailable experiment was prepared");
+      },
+      .unavailable = [] { return std::string("needs a device this test does not have"); },
+  });
+  register_experiment({
       .id = "test/runner_validation",
       .chapter = "98-runner-test",
       .title = "validation outcomes",
@@ -92,6 +102,19 @@ std::vector<Config> configs_of(const std::string& id, RunOptions opt = {}) {
 }
 
 }  // namespace
+
+// An experiment that says it cannot run here is named with its reason; the others are not.
+TEST(Runner, UnavailableExperimentsAreNamedWithTheirReason) {
+  const Experiment* gone = find_experiment("test/runner_unavailable");
+  const Experiment* here = find_experiment("test/runner_amdahl");
+  ASSERT_NE(gone, nullptr);
+  ASSERT_NE(here, nullptr);
+  const auto skipped = unavailable_here({here, gone});
+  ASSERT_EQ(skipped.size(), 1u);
+  EXPECT_EQ(skipped[0].first, gone);
+  EXPECT_EQ(skipped[0].second, "needs a device this test does not have");
+  EXPECT_TRUE(unavailable_here({here}).empty());
+}
 
 TEST(Runner, ExpandsTheProfileAxes) {
   RunOptions quick;

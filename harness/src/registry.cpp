@@ -232,4 +232,15 @@ std::vector<std::string> thread_counts_up_to_cores() {
   return powers_of_two_to(hw, hw);
 }
 
+std::vector<std::pair<const Experiment*, std::string>> unavailable_here(
+    const std::vector<const Experiment*>& selected) {
+  std::vector<std::pair<const Experiment*, std::string>> out;
+  for (const Experiment* e : selected) {
+    if (!e->unavailable) continue;
+    std::string why = e->unavailable();
+    if (!why.empty()) out.emplace_back(e, std::move(why));
+  }
+  return out;
+}
+
 }  // namespace concurdl

@@ -27,6 +27,7 @@ namespace concurdl {
 namespace {
 
 using report_detail::busy_machine_warning;
+using report_detail::skipped_experiments_note;
 using report_detail::chapter_claims;
 using report_detail::ChapterSection;
 using report_detail::ChartEntry;
@@ -417,6 +418,9 @@ ReportFiles write_report(const std::vector<RunFile>& runs,
   std::vector<std::string> warnings = out.warnings;
   for (std::size_t i = 0; i < runs.size(); ++i)
     if (std::string w = busy_machine_warning(runs[i], labels[i], runs.size() > 1); !w.empty())
+      warnings.push_back(std::move(w));
+  for (std::size_t i = 0; i < runs.size(); ++i)
+    if (std::string w = skipped_experiments_note(runs[i], labels[i], runs.size() > 1); !w.empty())
       warnings.push_back(std::move(w));
   const std::vector<JudgedClaim> judged = judge(runs);
   std::vector<report_detail::Glance> glance;

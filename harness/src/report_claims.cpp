@@ -144,6 +144,24 @@ Glance glance_of(const ChapterSection& cs, const std::string& chapter,
 
 // A run taken while the machine was busy says so before anything else: the activity seen
 // before it started, and how many of its records were measured while others used the CPUs.
+std::string skipped_experiments_note(const RunFile& run, const std::string& label, bool several) {
+  const auto& p = run.provenance;
+  if (!p.is_object() || !p.contains("skipped_experiments") ||
+      !p.at("skipped_experiments").is_array() || p.at("skipped_experiments").empty())
+    return "";
+  std::string items;
+  for (const auto& s : p.at("skipped_experiments")) {
+    if (!s.is_object() || !s.contains("experiment") || !s.at("experiment").is_string()) continue;
+    const std::string why =
+        s.contains("reason") && s.at("reason").is_string() ? s.at("reason").get<std::string>() : "";
+    items += fmt::format("{}`{}`{}", items.empty() ? "" : "; ", s.at("experiment").get<std::string>(),
+                         why.empty() ? "" : " (" + why + ")");
+  }
+  if (items.empty()) return "";
+  return fmt::format("{} left out what this machine cannot run: {}",
+                     several ? label + ": this run" : std::string("This run"), items);
+}
+
 std::string busy_machine_warning(const RunFile& run, const std::string& label, bool several) {
   std::size_t noisy = 0;
   for (const Record& r : run.records) noisy += r.notes.count("noisy");

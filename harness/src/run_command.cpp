@@ -2,6 +2,7 @@
 // Ctrl-C and --resume, and the --ranks launch.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -49,7 +50,13 @@ int measure(const std::vector<std::string>& command, const std::vector<const Exp
   // Under --ranks every rank measures; rank 0 alone shows progress and writes the run.
   const bool writer = ranks::world_rank() == 0;
   if (!writer) opt.progress = false;
-  std::vector<Config> configs = expand(selected, opt);  // bad input fails before any output
+  // Experiments this machine cannot run (no GPU): left out, said, and kept in the provenance.
+  const auto skipped = unavailable_here(selected);
+  std::vector<const Experiment*> runnable;
+  for (const Experiment* e : selected)
+    if (std::none_of(skipped.begin(), skipped.end(), [e](const auto& s) { return s.first == e; }))
+      runnable.push_back(e);
+  std::vector<Config> configs = expand(runnable, opt);  // bad input fails before any output
   const bool resuming = !a.continue_run.empty();
   RunFile f;
   fs::path dir;
@@ -82,6 +89,15 @@ int measure(const std::vector<std::string>& command, const std::vector<const Exp
     f.provenance["profile"] = a.profile;
     const fs::path root = a.out.empty() ? fs::path("results/runs") : fs::path(a.out);
     if (writer) dir = make_run_dir(root, f.provenance["host"].get<std::string>(), short_commit());
+  }
+  if (!skipped.empty()) {
+    nlohmann::json list = nlohmann::json::array();
+    for (const auto& [e, why] : skipped) {
+      list.push_back({{"experiment", e->id}, {"reason", why}});
+      if (writer && !a.quiet)
+        std::fprintf(stderr, "concurdl: skipped %s: %s\n", e->id.c_str(), why.c_str());
+    }
+    f.provenance["skipped_experiments"] = std::move(list);
   }
   if (a.trace && writer) opt.trace_dir = dir / "traces";
   auto save = [&] {

@@ -277,7 +277,15 @@ struct Experiment {
   // Recorded by a command of its own (`concurdl train`), not measured by `run`: it has no
   // `prepare`, `run` leaves it out, and its figures chart the records that command writes.
   std::string recorded_by;
+  // Why it cannot run on this machine ("no CUDA device: ..."), or "" when it can; unset: it
+  // always can. `run` leaves such an experiment out, says which and why before measuring,
+  // and keeps the list in the run's provenance (`skipped_experiments`); the report repeats it.
+  std::function<std::string()> unavailable;
 };
+
+// The experiments of `selected` that cannot run here, with the reason each gives.
+std::vector<std::pair<const Experiment*, std::string>> unavailable_here(
+    const std::vector<const Experiment*>& selected);
 
 // Registration from a chapter's experiments.cpp:
 //   static const bool registered = concurdl::register_experiment({ .id = ..., ... });
