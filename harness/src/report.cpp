@@ -27,7 +27,6 @@ namespace concurdl {
 namespace {
 
 using report_detail::busy_machine_warning;
-using report_detail::skipped_experiments_note;
 using report_detail::chapter_claims;
 using report_detail::ChapterSection;
 using report_detail::ChartEntry;
@@ -37,6 +36,7 @@ using report_detail::glance_of;
 using report_detail::judge;
 using report_detail::JudgedClaim;
 using report_detail::provenance_text;
+using report_detail::skipped_experiments_note;
 using report_detail::Table;
 
 // ---- numbers ----

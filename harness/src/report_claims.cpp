@@ -154,8 +154,9 @@ std::string skipped_experiments_note(const RunFile& run, const std::string& labe
     if (!s.is_object() || !s.contains("experiment") || !s.at("experiment").is_string()) continue;
     const std::string why =
         s.contains("reason") && s.at("reason").is_string() ? s.at("reason").get<std::string>() : "";
-    items += fmt::format("{}`{}`{}", items.empty() ? "" : "; ", s.at("experiment").get<std::string>(),
-                         why.empty() ? "" : " (" + why + ")");
+    items +=
+        fmt::format("{}`{}`{}", items.empty() ? "" : "; ", s.at("experiment").get<std::string>(),
+                    why.empty() ? "" : " (" + why + ")");
   }
   if (items.empty()) return "";
   return fmt::format("{} left out what this machine cannot run: {}",

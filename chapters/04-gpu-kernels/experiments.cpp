@@ -1,0 +1,310 @@
+// Chapter 04's experiments. The GPU ones run where a CUDA device is (and say why not elsewhere:
+// Experiment::unavailable); the CPU one everywhere:
+//   ch04/reduction      the sum of n floats: v1-v5 (kernels.hpp) and CUB, GB/s read
+//   ch04/memory         vector add (grid-stride), a coalesced and a strided copy: GB/s
+//   ch04/cpu_reference  the same operations' CPU references on one thread, against the CPU's
+//                       measured memory bandwidth (the CPU roofline)
+// Every GPU trial is timed with CUDA events, the L2 flushed before each repetition, and its
+// result checked against the CPU reference after the warm-up and after the timed repetitions.
+#include <fmt/format.h>
+
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "concurdl/gpu/device.hpp"
+#include "concurdl/gpu/index.hpp"
+#include "concurdl/gpu/reference.hpp"
+#include "concurdl/harness/errors.hpp"
+#include "concurdl/harness/experiment.hpp"
+#include "concurdl/harness/records.hpp"
+
+#if CONCURDL_HAVE_CUDA
+#include <cuda_runtime_api.h>
+
+#include "concurdl/gpu/kernels.hpp"
+#include "concurdl/harness/cuda_timer.hpp"
+#endif
+
+namespace concurdl::gpu {
+
+namespace {
+
+const bool registered_chapter = register_chapter(
+    {"04-gpu-kernels", "GPU kernels in CUDA: reductions, memory access, the GPU roofline"});
+
+constexpr std::int64_t kMaxElements = std::int64_t{1} << 30;
+constexpr std::size_t kStride = 32;  // floats between the reads of neighbouring threads
+
+const std::vector<std::string> kReduceVariants = {"v1_atomic_global", "v2_tree_divergent",
+                                                  "v3_sequential",    "v4_warp_shuffle",
+                                                  "v5_multi_element", "cub"};
+
+// An odd n: gcd(n, kStride) = 1, so the strided copy reads every element once.
+std::size_t odd(std::size_t n) { return n | 1; }
+
+#if CONCURDL_HAVE_CUDA
+
+Reduce parse_reduce(const std::string& s) {
+  for (int v = 0; v <= static_cast<int>(Reduce::cub); ++v)
+    if (reduce_name(static_cast<Reduce>(v)) == s) return static_cast<Reduce>(v);
+  throw UsageError(fmt::format("parameter 'variant': '{}' is not a reduction version", s));
+}
+
+// A buffer of twice the L2's size, written before each timed repetition: what the kernel reads
+// then comes from memory, not from the cache the previous repetition filled.
+struct L2Flush {
+  DeviceBuffer<char> buffer;
+  L2Flush() {
+    int device = 0, bytes = 0;
+    CDL_CUDA_CHECK(cudaGetDevice(&device));
+    CDL_CUDA_CHECK(cudaDeviceGetAttribute(&bytes, cudaDevAttrL2CacheSize, device));
+    buffer = DeviceBuffer<char>(2 * static_cast<std::size_t>(bytes > 0 ? bytes : 1 << 20));
+  }
+  void operator()() const {
+    CDL_CUDA_CHECK(cudaMemsetAsync(buffer.get(), 0, buffer.size()));
+    CDL_CUDA_CHECK(cudaDeviceSynchronize());
+  }
+};
+
+struct DeviceInput {
+  std::vector<float> host;
+  DeviceBuffer<float> device;
+};
+
+// integers: small_integers (a sum's exact check) rather than values in [-1, 1).
+std::shared_ptr<const DeviceInput> device_input(GroupCache& cache, std::size_t n,
+                                                std::uint32_t seed, const char* key,
+                                                bool integers = false) {
+  return cache.get<std::shared_ptr<const DeviceInput>>(key, [&] {
+    auto in = std::make_shared<DeviceInput>();
+    in->host = integers ? small_integers(n, seed) : test_values(n, seed);
+    in->device = DeviceBuffer<float>(n);
+    CDL_CUDA_CHECK(cudaMemcpy(in->device.get(), in->host.data(), n * sizeof(float),
+                              cudaMemcpyHostToDevice));
+    return std::shared_ptr<const DeviceInput>(std::move(in));
+  });
+}
+
+Trial reduction_trial(const Params& p, GroupCache& cache) {
+  const Reduce v = parse_reduce(param_str(p, "variant"));
+  const auto n = static_cast<std::size_t>(param_int(p, "n"));
+  const auto in = device_input(cache, n, 1, "x", true);
+  const auto flush = std::make_shared<L2Flush>();
+  auto out = std::make_shared<DeviceBuffer<float>>(1);
+  const std::size_t scratch_bytes = reduce_scratch_bytes(n);
+  auto scratch = std::make_shared<DeviceBuffer<char>>(scratch_bytes);
+  Trial t;
+  t.timer = cuda_event_timer();
+  t.reset = [flush, out] {
+    const float nan = std::nanf("");
+    CDL_CUDA_CHECK(cudaMemcpy(out->get(), &nan, sizeof nan, cudaMemcpyHostToDevice));
+    (*flush)();
+  };
+  t.run = [=] { reduce_sum(v, in->device.get(), n, out->get(), scratch->get(), scratch_bytes, nullptr); };
+  t.check = [in, out]() -> std::string {
+    float got = 0;
+    CDL_CUDA_CHECK(cudaMemcpy(&got, out->get(), sizeof got, cudaMemcpyDeviceToHost));
+    if (static_cast<double>(got) == sum_ref(in->host)) return "";  // exact: small integers
+    return fmt::format("the sum is {}, the CPU's {} (small integers: exact in any order)", got,
+                       sum_ref(in->host));
+  };
+  t.work.items = static_cast<double>(n);
+  t.work.bytes = static_cast<double>(n) * sizeof(float);
+  t.work.flops = static_cast<double>(n);
+  return t;
+}
+
+Trial memory_trial(const Params& p, GroupCache& cache) {
+  const std::string op = param_str(p, "variant");
+  const std::size_t n = odd(static_cast<std::size_t>(param_int(p, "n")));
+  const auto a = device_input(cache, n, 1, "a");
+  const auto b = device_input(cache, n, 2, "b");
+  const auto flush = std::make_shared<L2Flush>();
+  auto out = std::make_shared<DeviceBuffer<float>>(n);
+  std::function<void()> run;
+  std::vector<float> want(n);
+  double bytes = 0;
+  if (op == "vector_add") {
+    vector_add_ref(a->host, b->host, want);
+    run = [=] { vector_add(a->device.get(), b->device.get(), out->get(), n, nullptr); };
+    bytes = 3.0 * static_cast<double>(n) * sizeof(float);
+  } else if (op == "copy_coalesced") {
+    want = a->host;
+    run = [=] { copy_coalesced(a->device.get(), out->get(), n, nullptr); };
+    bytes = 2.0 * static_cast<double>(n) * sizeof(float);
+  } else if (op == "copy_strided") {
+    copy_strided_ref(a->host, want, kStride);
+    run = [=] { copy_strided(a->device.get(), out->get(), n, kStride, nullptr); };
+    bytes = 2.0 * static_cast<double>(n) * sizeof(float);
+  } else {
+    throw UsageError(fmt::format(
+        "parameter 'variant': '{}' is not vector_add, copy_coalesced or copy_strided", op));
+  }
+  auto expected = std::make_shared<const std::vector<float>>(std::move(want));
+  Trial t;
+  t.timer = cuda_event_timer();
+  t.reset = [flush, out] {
+    CDL_CUDA_CHECK(cudaMemset(out->get(), 0xff, out->size() * sizeof(float)));  // NaNs
+    (*flush)();
+  };
+  t.run = run;
+  t.check = [out, expected]() -> std::string {
+    std::vector<float> got(expected->size());
+    CDL_CUDA_CHECK(cudaMemcpy(got.data(), out->get(), got.size() * sizeof(float),
+                              cudaMemcpyDeviceToHost));
+    for (std::size_t i = 0; i < got.size(); ++i)
+      if (std::memcmp(&got[i], &(*expected)[i], sizeof(float)) != 0)
+        return fmt::format("element {} is {}, the CPU reference gives {}", i, got[i],
+                           (*expected)[i]);
+    return "";
+  };
+  t.work.items = static_cast<double>(n);
+  t.work.bytes = bytes;
+  return t;
+}
+
+#else
+
+Trial reduction_trial(const Params&, GroupCache&) { throw UsageError(gpu_unavailable()); }
+Trial memory_trial(const Params&, GroupCache&) { throw UsageError(gpu_unavailable()); }
+
+#endif
+
+const bool registered_reduction = register_experiment({
+    .id = "ch04/reduction",
+    .chapter = "04-gpu-kernels",
+    .title = "Sum of n floats on the GPU: five versions and CUB, bytes read per second",
+    .axes = {{.name = "variant", .values = kReduceVariants},
+             {.name = "n",
+              .values = {"256M"},
+              .quick = {"64M"},
+              .kind = AxisKind::size,
+              .max = kMaxElements,
+              .smoke = {"1M"}}},
+    .baseline = {{"variant", "cub"}},
+    .interleave = {"variant"},
+    .repetitions = 21,
+    .warmup = 2,
+    .prepare = reduction_trial,
+    .figures = {{.id = "bandwidth",
+                 .title = "Reduction: bytes read per second, by version (CUB the peer)",
+                 .kind = FigureKind::bars,
+                 .x = "n",
+                 .y = "bytes_per_s",
+                 .series = "variant",
+                 .y_label = "bytes/s read"}},
+    .unavailable = gpu_unavailable,
+});
+
+const bool registered_memory = register_experiment({
+    .id = "ch04/memory",
+    .chapter = "04-gpu-kernels",
+    .title = "Memory access on the GPU: vector add (grid-stride), coalesced and strided copies",
+    .axes = {{.name = "variant", .values = {"vector_add", "copy_coalesced", "copy_strided"}},
+             {.name = "n",
+              .values = {"256M"},
+              .quick = {"64M"},
+              .kind = AxisKind::size,
+              .max = kMaxElements,
+              .smoke = {"1M"}}},
+    .baseline = {{"variant", "copy_coalesced"}},
+    .interleave = {"variant"},
+    .repetitions = 21,
+    .warmup = 2,
+    .prepare = memory_trial,
+    .figures = {{.id = "bandwidth",
+                 .title = "Bytes moved per second: coalesced vs strided access",
+                 .kind = FigureKind::bars,
+                 .x = "n",
+                 .y = "bytes_per_s",
+                 .series = "variant",
+                 .y_label = "bytes/s (declared traffic / time)"}},
+    .unavailable = gpu_unavailable,
+});
+
+// ---- ch04/cpu_reference: the references on the CPU, against its memory bandwidth ------------
+
+Trial cpu_trial(const Params& p, GroupCache& cache) {
+  const std::string op = param_str(p, "variant");
+  const std::size_t n = odd(static_cast<std::size_t>(param_int(p, "n")));
+  struct Inputs {
+    std::vector<float> a, b, ints;
+  };
+  const auto& in = cache.get<Inputs>(
+      "inputs", [&] { return Inputs{test_values(n, 1), test_values(n, 2), small_integers(n, 3)}; });
+  struct Arrays {
+    const Inputs* in;
+    std::vector<float> out;  // this configuration's own (the variants run interleaved)
+  };
+  auto arr = std::make_shared<Arrays>(Arrays{&in, std::vector<float>(n)});
+  auto sum = std::make_shared<float>(0.0f);
+  Trial t;
+  double bytes = 0;
+  if (op == "sum") {
+    t.run = [arr, sum] { *sum = sum_float(arr->in->ints); };
+    t.check = [arr, sum]() -> std::string {
+      return static_cast<double>(*sum) == sum_ref(arr->in->ints)
+                 ? ""
+                 : fmt::format("the sum is {}, in double {}", *sum, sum_ref(arr->in->ints));
+    };
+    bytes = static_cast<double>(n) * sizeof(float);
+  } else if (op == "vector_add") {
+    t.run = [arr] { vector_add_ref(arr->in->a, arr->in->b, arr->out); };
+    t.check = [arr]() -> std::string {
+      for (std::size_t i = 0; i < arr->out.size(); ++i)
+        if (arr->out[i] != arr->in->a[i] + arr->in->b[i])
+          return fmt::format("element {} is wrong", i);
+      return "";
+    };
+    bytes = 3.0 * static_cast<double>(n) * sizeof(float);
+  } else if (op == "copy_strided") {
+    t.run = [arr] { copy_strided_ref(arr->in->a, arr->out, kStride); };
+    t.check = [arr]() -> std::string {
+      const std::size_t m = arr->out.size();
+      for (std::size_t i = 0; i < m; ++i)
+        if (arr->out[i] != arr->in->a[strided_source(i, kStride, m)])
+          return fmt::format("element {} is wrong", i);
+      return "";
+    };
+    bytes = 2.0 * static_cast<double>(n) * sizeof(float);
+  } else {
+    throw UsageError(
+        fmt::format("parameter 'variant': '{}' is not sum, vector_add or copy_strided", op));
+  }
+  t.reset = [arr] { std::fill(arr->out.begin(), arr->out.end(), -1.0f); };
+  t.work.items = static_cast<double>(n);
+  t.work.bytes = bytes;
+  return t;
+}
+
+const bool registered_cpu = register_experiment({
+    .id = "ch04/cpu_reference",
+    .chapter = "04-gpu-kernels",
+    .title = "The kernels' CPU references on one thread, against the CPU's memory bandwidth",
+    .axes = {{.name = "variant", .values = {"sum", "vector_add", "copy_strided"}},
+             {.name = "n",
+              .values = {"64M"},
+              .quick = {"16M"},
+              .kind = AxisKind::size,
+              .max = kMaxElements,
+              .smoke = {"64K"}}},
+    .baseline = {{"variant", "sum"}},
+    .ceiling = Ceiling::mem_bandwidth,
+    .interleave = {"variant"},
+    .repetitions = 9,
+    .prepare = cpu_trial,
+    .figures = {{.id = "bandwidth",
+                 .title = "CPU references: bytes moved per second (one thread)",
+                 .kind = FigureKind::bars,
+                 .x = "n",
+                 .y = "bytes_per_s",
+                 .series = "variant",
+                 .y_label = "bytes/s (declared traffic / time)"}},
+});
+
+}  // namespace
+
+}  // namespace concurdl::gpu

@@ -1,0 +1,61 @@
+// Index and launch arithmetic of chapter 04's kernels, as __host__ __device__ functions: the
+// kernels call them on the GPU, and the tests call them on the CPU (tests/test_index.cpp), so
+// that a wrong grid size or an off-by-one in a tile is found on a machine without a GPU.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#if defined(__CUDACC__)
+#define CDL_HD __host__ __device__
+#else
+#define CDL_HD
+#endif
+
+namespace concurdl::gpu {
+
+// ceil(a / b) for b > 0.
+CDL_HD constexpr std::size_t ceil_div(std::size_t a, std::size_t b) { return (a + b - 1) / b; }
+
+// Blocks for n elements at `per_block` elements a block, at most `max_blocks` (a grid-stride
+// loop covers the rest): at least 1, so that a launch for n = 0 is still a valid launch.
+CDL_HD constexpr std::size_t grid_blocks(std::size_t n, std::size_t per_block,
+                                          std::size_t max_blocks) {
+  const std::size_t b = ceil_div(n, per_block);
+  return b == 0 ? 1 : (b < max_blocks ? b : max_blocks);
+}
+
+// The elements a thread of a grid-stride loop visits: first = its global index, then every
+// `stride` = the grid's thread count. How many of the n elements thread `first` visits.
+CDL_HD constexpr std::size_t grid_stride_count(std::size_t first, std::size_t stride,
+                                               std::size_t n) {
+  return first >= n ? 0 : (n - first - 1) / stride + 1;
+}
+
+// The strided copy reads element strided_source(i) for output i: consecutive threads read
+// elements `stride` apart (every access of a warp in another 32-byte sector), wrapping around
+// n. A permutation of [0, n) when gcd(stride, n) = 1 (the experiment picks n odd and stride a
+// power of two).
+CDL_HD constexpr std::size_t strided_source(std::size_t i, std::size_t stride, std::size_t n) {
+  return static_cast<std::size_t>((static_cast<unsigned long long>(i) * stride) % n);
+}
+
+// The tree reductions halve the active threads each step: the steps for a block of `threads`
+// (a power of two), and whether thread `tid` adds at step size s.
+//   v2 (interleaved, divergent): tid % (2 s) == 0 adds tid + s      (s = 1, 2, 4, ...)
+//   v3 (sequential addressing):  tid < s adds tid + s               (s = threads/2, ..., 1)
+CDL_HD constexpr bool v2_adds(unsigned tid, unsigned s) { return tid % (2 * s) == 0; }
+CDL_HD constexpr bool v3_adds(unsigned tid, unsigned s) { return tid < s; }
+CDL_HD constexpr unsigned log2_exact(unsigned threads) {
+  unsigned k = 0;
+  while ((1u << k) < threads) ++k;
+  return k;
+}
+
+// The shared-memory bank a 4-byte word at `index` falls in (32 banks of 4 bytes): a warp's
+// accesses conflict when two threads touch different words of one bank. A tile of `cols`
+// floats per row, read down a column: the bank of row r is (r cols + c) mod 32, all the same
+// when cols is a multiple of 32; one word of padding per row (cols + 1) spreads them.
+CDL_HD constexpr unsigned bank_of(std::size_t index) { return static_cast<unsigned>(index % 32); }
+
+}  // namespace concurdl::gpu

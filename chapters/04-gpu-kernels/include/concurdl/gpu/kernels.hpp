@@ -1,0 +1,75 @@
+// Chapter 04's kernels, callable from host C++ (CUDA builds only: include it where
+// CONCURDL_HAVE_CUDA is 1). Each launcher enqueues its kernels on `stream` and returns at once;
+// pointers are device memory. Every version has a CPU reference in reference.hpp.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <string_view>
+#include <utility>
+
+#include "concurdl/harness/errors.hpp"
+
+namespace concurdl::gpu {
+
+// Device memory for n values of T, freed at the end of its scope; moved, never copied.
+template <class T>
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  explicit DeviceBuffer(std::size_t n) : n_(n) {
+    if (n > 0) CDL_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&p_), n * sizeof(T)));
+  }
+  ~DeviceBuffer() {
+    if (p_) cudaFree(p_);
+  }
+  DeviceBuffer(DeviceBuffer&& o) noexcept
+      : p_(std::exchange(o.p_, nullptr)), n_(std::exchange(o.n_, 0)) {}
+  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept {
+    std::swap(p_, o.p_);
+    std::swap(n_, o.n_);
+    return *this;
+  }
+  T* get() const { return p_; }
+  std::size_t size() const { return n_; }
+
+ private:
+  T* p_ = nullptr;
+  std::size_t n_ = 0;
+};
+
+// The reduction's versions, each a step from the one before (reduce.cu has the detail):
+//   v1_atomic_global     every thread atomicAdds its element to one float in global memory
+//   v2_tree_divergent    a shared-memory tree per block, thread tid % (2s) == 0 adding:
+//                        the active threads of a warp are scattered, so every warp diverges
+//   v3_sequential        the tree with threads tid < s adding: active threads stay packed in
+//                        the first warps, and whole warps retire
+//   v4_warp_shuffle      the last 32 values summed in registers with __shfl_down_sync, no
+//                        shared memory and no __syncthreads inside a warp
+//   v5_multi_element     each thread first sums many elements (a grid-stride loop, as many
+//                        blocks as fill the GPU), then v4's warp sums, one atomic per block
+//   cub                  CUB's DeviceReduce::Sum: the peer
+enum class Reduce { v1_atomic_global, v2_tree_divergent, v3_sequential, v4_warp_shuffle,
+                    v5_multi_element, cub };
+std::string_view reduce_name(Reduce v);
+
+// The scratch `reduce_sum` needs for n elements (CUB's temporary storage; 0 for the others).
+std::size_t reduce_scratch_bytes(std::size_t n);
+// *d_out = the sum of d_in[0, n). Versions v1-v5 accumulate with atomicAdd into *d_out, which
+// they zero first (on the stream); the order of the additions, and so the last bits, varies.
+void reduce_sum(Reduce v, const float* d_in, std::size_t n, float* d_out, void* d_scratch,
+                std::size_t scratch_bytes, cudaStream_t stream);
+
+// c = a + b with a grid-stride loop (a grid sized to the GPU, not to n).
+void vector_add(const float* a, const float* b, float* c, std::size_t n, cudaStream_t stream);
+// out[i] = in[i]: consecutive threads, consecutive addresses (coalesced).
+void copy_coalesced(const float* in, float* out, std::size_t n, cudaStream_t stream);
+// out[i] = in[strided_source(i, stride, n)]: consecutive threads read `stride` floats apart.
+void copy_strided(const float* in, float* out, std::size_t n, std::size_t stride,
+                  cudaStream_t stream);
+
+// The current device's streaming multiprocessors (grid sizes are a multiple of them).
+int sm_count();
+
+}  // namespace concurdl::gpu

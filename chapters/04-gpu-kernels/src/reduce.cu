@@ -1,0 +1,152 @@
+// The reduction, five versions and CUB (kernels.hpp lists what each changes). One block size
+// (256) throughout; v2-v4 give each thread one element, v5 many.
+#include <cub/device/device_reduce.cuh>
+
+#include <stdexcept>
+
+#include "concurdl/gpu/index.hpp"
+#include "concurdl/gpu/kernels.hpp"
+
+namespace concurdl::gpu {
+
+namespace {
+
+constexpr unsigned kBlock = 256;
+constexpr unsigned kWarp = 32;
+
+__global__ void v1_atomic_global(const float* in, std::size_t n, float* out) {
+  const std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
+  if (i < n) atomicAdd(out, in[i]);  // n atomics on one address: serialised in L2
+}
+
+__global__ void v2_tree_divergent(const float* in, std::size_t n, float* out) {
+  __shared__ float s[kBlock];
+  const unsigned tid = threadIdx.x;
+  const std::size_t i = blockIdx.x * static_cast<std::size_t>(kBlock) + tid;
+  s[tid] = i < n ? in[i] : 0.0f;
+  __syncthreads();
+  for (unsigned step = 1; step < kBlock; step *= 2) {
+    if (v2_adds(tid, step)) s[tid] += s[tid + step];  // scattered active threads: divergence
+    __syncthreads();
+  }
+  if (tid == 0) atomicAdd(out, s[0]);
+}
+
+__global__ void v3_sequential(const float* in, std::size_t n, float* out) {
+  __shared__ float s[kBlock];
+  const unsigned tid = threadIdx.x;
+  const std::size_t i = blockIdx.x * static_cast<std::size_t>(kBlock) + tid;
+  s[tid] = i < n ? in[i] : 0.0f;
+  __syncthreads();
+  for (unsigned step = kBlock / 2; step > 0; step /= 2) {
+    if (v3_adds(tid, step)) s[tid] += s[tid + step];  // active threads packed: warps retire
+    __syncthreads();
+  }
+  if (tid == 0) atomicAdd(out, s[0]);
+}
+
+// The sum of a warp's 32 values, in registers: after it, lane 0 holds the total.
+__device__ float warp_sum(float v) {
+  for (unsigned offset = kWarp / 2; offset > 0; offset /= 2)
+    v += __shfl_down_sync(0xffffffffu, v, offset);
+  return v;
+}
+
+// The block's sum from each thread's value: warp sums, then the first warp sums those.
+__device__ float block_sum(float v) {
+  __shared__ float warp_totals[kBlock / kWarp];
+  const unsigned lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
+  v = warp_sum(v);
+  if (lane == 0) warp_totals[warp] = v;
+  __syncthreads();
+  v = threadIdx.x < kBlock / kWarp ? warp_totals[threadIdx.x] : 0.0f;
+  return warp < 1 ? warp_sum(v) : 0.0f;
+}
+
+__global__ void v4_warp_shuffle(const float* in, std::size_t n, float* out) {
+  const std::size_t i = blockIdx.x * static_cast<std::size_t>(kBlock) + threadIdx.x;
+  const float total = block_sum(i < n ? in[i] : 0.0f);
+  if (threadIdx.x == 0) atomicAdd(out, total);
+}
+
+__global__ void v5_multi_element(const float* in, std::size_t n, float* out) {
+  const std::size_t stride = static_cast<std::size_t>(gridDim.x) * kBlock;
+  float v = 0.0f;
+  for (std::size_t i = blockIdx.x * static_cast<std::size_t>(kBlock) + threadIdx.x; i < n;
+       i += stride)
+    v += in[i];
+  const float total = block_sum(v);
+  if (threadIdx.x == 0) atomicAdd(out, total);
+}
+
+}  // namespace
+
+std::string_view reduce_name(Reduce v) {
+  switch (v) {
+    case Reduce::v1_atomic_global:
+      return "v1_atomic_global";
+    case Reduce::v2_tree_divergent:
+      return "v2_tree_divergent";
+    case Reduce::v3_sequential:
+      return "v3_sequential";
+    case Reduce::v4_warp_shuffle:
+      return "v4_warp_shuffle";
+    case Reduce::v5_multi_element:
+      return "v5_multi_element";
+    case Reduce::cub:
+      return "cub";
+  }
+  return "?";
+}
+
+std::size_t reduce_scratch_bytes(std::size_t n) {
+  std::size_t bytes = 0;
+  CDL_CUDA_CHECK(cub::DeviceReduce::Sum(nullptr, bytes, static_cast<const float*>(nullptr),
+                                        static_cast<float*>(nullptr), n));
+  return bytes;
+}
+
+void reduce_sum(Reduce v, const float* d_in, std::size_t n, float* d_out, void* d_scratch,
+                std::size_t scratch_bytes, cudaStream_t stream) {
+  if (v == Reduce::cub) {
+    CDL_CUDA_CHECK(cub::DeviceReduce::Sum(d_scratch, scratch_bytes, d_in, d_out, n, stream));
+    return;
+  }
+  CDL_CUDA_CHECK(cudaMemsetAsync(d_out, 0, sizeof(float), stream));
+  if (n == 0) return;
+  const auto one_each = static_cast<unsigned>(ceil_div(n, kBlock));
+  switch (v) {
+    case Reduce::v1_atomic_global:
+      v1_atomic_global<<<one_each, kBlock, 0, stream>>>(d_in, n, d_out);
+      break;
+    case Reduce::v2_tree_divergent:
+      v2_tree_divergent<<<one_each, kBlock, 0, stream>>>(d_in, n, d_out);
+      break;
+    case Reduce::v3_sequential:
+      v3_sequential<<<one_each, kBlock, 0, stream>>>(d_in, n, d_out);
+      break;
+    case Reduce::v4_warp_shuffle:
+      v4_warp_shuffle<<<one_each, kBlock, 0, stream>>>(d_in, n, d_out);
+      break;
+    case Reduce::v5_multi_element: {
+      // Enough blocks to fill every SM several times over, no more: each thread then sums
+      // n / (blocks x 256) elements before any synchronisation.
+      const auto blocks =
+          static_cast<unsigned>(grid_blocks(n, kBlock, static_cast<std::size_t>(sm_count()) * 8));
+      v5_multi_element<<<blocks, kBlock, 0, stream>>>(d_in, n, d_out);
+      break;
+    }
+    case Reduce::cub:
+      break;
+  }
+  CDL_CUDA_CHECK(cudaGetLastError());
+}
+
+int sm_count() {
+  int device = 0, sms = 0;
+  CDL_CUDA_CHECK(cudaGetDevice(&device));
+  CDL_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  return sms;
+}
+
+}  // namespace concurdl::gpu
