@@ -2,6 +2,10 @@
 // Experiment::unavailable); the CPU one everywhere:
 //   ch04/reduction      the sum of n floats: v1-v5 (kernels.hpp) and CUB, GB/s read
 //   ch04/memory         vector add (grid-stride), a coalesced and a strided copy: GB/s
+//   ch04/transpose      naive, shared-memory tile, padded tile: GB/s
+//   ch04/gemm           square single-precision GEMM: v1-v4 (kernels.hpp) and cuBLAS, FLOP/s
+//   ch04/gemm_mixed     FP16 inputs, FP32 accumulation: WMMA (v5) and cublasGemmEx, FLOP/s and
+//                       the relative error against the FP32 product (metric rel_error)
 //   ch04/cpu_reference  the same operations' CPU references on one thread, against the CPU's
 //                       measured memory bandwidth (the CPU roofline)
 // Every GPU trial is timed with CUDA events, the L2 flushed before each repetition, and its
@@ -20,6 +24,8 @@
 #include "concurdl/harness/errors.hpp"
 #include "concurdl/harness/experiment.hpp"
 #include "concurdl/harness/records.hpp"
+#include "concurdl/kernels/gemm.hpp"
+#include "concurdl/kernels/threads.hpp"
 
 #if CONCURDL_HAVE_CUDA
 #include <cuda_runtime_api.h>
@@ -82,8 +88,8 @@ std::shared_ptr<const DeviceInput> device_input(GroupCache& cache, std::size_t n
     auto in = std::make_shared<DeviceInput>();
     in->host = integers ? small_integers(n, seed) : test_values(n, seed);
     in->device = DeviceBuffer<float>(n);
-    CDL_CUDA_CHECK(cudaMemcpy(in->device.get(), in->host.data(), n * sizeof(float),
-                              cudaMemcpyHostToDevice));
+    CDL_CUDA_CHECK(
+        cudaMemcpy(in->device.get(), in->host.data(), n * sizeof(float), cudaMemcpyHostToDevice));
     return std::shared_ptr<const DeviceInput>(std::move(in));
   });
 }
@@ -103,7 +109,9 @@ Trial reduction_trial(const Params& p, GroupCache& cache) {
     CDL_CUDA_CHECK(cudaMemcpy(out->get(), &nan, sizeof nan, cudaMemcpyHostToDevice));
     (*flush)();
   };
-  t.run = [=] { reduce_sum(v, in->device.get(), n, out->get(), scratch->get(), scratch_bytes, nullptr); };
+  t.run = [=] {
+    reduce_sum(v, in->device.get(), n, out->get(), scratch->get(), scratch_bytes, nullptr);
+  };
   t.check = [in, out]() -> std::string {
     float got = 0;
     CDL_CUDA_CHECK(cudaMemcpy(&got, out->get(), sizeof got, cudaMemcpyDeviceToHost));
@@ -153,8 +161,8 @@ Trial memory_trial(const Params& p, GroupCache& cache) {
   t.run = run;
   t.check = [out, expected]() -> std::string {
     std::vector<float> got(expected->size());
-    CDL_CUDA_CHECK(cudaMemcpy(got.data(), out->get(), got.size() * sizeof(float),
-                              cudaMemcpyDeviceToHost));
+    CDL_CUDA_CHECK(
+        cudaMemcpy(got.data(), out->get(), got.size() * sizeof(float), cudaMemcpyDeviceToHost));
     for (std::size_t i = 0; i < got.size(); ++i)
       if (std::memcmp(&got[i], &(*expected)[i], sizeof(float)) != 0)
         return fmt::format("element {} is {}, the CPU reference gives {}", i, got[i],
@@ -166,10 +174,190 @@ Trial memory_trial(const Params& p, GroupCache& cache) {
   return t;
 }
 
+Gemm parse_gemm(const std::string& s) {
+  for (int v = 0; v <= static_cast<int>(Gemm::cublas); ++v)
+    if (gemm_name(static_cast<Gemm>(v)) == s) return static_cast<Gemm>(v);
+  throw UsageError(fmt::format("parameter 'variant': '{}' is not a GEMM version", s));
+}
+
+// The product's reference, once per size: OpenBLAS on the CPU (every core), and the relative
+// Frobenius error ‖C - ref‖ / ‖ref‖ a version may have against it (float sums in another order).
+struct GemmInputs {
+  std::shared_ptr<const DeviceInput> a, b;
+  std::vector<float> want;
+};
+
+Trial gemm_trial(const Params& p, GroupCache& cache) {
+  const Gemm v = parse_gemm(param_str(p, "variant"));
+  const int n = static_cast<int>(param_int(p, "n"));
+  const auto& in = cache.get<GemmInputs>("inputs", [&] {
+    GemmInputs g;
+    const auto nn = static_cast<std::size_t>(n) * static_cast<std::size_t>(n);
+    g.a = device_input(cache, nn, 1, "a");
+    g.b = device_input(cache, nn, 2, "b");
+    g.want.resize(nn);
+    kernels::gemm(kernels::GemmVersion::openblas, kernels::Trans::no, kernels::Trans::no,
+                  static_cast<std::size_t>(n), static_cast<std::size_t>(n),
+                  static_cast<std::size_t>(n), 1.0f, g.a->host.data(), static_cast<std::size_t>(n),
+                  g.b->host.data(), static_cast<std::size_t>(n), 0.0f, g.want.data(),
+                  static_cast<std::size_t>(n));
+    return g;
+  });
+  const GemmInputs* inputs = &in;
+  const auto flush = std::make_shared<L2Flush>();
+  auto out = std::make_shared<DeviceBuffer<float>>(static_cast<std::size_t>(n) * n);
+  Trial t;
+  t.timer = cuda_event_timer();
+  t.reset = [flush, out] {
+    CDL_CUDA_CHECK(cudaMemset(out->get(), 0xff, out->size() * sizeof(float)));  // NaNs
+    (*flush)();
+  };
+  t.run = [v, inputs, out, n] {
+    gemm(v, inputs->a->device.get(), inputs->b->device.get(), out->get(), n, n, n, nullptr);
+  };
+  t.check = [inputs, out]() -> std::string {
+    std::vector<float> got(out->size());
+    CDL_CUDA_CHECK(
+        cudaMemcpy(got.data(), out->get(), got.size() * sizeof(float), cudaMemcpyDeviceToHost));
+    double err = 0, norm = 0;
+    for (std::size_t i = 0; i < got.size(); ++i) {
+      const double d = static_cast<double>(got[i]) - inputs->want[i];
+      err += d * d;
+      norm += static_cast<double>(inputs->want[i]) * inputs->want[i];
+    }
+    const double rel = std::sqrt(err / (norm > 0 ? norm : 1));
+    if (rel <= 1e-5) return "";  // NaN (an element not written) fails too
+    return fmt::format("relative error {:.3g} against OpenBLAS on the CPU (at most 1e-5)", rel);
+  };
+  const double nd = static_cast<double>(n);
+  t.work.items = nd * nd;
+  t.work.flops = 2.0 * nd * nd * nd;
+  t.work.bytes = 3.0 * nd * nd * sizeof(float);  // compulsory traffic: A, B read, C written
+  return t;
+}
+
+Transpose parse_transpose(const std::string& s) {
+  for (const Transpose v : {Transpose::naive, Transpose::shared, Transpose::padded})
+    if (transpose_name(v) == s) return v;
+  throw UsageError(fmt::format("parameter 'variant': '{}' is not naive, shared or padded", s));
+}
+
+Trial transpose_trial(const Params& p, GroupCache& cache) {
+  const Transpose v = parse_transpose(param_str(p, "variant"));
+  const int n = static_cast<int>(param_int(p, "n"));
+  const int rows = n, cols = n + 1;  // not square: a wrong index shows
+  const std::size_t count = static_cast<std::size_t>(rows) * static_cast<std::size_t>(cols);
+  const auto in = device_input(cache, count, 4, "in");
+  const auto flush = std::make_shared<L2Flush>();
+  auto out = std::make_shared<DeviceBuffer<float>>(count);
+  Trial t;
+  t.timer = cuda_event_timer();
+  t.reset = [flush, out] {
+    CDL_CUDA_CHECK(cudaMemset(out->get(), 0xff, out->size() * sizeof(float)));
+    (*flush)();
+  };
+  t.run = [v, in, out, rows, cols] {
+    transpose(v, in->device.get(), out->get(), rows, cols, nullptr);
+  };
+  t.check = [in, out, rows, cols]() -> std::string {
+    std::vector<float> got(out->size());
+    CDL_CUDA_CHECK(
+        cudaMemcpy(got.data(), out->get(), got.size() * sizeof(float), cudaMemcpyDeviceToHost));
+    for (int r = 0; r < rows; ++r)
+      for (int c = 0; c < cols; ++c)
+        if (std::memcmp(&got[static_cast<std::size_t>(c) * rows + r],
+                        &in->host[static_cast<std::size_t>(r) * cols + c], sizeof(float)) != 0)
+          return fmt::format("out[{}][{}] is not in[{}][{}]", c, r, r, c);
+    return "";
+  };
+  t.work.items = static_cast<double>(count);
+  t.work.bytes = 2.0 * static_cast<double>(count) * sizeof(float);
+  return t;
+}
+
+// ‖got − want‖ / ‖want‖ (Frobenius), in double.
+double relative_error(const std::vector<float>& got, const std::vector<float>& want) {
+  double err = 0, norm = 0;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    const double d = static_cast<double>(got[i]) - want[i];
+    err += d * d;
+    norm += static_cast<double>(want[i]) * want[i];
+  }
+  return std::sqrt(err / (norm > 0 ? norm : 1));
+}
+
+Trial gemm_mixed_trial(const Params& p, GroupCache& cache) {
+  const std::string name = param_str(p, "variant");
+  if (name != "v5_wmma" && name != "cublas_fp16")
+    throw UsageError(fmt::format("parameter 'variant': '{}' is not v5_wmma or cublas_fp16", name));
+  const GemmMixed v = name == "v5_wmma" ? GemmMixed::v5_wmma : GemmMixed::cublas_fp16;
+  const int n = static_cast<int>(param_int(p, "n"));
+  if (n % 16) throw UsageError(fmt::format("parameter 'n': {} is not a multiple of 16", n));
+  struct Inputs {
+    std::shared_ptr<const DeviceInput> a, b;
+    DeviceBuffer<char> ha, hb;  // FP16 copies
+    std::vector<float> want;    // the FP32 product of the FP32 inputs (OpenBLAS)
+  };
+  const auto& in = cache.get<Inputs>("inputs", [&] {
+    Inputs g;
+    const auto nn = static_cast<std::size_t>(n) * static_cast<std::size_t>(n);
+    g.a = device_input(cache, nn, 1, "a");
+    g.b = device_input(cache, nn, 2, "b");
+    g.ha = DeviceBuffer<char>(2 * nn);
+    g.hb = DeviceBuffer<char>(2 * nn);
+    to_half(g.a->device.get(), g.ha.get(), nn, nullptr);
+    to_half(g.b->device.get(), g.hb.get(), nn, nullptr);
+    CDL_CUDA_CHECK(cudaDeviceSynchronize());
+    g.want.resize(nn);
+    const auto un = static_cast<std::size_t>(n);
+    kernels::gemm(kernels::GemmVersion::openblas, kernels::Trans::no, kernels::Trans::no, un, un,
+                  un, 1.0f, g.a->host.data(), un, g.b->host.data(), un, 0.0f, g.want.data(), un);
+    return g;
+  });
+  const Inputs* inputs = &in;
+  const auto flush = std::make_shared<L2Flush>();
+  auto out = std::make_shared<DeviceBuffer<float>>(static_cast<std::size_t>(n) * n);
+  auto error = std::make_shared<double>(0);
+  const auto measure_error = [inputs, out, error] {
+    std::vector<float> got(out->size());
+    CDL_CUDA_CHECK(
+        cudaMemcpy(got.data(), out->get(), got.size() * sizeof(float), cudaMemcpyDeviceToHost));
+    *error = relative_error(got, inputs->want);
+  };
+  Trial t;
+  t.timer = cuda_event_timer();
+  t.reset = [flush, out] {
+    CDL_CUDA_CHECK(cudaMemset(out->get(), 0xff, out->size() * sizeof(float)));
+    (*flush)();
+  };
+  t.run = [v, inputs, out, n] {
+    gemm_mixed(v, inputs->ha.get(), inputs->hb.get(), out->get(), n, n, n, nullptr);
+  };
+  t.observe = [measure_error, error](Sample& s) {
+    measure_error();
+    s.metrics["rel_error"] = *error;
+  };
+  // FP16 inputs carry 11 significant bits: about 5e-4 relative per element, and the product's
+  // error of the same order. Far above that, the kernel is wrong, not imprecise.
+  t.check = [measure_error, error]() -> std::string {
+    measure_error();
+    if (*error <= 5e-3) return "";
+    return fmt::format("relative error {:.3g} against the FP32 product (at most 5e-3)", *error);
+  };
+  const double nd = static_cast<double>(n);
+  t.work.items = nd * nd;
+  t.work.flops = 2.0 * nd * nd * nd;
+  t.work.bytes = (2.0 + 2.0 + 4.0) * nd * nd;  // A and B in FP16, C in FP32
+  return t;
+}
+
 #else
 
 Trial reduction_trial(const Params&, GroupCache&) { throw UsageError(gpu_unavailable()); }
 Trial memory_trial(const Params&, GroupCache&) { throw UsageError(gpu_unavailable()); }
+Trial gemm_trial(const Params&, GroupCache&) { throw UsageError(gpu_unavailable()); }
+Trial transpose_trial(const Params&, GroupCache&) { throw UsageError(gpu_unavailable()); }
+Trial gemm_mixed_trial(const Params&, GroupCache&) { throw UsageError(gpu_unavailable()); }
 
 #endif
 
@@ -225,6 +413,93 @@ const bool registered_memory = register_experiment({
     .unavailable = gpu_unavailable,
 });
 
+const bool registered_transpose = register_experiment({
+    .id = "ch04/transpose",
+    .chapter = "04-gpu-kernels",
+    .title = "Transpose on the GPU: naive, through a shared-memory tile, through a padded tile",
+    .axes = {{.name = "variant", .values = {"naive", "shared", "padded"}},
+             {.name = "n",
+              .values = {"8192"},
+              .quick = {"4096"},
+              .kind = AxisKind::size,
+              .max = 1 << 15,
+              .smoke = {"256"}}},
+    .baseline = {{"variant", "naive"}},
+    .interleave = {"variant"},
+    .repetitions = 21,
+    .warmup = 2,
+    .prepare = transpose_trial,
+    .figures = {{.id = "bandwidth",
+                 .title = "Transpose (n x n+1): bytes moved per second",
+                 .kind = FigureKind::bars,
+                 .x = "n",
+                 .y = "bytes_per_s",
+                 .series = "variant",
+                 .y_label = "bytes/s (read + written / time)"}},
+    .unavailable = gpu_unavailable,
+});
+
+const bool registered_gemm = register_experiment({
+    .id = "ch04/gemm",
+    .chapter = "04-gpu-kernels",
+    .title = "Single-precision GEMM on the GPU: naive, coalesced, shared tiles, register blocking "
+             "and cuBLAS",
+    .axes = {{.name = "variant",
+              .values = {"v1_naive", "v2_coalesced", "v3_shared_tiles", "v4_register_blocking",
+                         "cublas"}},
+             {.name = "n",
+              .values = {"4096"},
+              .quick = {"2048"},
+              .kind = AxisKind::size,
+              .max = 1 << 15,
+              .smoke = {"128"}}},
+    .baseline = {{"variant", "cublas"}},
+    .interleave = {"variant"},
+    .repetitions = 11,
+    .warmup = 2,
+    .prepare = gemm_trial,
+    .figures = {{.id = "flops",
+                 .title = "GEMM: FLOP/s by version (cuBLAS the peer)",
+                 .kind = FigureKind::bars,
+                 .x = "n",
+                 .y = "flops_per_s",
+                 .series = "variant",
+                 .y_label = "FLOP/s"}},
+    .unavailable = gpu_unavailable,
+});
+
+const bool registered_gemm_mixed = register_experiment({
+    .id = "ch04/gemm_mixed",
+    .chapter = "04-gpu-kernels",
+    .title = "Mixed-precision GEMM (FP16 in, FP32 accumulated) on the tensor cores: WMMA and "
+             "cuBLAS, with the error against the FP32 product",
+    .axes = {{.name = "variant", .values = {"v5_wmma", "cublas_fp16"}},
+             {.name = "n",
+              .values = {"8192"},
+              .quick = {"4096"},
+              .kind = AxisKind::size,
+              .max = 1 << 15,
+              .smoke = {"256"}}},
+    .baseline = {{"variant", "cublas_fp16"}},
+    .metrics = {{.name = "rel_error",
+                 .unit = "",
+                 .lower_is_better = true,
+                 .what = "the relative Frobenius error of C against the FP32 product of the FP32 "
+                         "inputs (FP16 inputs: about 1e-3)"}},
+    .interleave = {"variant"},
+    .repetitions = 11,
+    .warmup = 2,
+    .prepare = gemm_mixed_trial,
+    .figures = {{.id = "flops",
+                 .title = "Mixed-precision GEMM: FLOP/s (cuBLAS the peer)",
+                 .kind = FigureKind::bars,
+                 .x = "n",
+                 .y = "flops_per_s",
+                 .series = "variant",
+                 .y_label = "FLOP/s"}},
+    .unavailable = gpu_unavailable,
+});
+
 // ---- ch04/cpu_reference: the references on the CPU, against its memory bandwidth ------------
 
 Trial cpu_trial(const Params& p, GroupCache& cache) {
@@ -233,8 +508,9 @@ Trial cpu_trial(const Params& p, GroupCache& cache) {
   struct Inputs {
     std::vector<float> a, b, ints;
   };
-  const auto& in = cache.get<Inputs>(
-      "inputs", [&] { return Inputs{test_values(n, 1), test_values(n, 2), small_integers(n, 3)}; });
+  const auto& in = cache.get<Inputs>("inputs", [&] {
+    return Inputs{test_values(n, 1), test_values(n, 2), small_integers(n, 3)};
+  });
   struct Arrays {
     const Inputs* in;
     std::vector<float> out;  // this configuration's own (the variants run interleaved)

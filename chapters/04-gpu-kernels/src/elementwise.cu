@@ -24,8 +24,7 @@ __global__ void copy_coalesced_kernel(const float* in, float* out, std::size_t n
     out[i] = in[i];
 }
 
-__global__ void copy_strided_kernel(const float* in, float* out, std::size_t n,
-                                    std::size_t step) {
+__global__ void copy_strided_kernel(const float* in, float* out, std::size_t n, std::size_t step) {
   const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
   for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < n;
        i += stride)

@@ -1,7 +1,6 @@
 // The reduction, five versions and CUB (kernels.hpp lists what each changes). One block size
 // (256) throughout; v2-v4 give each thread one element, v5 many.
 #include <cub/device/device_reduce.cuh>
-
 #include <stdexcept>
 
 #include "concurdl/gpu/index.hpp"

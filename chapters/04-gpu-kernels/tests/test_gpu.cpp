@@ -4,7 +4,9 @@
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cstring>
+#include <stdexcept>
 #include <vector>
 
 #include "concurdl/gpu/device.hpp"
@@ -26,16 +28,16 @@ class Gpu : public ::testing::Test {
 DeviceBuffer<float> to_device(const std::vector<float>& host) {
   DeviceBuffer<float> d(host.size());
   if (!host.empty())
-    CDL_CUDA_CHECK(cudaMemcpy(d.get(), host.data(), host.size() * sizeof(float),
-                              cudaMemcpyHostToDevice));
+    CDL_CUDA_CHECK(
+        cudaMemcpy(d.get(), host.data(), host.size() * sizeof(float), cudaMemcpyHostToDevice));
   return d;
 }
 
 std::vector<float> to_host(const DeviceBuffer<float>& d) {
   std::vector<float> host(d.size());
   if (!host.empty())
-    CDL_CUDA_CHECK(cudaMemcpy(host.data(), d.get(), host.size() * sizeof(float),
-                              cudaMemcpyDeviceToHost));
+    CDL_CUDA_CHECK(
+        cudaMemcpy(host.data(), d.get(), host.size() * sizeof(float), cudaMemcpyDeviceToHost));
   return host;
 }
 
@@ -72,6 +74,78 @@ TEST_F(Gpu, VectorAddAndBothCopiesEqualTheirReferences) {
     copy_strided_ref(a, want, 32);
     EXPECT_EQ(to_host(dc), want) << "copy_strided, n " << n;
   }
+}
+
+TEST_F(Gpu, EveryGemmVersionGivesTheCpusProduct) {
+  // Small integers: every product and sum exact, so each version must equal the CPU's.
+  for (const auto [m, n, k] :
+       {std::array<int, 3>{1, 1, 1}, {33, 65, 31}, {64, 64, 8}, {130, 70, 257}, {256, 256, 256}}) {
+    const auto a = small_integers(static_cast<std::size_t>(m) * k, 1);
+    const auto b = small_integers(static_cast<std::size_t>(k) * n, 2);
+    std::vector<float> want(static_cast<std::size_t>(m) * n);
+    for (int i = 0; i < m; ++i)
+      for (int j = 0; j < n; ++j) {
+        double acc = 0;
+        for (int x = 0; x < k; ++x) acc += a[i * k + x] * b[x * n + j];
+        want[i * n + j] = static_cast<float>(acc);
+      }
+    const DeviceBuffer<float> da = to_device(a), db = to_device(b);
+    DeviceBuffer<float> dc(want.size());
+    for (int v = 0; v <= static_cast<int>(Gemm::cublas); ++v) {
+      CDL_CUDA_CHECK(cudaMemset(dc.get(), 0xff, want.size() * sizeof(float)));
+      gemm(static_cast<Gemm>(v), da.get(), db.get(), dc.get(), m, n, k, nullptr);
+      CDL_CUDA_CHECK(cudaDeviceSynchronize());
+      EXPECT_EQ(to_host(dc), want)
+          << gemm_name(static_cast<Gemm>(v)) << " " << m << " x " << n << " x " << k;
+    }
+  }
+}
+
+TEST_F(Gpu, EveryTransposeGivesTheTranspose) {
+  for (const auto [rows, cols] :
+       {std::array<int, 2>{1, 1}, {32, 32}, {33, 70}, {1000, 3}, {1024, 2048}}) {
+    std::vector<float> in(static_cast<std::size_t>(rows) * cols);
+    for (std::size_t i = 0; i < in.size(); ++i) in[i] = static_cast<float>(i);
+    std::vector<float> want(in.size());
+    for (int r = 0; r < rows; ++r)
+      for (int c = 0; c < cols; ++c) want[c * rows + r] = in[r * cols + c];
+    const DeviceBuffer<float> d = to_device(in);
+    DeviceBuffer<float> out(in.size());
+    for (const Transpose v : {Transpose::naive, Transpose::shared, Transpose::padded}) {
+      CDL_CUDA_CHECK(cudaMemset(out.get(), 0xff, in.size() * sizeof(float)));
+      transpose(v, d.get(), out.get(), rows, cols, nullptr);
+      CDL_CUDA_CHECK(cudaDeviceSynchronize());
+      EXPECT_EQ(to_host(out), want) << transpose_name(v) << " " << rows << " x " << cols;
+    }
+  }
+}
+
+// FP16 holds small integers exactly and the accumulation is FP32: exact here too.
+TEST_F(Gpu, MixedPrecisionGemmsGiveTheProductOfSmallIntegers) {
+  for (const auto [m, n, k] : {std::array<int, 3>{16, 16, 16}, {32, 48, 64}, {256, 128, 512}}) {
+    const auto a = small_integers(static_cast<std::size_t>(m) * k, 3);
+    const auto b = small_integers(static_cast<std::size_t>(k) * n, 4);
+    std::vector<float> want(static_cast<std::size_t>(m) * n);
+    for (int i = 0; i < m; ++i)
+      for (int j = 0; j < n; ++j) {
+        double acc = 0;
+        for (int x = 0; x < k; ++x) acc += a[i * k + x] * b[x * n + j];
+        want[i * n + j] = static_cast<float>(acc);
+      }
+    const DeviceBuffer<float> da = to_device(a), db = to_device(b);
+    DeviceBuffer<char> ha(a.size() * 2), hb(b.size() * 2);
+    to_half(da.get(), ha.get(), a.size(), nullptr);
+    to_half(db.get(), hb.get(), b.size(), nullptr);
+    DeviceBuffer<float> dc(want.size());
+    for (const GemmMixed v : {GemmMixed::v5_wmma, GemmMixed::cublas_fp16}) {
+      CDL_CUDA_CHECK(cudaMemset(dc.get(), 0xff, want.size() * sizeof(float)));
+      gemm_mixed(v, ha.get(), hb.get(), dc.get(), m, n, k, nullptr);
+      CDL_CUDA_CHECK(cudaDeviceSynchronize());
+      EXPECT_EQ(to_host(dc), want) << gemm_mixed_name(v) << " " << m << " x " << n << " x " << k;
+    }
+  }
+  EXPECT_THROW(gemm_mixed(GemmMixed::v5_wmma, nullptr, nullptr, nullptr, 15, 16, 16, nullptr),
+               std::invalid_argument);
 }
 
 }  // namespace

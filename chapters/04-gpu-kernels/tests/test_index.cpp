@@ -109,3 +109,50 @@ TEST(Index, PaddingATileRowSpreadsAColumnOverTheBanks) {
 }
 
 }  // namespace
+
+namespace {
+
+// The tiled transpose's two phases on the CPU, every thread of every block: read into the tile,
+// then (the barrier) write out of it. The result is the transpose, for shapes that are and are
+// not multiples of the tile; every element of out written once.
+TEST(Index, TheTiledTransposeStepsGiveTheTranspose) {
+  using namespace concurdl::gpu;
+  for (const auto& [rows, cols] :
+       std::vector<std::pair<int, int>>{{1, 1}, {32, 32}, {33, 70}, {64, 31}, {100, 3}}) {
+    std::vector<float> in(static_cast<std::size_t>(rows) * cols);
+    for (std::size_t i = 0; i < in.size(); ++i) in[i] = static_cast<float>(i);
+    std::vector<float> out(in.size(), -1.0f);
+    std::vector<int> writes(in.size(), 0);
+    const int bxs = static_cast<int>(ceil_div(cols, kTransposeTile));
+    const int bys = static_cast<int>(ceil_div(rows, kTransposeTile));
+    for (int bx = 0; bx < bxs; ++bx)
+      for (int by = 0; by < bys; ++by) {
+        std::vector<float> tile(kTransposeTile * (kTransposeTile + 1), -2.0f);
+        const int pitch = kTransposeTile + 1;
+        for (int ty = 0; ty < kTransposeRows; ++ty)
+          for (int tx = 0; tx < kTransposeTile; ++tx)
+            for (int j = 0; j < kTransposeTile / kTransposeRows; ++j) {
+              const TransposeStep s = transpose_step(bx, by, tx, ty, j);
+              if (s.in_row < rows && s.in_col < cols)
+                tile[(ty + kTransposeRows * j) * pitch + tx] = in[s.in_row * cols + s.in_col];
+            }
+        for (int ty = 0; ty < kTransposeRows; ++ty)
+          for (int tx = 0; tx < kTransposeTile; ++tx)
+            for (int j = 0; j < kTransposeTile / kTransposeRows; ++j) {
+              const TransposeStep s = transpose_step(bx, by, tx, ty, j);
+              if (s.out_row < cols && s.out_col < rows) {
+                out[s.out_row * rows + s.out_col] = tile[tx * pitch + ty + kTransposeRows * j];
+                ++writes[s.out_row * rows + s.out_col];
+              }
+            }
+      }
+    for (int r = 0; r < rows; ++r)
+      for (int c = 0; c < cols; ++c) {
+        ASSERT_EQ(out[c * rows + r], in[r * cols + c])
+            << rows << " x " << cols << " at " << r << ", " << c;
+        ASSERT_EQ(writes[c * rows + r], 1);
+      }
+  }
+}
+
+}  // namespace

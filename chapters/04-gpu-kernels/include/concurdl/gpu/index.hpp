@@ -20,7 +20,7 @@ CDL_HD constexpr std::size_t ceil_div(std::size_t a, std::size_t b) { return (a 
 // Blocks for n elements at `per_block` elements a block, at most `max_blocks` (a grid-stride
 // loop covers the rest): at least 1, so that a launch for n = 0 is still a valid launch.
 CDL_HD constexpr std::size_t grid_blocks(std::size_t n, std::size_t per_block,
-                                          std::size_t max_blocks) {
+                                         std::size_t max_blocks) {
   const std::size_t b = ceil_div(n, per_block);
   return b == 0 ? 1 : (b < max_blocks ? b : max_blocks);
 }
@@ -57,5 +57,25 @@ CDL_HD constexpr unsigned log2_exact(unsigned threads) {
 // floats per row, read down a column: the bank of row r is (r cols + c) mod 32, all the same
 // when cols is a multiple of 32; one word of padding per row (cols + 1) spreads them.
 CDL_HD constexpr unsigned bank_of(std::size_t index) { return static_cast<unsigned>(index % 32); }
+
+// The transposes: out (cols x rows) = in (rows x cols)ᵀ, 32 x 32 tiles, a block of 32 x 8
+// threads, each thread 4 rows of its tile (y, y + 8, y + 16, y + 24).
+//   naive       thread (x, y) reads in[y][x] (coalesced) and writes out[x][y] (32 rows apart)
+//   shared      the tile read coalesced into shared memory, then written coalesced from it,
+//               read down a column of the tile: 32 threads in one bank
+//   padded      the same tile with one float of padding per row: the column read is spread
+//               over all 32 banks
+inline constexpr int kTransposeTile = 32, kTransposeRows = 8;
+// Where thread (tx, ty) of block (bx, by) reads (phase 1) and writes (phase 2) element j of its
+// four: the tile's row and column in shared memory, and the global indices.
+struct TransposeStep {
+  int in_row, in_col;    // read in[in_row][in_col] into tile[ty + 8j][tx]
+  int out_row, out_col;  // write out[out_row][out_col] from tile[tx][ty + 8j]
+};
+CDL_HD inline TransposeStep transpose_step(int bx, int by, int tx, int ty, int j) {
+  const int r = ty + kTransposeRows * j;
+  return {by * kTransposeTile + r, bx * kTransposeTile + tx, bx * kTransposeTile + r,
+          by * kTransposeTile + tx};
+}
 
 }  // namespace concurdl::gpu

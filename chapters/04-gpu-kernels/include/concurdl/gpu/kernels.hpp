@@ -50,8 +50,14 @@ class DeviceBuffer {
 //   v5_multi_element     each thread first sums many elements (a grid-stride loop, as many
 //                        blocks as fill the GPU), then v4's warp sums, one atomic per block
 //   cub                  CUB's DeviceReduce::Sum: the peer
-enum class Reduce { v1_atomic_global, v2_tree_divergent, v3_sequential, v4_warp_shuffle,
-                    v5_multi_element, cub };
+enum class Reduce {
+  v1_atomic_global,
+  v2_tree_divergent,
+  v3_sequential,
+  v4_warp_shuffle,
+  v5_multi_element,
+  cub
+};
 std::string_view reduce_name(Reduce v);
 
 // The scratch `reduce_sum` needs for n elements (CUB's temporary storage; 0 for the others).
@@ -68,6 +74,37 @@ void copy_coalesced(const float* in, float* out, std::size_t n, cudaStream_t str
 // out[i] = in[strided_source(i, stride, n)]: consecutive threads read `stride` floats apart.
 void copy_strided(const float* in, float* out, std::size_t n, std::size_t stride,
                   cudaStream_t stream);
+
+// GEMM, C = A B row-major (A m x k, B k x n, C m x n), float in and out:
+//   v1_naive              one thread per element of C, threads along x walking rows of C:
+//                         a warp reads 32 rows of A and writes 32 rows of C (uncoalesced)
+//   v2_coalesced          the same work, a warp along 32 neighbouring columns of one row
+//   v3_shared_tiles       32 x 32 tiles of A and B staged in shared memory (each element read
+//                         from global memory 32 times fewer)
+//   v4_register_blocking  64 x 64 tiles per block, an 8 x 8 tile of C per thread in registers
+//   cublas                cublasSgemm: the peer
+// (gemm_tiles.hpp holds each version's per-thread index arithmetic, tested on the CPU.)
+enum class Gemm { v1_naive, v2_coalesced, v3_shared_tiles, v4_register_blocking, cublas };
+std::string_view gemm_name(Gemm v);
+void gemm(Gemm v, const float* a, const float* b, float* c, int m, int n, int k,
+          cudaStream_t stream);
+
+// Mixed precision: A and B in FP16 (made with to_half), C accumulated and stored in FP32; m, n
+// and k multiples of 16 (else std::invalid_argument).
+//   v5_wmma      one warp per 16 x 16 tile of C on the tensor cores (nvcuda::wmma)
+//   cublas_fp16  cublasGemmEx, FP16 in, FP32 compute and out: the peer
+enum class GemmMixed { v5_wmma, cublas_fp16 };
+std::string_view gemm_mixed_name(GemmMixed v);
+// out[i] = in[i] rounded to FP16; `out` holds n halves (2 n bytes).
+void to_half(const float* in, void* out, std::size_t n, cudaStream_t stream);
+void gemm_mixed(GemmMixed v, const void* a, const void* b, float* c, int m, int n, int k,
+                cudaStream_t stream);
+
+// out (cols x rows) = in (rows x cols) transposed: naive, through a 32 x 32 shared-memory tile,
+// through the tile padded to 33 floats a row (index.hpp: transpose_step).
+enum class Transpose { naive, shared, padded };
+std::string_view transpose_name(Transpose v);
+void transpose(Transpose v, const float* in, float* out, int rows, int cols, cudaStream_t stream);
 
 // The current device's streaming multiprocessors (grid sizes are a multiple of them).
 int sm_count();
