@@ -3,6 +3,8 @@
 //   ch04/reduction      the sum of n floats: v1-v5 (kernels.hpp) and CUB, GB/s read
 //   ch04/memory         vector add (grid-stride), a coalesced and a strided copy: GB/s
 //   ch04/transpose      naive, shared-memory tile, padded tile: GB/s
+//   ch04/streams        copy in, kernel, copy out: pageable vs pinned, one stream vs chunks on
+//                       several (timed on the host: the whole round trip)
 //   ch04/gemm           square single-precision GEMM: v1-v4 (kernels.hpp) and cuBLAS, FLOP/s
 //   ch04/gemm_mixed     FP16 inputs, FP32 accumulation: WMMA (v5) and cublasGemmEx, FLOP/s and
 //                       the relative error against the FP32 product (metric rel_error)
@@ -351,6 +353,57 @@ Trial gemm_mixed_trial(const Params& p, GroupCache& cache) {
   return t;
 }
 
+Trial streams_trial(const Params& p, GroupCache& cache) {
+  const std::string name = param_str(p, "variant");
+  Transfer v = Transfer::pageable_sync;
+  if (name == "pinned_sync")
+    v = Transfer::pinned_sync;
+  else if (name == "pinned_streams")
+    v = Transfer::pinned_streams;
+  else if (name != "pageable_sync")
+    throw UsageError(fmt::format(
+        "parameter 'variant': '{}' is not pageable_sync, pinned_sync or pinned_streams", name));
+  const auto n = static_cast<std::size_t>(param_int(p, "n"));
+  const int chunks = v == Transfer::pinned_streams ? static_cast<int>(param_int(p, "chunks")) : 1;
+  struct Buffers {
+    std::vector<float> host_in, want;
+    PinnedBuffer pin_in, pin_out;
+    DeviceBuffer<float> d_in, d_out;
+    explicit Buffers(std::size_t m)
+        : host_in(test_values(m, 7)), want(m), pin_in(m), pin_out(m), d_in(m), d_out(m) {
+      for (std::size_t i = 0; i < m; ++i) want[i] = 2.0f * host_in[i] + 1.0f;
+      std::copy(host_in.begin(), host_in.end(), pin_in.get());
+    }
+  };
+  auto& buffers =
+      cache.get<std::shared_ptr<Buffers>>("buffers", [&] { return std::make_shared<Buffers>(n); });
+  auto b = buffers;
+  auto out = std::make_shared<std::vector<float>>(n);  // the pageable output, this config's own
+  const bool pinned = v != Transfer::pageable_sync;
+  Trial t;  // host timer: the round trip, copies included, is what is measured
+  t.reset = [b, out, pinned] {
+    if (pinned)
+      std::fill(b->pin_out.get(), b->pin_out.get() + b->pin_out.size(), -1.0f);
+    else
+      std::fill(out->begin(), out->end(), -1.0f);
+  };
+  t.run = [v, b, out, n, chunks, pinned] {
+    copy_compute_copy(v, pinned ? b->pin_in.get() : b->host_in.data(),
+                      pinned ? b->pin_out.get() : out->data(), b->d_in.get(), b->d_out.get(), n,
+                      chunks);
+  };
+  t.check = [b, out, pinned]() -> std::string {
+    const float* got = pinned ? b->pin_out.get() : out->data();
+    for (std::size_t i = 0; i < b->want.size(); ++i)
+      if (got[i] != b->want[i])
+        return fmt::format("element {} is {}, 2 x + 1 is {}", i, got[i], b->want[i]);
+    return "";
+  };
+  t.work.items = static_cast<double>(n);
+  t.work.bytes = 2.0 * static_cast<double>(n) * sizeof(float);  // across the bus, both ways
+  return t;
+}
+
 #else
 
 Trial reduction_trial(const Params&, GroupCache&) { throw UsageError(gpu_unavailable()); }
@@ -358,6 +411,7 @@ Trial memory_trial(const Params&, GroupCache&) { throw UsageError(gpu_unavailabl
 Trial gemm_trial(const Params&, GroupCache&) { throw UsageError(gpu_unavailable()); }
 Trial transpose_trial(const Params&, GroupCache&) { throw UsageError(gpu_unavailable()); }
 Trial gemm_mixed_trial(const Params&, GroupCache&) { throw UsageError(gpu_unavailable()); }
+Trial streams_trial(const Params&, GroupCache&) { throw UsageError(gpu_unavailable()); }
 
 #endif
 
@@ -497,6 +551,37 @@ const bool registered_gemm_mixed = register_experiment({
                  .y = "flops_per_s",
                  .series = "variant",
                  .y_label = "FLOP/s"}},
+    .unavailable = gpu_unavailable,
+});
+
+const bool registered_streams = register_experiment({
+    .id = "ch04/streams",
+    .chapter = "04-gpu-kernels",
+    .title = "Copy in, kernel, copy out: pageable vs pinned host memory, one stream vs chunks on "
+             "several streams",
+    .axes =
+        {{.name = "variant", .values = {"pageable_sync", "pinned_sync", "pinned_streams"}},
+         {.name = "chunks", .values = {"4"}, .kind = AxisKind::count, .max = 1024, .smoke = {"2"}},
+         {.name = "n",
+          .values = {"256M"},
+          .quick = {"64M"},
+          .kind = AxisKind::size,
+          .max = kMaxElements,
+          .smoke = {"1M"}}},
+    .baseline = {{"variant", "pageable_sync"}},
+    .inapplicable = {{{{"variant", "pageable_sync"}}, {"chunks"}},
+                     {{{"variant", "pinned_sync"}}, {"chunks"}}},
+    .interleave = {"variant", "chunks"},
+    .repetitions = 11,
+    .warmup = 2,
+    .prepare = streams_trial,
+    .figures = {{.id = "bandwidth",
+                 .title = "Bytes across the bus per second, round trip with the kernel",
+                 .kind = FigureKind::bars,
+                 .x = "n",
+                 .y = "bytes_per_s",
+                 .series = "variant",
+                 .y_label = "bytes/s (in + out / round-trip time)"}},
     .unavailable = gpu_unavailable,
 });
 

@@ -144,16 +144,49 @@ json gpus() {
       for (int d = 0; d < n; ++d) {
         cudaDeviceProp prop{};
         if (cudaGetDeviceProperties(&prop, d) != cudaSuccess) continue;
-        list.push_back({{"name", prop.name},
-                        {"compute_capability", fmt::format("{}.{}", prop.major, prop.minor)},
-                        {"memory_bytes", prop.totalGlobalMem},
-                        {"multiprocessors", prop.multiProcessorCount}});
+        json g = {{"name", prop.name},
+                  {"compute_capability", fmt::format("{}.{}", prop.major, prop.minor)},
+                  {"memory_bytes", prop.totalGlobalMem},
+                  {"multiprocessors", prop.multiProcessorCount},
+                  {"l2_bytes", prop.l2CacheSize}};
+        // Clocks are attributes (cudaDeviceProp's clock fields are gone in CUDA 13): the SM
+        // clock and the memory's, in kHz, and the memory bus width, whose product gives the
+        // memory's theoretical bandwidth (two transfers a clock).
+        int sm_khz = 0, mem_khz = 0, bus_bits = 0;
+        if (cudaDeviceGetAttribute(&sm_khz, cudaDevAttrClockRate, d) == cudaSuccess)
+          g["sm_clock_khz"] = sm_khz;
+        if (cudaDeviceGetAttribute(&mem_khz, cudaDevAttrMemoryClockRate, d) == cudaSuccess &&
+            cudaDeviceGetAttribute(&bus_bits, cudaDevAttrGlobalMemoryBusWidth, d) == cudaSuccess) {
+          g["memory_clock_khz"] = mem_khz;
+          g["memory_bus_bits"] = bus_bits;
+          g["memory_bandwidth_theoretical_bytes_per_s"] =
+              2.0 * mem_khz * 1e3 * static_cast<double>(bus_bits) / 8.0;
+        }
+        list.push_back(std::move(g));
       }
     }
     cudaGetLastError();
   }
 #endif
   return list;
+}
+
+// The CUDA driver's and runtime's versions ("13.0"), where the build has CUDA: "none" for a
+// driver that is not installed (a machine without a GPU).
+json cuda_versions() {
+  json v = json::object();
+#ifdef CONCURDL_WITH_CUDA
+  if (build::have_cuda) {
+    int driver = 0, runtime = 0;
+    v["driver"] = cudaDriverGetVersion(&driver) == cudaSuccess && driver > 0
+                      ? json(fmt::format("{}.{}", driver / 1000, (driver % 1000) / 10))
+                      : json("none");
+    if (cudaRuntimeGetVersion(&runtime) == cudaSuccess)
+      v["runtime"] = fmt::format("{}.{}", runtime / 1000, (runtime % 1000) / 10);
+    cudaGetLastError();
+  }
+#endif
+  return v;
 }
 
 json relevant_env() {
@@ -229,6 +262,7 @@ json collect_provenance() {
       {"source_dir", build::source_dir},
       {"libraries", libraries()},
       {"gpus", gpus()},
+      {"cuda", cuda_versions()},
       {"env", relevant_env()},
       {"started", utc_now_iso()},
   };

@@ -4,6 +4,7 @@
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <array>
 #include <cstring>
 #include <stdexcept>
@@ -146,6 +147,27 @@ TEST_F(Gpu, MixedPrecisionGemmsGiveTheProductOfSmallIntegers) {
   }
   EXPECT_THROW(gemm_mixed(GemmMixed::v5_wmma, nullptr, nullptr, nullptr, 15, 16, 16, nullptr),
                std::invalid_argument);
+}
+
+TEST_F(Gpu, EveryTransferScheduleComputesTheSameResult) {
+  for (const std::size_t n : {1ul, 1000ul, (std::size_t{1} << 20) + 7}) {
+    const auto x = test_values(n, 6);
+    std::vector<float> want(n);
+    for (std::size_t i = 0; i < n; ++i) want[i] = 2.0f * x[i] + 1.0f;
+    PinnedBuffer pin_in(n), pin_out(n);
+    std::copy(x.begin(), x.end(), pin_in.get());
+    DeviceBuffer<float> d_in(n), d_out(n);
+    std::vector<float> out(n, -1.0f);
+    copy_compute_copy(Transfer::pageable_sync, x.data(), out.data(), d_in.get(), d_out.get(), n, 1);
+    EXPECT_EQ(out, want) << "pageable_sync, n " << n;
+    for (const int chunks : {1, 3, 4}) {
+      std::fill(pin_out.get(), pin_out.get() + n, -1.0f);
+      copy_compute_copy(chunks == 1 ? Transfer::pinned_sync : Transfer::pinned_streams,
+                        pin_in.get(), pin_out.get(), d_in.get(), d_out.get(), n, chunks);
+      EXPECT_EQ(std::vector<float>(pin_out.get(), pin_out.get() + n), want)
+          << chunks << " chunks, n " << n;
+    }
+  }
 }
 
 }  // namespace

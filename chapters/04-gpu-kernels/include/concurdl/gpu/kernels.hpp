@@ -106,6 +106,33 @@ enum class Transpose { naive, shared, padded };
 std::string_view transpose_name(Transpose v);
 void transpose(Transpose v, const float* in, float* out, int rows, int cols, cudaStream_t stream);
 
+// Host memory the driver has pinned (cudaMallocHost): DMA reads it directly, so copies from it
+// can be asynchronous and overlap kernels. Moved, never copied.
+class PinnedBuffer {
+ public:
+  explicit PinnedBuffer(std::size_t n);  // n floats
+  ~PinnedBuffer();
+  PinnedBuffer(const PinnedBuffer&) = delete;
+  PinnedBuffer& operator=(const PinnedBuffer&) = delete;
+  float* get() const { return p_; }
+  std::size_t size() const { return n_; }
+
+ private:
+  float* p_ = nullptr;
+  std::size_t n_ = 0;
+};
+
+// host_out = 2 host_in + 1 computed on the GPU: copy in, kernel, copy out.
+//   pageable_sync   from std::vector memory, each step waiting for the one before
+//   pinned_sync     the same from pinned memory (host_in/out from PinnedBuffer)
+//   pinned_streams  `chunks` pieces, each copy in / kernel / copy out on a stream of its own,
+//                   from pinned memory: the copies of one piece overlap another's kernel
+// Returns when host_out holds the result.
+enum class Transfer { pageable_sync, pinned_sync, pinned_streams };
+std::string_view transfer_name(Transfer v);
+void copy_compute_copy(Transfer v, const float* host_in, float* host_out, float* d_in, float* d_out,
+                       std::size_t n, int chunks);
+
 // The current device's streaming multiprocessors (grid sizes are a multiple of them).
 int sm_count();
 
