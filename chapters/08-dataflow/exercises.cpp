@@ -27,6 +27,7 @@
 #include "concurdl/kernels/threads.hpp"
 #include "exercises/student_executor.hpp"
 #include "exercises/student_fused.hpp"
+#include "experiment_graphs.hpp"
 
 namespace concurdl::df {
 
@@ -34,37 +35,6 @@ namespace {
 
 constexpr std::int64_t kMaxSide = 4096;
 constexpr int kRepetitions = 31;
-
-Tensor values(std::size_t rows, std::size_t cols, std::uint32_t seed) {
-  Tensor t = Tensor::filled(rows, cols, 0.0f);
-  for (float& x : t.data) {
-    seed = seed * 1664525u + 1013904223u;
-    x = static_cast<float>(seed >> 8) * 0x1.0p-23f - 1.0f;  // [-1, 1)
-  }
-  return t;
-}
-
-// 16 chains of 4 layers (GEMM with its own weight, scaled back, ReLU) from one input, summed.
-Graph wide_graph(std::size_t side) {
-  Graph g;
-  const NodeId x = g.input(values(side, side, 1), "x");
-  const float back = 1.0f / std::sqrt(static_cast<float>(side));
-  std::uint32_t seed = 2;
-  std::vector<NodeId> ends;
-  for (int c = 0; c < 16; ++c) {
-    NodeId v = x;
-    for (int d = 0; d < 4; ++d)
-      v = g.relu(g.scale(g.matmul(v, g.input(values(side, side, seed++))), back));
-    ends.push_back(v);
-  }
-  while (ends.size() > 1) {
-    std::vector<NodeId> next;
-    for (std::size_t i = 0; i + 1 < ends.size(); i += 2)
-      next.push_back(g.add(ends[i], ends[i + 1]));
-    ends = std::move(next);
-  }
-  return g;
-}
 
 Trial executor_trial(Impl impl, const Params& p, GroupCache& cache) {
   const auto threads = static_cast<unsigned>(param_int(p, "threads"));
@@ -76,7 +46,7 @@ Trial executor_trial(Impl impl, const Params& p, GroupCache& cache) {
   auto shared = std::shared_ptr<Shared>(
       &cache.get<Shared>("graph",
                          [&] {
-                           Shared s{wide_graph(side), {}};
+                           Shared s{make_graph("wide", side, 16, 4), {}};
                            kernels::ComputeThreadsScope one(1);
                            s.want = SequentialExecutor().run(s.graph).back();
                            return s;
@@ -117,7 +87,7 @@ Trial chain_trial(Impl impl, const Params& p, GroupCache& cache) {
                 {Op::scale, 0.5f}, {Op::shift, 0.25f}, {Op::relu, 0.0f}, {Op::square, 0.0f}};
             Arrays a;
             for (std::size_t i = 0; i < k; ++i) a.chain.push_back(cycle[i % 4]);
-            a.x = values(1, n, 3).data;
+            a.x = pseudo_random(1, n, 3).data;
             a.want = a.x;
             for (float& v : a.want)
               for (const auto& [op, alpha] : a.chain) apply_op(op, alpha, &v, &v, 1);

@@ -22,6 +22,7 @@
 #include "concurdl/harness/experiment.hpp"
 #include "concurdl/harness/records.hpp"
 #include "concurdl/kernels/threads.hpp"
+#include "experiment_graphs.hpp"
 
 namespace concurdl::df {
 
@@ -35,13 +36,11 @@ void front_end_cost(std::chrono::nanoseconds cost) {
   }
 }
 
+// A layer's weight: pseudo_random scaled so that the chain's values neither die out nor grow.
 Tensor layer_weight(std::size_t side, std::uint32_t seed) {
-  Tensor t = Tensor::filled(side, side, 0.0f);
+  Tensor t = pseudo_random(side, side, seed);
   const float back = 1.0f / std::sqrt(static_cast<float>(side));
-  for (float& x : t.data) {
-    seed = seed * 1664525u + 1013904223u;
-    x = (static_cast<float>(seed >> 8) * 0x1.0p-23f - 1.0f) * back * 1.7f;
-  }
+  for (float& x : t.data) x = x * back * 1.7f;
   return t;
 }
 

@@ -20,6 +20,23 @@ void copy_strided_ref(std::span<const float> in, std::span<float> out, std::size
   for (std::size_t i = 0; i < n; ++i) out[i] = in[strided_source(i, stride, n)];
 }
 
+std::vector<float> gemm_ref(std::span<const float> a, std::span<const float> b, int m, int n,
+                            int k) {
+  const auto mu = static_cast<std::size_t>(m), nu = static_cast<std::size_t>(n),
+             ku = static_cast<std::size_t>(k);
+  if (a.size() != mu * ku || b.size() != ku * nu)
+    throw std::invalid_argument("gemm_ref: A or B does not have the shape given");
+  std::vector<float> c(mu * nu);
+  for (std::size_t i = 0; i < mu; ++i)
+    for (std::size_t j = 0; j < nu; ++j) {
+      double acc = 0;
+      for (std::size_t x = 0; x < ku; ++x)
+        acc += static_cast<double>(a[i * ku + x]) * b[x * nu + j];
+      c[i * nu + j] = static_cast<float>(acc);
+    }
+  return c;
+}
+
 double sum_ref(std::span<const float> x) {
   double s = 0;
   for (const float v : x) s += v;

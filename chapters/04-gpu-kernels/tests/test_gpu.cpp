@@ -10,6 +10,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "../gpu_trials.hpp"
 #include "concurdl/gpu/device.hpp"
 #include "concurdl/gpu/index.hpp"
 #include "concurdl/gpu/kernels.hpp"
@@ -32,14 +33,6 @@ DeviceBuffer<float> to_device(const std::vector<float>& host) {
     CDL_CUDA_CHECK(
         cudaMemcpy(d.get(), host.data(), host.size() * sizeof(float), cudaMemcpyHostToDevice));
   return d;
-}
-
-std::vector<float> to_host(const DeviceBuffer<float>& d) {
-  std::vector<float> host(d.size());
-  if (!host.empty())
-    CDL_CUDA_CHECK(
-        cudaMemcpy(host.data(), d.get(), host.size() * sizeof(float), cudaMemcpyDeviceToHost));
-  return host;
 }
 
 TEST_F(Gpu, EveryReductionVersionSumsLikeTheCpu) {
@@ -83,13 +76,7 @@ TEST_F(Gpu, EveryGemmVersionGivesTheCpusProduct) {
        {std::array<int, 3>{1, 1, 1}, {33, 65, 31}, {64, 64, 8}, {130, 70, 257}, {256, 256, 256}}) {
     const auto a = small_integers(static_cast<std::size_t>(m) * k, 1);
     const auto b = small_integers(static_cast<std::size_t>(k) * n, 2);
-    std::vector<float> want(static_cast<std::size_t>(m) * n);
-    for (int i = 0; i < m; ++i)
-      for (int j = 0; j < n; ++j) {
-        double acc = 0;
-        for (int x = 0; x < k; ++x) acc += a[i * k + x] * b[x * n + j];
-        want[i * n + j] = static_cast<float>(acc);
-      }
+    const std::vector<float> want = gemm_ref(a, b, m, n, k);
     const DeviceBuffer<float> da = to_device(a), db = to_device(b);
     DeviceBuffer<float> dc(want.size());
     for (int v = 0; v <= static_cast<int>(Gemm::cublas); ++v) {
@@ -126,13 +113,7 @@ TEST_F(Gpu, MixedPrecisionGemmsGiveTheProductOfSmallIntegers) {
   for (const auto [m, n, k] : {std::array<int, 3>{16, 16, 16}, {32, 48, 64}, {256, 128, 512}}) {
     const auto a = small_integers(static_cast<std::size_t>(m) * k, 3);
     const auto b = small_integers(static_cast<std::size_t>(k) * n, 4);
-    std::vector<float> want(static_cast<std::size_t>(m) * n);
-    for (int i = 0; i < m; ++i)
-      for (int j = 0; j < n; ++j) {
-        double acc = 0;
-        for (int x = 0; x < k; ++x) acc += a[i * k + x] * b[x * n + j];
-        want[i * n + j] = static_cast<float>(acc);
-      }
+    const std::vector<float> want = gemm_ref(a, b, m, n, k);
     const DeviceBuffer<float> da = to_device(a), db = to_device(b);
     DeviceBuffer<char> ha(a.size() * 2), hb(b.size() * 2);
     to_half(da.get(), ha.get(), a.size(), nullptr);

@@ -14,6 +14,11 @@ namespace concurdl::gpu {
 void vector_add_ref(std::span<const float> a, std::span<const float> b, std::span<float> c);
 // out[i] = in[strided_source(i, stride, n)].
 void copy_strided_ref(std::span<const float> in, std::span<float> out, std::size_t stride);
+// C = A B, row-major (A m x k, B k x n), accumulated in double and rounded once: the product the
+// GEMM tests hold every version to (exactly, on small integers).
+std::vector<float> gemm_ref(std::span<const float> a, std::span<const float> b, int m, int n,
+                            int k);
+
 // The sum in double: the reference the float sums are judged against.
 double sum_ref(std::span<const float> x);
 // The same sum in float, one thread: what the CPU experiment times (8 interleaved partial sums,

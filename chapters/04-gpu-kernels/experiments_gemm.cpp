@@ -1,0 +1,212 @@
+// Chapter 04's GEMM experiments (GPU; left out with their reason where no device is):
+//   ch04/gemm           square single-precision GEMM: v1-v4 (kernels.hpp) and cuBLAS, FLOP/s
+//   ch04/gemm_mixed     FP16 inputs, FP32 accumulation: WMMA (v5) and cublasGemmEx, FLOP/s and
+//                       the relative error against the FP32 product (metric rel_error)
+// Both check the product against OpenBLAS's on the CPU after the warm-up and after timing.
+#include <fmt/format.h>
+
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "concurdl/gpu/device.hpp"
+#include "concurdl/gpu/index.hpp"
+#include "concurdl/gpu/reference.hpp"
+#include "concurdl/harness/errors.hpp"
+#include "concurdl/harness/experiment.hpp"
+#include "concurdl/harness/records.hpp"
+#include "concurdl/kernels/gemm.hpp"
+#include "gpu_trials.hpp"
+
+#if CONCURDL_HAVE_CUDA
+#include "concurdl/harness/cuda_timer.hpp"
+#endif
+
+namespace concurdl::gpu {
+
+namespace {
+
+#if CONCURDL_HAVE_CUDA
+
+Gemm parse_gemm(const std::string& s) {
+  for (int v = 0; v <= static_cast<int>(Gemm::cublas); ++v)
+    if (gemm_name(static_cast<Gemm>(v)) == s) return static_cast<Gemm>(v);
+  throw UsageError(fmt::format("parameter 'variant': '{}' is not a GEMM version", s));
+}
+
+// The product's reference, once per size: OpenBLAS on the CPU (every core), and the relative
+// Frobenius error ‖C - ref‖ / ‖ref‖ a version may have against it (float sums in another order).
+struct GemmInputs {
+  std::shared_ptr<const DeviceInput> a, b;
+  std::vector<float> want;
+};
+
+Trial gemm_trial(const Params& p, GroupCache& cache) {
+  const Gemm v = parse_gemm(param_str(p, "variant"));
+  const int n = static_cast<int>(param_int(p, "n"));
+  const auto& in = cache.get<GemmInputs>("inputs", [&] {
+    GemmInputs g;
+    const auto nn = static_cast<std::size_t>(n) * static_cast<std::size_t>(n);
+    g.a = device_input(cache, nn, 1, "a");
+    g.b = device_input(cache, nn, 2, "b");
+    g.want.resize(nn);
+    kernels::gemm(kernels::GemmVersion::openblas, kernels::Trans::no, kernels::Trans::no,
+                  static_cast<std::size_t>(n), static_cast<std::size_t>(n),
+                  static_cast<std::size_t>(n), 1.0f, g.a->host.data(), static_cast<std::size_t>(n),
+                  g.b->host.data(), static_cast<std::size_t>(n), 0.0f, g.want.data(),
+                  static_cast<std::size_t>(n));
+    return g;
+  });
+  const GemmInputs* inputs = &in;
+  auto out = std::make_shared<DeviceBuffer<float>>(static_cast<std::size_t>(n) * n);
+  Trial t;
+  t.timer = cuda_event_timer();
+  t.reset = poison_and_flush(out);
+  t.run = [v, inputs, out, n] {
+    gemm(v, inputs->a->device.get(), inputs->b->device.get(), out->get(), n, n, n, nullptr);
+  };
+  t.check = [inputs, out]() -> std::string {
+    const std::vector<float> got = to_host(*out);
+    const double rel = relative_error(got, inputs->want);
+    if (rel <= 1e-5) return "";  // NaN (an element not written) fails too
+    return fmt::format("relative error {:.3g} against OpenBLAS on the CPU (at most 1e-5)", rel);
+  };
+  const double nd = static_cast<double>(n);
+  t.work.items = nd * nd;
+  t.work.flops = 2.0 * nd * nd * nd;
+  t.work.bytes = 3.0 * nd * nd * sizeof(float);  // compulsory traffic: A, B read, C written
+  return t;
+}
+
+Trial gemm_mixed_trial(const Params& p, GroupCache& cache) {
+  const std::string name = param_str(p, "variant");
+  if (name != "v5_wmma" && name != "cublas_fp16")
+    throw UsageError(fmt::format("parameter 'variant': '{}' is not v5_wmma or cublas_fp16", name));
+  const GemmMixed v = name == "v5_wmma" ? GemmMixed::v5_wmma : GemmMixed::cublas_fp16;
+  const int n = static_cast<int>(param_int(p, "n"));
+  if (n % 16) throw UsageError(fmt::format("parameter 'n': {} is not a multiple of 16", n));
+  struct Inputs {
+    std::shared_ptr<const DeviceInput> a, b;
+    DeviceBuffer<char> ha, hb;  // FP16 copies
+    std::vector<float> want;    // the FP32 product of the FP32 inputs (OpenBLAS)
+  };
+  const auto& in = cache.get<Inputs>("inputs", [&] {
+    Inputs g;
+    const auto nn = static_cast<std::size_t>(n) * static_cast<std::size_t>(n);
+    g.a = device_input(cache, nn, 1, "a");
+    g.b = device_input(cache, nn, 2, "b");
+    g.ha = DeviceBuffer<char>(2 * nn);
+    g.hb = DeviceBuffer<char>(2 * nn);
+    to_half(g.a->device.get(), g.ha.get(), nn, nullptr);
+    to_half(g.b->device.get(), g.hb.get(), nn, nullptr);
+    CDL_CUDA_CHECK(cudaDeviceSynchronize());
+    g.want.resize(nn);
+    const auto un = static_cast<std::size_t>(n);
+    kernels::gemm(kernels::GemmVersion::openblas, kernels::Trans::no, kernels::Trans::no, un, un,
+                  un, 1.0f, g.a->host.data(), un, g.b->host.data(), un, 0.0f, g.want.data(), un);
+    return g;
+  });
+  const Inputs* inputs = &in;
+  auto out = std::make_shared<DeviceBuffer<float>>(static_cast<std::size_t>(n) * n);
+  auto error = std::make_shared<double>(0);
+  const auto measure_error = [inputs, out, error] {
+    const std::vector<float> got = to_host(*out);
+    *error = relative_error(got, inputs->want);
+  };
+  Trial t;
+  t.timer = cuda_event_timer();
+  t.reset = poison_and_flush(out);
+  t.run = [v, inputs, out, n] {
+    gemm_mixed(v, inputs->ha.get(), inputs->hb.get(), out->get(), n, n, n, nullptr);
+  };
+  t.observe = [measure_error, error](Sample& s) {
+    measure_error();
+    s.metrics["rel_error"] = *error;
+  };
+  // FP16 inputs carry 11 significant bits: about 5e-4 relative per element, and the product's
+  // error of the same order. Far above that, the kernel is wrong, not imprecise.
+  t.check = [measure_error, error]() -> std::string {
+    measure_error();
+    if (*error <= 5e-3) return "";
+    return fmt::format("relative error {:.3g} against the FP32 product (at most 5e-3)", *error);
+  };
+  const double nd = static_cast<double>(n);
+  t.work.items = nd * nd;
+  t.work.flops = 2.0 * nd * nd * nd;
+  t.work.bytes = (2.0 + 2.0 + 4.0) * nd * nd;  // A and B in FP16, C in FP32
+  return t;
+}
+
+#else
+
+Trial gemm_trial(const Params&, GroupCache&) { throw UsageError(gpu_unavailable()); }
+Trial gemm_mixed_trial(const Params&, GroupCache&) { throw UsageError(gpu_unavailable()); }
+
+#endif
+
+const bool registered_gemm = register_experiment({
+    .id = "ch04/gemm",
+    .chapter = "04-gpu-kernels",
+    .title = "Single-precision GEMM on the GPU: naive, coalesced, shared tiles, register blocking "
+             "and cuBLAS",
+    .axes = {{.name = "variant",
+              .values = {"v1_naive", "v2_coalesced", "v3_shared_tiles", "v4_register_blocking",
+                         "cublas"}},
+             {.name = "n",
+              .values = {"4096"},
+              .quick = {"2048"},
+              .kind = AxisKind::size,
+              .max = 1 << 15,
+              .smoke = {"128"}}},
+    .baseline = {{"variant", "cublas"}},
+    .interleave = {"variant"},
+    .repetitions = 11,
+    .warmup = 2,
+    .prepare = gemm_trial,
+    .figures = {{.id = "flops",
+                 .title = "GEMM: FLOP/s by version (cuBLAS the peer)",
+                 .kind = FigureKind::bars,
+                 .x = "n",
+                 .y = "flops_per_s",
+                 .series = "variant",
+                 .y_label = "FLOP/s"}},
+    .unavailable = gpu_unavailable,
+});
+
+const bool registered_gemm_mixed = register_experiment({
+    .id = "ch04/gemm_mixed",
+    .chapter = "04-gpu-kernels",
+    .title = "Mixed-precision GEMM (FP16 in, FP32 accumulated) on the tensor cores: WMMA and "
+             "cuBLAS, with the error against the FP32 product",
+    .axes = {{.name = "variant", .values = {"v5_wmma", "cublas_fp16"}},
+             {.name = "n",
+              .values = {"8192"},
+              .quick = {"4096"},
+              .kind = AxisKind::size,
+              .max = 1 << 15,
+              .smoke = {"256"}}},
+    .baseline = {{"variant", "cublas_fp16"}},
+    .metrics = {{.name = "rel_error",
+                 .unit = "",
+                 .lower_is_better = true,
+                 .what = "the relative Frobenius error of C against the FP32 product of the FP32 "
+                         "inputs (FP16 inputs: about 1e-3)"}},
+    .interleave = {"variant"},
+    .repetitions = 11,
+    .warmup = 2,
+    .prepare = gemm_mixed_trial,
+    .figures = {{.id = "flops",
+                 .title = "Mixed-precision GEMM: FLOP/s (cuBLAS the peer)",
+                 .kind = FigureKind::bars,
+                 .x = "n",
+                 .y = "flops_per_s",
+                 .series = "variant",
+                 .y_label = "FLOP/s"}},
+    .unavailable = gpu_unavailable,
+});
+
+}  // namespace
+
+}  // namespace concurdl::gpu

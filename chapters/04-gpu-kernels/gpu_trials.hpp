@@ -1,0 +1,98 @@
+// What chapter 04's experiment files (experiments*.cpp) share: sizes, and for the GPU trials the
+// L2 flush, device inputs with their host copies, the poisoned output reset and the relative
+// error. Internal to the chapter: not part of its include/ API.
+#pragma once
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "concurdl/gpu/reference.hpp"
+#include "concurdl/harness/experiment.hpp"
+
+#if CONCURDL_HAVE_CUDA
+#include <cuda_runtime_api.h>
+
+#include "concurdl/gpu/kernels.hpp"
+#endif
+
+namespace concurdl::gpu {
+
+inline constexpr std::int64_t kMaxElements = std::int64_t{1} << 30;
+inline constexpr std::size_t kStride = 32;  // floats between the reads of neighbouring threads
+
+// An odd n: gcd(n, kStride) = 1, so the strided copy reads every element once.
+inline std::size_t odd(std::size_t n) { return n | 1; }
+
+// ‖got − want‖ / ‖want‖ (Frobenius), in double.
+inline double relative_error(const std::vector<float>& got, const std::vector<float>& want) {
+  double err = 0, norm = 0;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    const double d = static_cast<double>(got[i]) - want[i];
+    err += d * d;
+    norm += static_cast<double>(want[i]) * want[i];
+  }
+  return std::sqrt(err / (norm > 0 ? norm : 1));
+}
+
+#if CONCURDL_HAVE_CUDA
+
+// A buffer of twice the L2's size, written before each timed repetition: what the kernel reads
+// then comes from memory, not from the cache the previous repetition filled.
+struct L2Flush {
+  DeviceBuffer<char> buffer;
+  L2Flush() {
+    int device = 0, bytes = 0;
+    CDL_CUDA_CHECK(cudaGetDevice(&device));
+    CDL_CUDA_CHECK(cudaDeviceGetAttribute(&bytes, cudaDevAttrL2CacheSize, device));
+    buffer = DeviceBuffer<char>(2 * static_cast<std::size_t>(bytes > 0 ? bytes : 1 << 20));
+  }
+  void operator()() const {
+    CDL_CUDA_CHECK(cudaMemsetAsync(buffer.get(), 0, buffer.size()));
+    CDL_CUDA_CHECK(cudaDeviceSynchronize());
+  }
+};
+
+struct DeviceInput {
+  std::vector<float> host;
+  DeviceBuffer<float> device;
+};
+
+// integers: small_integers (a sum's exact check) rather than values in [-1, 1).
+inline std::shared_ptr<const DeviceInput> device_input(GroupCache& cache, std::size_t n,
+                                                       std::uint32_t seed, const char* key,
+                                                       bool integers = false) {
+  return cache.get<std::shared_ptr<const DeviceInput>>(key, [&] {
+    auto in = std::make_shared<DeviceInput>();
+    in->host = integers ? small_integers(n, seed) : test_values(n, seed);
+    in->device = DeviceBuffer<float>(n);
+    CDL_CUDA_CHECK(
+        cudaMemcpy(in->device.get(), in->host.data(), n * sizeof(float), cudaMemcpyHostToDevice));
+    return std::shared_ptr<const DeviceInput>(std::move(in));
+  });
+}
+
+// A trial's reset for a kernel that writes `out`: NaNs in it (an element the kernel fails to
+// write shows), then the L2 flushed.
+inline std::function<void()> poison_and_flush(std::shared_ptr<DeviceBuffer<float>> out) {
+  auto flush = std::make_shared<L2Flush>();
+  return [out = std::move(out), flush] {
+    CDL_CUDA_CHECK(cudaMemset(out->get(), 0xff, out->size() * sizeof(float)));
+    (*flush)();
+  };
+}
+
+inline std::vector<float> to_host(const DeviceBuffer<float>& d) {
+  std::vector<float> host(d.size());
+  if (!host.empty())
+    CDL_CUDA_CHECK(
+        cudaMemcpy(host.data(), d.get(), host.size() * sizeof(float), cudaMemcpyDeviceToHost));
+  return host;
+}
+
+#endif
+
+}  // namespace concurdl::gpu
