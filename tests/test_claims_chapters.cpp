@@ -55,8 +55,9 @@ TEST_P(ReadmeClaims, BlockIsTheProgramsClaims) {
 
 INSTANTIATE_TEST_SUITE_P(Chapters, ReadmeClaims,
                          ::testing::Values("01-threads", "02-locks", "03-async-io",
-                                           "05-data-parallel", "06-model-parallel",
-                                           "07-sync-async-training", "08-dataflow", "kernels"),
+                                           "04-gpu-kernels", "05-data-parallel",
+                                           "06-model-parallel", "07-sync-async-training",
+                                           "08-dataflow", "kernels"),
                          [](const auto& info) {
                            std::string n = info.param;
                            return n.substr(0, 2) == "ke" ? std::string("kernels") : n.substr(0, 2);
@@ -171,11 +172,12 @@ TEST_P(LessonNumbers, EveryMarkerIsItsRecordsNumber) {
 INSTANTIATE_TEST_SUITE_P(
     Lessons, LessonNumbers,
     ::testing::Values("chapters/01-threads/README.md", "chapters/02-locks/README.md",
-                      "chapters/03-async-io/README.md", "chapters/05-data-parallel/README.md",
-                      "kernels/README.md", "README.md", "results/reference/README.md",
-                      "docs/course.md", "docs/methodology.md", "docs/instructors/ch01.md",
-                      "docs/instructors/ch02.md", "docs/instructors/ch03.md",
-                      "docs/instructors/ch05.md", "chapters/06-model-parallel/README.md",
+                      "chapters/03-async-io/README.md", "chapters/04-gpu-kernels/README.md",
+                      "chapters/05-data-parallel/README.md", "kernels/README.md", "README.md",
+                      "results/reference/README.md", "docs/course.md", "docs/methodology.md",
+                      "docs/instructors/ch01.md", "docs/instructors/ch02.md",
+                      "docs/instructors/ch03.md", "docs/instructors/ch05.md",
+                      "chapters/06-model-parallel/README.md",
                       "chapters/07-sync-async-training/README.md", "docs/instructors/ch07.md",
                       "chapters/08-dataflow/README.md", "docs/instructors/ch08.md"),
     [](const auto& info) {

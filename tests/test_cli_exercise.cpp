@@ -28,6 +28,12 @@ TEST_F(Cli, ExerciseReportsEachOutcomeAndTimesTheCorrectOne) {
   EXPECT_NE(r.out.find("exercise 99.4 endless loop: WRONG"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("did not finish within 3 s"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("-> exercise 99.5: CORRECT BUT SLOW"), std::string::npos) << r.out;
+  // Correct, and its timing cannot run here: it says why, and that is no failure of its own.
+  EXPECT_NE(r.out.find("exercise 99.6 timed on a device: correct"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("-> exercise 99.6: correct, not timed: its timing needs what this machine "
+                       "lacks: no toy device: this machine has none"),
+            std::string::npos)
+      << r.out;
   expect_usage_error(run("exercise ch00"), "no exercises");
   expect_usage_error(run("exercise ch99 99.9"), "no exercise '99.9'");
 }

@@ -374,3 +374,59 @@ TEST(Registry, AnAxisMaxMustHoldForTheDeclaredValuesAndNeedsAnIntegerAxis) {
   text.axes = {{"variant", {"a"}, {}, AxisKind::text, 100}};
   EXPECT_THROW(register_experiment(text), std::logic_error);
 }
+
+namespace {
+// Trials with a roofline (Trial::bound): 1e9 bytes and 1e9 FLOPs in a simulated second each
+// repetition, under rates that allow it, allow it within the margin, or do not.
+const bool registered_roofline = [] {
+  register_experiment({
+      .id = "test/runner_roofline",
+      .chapter = "98-runner-test",
+      .title = "a roofline and the impossible",
+      .axes = {{"variant", {"possible", "within_margin", "impossible", "flops_bound"}}},
+      .repetitions = 3,
+      .prepare =
+          [](const Params& p, GroupCache&) {
+            const std::string v = p.at("variant");
+            Trial t;
+            t.measure = [] { return 1.0; };
+            t.work = {0, 1e9, 1e9};
+            if (v == "possible") t.bound = {2e9, 0, "a test device"};
+            if (v == "within_margin") t.bound = {1e9 / 1.05, 0, "a test device"};
+            if (v == "impossible") t.bound = {1e8, 0, "a test device"};
+            if (v == "flops_bound") t.bound = {4e9, 1e8, "a test device"};
+            return t;
+          },
+  });
+  return true;
+}();
+}  // namespace
+
+// A record carries its roofline time and the fraction of it reached; a time the roofline does
+// not allow (beyond the 10% margin) is impossible and the configuration fails, saying why.
+TEST(Runner, ARooflineBoundsTheTimeAndTheImpossibleFails) {
+  RunOptions opt;
+  opt.progress = false;
+  const auto records = run_configs(configs_of("test/runner_roofline", opt), opt, {});
+  ASSERT_EQ(records.size(), 4u);
+  std::map<std::string, const Record*> by;
+  for (const Record& r : records) by[r.params.at("variant")] = &r;
+  const Record& possible = *by.at("possible");
+  ASSERT_TRUE(possible.valid) << possible.validation;
+  EXPECT_DOUBLE_EQ(possible.derived.at("roofline_time_s"), 0.5);
+  EXPECT_DOUBLE_EQ(possible.derived.at("fraction_of_roofline"), 0.5);
+  EXPECT_EQ(possible.notes.at("roofline"), "a test device");
+  const Record& margin = *by.at("within_margin");
+  ASSERT_TRUE(margin.valid) << margin.validation;
+  EXPECT_NEAR(margin.derived.at("fraction_of_roofline"), 1.05, 1e-12);
+  const Record& impossible = *by.at("impossible");
+  EXPECT_FALSE(impossible.valid);
+  EXPECT_NE(impossible.validation.find("impossible"), std::string::npos) << impossible.validation;
+  EXPECT_NE(impossible.validation.find("a test device"), std::string::npos);
+  // The longer of the two terms: 1e9 FLOPs at 1e8 FLOP/s (10 s) over 1e9 bytes at 4e9 (0.25 s).
+  const Record& flops = *by.at("flops_bound");
+  EXPECT_FALSE(flops.valid);
+  EXPECT_DOUBLE_EQ(roofline_time({0, 1e9, 1e9}, {4e9, 1e8, ""}), 10.0);
+  EXPECT_DOUBLE_EQ(roofline_time({0, 1e9, 0}, {4e9, 1e8, ""}), 0.25);
+  EXPECT_DOUBLE_EQ(roofline_time({0, 1e9, 1e9}, {}), 0.0);  // no rates, no bound
+}

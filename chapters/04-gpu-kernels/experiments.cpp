@@ -70,6 +70,8 @@ Trial reduction_trial(const Params& p, GroupCache& cache) {
   t.work.items = static_cast<double>(n);
   t.work.bytes = static_cast<double>(n) * sizeof(float);
   t.work.flops = static_cast<double>(n);
+  t.bound = gpu_bound(t.work.bytes, Peak::none);
+  note_occupancy(t, reduce_occupancy(v));
   return t;
 }
 
@@ -113,6 +115,8 @@ Trial memory_trial(const Params& p, GroupCache& cache) {
   };
   t.work.items = static_cast<double>(n);
   t.work.bytes = bytes;
+  t.bound = gpu_bound(bytes, Peak::none);
+  note_occupancy(t, elementwise_occupancy(op));
   return t;
 }
 
@@ -146,10 +150,11 @@ Trial transpose_trial(const Params& p, GroupCache& cache) {
   };
   t.work.items = static_cast<double>(count);
   t.work.bytes = 2.0 * static_cast<double>(count) * sizeof(float);
+  t.bound = gpu_bound(t.work.bytes, Peak::none);
+  note_occupancy(t, transpose_occupancy(v));
   return t;
 }
 
-// ‖got − want‖ / ‖want‖ (Frobenius), in double.
 #else
 
 Trial reduction_trial(const Params&, GroupCache&) { throw UsageError(gpu_unavailable()); }
@@ -164,7 +169,7 @@ const bool registered_reduction = register_experiment({
     .title = "Sum of n floats on the GPU: five versions and CUB, bytes read per second",
     .axes = {{.name = "variant", .values = kReduceVariants},
              {.name = "n",
-              .values = {"256M"},
+              .values = {"16M", "64M", "256M"},
               .quick = {"64M"},
               .kind = AxisKind::size,
               .max = kMaxElements,
@@ -176,11 +181,33 @@ const bool registered_reduction = register_experiment({
     .prepare = reduction_trial,
     .figures = {{.id = "bandwidth",
                  .title = "Reduction: bytes read per second, by version (CUB the peer)",
-                 .kind = FigureKind::bars,
+                 .kind = FigureKind::lines,
                  .x = "n",
                  .y = "bytes_per_s",
                  .series = "variant",
-                 .y_label = "bytes/s read"}},
+                 .log_x = true,
+                 .y_label = "bytes/s read",
+                 .models = {roofline_model("bytes_per_s")}}},
+    .claims = {{.id = "v5_near_cub",
+                .statement = "several elements per thread and one atomic per block (v5) reach at "
+                             "least 80% of CUB's bytes/s",
+                .select = {{"variant", "v5_multi_element"}},
+                .field = "bytes_per_s",
+                .versus = {{"variant", "cub"}},
+                .bound = 0.8,
+                .unit = "x",
+                .needs_gpu = true,
+                .reference = kNotMeasured},
+               {.id = "atomics_serialise",
+                .statement = "one atomic per element on one address (v1) is at least 10x slower "
+                             "than v5",
+                .select = {{"variant", "v5_multi_element"}},
+                .field = "bytes_per_s",
+                .versus = {{"variant", "v1_atomic_global"}},
+                .bound = 10,
+                .unit = "x",
+                .needs_gpu = true,
+                .reference = kNotMeasured}},
     .unavailable = gpu_unavailable,
 });
 
@@ -190,7 +217,7 @@ const bool registered_memory = register_experiment({
     .title = "Memory access on the GPU: vector add (grid-stride), coalesced and strided copies",
     .axes = {{.name = "variant", .values = {"vector_add", "copy_coalesced", "copy_strided"}},
              {.name = "n",
-              .values = {"256M"},
+              .values = {"16M", "64M", "256M"},
               .quick = {"64M"},
               .kind = AxisKind::size,
               .max = kMaxElements,
@@ -202,11 +229,31 @@ const bool registered_memory = register_experiment({
     .prepare = memory_trial,
     .figures = {{.id = "bandwidth",
                  .title = "Bytes moved per second: coalesced vs strided access",
-                 .kind = FigureKind::bars,
+                 .kind = FigureKind::lines,
                  .x = "n",
                  .y = "bytes_per_s",
                  .series = "variant",
-                 .y_label = "bytes/s (declared traffic / time)"}},
+                 .log_x = true,
+                 .y_label = "bytes/s (declared traffic / time)",
+                 .models = {roofline_model("bytes_per_s")}}},
+    .claims = {{.id = "coalesced_beats_strided",
+                .statement = "a coalesced copy moves at least 3x the bytes/s of one whose "
+                             "neighbouring threads read 32 floats apart",
+                .select = {{"variant", "copy_coalesced"}},
+                .field = "bytes_per_s",
+                .versus = {{"variant", "copy_strided"}},
+                .bound = 3,
+                .unit = "x",
+                .needs_gpu = true,
+                .reference = kNotMeasured},
+               {.id = "copy_near_roofline",
+                .statement = "a grid-stride coalesced copy reaches at least 70% of the device's "
+                             "measured copy bandwidth",
+                .select = {{"variant", "copy_coalesced"}},
+                .field = "fraction_of_roofline",
+                .bound = 0.7,
+                .needs_gpu = true,
+                .reference = kNotMeasured}},
     .unavailable = gpu_unavailable,
 });
 
@@ -216,7 +263,7 @@ const bool registered_transpose = register_experiment({
     .title = "Transpose on the GPU: naive, through a shared-memory tile, through a padded tile",
     .axes = {{.name = "variant", .values = {"naive", "shared", "padded"}},
              {.name = "n",
-              .values = {"8192"},
+              .values = {"2048", "4096", "8192"},
               .quick = {"4096"},
               .kind = AxisKind::size,
               .max = 1 << 15,
@@ -228,11 +275,13 @@ const bool registered_transpose = register_experiment({
     .prepare = transpose_trial,
     .figures = {{.id = "bandwidth",
                  .title = "Transpose (n x n+1): bytes moved per second",
-                 .kind = FigureKind::bars,
+                 .kind = FigureKind::lines,
                  .x = "n",
                  .y = "bytes_per_s",
                  .series = "variant",
-                 .y_label = "bytes/s (read + written / time)"}},
+                 .log_x = true,
+                 .y_label = "bytes/s (read + written / time)",
+                 .models = {roofline_model("bytes_per_s")}}},
     .unavailable = gpu_unavailable,
 });
 

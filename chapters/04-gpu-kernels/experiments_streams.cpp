@@ -112,6 +112,17 @@ const bool registered_streams = register_experiment({
                  .y = "bytes_per_s",
                  .series = "variant",
                  .y_label = "bytes/s (in + out / round-trip time)"}},
+    .claims = {{.id = "pinned_streams_beat_pageable",
+                .statement = "pinned memory and the copies of one chunk overlapping another's "
+                             "kernel make the round trip at least 1.5x the bytes/s of pageable, "
+                             "synchronous copies",
+                .select = {{"variant", "pinned_streams"}},
+                .field = "bytes_per_s",
+                .versus = {{"variant", "pageable_sync"}},
+                .bound = 1.5,
+                .unit = "x",
+                .needs_gpu = true,
+                .reference = kNotMeasured}},
     .unavailable = gpu_unavailable,
 });
 

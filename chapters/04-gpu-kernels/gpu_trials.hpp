@@ -7,14 +7,21 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <memory>
+#include <optional>
+#include <string>
 #include <vector>
 
+#include "concurdl/gpu/device.hpp"
 #include "concurdl/gpu/reference.hpp"
+#include "concurdl/gpu/roofline.hpp"
 #include "concurdl/harness/experiment.hpp"
+#include "concurdl/harness/records.hpp"
 
 #if CONCURDL_HAVE_CUDA
 #include <cuda_runtime_api.h>
+#include <fmt/format.h>
 
 #include "concurdl/gpu/kernels.hpp"
 #endif
@@ -24,11 +31,15 @@ namespace concurdl::gpu {
 inline constexpr std::int64_t kMaxElements = std::int64_t{1} << 30;
 inline constexpr std::size_t kStride = 32;  // floats between the reads of neighbouring threads
 
+// The reference value of a claim no GPU has judged yet (Claim::reference).
+inline constexpr double kNotMeasured = std::numeric_limits<double>::quiet_NaN();
+
 // An odd n: gcd(n, kStride) = 1, so the strided copy reads every element once.
 inline std::size_t odd(std::size_t n) { return n | 1; }
 
-// ‖got − want‖ / ‖want‖ (Frobenius), in double.
-inline double relative_error(const std::vector<float>& got, const std::vector<float>& want) {
+// ‖got − want‖ / ‖want‖ (Frobenius), in double; `want` in float or double.
+template <class T>
+double relative_error(const std::vector<float>& got, const std::vector<T>& want) {
   double err = 0, norm = 0;
   for (std::size_t i = 0; i < got.size(); ++i) {
     const double d = static_cast<double>(got[i]) - want[i];
@@ -38,7 +49,53 @@ inline double relative_error(const std::vector<float>& got, const std::vector<fl
   return std::sqrt(err / (norm > 0 ? norm : 1));
 }
 
+// The device's roofline drawn beside a figure of `y` ("bytes_per_s", "flops_per_s"): at each
+// measured size, the rate the roofline allows the work declared there (Trial::bound).
+inline Model roofline_model(std::string y) {
+  return Model{.label = "roofline of the device (its query and a measured copy)",
+               .y = [y](const ModelPoint& p) -> std::optional<double> {
+                 for (const Record* r : p.records) {
+                   const auto rate = r->derived.find(y),
+                              f = r->derived.find("fraction_of_roofline");
+                   if (rate != r->derived.end() && f != r->derived.end() && f->second > 0)
+                     return rate->second / f->second;
+                 }
+                 return std::nullopt;
+               }};
+}
+
 #if CONCURDL_HAVE_CUDA
+
+// Which peak bounds a trial's FLOPs: none (memory-bound), FP32, or the FP16 tensor cores'.
+enum class Peak { none, fp32, tensor };
+
+// A trial's roofline from device_roofline(): the measured copy bandwidth where its data are at
+// least twice the L2 (smaller ones may be served from it, its writes above all), and the peak.
+inline Trial::Bound gpu_bound(double bytes, Peak peak) {
+  const GpuRoofline& r = device_roofline();
+  Trial::Bound b;
+  b.source = r.describe();
+  if (bytes >= 2 * r.l2_bytes)
+    b.bytes_per_s = r.copy_bytes_per_s;
+  else
+    b.source += "; bandwidth not bounded here: the data fit twice in the L2";
+  if (peak == Peak::fp32) b.flops_per_s = r.fp32_flops_per_s;
+  if (peak == Peak::tensor) b.flops_per_s = r.tensor_flops_per_s;
+  return b;
+}
+
+// The kernel's occupancy in the trial's notes: computed (roofline.hpp, with the reason) and as
+// the runtime gives it; the peers' kernels are theirs.
+inline void note_occupancy(Trial& t, const std::optional<KernelOccupancy>& k) {
+  if (!k) {
+    t.notes["occupancy"] = "the library chooses its kernels and their launches";
+    return;
+  }
+  const Occupancy o = occupancy(device_sm_limits(), k->resources);
+  t.notes["occupancy"] = fmt::format(
+      "{}; {} registers a thread, {} bytes of shared memory a block; the runtime: {} blocks",
+      o.describe(), k->resources.registers, k->resources.shared_bytes, k->runtime_blocks);
+}
 
 // A buffer of twice the L2's size, written before each timed repetition: what the kernel reads
 // then comes from memory, not from the cache the previous repetition filled.

@@ -110,6 +110,11 @@ std::string claim_value_text(double v, const std::string& unit) {
   return num + " " + unit;
 }
 
+std::string claim_reference_text(double reference, const std::string& unit) {
+  return std::isnan(reference) ? std::string("not measured yet")
+                               : claim_value_text(reference, unit);
+}
+
 ClaimResult evaluate_claim(const Experiment& e, const Claim& c, const RunFile& run) {
   ClaimResult out;
   out.experiment = e.id;
@@ -205,7 +210,7 @@ std::vector<ClaimResult> evaluate_claims(const RunFile& run) {
 
 std::string claim_outcome_text(const ClaimResult& r) {
   std::string out = r.value ? claim_value_text(*r.value, r.unit) : "—";
-  out += fmt::format(" ({}; reference {})", r.expected, claim_value_text(r.reference, r.unit));
+  out += fmt::format(" ({}; reference {})", r.expected, claim_reference_text(r.reference, r.unit));
   return out;
 }
 
@@ -306,8 +311,9 @@ std::string claims_markdown(const std::string& chapter) {
   for (const Experiment& e : experiments()) {
     if (e.chapter != chapter) continue;
     for (const Claim& c : e.claims)
-      out += fmt::format("| {} (`{}`) | {} | {} | {} |\n", md_escape(c.statement), e.id,
-                         expected_text(c), claim_value_text(c.reference, c.unit), applies_text(c));
+      out +=
+          fmt::format("| {} (`{}`) | {} | {} | {} |\n", md_escape(c.statement), e.id,
+                      expected_text(c), claim_reference_text(c.reference, c.unit), applies_text(c));
   }
   out += fmt::format(
       "\nThe reference machine: {} (`results/reference/{}`; training: `{}`; litmus: `{}`; "

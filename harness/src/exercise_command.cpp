@@ -195,6 +195,17 @@ int cmd_exercise(const Args& a) {
         break;
       case ExerciseState::correct:
         fmt::print("exercise {} {}: correct ({} tests passed)\n", x->id, x->title, o.tests_passed);
+        if (x->timing.prepare && !a.no_timing && x->timing.unavailable) {
+          // Chapter 04's exercises are timed on a GPU: without one, the tests (the CPU's side)
+          // are the grade, and the student learns why there is no timing.
+          if (const std::string why = x->timing.unavailable(); !why.empty()) {
+            fmt::print(
+                "  -> exercise {}: correct, not timed: its timing needs what this machine "
+                "lacks: {}\n",
+                x->id, why);
+            break;
+          }
+        }
         if (x->timing.prepare && !a.no_timing) {
           time_attempt(at, opt);
           std::string why;

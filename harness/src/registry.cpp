@@ -76,8 +76,9 @@ void check_declaration(const Experiment& e) {
   // The harness's own derived metrics (runner.cpp, derive_metrics) and the experiment's.
   auto is_derived = [&](const std::string& n) {
     static const std::vector<std::string> own = {
-        "items_per_s", "bytes_per_s", "flops_per_s", "intensity",
-        "speedup",     "efficiency",  "karp_flatt",  "fraction_of_ceiling"};
+        "items_per_s",     "bytes_per_s",         "flops_per_s", "intensity",
+        "speedup",         "efficiency",          "karp_flatt",  "fraction_of_ceiling",
+        "roofline_time_s", "fraction_of_roofline"};
     return std::find(own.begin(), own.end(), n) != own.end() ||
            std::find(e.derived.begin(), e.derived.end(), n) != e.derived.end();
   };
@@ -111,7 +112,9 @@ void check_declaration(const Experiment& e) {
     if (c.field != "median" && !is_metric(c.field) && !is_derived(c.field))
       fail("claim '" + c.id + "' has field '" + c.field +
            "', neither the metric, a named metric nor a derived metric");
-    if (!std::isfinite(c.bound) || !std::isfinite(c.reference))
+    // NaN reference: not measured yet, allowed only where no reference machine could (a GPU).
+    if (!std::isfinite(c.bound) ||
+        (!std::isfinite(c.reference) && !(c.needs_gpu && std::isnan(c.reference))))
       fail("claim '" + c.id + "' has a bound or reference that is not a number");
   }
   for (const Figure& f : e.figures) {

@@ -152,6 +152,7 @@ const DerivedColumn kDerived[] = {
     {"bytes_per_s", "bytes/s", [](double v) { return si(v, "B/s"); }},
     {"flops_per_s", "FLOP/s", [](double v) { return si(v, "FLOP/s"); }},
     {"fraction_of_ceiling", "of ceiling", [](double v) { return pct(v); }},
+    {"fraction_of_roofline", "of roofline", [](double v) { return pct(v); }},
 };
 
 using RunRecords = std::vector<std::pair<std::size_t, const Record*>>;  // (run, record)

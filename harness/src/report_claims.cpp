@@ -20,7 +20,7 @@ std::vector<JudgedClaim> judge(const std::vector<RunFile>& runs) {
       });
       if (it == out.end()) {
         out.push_back({r.experiment, r.id, r.chapter, r.statement, r.expected,
-                       claim_value_text(r.reference, r.unit),
+                       claim_reference_text(r.reference, r.unit),
                        std::vector<std::optional<ClaimResult>>(runs.size())});
         it = std::prev(out.end());
       }

@@ -95,7 +95,7 @@ const bool registered = [] {
                             .chapter = "99-selftest",
                             .title = "A threaded benchmark without UseRealTime (must be flagged)",
                             .filter = "^BM_toy_no_real_time"});
-  for (int k = 1; k <= 5; ++k) {
+  for (int k = 1; k <= 6; ++k) {
     const std::string id = fmt::format("99.{}", k);
     Experiment timing{
         .id = "ch99/exercise_" + id,
@@ -121,13 +121,16 @@ const bool registered = [] {
           t.work = {static_cast<double>(n)};
           return t;
         }};
+    if (k == 6)
+      timing.unavailable = [] { return std::string("no toy device: this machine has none"); };
     register_exercise({.id = id,
                        .chapter = "99-selftest",
                        .title = k == 1   ? "untouched stub"
                                 : k == 2 ? "wrong attempt"
                                 : k == 3 ? "right attempt"
                                 : k == 4 ? "endless loop"
-                                         : "slow attempt",
+                                : k == 5 ? "slow attempt"
+                                         : "timed on a device",
                        .test_binary = "ch99_tests",
                        .test_filter = fmt::format("ToySum/ex99_{}.*", k),
                        .timing = timing,

@@ -23,7 +23,7 @@ struct ImplNames {
   }
 };
 
-using Impls = ::testing::Types<Impl<0>, Impl<1>, Impl<2>, Impl<3>, Impl<4>, Impl<5>>;
+using Impls = ::testing::Types<Impl<0>, Impl<1>, Impl<2>, Impl<3>, Impl<4>, Impl<5>, Impl<6>>;
 TYPED_TEST_SUITE(ToySum, Impls, ImplNames);
 
 TYPED_TEST(ToySum, SmallSums) {

@@ -1,6 +1,10 @@
 // Element-wise kernels: vector add with a grid-stride loop, a coalesced and a strided copy.
+#include <stdexcept>
+#include <string>
+
 #include "concurdl/gpu/index.hpp"
 #include "concurdl/gpu/kernels.hpp"
+#include "occupancy.cuh"
 
 namespace concurdl::gpu {
 
@@ -51,6 +55,13 @@ void copy_strided(const float* in, float* out, std::size_t n, std::size_t stride
                   cudaStream_t stream) {
   copy_strided_kernel<<<blocks_for(n), kBlock, 0, stream>>>(in, out, n, stride);
   CDL_CUDA_CHECK(cudaGetLastError());
+}
+
+KernelOccupancy elementwise_occupancy(std::string_view kernel) {
+  if (kernel == "vector_add") return query_occupancy(vector_add_kernel, kBlock);
+  if (kernel == "copy_coalesced") return query_occupancy(copy_coalesced_kernel, kBlock);
+  if (kernel == "copy_strided") return query_occupancy(copy_strided_kernel, kBlock);
+  throw std::invalid_argument("elementwise_occupancy: no kernel '" + std::string(kernel) + "'");
 }
 
 }  // namespace concurdl::gpu

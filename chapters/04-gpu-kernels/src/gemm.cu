@@ -10,6 +10,7 @@
 
 #include "concurdl/gpu/gemm_tiles.hpp"
 #include "concurdl/gpu/kernels.hpp"
+#include "occupancy.cuh"
 
 namespace concurdl::gpu {
 
@@ -147,6 +148,27 @@ void gemm(Gemm v, const float* a, const float* b, float* c, int m, int n, int k,
     }
   }
   CDL_CUDA_CHECK(cudaGetLastError());
+}
+
+std::optional<KernelOccupancy> gemm_occupancy(Gemm v) {
+  switch (v) {
+    case Gemm::v1_naive:
+      return query_occupancy(gemm_v1, 32 * 32);
+    case Gemm::v2_coalesced:
+      return query_occupancy(gemm_v2, kV2Tile * kV2Tile);
+    case Gemm::v3_shared_tiles:
+      return query_occupancy(gemm_v3, kV3Tile * kV3Tile);
+    case Gemm::v4_register_blocking:
+      return query_occupancy(gemm_v4, kV4Threads);
+    case Gemm::cublas:
+      break;
+  }
+  return std::nullopt;
+}
+
+std::optional<KernelOccupancy> gemm_mixed_occupancy(GemmMixed v) {
+  if (v == GemmMixed::v5_wmma) return query_occupancy(gemm_wmma, 32);
+  return std::nullopt;
 }
 
 std::string_view gemm_mixed_name(GemmMixed v) {

@@ -5,13 +5,14 @@
 
 #include "concurdl/gpu/index.hpp"
 #include "concurdl/gpu/kernels.hpp"
+#include "occupancy.cuh"
 
 namespace concurdl::gpu {
 
 namespace {
 
 constexpr unsigned kBlock = 256;
-constexpr unsigned kWarp = 32;
+constexpr unsigned kWarp = kWarpSize;
 
 __global__ void v1_atomic_global(const float* in, std::size_t n, float* out) {
   const std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
@@ -44,11 +45,17 @@ __global__ void v3_sequential(const float* in, std::size_t n, float* out) {
   if (tid == 0) atomicAdd(out, s[0]);
 }
 
-// The sum of a warp's 32 values, in registers: after it, lane 0 holds the total.
+// A warp's lanes exchanging registers: all 32 take part in every shuffle.
+struct DeviceWarp {
+  __device__ float shfl_down(float v, unsigned offset) const {
+    return __shfl_down_sync(0xffffffffu, v, offset);
+  }
+};
+
+// The sum of a warp's 32 values, in registers (index.hpp): after it, lane 0 holds the total.
 __device__ float warp_sum(float v) {
-  for (unsigned offset = kWarp / 2; offset > 0; offset /= 2)
-    v += __shfl_down_sync(0xffffffffu, v, offset);
-  return v;
+  DeviceWarp warp;
+  return warp_shuffle_sum(warp, v);
 }
 
 // The block's sum from each thread's value: warp sums, then the first warp sums those.
@@ -69,11 +76,9 @@ __global__ void v4_warp_shuffle(const float* in, std::size_t n, float* out) {
 }
 
 __global__ void v5_multi_element(const float* in, std::size_t n, float* out) {
-  const std::size_t stride = static_cast<std::size_t>(gridDim.x) * kBlock;
-  float v = 0.0f;
-  for (std::size_t i = blockIdx.x * static_cast<std::size_t>(kBlock) + threadIdx.x; i < n;
-       i += stride)
-    v += in[i];
+  const float v =
+      grid_stride_sum(in, n, blockIdx.x * static_cast<std::size_t>(kBlock) + threadIdx.x,
+                      static_cast<std::size_t>(gridDim.x) * kBlock);
   const float total = block_sum(v);
   if (threadIdx.x == 0) atomicAdd(out, total);
 }
@@ -139,6 +144,24 @@ void reduce_sum(Reduce v, const float* d_in, std::size_t n, float* d_out, void* 
       break;
   }
   CDL_CUDA_CHECK(cudaGetLastError());
+}
+
+std::optional<KernelOccupancy> reduce_occupancy(Reduce v) {
+  switch (v) {
+    case Reduce::v1_atomic_global:
+      return query_occupancy(v1_atomic_global, kBlock);
+    case Reduce::v2_tree_divergent:
+      return query_occupancy(v2_tree_divergent, kBlock);
+    case Reduce::v3_sequential:
+      return query_occupancy(v3_sequential, kBlock);
+    case Reduce::v4_warp_shuffle:
+      return query_occupancy(v4_warp_shuffle, kBlock);
+    case Reduce::v5_multi_element:
+      return query_occupancy(v5_multi_element, kBlock);
+    case Reduce::cub:
+      break;
+  }
+  return std::nullopt;
 }
 
 int sm_count() {

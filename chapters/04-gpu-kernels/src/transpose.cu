@@ -2,6 +2,7 @@
 // (index.hpp has the thread-to-element arithmetic, tested on the CPU).
 #include "concurdl/gpu/index.hpp"
 #include "concurdl/gpu/kernels.hpp"
+#include "occupancy.cuh"
 
 namespace concurdl::gpu {
 
@@ -47,6 +48,18 @@ std::string_view transpose_name(Transpose v) {
       return "padded";
   }
   return "?";
+}
+
+KernelOccupancy transpose_occupancy(Transpose v) {
+  switch (v) {
+    case Transpose::naive:
+      return query_occupancy(transpose_naive, kT * kR);
+    case Transpose::shared:
+      return query_occupancy(transpose_tiled<kT>, kT * kR);
+    case Transpose::padded:
+      break;
+  }
+  return query_occupancy(transpose_tiled<kT + 1>, kT * kR);
 }
 
 void transpose(Transpose v, const float* in, float* out, int rows, int cols, cudaStream_t stream) {

@@ -9,24 +9,17 @@
 
 #include "concurdl/gpu/gemm_tiles.hpp"
 #include "concurdl/gpu/reference.hpp"
+#include "tile_sim.hpp"
 
 namespace {
 
 using namespace concurdl::gpu;
 
-const GemmShape kShapes[] = {{1, 1, 1},   {5, 7, 3},     {32, 32, 32}, {33, 65, 31},
-                             {64, 64, 8}, {70, 130, 17}, {128, 64, 96}};
+using sim::run_tiled;
 
 template <class Run>
 void check(Run run, const char* version) {
-  for (const GemmShape s : kShapes) {
-    SCOPED_TRACE(::testing::Message() << version << " " << s.m << " x " << s.n << " x " << s.k);
-    const auto a = small_integers(static_cast<std::size_t>(s.m) * s.k, 1);
-    const auto b = small_integers(static_cast<std::size_t>(s.k) * s.n, 2);
-    std::vector<float> c(static_cast<std::size_t>(s.m) * s.n, -999.0f);
-    run(a.data(), b.data(), c.data(), s);
-    ASSERT_EQ(c, gemm_ref(a, b, s.m, s.n, s.k));
-  }
+  sim::check_product(run, version);
 }
 
 TEST(GemmTiles, V1AndV2CoordinatesCoverCOnce) {
@@ -63,27 +56,9 @@ TEST(GemmTiles, V1AndV2CoordinatesCoverCOnce) {
 }
 
 TEST(GemmTiles, V3SharedTilesGiveTheProduct) {
-  check(
-      [](const float* a, const float* b, float* c, GemmShape s) {
-        std::vector<float> as(kV3Tile * kV3Tile), bs(kV3Tile * kV3Tile);
-        for (int bx = 0; bx * kV3Tile < s.n; ++bx)
-          for (int by = 0; by * kV3Tile < s.m; ++by) {
-            std::vector<float> acc(kV3Tile * kV3Tile, 0.0f);
-            for (int t = 0; t * kV3Tile < s.k; ++t) {
-              for (int ty = 0; ty < kV3Tile; ++ty)
-                for (int tx = 0; tx < kV3Tile; ++tx)
-                  v3_load(a, b, s, bx, by, t, tx, ty, as.data(), bs.data());
-              for (int ty = 0; ty < kV3Tile; ++ty)
-                for (int tx = 0; tx < kV3Tile; ++tx)
-                  acc[ty * kV3Tile + tx] =
-                      v3_accumulate(as.data(), bs.data(), tx, ty, acc[ty * kV3Tile + tx]);
-            }
-            for (int ty = 0; ty < kV3Tile; ++ty)
-              for (int tx = 0; tx < kV3Tile; ++tx)
-                v3_store(c, s, bx, by, tx, ty, acc[ty * kV3Tile + tx]);
-          }
-      },
-      "v3");
+  check([](const float* a, const float* b, float* c,
+           GemmShape s) { run_tiled<kV3Tile>(a, b, c, s, v3_load, v3_accumulate, v3_store); },
+        "v3");
 }
 
 TEST(GemmTiles, V4RegisterBlockingGivesTheProduct) {

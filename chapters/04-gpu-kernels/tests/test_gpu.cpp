@@ -8,6 +8,8 @@
 #include <array>
 #include <cstring>
 #include <stdexcept>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "../gpu_trials.hpp"
@@ -148,6 +150,49 @@ TEST_F(Gpu, EveryTransferScheduleComputesTheSameResult) {
       EXPECT_EQ(std::vector<float>(pin_out.get(), pin_out.get() + n), want)
           << chunks << " chunks, n " << n;
     }
+  }
+}
+
+}  // namespace
+
+namespace {
+
+// What occupancy() computes from a kernel's resources is what the runtime answers, for every
+// kernel of the chapter (a wrong allocation unit or a forgotten reserved kilobyte shows here).
+TEST_F(Gpu, TheOccupancyArithmeticAgreesWithTheRuntime) {
+  const SmLimits sm = device_sm_limits();
+  std::vector<std::pair<std::string, KernelOccupancy>> kernels;
+  for (int v = 0; v < static_cast<int>(Reduce::cub); ++v)
+    kernels.emplace_back(reduce_name(static_cast<Reduce>(v)),
+                         *reduce_occupancy(static_cast<Reduce>(v)));
+  for (int v = 0; v < static_cast<int>(Gemm::cublas); ++v)
+    kernels.emplace_back(gemm_name(static_cast<Gemm>(v)), *gemm_occupancy(static_cast<Gemm>(v)));
+  kernels.emplace_back("v5_wmma", *gemm_mixed_occupancy(GemmMixed::v5_wmma));
+  for (const Transpose v : {Transpose::naive, Transpose::shared, Transpose::padded})
+    kernels.emplace_back(transpose_name(v), transpose_occupancy(v));
+  for (const char* k : {"vector_add", "copy_coalesced", "copy_strided"})
+    kernels.emplace_back(k, elementwise_occupancy(k));
+  EXPECT_FALSE(reduce_occupancy(Reduce::cub).has_value());
+  EXPECT_FALSE(gemm_occupancy(Gemm::cublas).has_value());
+  for (const auto& [name, k] : kernels) {
+    const Occupancy o = occupancy(sm, k.resources);
+    EXPECT_EQ(o.blocks, k.runtime_blocks)
+        << name << ": " << o.describe() << " with " << k.resources.registers
+        << " registers a thread and " << k.resources.shared_bytes << " bytes of shared memory";
+  }
+}
+
+// The device's roofline: a copy at most its theoretical bandwidth, peaks where it is known.
+TEST_F(Gpu, TheDeviceRooflineIsMeasuredAndPlausible) {
+  const GpuRoofline& r = device_roofline();
+  EXPECT_GT(r.copy_bytes_per_s, 0) << r.describe();
+  if (r.theoretical_bytes_per_s > 0) {
+    EXPECT_LE(r.copy_bytes_per_s, 1.05 * r.theoretical_bytes_per_s) << r.describe();
+  }
+  EXPECT_GT(r.sms, 0);
+  EXPECT_GT(r.l2_bytes, 0);
+  if (fp32_lanes_per_sm(r.major, r.minor) > 0) {
+    EXPECT_GT(r.fp32_flops_per_s, 1e12) << r.describe();
   }
 }
 

@@ -77,8 +77,9 @@ std::string stem_for(const std::string& experiment, const std::string& figure) {
 // Derived metrics whose value is a constant over the metric (items/s = items / time, speedup =
 // baseline / time, ...): their 95% interval is the metric's interval, mapped through.
 bool scales_with_metric(const std::string& name) {
-  static const std::set<std::string> names = {"items_per_s", "bytes_per_s", "flops_per_s",
-                                              "speedup",     "efficiency",  "fraction_of_ceiling"};
+  static const std::set<std::string> names = {
+      "items_per_s", "bytes_per_s",         "flops_per_s",         "speedup",
+      "efficiency",  "fraction_of_ceiling", "fraction_of_roofline"};
   return names.count(name) > 0;
 }
 
@@ -106,7 +107,8 @@ std::string default_y_label(const std::string& y, const Record& r) {
       {"flops_per_s", "FLOP/s"},
       {"speedup", "speedup (×)"},
       {"efficiency", "parallel efficiency"},
-      {"fraction_of_ceiling", "fraction of the measured ceiling"}};
+      {"fraction_of_ceiling", "fraction of the measured ceiling"},
+      {"fraction_of_roofline", "fraction of the device's roofline"}};
   if (auto it = labels.find(y); it != labels.end()) return it->second;
   std::string s = y;
   std::replace(s.begin(), s.end(), '_', ' ');

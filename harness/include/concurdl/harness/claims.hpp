@@ -39,6 +39,9 @@ std::vector<ClaimResult> evaluate_claims(const RunFile& run);
 
 // "1.27×", "0.93", "4.20 GB/s"-like: three significant digits and the claim's unit.
 std::string claim_value_text(double v, const std::string& unit);
+// A claim's reference value as claim_value_text prints it; "not measured yet" for NaN, the
+// reference of a claim no reference run has judged (chapter 04's, until a GPU was lent).
+std::string claim_reference_text(double reference, const std::string& unit);
 // "1.25× (at least 1.5×; reference 1.27×)" or "—" with the reason.
 std::string claim_outcome_text(const ClaimResult& r);
 // The terminal table `concurdl check` and the end of `concurdl run` print, and its counts.

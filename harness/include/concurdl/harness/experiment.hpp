@@ -105,10 +105,31 @@ struct Trial {
   std::function<void()> reset;         // untimed, before every run (including warm-up)
   std::function<std::string()> check;  // "" when the last run's output is right, else what is wrong
   Work work;
+  // The roofline of the device it runs on, where the chapter knows it (a GPU's measured copy
+  // bandwidth and its peak FLOP/s from the device query): the record then carries the
+  // roofline's time for `work` (derived "roofline_time_s": the longer of moving its bytes and
+  // computing its FLOPs at these rates) and the fraction of it the measured median reached
+  // ("fraction_of_roofline"), and a configuration whose fastest repetition beat that time by
+  // more than kImpossibleMargin is impossible (a timer that did not wait for the work, work
+  // declared wrong, an input left in a cache) and fails, saying so. Zero rates: no bound.
+  struct Bound {
+    double bytes_per_s = 0;
+    double flops_per_s = 0;
+    std::string source;  // where the rates come from, copied into the record's notes
+  } bound;
   // Facts about how this configuration really ran that its parameters do not say, copied into
   // its record: {"direct": "unsupported (tmpfs): buffered cold reads measured instead"}.
   std::map<std::string, std::string> notes;
 };
+
+// How far a repetition may beat its Trial::bound before it is impossible: 10%, for a measured
+// copy bandwidth that a kernel streaming in one direction can exceed a little.
+inline constexpr double kImpossibleMargin = 1.10;
+
+// The roofline's time for `w` under `b`: the longer of moving its bytes at b.bytes_per_s and
+// computing its FLOPs at b.flops_per_s (a zero rate or zero work leaves that term out); 0 when
+// neither applies.
+double roofline_time(const Work& w, const Trial::Bound& b);
 
 // Inputs shared by the configurations that are measured together (one group, see
 // Experiment::interleave), built once: cache.get<std::vector<float>>("input", [&]{ ... }).
@@ -227,7 +248,8 @@ struct Claim {
   bool needs_gpu = false;   // provenance.gpus is not empty
   bool timing = true;       // depends on speed: not judged on the smoke profile
   // Its value on the reference machine (results/reference/README.md), quoted beside every
-  // run's; tests/test_reference_runs.cpp holds it to the committed reference run.
+  // run's; tests/test_reference_runs.cpp holds it to the committed reference run. NaN: not
+  // measured yet (a claim that needs what no reference machine has had: a GPU).
   double reference = 0;
 };
 

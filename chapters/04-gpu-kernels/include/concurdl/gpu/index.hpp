@@ -6,10 +6,20 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "concurdl/harness/errors.hpp"
+
 #if defined(__CUDACC__)
 #define CDL_HD __host__ __device__
 #else
 #define CDL_HD
+#endif
+
+// An exercise stub in __host__ __device__ code: on the CPU it is CDL_TODO (the tests skip it as
+// "not attempted"); on the GPU a trap, never reached (only code whose tests passed is timed).
+#if defined(__CUDA_ARCH__)
+#define CDL_HD_TODO(exercise) __trap()
+#else
+#define CDL_HD_TODO(exercise) CDL_TODO(exercise)
 #endif
 
 namespace concurdl::gpu {
@@ -76,6 +86,32 @@ CDL_HD inline TransposeStep transpose_step(int bx, int by, int tx, int ty, int j
   const int r = ty + kTransposeRows * j;
   return {by * kTransposeTile + r, bx * kTransposeTile + tx, bx * kTransposeTile + r,
           by * kTransposeTile + tx};
+}
+
+// ---- the reduction's two register-level steps (reduce.cu; exercise 4.2 writes them again) ----
+
+inline constexpr unsigned kWarpSize = 32;
+
+// What one thread of a grid-stride loop sums: in[first], in[first + stride], ... below n.
+CDL_HD inline float grid_stride_sum(const float* in, std::size_t n, std::size_t first,
+                                    std::size_t stride) {
+  float v = 0.0f;
+  for (std::size_t i = first; i < n; i += stride) v += in[i];
+  return v;
+}
+
+// The sum of a warp's 32 values in registers: at each step every lane adds the value of the lane
+// `offset` above it, for offsets 16, 8, 4, 2, 1; after the last, lane 0 holds the total (the
+// other lanes partial sums). `Warp` gives shfl_down(v, offset), the v of lane + offset (its own
+// past lane 31): __shfl_down_sync on the GPU (reduce.cu), on the CPU 32 threads that meet at a
+// barrier at every shuffle (tests/warp_sim.hpp). Every lane must take part in every shuffle.
+#if defined(__CUDACC__)
+#pragma nv_exec_check_disable
+#endif
+template <class Warp>
+CDL_HD float warp_shuffle_sum(Warp& warp, float v) {
+  for (unsigned offset = kWarpSize / 2; offset > 0; offset /= 2) v += warp.shfl_down(v, offset);
+  return v;
 }
 
 }  // namespace concurdl::gpu

@@ -6,9 +6,11 @@
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
+#include <optional>
 #include <string_view>
 #include <utility>
 
+#include "concurdl/gpu/roofline.hpp"
 #include "concurdl/harness/errors.hpp"
 
 namespace concurdl::gpu {
@@ -135,5 +137,22 @@ void copy_compute_copy(Transfer v, const float* host_in, float* host_out, float*
 
 // The current device's streaming multiprocessors (grid sizes are a multiple of them).
 int sm_count();
+
+// One block of a kernel as an SM sees it: what it asks for (its registers as compiled and its
+// shared memory, from cudaFuncGetAttributes, and its launch's block size) and how many such
+// blocks the runtime says fit on one SM (cudaOccupancyMaxActiveBlocksPerMultiprocessor), which
+// roofline.hpp's occupancy() computes from the resources and tells why.
+struct KernelOccupancy {
+  KernelResources resources;
+  int runtime_blocks = 0;
+};
+// Each version's kernel at the block size its launcher uses; nullopt for the peers (CUB's and
+// cuBLAS's kernels and launches are theirs to choose).
+std::optional<KernelOccupancy> reduce_occupancy(Reduce v);
+std::optional<KernelOccupancy> gemm_occupancy(Gemm v);
+std::optional<KernelOccupancy> gemm_mixed_occupancy(GemmMixed v);
+KernelOccupancy transpose_occupancy(Transpose v);
+// "vector_add", "copy_coalesced" or "copy_strided" (else std::invalid_argument).
+KernelOccupancy elementwise_occupancy(std::string_view kernel);
 
 }  // namespace concurdl::gpu

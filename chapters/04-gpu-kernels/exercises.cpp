@@ -1,0 +1,171 @@
+// Chapter 04's exercises (exercises/exercises.md), graded by `concurdl exercise ch04 [4.1 4.2]`:
+// the tests first, on the CPU (the phases are __host__ __device__), then, where a GPU is, the
+// student's kernel timed against the chapter's in one process, interleaved, with CUDA events
+// and the L2 flushed before each repetition:
+//   4.1 tiled GEMM             C = A B at n = 2048: student_gemm vs v3_shared_tiles
+//   4.2 warp-shuffle reduction the sum of 64M floats: student_reduce vs v5_multi_element
+// Every trial is checked after it runs (the product against OpenBLAS's, the sum exactly against
+// the CPU's): a wrong result is an invalid run, never a fast one. Without a GPU the timing says
+// why it cannot run, and the tests are the grade.
+#include <fmt/format.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "concurdl/gpu/device.hpp"
+#include "concurdl/gpu/reference.hpp"
+#include "concurdl/harness/errors.hpp"
+#include "concurdl/harness/exercise.hpp"
+#include "concurdl/harness/experiment.hpp"
+#include "concurdl/kernels/gemm.hpp"
+#include "gpu_trials.hpp"
+
+#if CONCURDL_HAVE_CUDA
+#include "concurdl/harness/cuda_timer.hpp"
+#include "exercises/student_kernels.hpp"
+#endif
+
+namespace concurdl::gpu {
+
+namespace {
+
+constexpr int kRepetitions = 21;
+
+#if CONCURDL_HAVE_CUDA
+
+Trial tiled_gemm_trial(Impl impl, const Params& p, GroupCache& cache) {
+  const int n = static_cast<int>(param_int(p, "n"));
+  const auto un = static_cast<std::size_t>(n);
+  struct Inputs {
+    std::shared_ptr<const DeviceInput> a, b;
+    std::vector<float> want;
+  };
+  const auto& in = cache.get<Inputs>("inputs", [&] {
+    Inputs g{device_input(cache, un * un, 1, "a"), device_input(cache, un * un, 2, "b"), {}};
+    g.want.resize(un * un);
+    kernels::gemm(kernels::GemmVersion::openblas, kernels::Trans::no, kernels::Trans::no, un, un,
+                  un, 1.0f, g.a->host.data(), un, g.b->host.data(), un, 0.0f, g.want.data(), un);
+    return g;
+  });
+  const Inputs* inputs = &in;
+  auto out = std::make_shared<DeviceBuffer<float>>(un * un);
+  Trial t;
+  t.timer = cuda_event_timer();
+  t.reset = poison_and_flush(out);
+  t.run = [impl, inputs, out, n] {
+    if (impl == Impl::student)
+      student_gemm(inputs->a->device.get(), inputs->b->device.get(), out->get(), n, n, n, nullptr);
+    else
+      gemm(Gemm::v3_shared_tiles, inputs->a->device.get(), inputs->b->device.get(), out->get(), n,
+           n, n, nullptr);
+  };
+  t.check = [inputs, out]() -> std::string {
+    const double rel = relative_error(to_host(*out), inputs->want);
+    if (rel <= 1e-5) return "";
+    return fmt::format("relative error {:.3g} against OpenBLAS on the CPU (at most 1e-5)", rel);
+  };
+  const double nd = n;
+  t.work.flops = 2.0 * nd * nd * nd;
+  t.work.bytes = 3.0 * nd * nd * sizeof(float);
+  t.bound = gpu_bound(t.work.bytes, Peak::fp32);
+  return t;
+}
+
+Trial warp_sum_trial(Impl impl, const Params& p, GroupCache& cache) {
+  const auto n = static_cast<std::size_t>(param_int(p, "n"));
+  const auto in = device_input(cache, n, 1, "x", true);
+  auto out = std::make_shared<DeviceBuffer<float>>(1);
+  const std::size_t scratch_bytes = reduce_scratch_bytes(n);
+  auto scratch = std::make_shared<DeviceBuffer<char>>(scratch_bytes);
+  Trial t;
+  t.timer = cuda_event_timer();
+  t.reset = poison_and_flush(out);
+  t.run = [=] {
+    if (impl == Impl::student)
+      student_reduce(in->device.get(), n, out->get(), nullptr);
+    else
+      reduce_sum(Reduce::v5_multi_element, in->device.get(), n, out->get(), scratch->get(),
+                 scratch_bytes, nullptr);
+  };
+  t.check = [in, out]() -> std::string {
+    const float got = to_host(*out)[0];
+    if (static_cast<double>(got) == sum_ref(in->host)) return "";
+    return fmt::format("the sum is {}, the CPU's {} (small integers: exact in any order)", got,
+                       sum_ref(in->host));
+  };
+  t.work.items = static_cast<double>(n);
+  t.work.bytes = static_cast<double>(n) * sizeof(float);
+  t.bound = gpu_bound(t.work.bytes, Peak::none);
+  return t;
+}
+
+#else
+
+Trial tiled_gemm_trial(Impl, const Params&, GroupCache&) { throw UsageError(gpu_unavailable()); }
+Trial warp_sum_trial(Impl, const Params&, GroupCache&) { throw UsageError(gpu_unavailable()); }
+
+#endif
+
+// exercise_timing() with the GPU's reason for not timing where there is none.
+Experiment gpu_timing(ExerciseTiming t) {
+  Experiment e = exercise_timing(std::move(t));
+  e.unavailable = gpu_unavailable;
+  return e;
+}
+
+const bool registered = [] {
+  register_exercise(
+      {.id = "4.1",
+       .chapter = "04-gpu-kernels",
+       .title = "a shared-memory tiled GEMM",
+       .test_binary = "ch04_tests",
+       .test_filter = "TiledGemmEx4_1/student.*",
+       .timing = gpu_timing({.title = "C = A B, student tiles vs v3_shared_tiles",
+                             .threads_axis = "",
+                             .axes = {{"n", {"2048"}, {}, AxisKind::size, 1 << 14, {"128"}}},
+                             .repetitions = kRepetitions,
+                             .prepare = tiled_gemm_trial}),
+       .target = 1.2,
+       .questions = {
+           "Your kernel took {student} against v3's {reference} at {configuration} on {machine} "
+           "({cost}, 95% interval {cost_ci}). How many times is each element of A read from "
+           "global memory by your kernel, and by v2 (one thread, one dot product)? What "
+           "arithmetic intensity (FLOP per byte of global memory traffic) does that give each, "
+           "and where do they sit on the roofline of `concurdl run ch04/gemm`'s chart?",
+           "Swap tx and ty in your load of A (so a warp reads down a column of A's tile) and "
+           "time it again: what changes, and why (coalescing: how many 32-byte sectors does the "
+           "warp's load touch in each case)?",
+           "Your kernel stores nothing but one float per thread in registers. What does "
+           "`concurdl run ch04/gemm` record as v3's and v4's occupancy (the record's notes), and "
+           "why does v4, with fewer resident warps, run faster?"}});
+
+  register_exercise(
+      {.id = "4.2",
+       .chapter = "04-gpu-kernels",
+       .title = "a warp-shuffle reduction",
+       .test_binary = "ch04_tests",
+       .test_filter = "WarpSumEx4_2/student.*",
+       .timing = gpu_timing({.title = "the sum of n floats, student vs v5_multi_element",
+                             .threads_axis = "",
+                             .axes = {{"n", {"64M"}, {}, AxisKind::size, 1 << 30, {"1M"}}},
+                             .repetitions = kRepetitions,
+                             .prepare = warp_sum_trial}),
+       .target = 1.2,
+       .questions = {
+           "Your reduction took {student} against v5's {reference} at {configuration} on "
+           "{machine} ({cost}, 95% interval {cost_ci}). What fraction of the device's measured "
+           "copy bandwidth does each reach (bytes read / time; `concurdl run ch04/reduction` "
+           "records the roofline), and what bounds a reduction that reads each element once?",
+           "Your kernel makes one atomicAdd per warp, v5 one per block of 8 warps. Count the "
+           "atomics each makes at n = 64M, and explain from that count why v1 (one atomic per "
+           "element) is so much slower than both.",
+           "How many shared-memory accesses and __syncthreads() does v3's tree spend on a "
+           "block's 256 values, and how many does a shuffle need? Why can a warp exchange "
+           "registers without a barrier?"}});
+  return true;
+}();
+
+}  // namespace
+
+}  // namespace concurdl::gpu
