@@ -19,12 +19,9 @@
 // 2 ranks; the full profile runs 4 ranks as well.
 #include <fmt/format.h>
 #include <fmt/ranges.h>
-#include <sys/wait.h>
 
 #include <algorithm>
-#include <array>
 #include <cmath>
-#include <cstdio>
 #include <filesystem>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -32,7 +29,6 @@
 #include <string>
 #include <vector>
 
-#include "concurdl/build_info.hpp"
 #include "concurdl/data/idx.hpp"
 #include "concurdl/dp/cost_model.hpp"
 #include "concurdl/dp/data_parallel.hpp"
@@ -42,6 +38,7 @@
 #include "concurdl/harness/experiment.hpp"
 #include "concurdl/harness/records.hpp"
 #include "concurdl/kernels/threads.hpp"
+#include "concurdl/nn/torch_peer.hpp"
 #include "exercises/student_bucket.hpp"
 
 namespace concurdl::dp {
@@ -57,35 +54,7 @@ int steps_for(std::size_t global_batch) {
 }
 constexpr std::int64_t kMaxRanks = 256;  // threads of one process
 
-const char* kPython = "/usr/bin/python3";
-
-std::filesystem::path peer_script() {
-  return std::filesystem::path(build::source_dir) / "chapters/05-data-parallel/scripts/ddp_peer.py";
-}
-
-// Whether the PyTorch row is offered: torch importable by /usr/bin/python3, judged without
-// starting Python (at start-up of every concurdl): Debian's python3-torch, or a pip install.
-std::string torch_missing() {
-  namespace fs = std::filesystem;
-  if (!fs::exists(kPython)) return "no /usr/bin/python3";
-  if (!fs::exists(peer_script())) return "no " + peer_script().string();
-  for (const char* dir :
-       {"/usr/lib/python3/dist-packages/torch", "/usr/local/lib/python3/dist-packages/torch"})
-    if (fs::exists(fs::path(dir) / "__init__.py")) return "";
-  for (const char* root : {"/usr/local/lib", "/usr/lib"}) {
-    std::error_code ec;
-    for (const auto& e : fs::directory_iterator(root, ec))
-      if (e.path().filename().string().rfind("python3", 0) == 0 &&
-          (fs::exists(e.path() / "dist-packages/torch/__init__.py") ||
-           fs::exists(e.path() / "site-packages/torch/__init__.py")))
-        return "";
-  }
-  return "/usr/bin/python3 has no torch (apt-get install python3-torch)";
-}
-const std::string& torch_why_not() {
-  static const std::string why = torch_missing();
-  return why;
-}
+using nn::torch_why_not;
 
 std::shared_ptr<const nn::Dataset> images(GroupCache& cache) {
   return cache.get<std::shared_ptr<const nn::Dataset>>("fashion-mnist:6400", [] {
@@ -176,23 +145,11 @@ std::string check_run(const RunState& st) {
   return "";
 }
 
-// Runs the PyTorch peer; the JSON line it prints, or throws with its reason.
+// Runs the PyTorch DDP peer; the JSON line it prints, or throws with its reason.
 nlohmann::json run_peer(int ranks, std::size_t batch, int repeat) {
-  const std::string cmd = fmt::format(
-      "OMP_NUM_THREADS=1 {} {} --ranks {} --batch {} --steps {} --warmup {} --repeat {} "
-      "--images {} 2>&1",
-      kPython, peer_script().string(), ranks, batch,
-      steps_for(batch * static_cast<std::size_t>(ranks)), kWarmSteps, repeat, kImages);
-  FILE* pipe = ::popen(cmd.c_str(), "r");
-  if (pipe == nullptr) throw std::runtime_error("pytorch_ddp: cannot start " + cmd);
-  std::string out;
-  std::array<char, 4096> buf{};
-  while (std::fgets(buf.data(), static_cast<int>(buf.size()), pipe) != nullptr) out += buf.data();
-  const int status = ::pclose(pipe);
-  const std::size_t at = out.rfind("{\"");
-  if (at == std::string::npos || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
-    throw std::runtime_error("pytorch_ddp: " + cmd + " failed: " + out.substr(0, 400));
-  return nlohmann::json::parse(out.substr(at));
+  return nn::run_torch_peer(fmt::format(
+      "--ranks {} --batch {} --steps {} --warmup {} --repeat {} --images {}", ranks, batch,
+      steps_for(batch * static_cast<std::size_t>(ranks)), kWarmSteps, repeat, kImages));
 }
 
 Trial dp_trial(const Params& p, GroupCache& cache) {
@@ -220,7 +177,8 @@ Trial dp_trial(const Params& p, GroupCache& cache) {
     };
     t.notes["pytorch_ddp"] =
         "PyTorch DDP (gloo, bucket_cap_mb 25, overlap built in) in ranks processes of "
-        "scripts/ddp_peer.py, 1 thread each; its repetitions are timed in one run of the script, "
+        "kernels/nn/scripts/torch_peer.py, 1 thread each; its repetitions are timed in one run of "
+        "the script, "
         "not interleaved; the breakdown metrics are not measured (0)";
     return t;
   }

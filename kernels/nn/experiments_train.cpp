@@ -2,7 +2,9 @@
 //   kernels/train             the curve `concurdl train` records (not measured by `run`): test
 //                             accuracy and loss against epochs and against training time
 //   kernels/train_throughput  training samples/s against threads, with OpenBLAS and with the
-//                             suite's own GEMM v4, on the first images of Fashion-MNIST
+//                             suite's own GEMM v4, on the first images of Fashion-MNIST, and
+//                             PyTorch's plain loop on the same model, batch and data as a peer
+//                             row where /usr/bin/python3 has torch (torch_peer.hpp)
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -17,6 +19,7 @@
 #include "concurdl/harness/stats.hpp"
 #include "concurdl/kernels/gemm.hpp"
 #include "concurdl/kernels/threads.hpp"
+#include "concurdl/nn/torch_peer.hpp"
 #include "concurdl/nn/trainer.hpp"
 #include "train_record.hpp"
 
@@ -178,12 +181,45 @@ struct ThroughputState {
   EpochResult last;
 };
 
+// PyTorch's plain loop on the same model, batch and images (torch_peer.py --plain), as many
+// steps a window as our epoch has. Its repetitions are timed inside one run of the script
+// (starting one costs seconds), so they are not interleaved with ours; one window per call.
+Trial pytorch_trial(int threads, std::size_t batch, std::size_t images) {
+  const std::size_t steps = images / batch;
+  auto pending = std::make_shared<std::vector<double>>();
+  auto version = std::make_shared<std::string>();
+  Trial t;
+  t.measure = [=]() -> Sample {
+    if (pending->empty()) {
+      const nlohmann::json j = run_torch_peer(fmt::format(
+          "--plain --threads {} --batch {} --images {} --steps {} --warmup {} --repeat {}", threads,
+          batch, images, steps, std::max<std::size_t>(5, steps / 10), 12));
+      for (const auto& v : j.at("seconds")) pending->push_back(v.get<double>());
+      *version = j.value("torch", "");
+    }
+    const double s = pending->front();
+    pending->erase(pending->begin());
+    return s;
+  };
+  t.notes["pytorch"] = fmt::format(
+      "PyTorch's plain loop (kernels/nn/scripts/torch_peer.py --plain, torch.set_num_threads({})), "
+      "{} steps of {} a window; its repetitions are timed inside one run of the script, not "
+      "interleaved with ours",
+      threads, steps, batch);
+  t.work.items = static_cast<double>(steps * batch);
+  t.work.flops = t.work.items * training_flops_per_sample(MlpSpec{});
+  return t;
+}
+
 Trial throughput_trial(const Params& p, GroupCache& cache) {
   const auto images = static_cast<std::size_t>(param_int(p, "images"));
   // A batch larger than the images would make an epoch one short step: not what this measures.
   if (const std::int64_t batch = param_int(p, "batch"); std::size_t(batch) > images)
     throw UsageError(
         fmt::format("parameter 'batch': {} is more than the {} images", batch, images));
+  if (param_str(p, "gemm") == "pytorch")
+    return pytorch_trial(static_cast<int>(param_int(p, "threads")),
+                         static_cast<std::size_t>(param_int(p, "batch")), images);
   auto data =
       cache.get<std::shared_ptr<const Dataset>>(fmt::format("fashion-mnist:{}", images), [&] {
         const data::FashionMnist fm = data::load_fashion_mnist();
@@ -216,7 +252,16 @@ Trial throughput_trial(const Params& p, GroupCache& cache) {
   };
   t.work.items = static_cast<double>(data->n);
   t.work.flops = static_cast<double>(data->n) * training_flops_per_sample(config.spec);
+  if (config.threads == 1 && !torch_why_not().empty())
+    t.notes["pytorch"] = "not measured: " + torch_why_not();
   return t;
+}
+
+// OpenBLAS and v4, and PyTorch where /usr/bin/python3 has it.
+std::vector<std::string> throughput_gemms() {
+  std::vector<std::string> v = {"openblas", "v4_register"};
+  if (torch_why_not().empty()) v.push_back("pytorch");
+  return v;
 }
 
 // Quick profile: 1 .. the hardware threads, and twice that (one oversubscribed point).
@@ -231,8 +276,9 @@ std::vector<std::string> quick_threads() {
 const bool registered_throughput = register_experiment({
     .id = "kernels/train_throughput",
     .chapter = "kernels",
-    .title = "Training throughput of the MLP (samples/s) against threads: OpenBLAS vs GEMM v4",
-    .axes = {{.name = "gemm", .values = {"openblas", "v4_register"}},
+    .title = "Training throughput of the MLP (samples/s) against threads: OpenBLAS vs GEMM v4, "
+             "PyTorch the peer",
+    .axes = {{.name = "gemm", .values = throughput_gemms()},
              {.name = "threads",
               .values = thread_counts(),
               .quick = quick_threads(),

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <map>
 #include <set>
 
 #include "../report_detail.hpp"
@@ -211,6 +212,22 @@ std::string own_label(const Record& r, const Figure& fig, const std::vector<std:
 
 }  // namespace
 
+// A stacked figure: each point becomes its slice of the bar, from the running top below it
+// (lo) to the new top (y and hi), the series summed in the order they were measured (the axis
+// order); the layout draws each slice as a box from lo to y, and no interval.
+void stack(ChartData& d) {
+  std::map<double, double> top;
+  for (auto& m : d.measured)
+    for (ChartPoint& p : m.series.points) {
+      p.lo = top[p.x];
+      top[p.x] += p.y;
+      p.y = p.hi = top[p.x];
+    }
+  d.chart.notes.push_back(
+      "Stacked: each box is one series' median, stacked from the bottom up in the legend's "
+      "order; the top of a bar is their sum (no confidence intervals drawn).");
+}
+
 std::optional<ChartData> measure(const std::vector<RunFile>& runs,
                                  const std::vector<std::string>& labels, const Experiment& e,
                                  const Figure& fig) {
@@ -221,7 +238,7 @@ std::optional<ChartData> measure(const std::vector<RunFile>& runs,
   chart.experiment = e.id;
   chart.kind = fig.kind;
   chart.x_label = fig.x_label.empty() ? fig.x : fig.x_label;
-  chart.log_x = fig.log_x && fig.kind != FigureKind::bars;
+  chart.log_x = fig.log_x && !is_bar_kind(fig.kind);
   chart.log_y = fig.log_y;
   d.scaling_axis = e.scaling_axis;
   d.x_is_workers = fig.x == e.scaling_axis;
@@ -252,10 +269,10 @@ std::optional<ChartData> measure(const std::vector<RunFile>& runs,
                                       invalid, invalid == 1 ? "" : "s"));
 
   // x: numbers, or categories for bars and for axes that are not numeric.
-  d.categorical = fig.kind == FigureKind::bars;
+  d.categorical = is_bar_kind(fig.kind);
   for (const Selected& s : sel)
     if (!number_value(s.x)) d.categorical = true;
-  if (d.categorical && fig.kind != FigureKind::bars) {
+  if (d.categorical && !is_bar_kind(fig.kind)) {
     chart.notes.push_back("'" + fig.x + "' is not numeric, so it is drawn as categories.");
     chart.log_x = false;
   }
@@ -318,6 +335,7 @@ std::optional<ChartData> measure(const std::vector<RunFile>& runs,
         "measured), or the declared work is wrong (see the records' notes).",
         above.size(), above.size() == 1 ? " lies" : "s lie", named));
   }
+  if (fig.kind == FigureKind::stacked) stack(d);
   bool first = true;
   for (auto& m : d.measured) {
     std::stable_sort(m.series.points.begin(), m.series.points.end(),

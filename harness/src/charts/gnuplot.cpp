@@ -56,7 +56,7 @@ std::string dat_label(std::string s) {
 // One block per series, measured first. A model's block says so and has only x and the model's
 // y: it is a curve, never a measurement with an interval.
 std::string write_dat(const ChartSpec& chart, const std::vector<const ChartSeries*>& drawn) {
-  const bool bars = chart.kind == FigureKind::bars;
+  const bool bars = is_bar_kind(chart.kind);
   std::string out;
   out += "# concurdl chart data: " + chart.title + "\n";
   out += "# experiment " + chart.experiment + ", drawn by " + chart.stem + ".gp\n";

@@ -77,7 +77,7 @@ std::optional<std::string> free_corner(const ChartSpec& chart,
                                        const std::vector<const ChartSeries*>& drawn,
                                        double log_x_base, std::size_t longest, std::size_t entries,
                                        double font_scale) {
-  if (chart.kind == FigureKind::bars) return std::nullopt;  // bars fill the bottom, tops vary
+  if (is_bar_kind(chart.kind)) return std::nullopt;  // bars fill the bottom, tops vary
   const double w = font_scale * ((static_cast<double>(longest) + 10) * 7 + 10) / 690;
   const double h = font_scale * (static_cast<double>(entries) * 17 + 12) / 400;
   if (w > 0.6 || h > 0.6) return std::nullopt;
@@ -235,7 +235,7 @@ std::string layout_settings(const ChartSpec& chart, const std::vector<const Char
     if (tilt) g += "set bmargin 7\n";
     g += fmt::format("set xrange [-0.5:{}]\n", num(categories.rbegin()->first + 0.5));
   }
-  if (chart.kind == FigureKind::bars) g += "set style fill solid 0.75 border -1\n";
+  if (is_bar_kind(chart.kind)) g += "set style fill solid 0.75 border -1\n";
   for (int i = 0; i < kColours; ++i)
     g += fmt::format("set linetype {} lc rgb '{}'\n", i + 1, kPalette[i]);
   g += fmt::format("set linetype cycle {}\n", kColours);
@@ -246,13 +246,16 @@ std::vector<std::string> plot_clauses(const ChartSpec& chart,
                                       const std::vector<const ChartSeries*>& drawn,
                                       const std::string& dat) {
   const auto measured = measured_of(drawn);
-  const bool bars = chart.kind == FigureKind::bars;
+  const bool bars = is_bar_kind(chart.kind);
+  // Stacked: every series' box on the same x, full width, from its slice's bottom (lo, column
+  // 3) to its top (y): data.cpp stacked them.
+  const bool stacked = chart.kind == FigureKind::stacked;
   // Measured series take colours 1..n. A model fitted to or following one series takes that
   // series' colour, dashed (an experiment's models dashtype 2, then 4 and 5 for that series'
   // further ones); the experiment's other models dark colours, dashtype 2; the harness's other
   // overlays (ideal, ceilings) are grey, each with its own dash pattern.
   std::vector<std::string> clauses;
-  const double width = bar_width(measured.size());
+  const double width = stacked ? bar_width(1) : bar_width(measured.size());
   int measured_i = 0, grey_i = 0, model_i = 0;
   std::map<int, int> models_of_owner;  // a series' second and third model: other dashes
   for (std::size_t i = 0; i < drawn.size(); ++i) {
@@ -284,10 +287,21 @@ std::vector<std::string> plot_clauses(const ChartSpec& chart,
     }
     const int colour = ++measured_i;
     if (bars) {
-      const double offset = bar_offset(static_cast<std::size_t>(measured_i - 1), measured.size());
+      const double offset =
+          stacked ? 0.0 : bar_offset(static_cast<std::size_t>(measured_i - 1), measured.size());
       const std::string x = fmt::format("($1{:+.4f})", offset);
+      // Past the palette, the colours come round again: a fill pattern tells them apart.
+      const std::string fill =
+          colour > kColours ? fmt::format(" fs pattern {} border -1", (colour - 1) / kColours + 1)
+                            : "";
+      if (stacked) {
+        clauses.push_back(src + " using " + x + ":(($2+$3)/2):(" + num(width / 2) +
+                          "):(($2-$3)/2) with boxxyerror lt " + std::to_string(colour) +
+                          (fill.empty() ? " fs solid 0.75 border -1" : fill) + title);
+        continue;
+      }
       clauses.push_back(src + " using " + x + ":2:(" + num(width) + ") with boxes lt " +
-                        std::to_string(colour) + title);
+                        std::to_string(colour) + fill + title);
       if (has_error_bars(s))
         clauses.push_back(src + " using " + x +
                           ":2:3:4 with yerrorbars lc rgb 'black' lw 1.5 pt 7 ps 0.3 notitle");
@@ -318,7 +332,7 @@ std::vector<ChartPoint> above_ceiling_marks(const ChartSpec& chart,
   for (std::size_t k = 0; k < measured.size(); ++k)
     for (ChartPoint p : measured[k]->points) {
       if (!p.above_ceiling) continue;
-      if (chart.kind == FigureKind::bars) p.x += bar_offset(k, measured.size());
+      if (chart.kind == FigureKind::bars) p.x += bar_offset(k, measured.size());  // not stacked
       marks.push_back(p);
     }
   return marks;

@@ -20,6 +20,7 @@
 
 #include "concurdl/kernels/ops.hpp"
 #include "concurdl/nn/random.hpp"
+#include "step_span.hpp"
 
 namespace concurdl::nn {
 
@@ -150,8 +151,11 @@ void Mlp::forward_layers(std::size_t first, std::size_t last, const float* in, s
     const float* w = weights(l);
     std::vector<float>& out_act = a.outputs_[l - first];
     out_act.resize(batch * out);
+    StepSpan gemm_span(l, "fwd_gemm");
     kernels::gemm(gemm_, Trans::no, Trans::yes, batch, out, in_w, 1.0f, in_act, in_w, w, in_w, 0.0f,
                   out_act.data(), out);
+    gemm_span.end();
+    StepSpan act_span(l, l + 1 < layers() ? "bias_relu" : "bias");
     kernels::add_bias_rows(out_act.data(), batch, out, out, w + out * in_w);
     if (l + 1 < layers()) kernels::relu_forward(out_act.data(), out_act.data(), batch * out);
     in_act = out_act.data();
@@ -178,6 +182,7 @@ void Mlp::backward_layers(std::size_t first, std::size_t last, Activations& a, c
   std::size_t spare = 0;
   if (last < layers()) {
     const std::size_t n = batch * spec_.widths[last];
+    StepSpan span(last - 1, "relu_grad");
     a.delta_[0].assign(dout, dout + n);
     kernels::relu_backward(a.output(last - 1), a.delta_[0].data(), n);
     delta = a.delta_[0].data();
@@ -188,20 +193,31 @@ void Mlp::backward_layers(std::size_t first, std::size_t last, Activations& a, c
     const float* w = weights(l);
     float* gw = grads_.data() + offsets_[l];
     const float* in_act = l == a.first_ ? a.input_ : a.output(l - 1);
-    kernels::gemm(gemm_, Trans::yes, Trans::no, out, in, batch, 1.0f, delta, out, in_act, in, beta,
-                  gw, in);
-    kernels::column_sums(delta, batch, out, out, gw + out * in, beta);
+    {
+      StepSpan span(l, "dw_gemm");
+      kernels::gemm(gemm_, Trans::yes, Trans::no, out, in, batch, 1.0f, delta, out, in_act, in,
+                    beta, gw, in);
+    }
+    {
+      StepSpan span(l, "db");
+      kernels::column_sums(delta, batch, out, out, gw + out * in, beta);
+    }
     if (on_layer_done) on_layer_done(l);
     if (l == first) {  // the input's gradient only when asked for: nothing in range needs it
-      if (din != nullptr)
+      if (din != nullptr) {
+        StepSpan span(l, "da_gemm");
         kernels::gemm(gemm_, Trans::no, Trans::no, batch, in, out, 1.0f, delta, out, w, in, 0.0f,
                       din, in);
+      }
       break;
     }
     std::vector<float>& next = a.delta_[spare];
     next.resize(batch * in);
+    StepSpan da_span(l, "da_gemm");
     kernels::gemm(gemm_, Trans::no, Trans::no, batch, in, out, 1.0f, delta, out, w, in, 0.0f,
                   next.data(), in);
+    da_span.end();
+    StepSpan relu_span(l - 1, "relu_grad");
     kernels::relu_backward(in_act, next.data(), batch * in);  // layer l - 1's ReLU
     delta = next.data();
     spare ^= 1;
@@ -228,8 +244,10 @@ float Mlp::forward_backward(const float* x, const std::uint8_t* labels, std::siz
   if (x == nullptr) throw std::invalid_argument("Mlp::forward_backward: null input");
   forward_layers(0, layers(), x, batch, step_acts_);
   dlogits_.resize(batch * spec_.widths.back());
+  StepSpan loss_span("loss");
   const LossResult head =
       softmax_xent_loss(step_acts_.output(), labels, batch, spec_.widths.back(), dlogits_.data());
+  loss_span.end();
   if (correct != nullptr) *correct = head.correct;
   backward_layers(0, layers(), step_acts_, dlogits_.data(), dx);
   return static_cast<float>(head.loss);

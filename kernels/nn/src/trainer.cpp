@@ -11,6 +11,7 @@
 
 #include "concurdl/kernels/threads.hpp"
 #include "concurdl/nn/random.hpp"
+#include "step_span.hpp"
 
 namespace concurdl::nn {
 
@@ -69,14 +70,18 @@ EpochResult Trainer::run_epoch(const std::function<void(const StepProgress&)>& o
   const auto start = Clock::now();
   for (std::size_t s = 0; s < steps; ++s) {
     const std::size_t first = s * batch, rows = std::min(batch, n - first);
+    StepSpan gather("gather");
     for (std::size_t i = 0; i < rows; ++i) {
       const std::uint32_t idx = order_[first + i];
       std::memcpy(batch_x_.data() + i * dim, train_.row(idx), dim * sizeof(float));
       batch_y_[i] = train_.y[idx];
     }
+    gather.end();
     std::size_t correct = 0;
     const float loss = model_.forward_backward(batch_x_.data(), batch_y_.data(), rows, &correct);
+    StepSpan sgd("sgd");
     opt_.step(model_.parameters(), model_.gradients());
+    sgd.end();
     ++state_.step;
 
     const double weighted = static_cast<double>(loss) * static_cast<double>(rows);

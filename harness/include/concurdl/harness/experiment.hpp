@@ -152,7 +152,11 @@ enum class FigureKind {
   efficiency,  // parallel efficiency vs x per series
   bars,        // y per series (x groups the bars), with 95% CI error bars
   lines,       // y vs x per series; log axes on request (metric vs size)
+  stacked,     // one bar per x, the series stacked on it in their axis order (no error bars):
+               // a step's time by phase, each box its phase's median, the top their sum
 };
+// Drawn as bars over categories (bars and stacked).
+inline bool is_bar_kind(FigureKind k) { return k == FigureKind::bars || k == FigureKind::stacked; }
 
 enum class Overlay {
   ideal,          // S(p) = p

@@ -1,14 +1,21 @@
 #!/usr/bin/python3
-"""PyTorch DDP as the peer of ch05/dp_train: the same MLP (784-256-128-10), per-rank batch,
-SGD (lr 0.02, momentum 0.9, weight decay 5e-4) and Fashion-MNIST images, over N processes with
-the gloo backend on this machine (torch.multiprocessing spawn, file:// rendezvous), one
-compute thread per process. Times `--repeat` windows of `--steps` steps each after `--warmup`
-steps and prints one JSON line on stdout:
+"""PyTorch as the peer of the suite's training: the same MLP (784-256-128-10), batch, SGD
+(lr 0.02, momentum 0.9, weight decay 5e-4) and Fashion-MNIST images, either
 
-  {"samples_per_s": ..., "ranks": N, "batch_per_rank": b, "global_batch": N*b,
-   "steps": s, "seconds": [one per window], "torch": "2.x", "backend": "gloo"}
+  --plain --threads T   a plain training loop in this process on T compute threads
+                        (torch.set_num_threads): the peer of kernels/train_throughput, or
+  --ranks N             DistributedDataParallel over N processes with the gloo backend on this
+                        machine (torch.multiprocessing spawn, file:// rendezvous), one compute
+                        thread per process: the peer of ch05/dp_train.
 
-  /usr/bin/python3 chapters/05-data-parallel/scripts/ddp_peer.py --ranks 2 --batch 64
+Times `--repeat` windows of `--steps` steps each after `--warmup` steps and prints one JSON line
+on stdout:
+
+  {"samples_per_s": ..., "ranks": N, "threads": T, "batch_per_rank": b, "global_batch": N*b,
+   "steps": s, "seconds": [one per window], "torch": "2.x", "backend": "gloo" | "plain"}
+
+  /usr/bin/python3 kernels/nn/scripts/torch_peer.py --ranks 2 --batch 64
+  /usr/bin/python3 kernels/nn/scripts/torch_peer.py --plain --threads 1 --batch 64
 
 Without torch it prints {"skipped": "why"} and exits 3, so that the caller can say why.
 """
@@ -58,6 +65,64 @@ def find_file(d, stem):
     raise FileNotFoundError(f"{d}: no {stem}(.gz) (apt-get install dataset-fashion-mnist)")
 
 
+def make_model():
+    import torch.nn as nn
+    return nn.Sequential(nn.Linear(784, 256), nn.ReLU(), nn.Linear(256, 128), nn.ReLU(),
+                         nn.Linear(128, 10))
+
+
+def load(args):
+    import torch
+    d = args.data or fashion_mnist_dir()
+    x = torch.from_numpy(read_idx_images(find_file(d, "train-images-idx3-ubyte"), args.images))
+    y = torch.from_numpy(read_idx_labels(find_file(d, "train-labels-idx1-ubyte"), args.images))
+    return x, y
+
+
+def timed_windows(args, step, barrier=None):
+    for _ in range(args.warmup):
+        step()
+    seconds = []
+    for _ in range(args.repeat):
+        if barrier:
+            barrier()
+        t0 = time.perf_counter()
+        for _ in range(args.steps):
+            step()
+        if barrier:
+            barrier()
+        seconds.append(time.perf_counter() - t0)
+    return seconds
+
+
+def plain(args):
+    """The plain loop: one process, args.threads compute threads, batches in a fixed order."""
+    import torch
+    import torch.nn as nn
+    torch.set_num_threads(args.threads)
+    x, y = load(args)
+    torch.manual_seed(1)
+    model = make_model()
+    opt = torch.optim.SGD(model.parameters(), lr=0.02, momentum=0.9, weight_decay=5e-4)
+    loss_fn = nn.CrossEntropyLoss()
+    order = torch.randperm(x.shape[0], generator=torch.Generator().manual_seed(1))
+    cursor = [0]
+
+    def step():
+        first = cursor[0]
+        if first + args.batch > x.shape[0]:
+            first = 0
+        idx = order[first: first + args.batch]
+        cursor[0] = first + args.batch
+        opt.zero_grad(set_to_none=True)
+        loss = loss_fn(model(x[idx]), y[idx])
+        loss.backward()
+        opt.step()
+        return float(loss)
+
+    return {"seconds": timed_windows(args, step), "torch": torch.__version__}
+
+
 def worker(rank, args, init_file, out_queue):
     import torch
     import torch.distributed as dist
@@ -65,12 +130,9 @@ def worker(rank, args, init_file, out_queue):
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method="file://" + init_file, rank=rank,
                             world_size=args.ranks)
-    d = args.data or fashion_mnist_dir()
-    x = torch.from_numpy(read_idx_images(find_file(d, "train-images-idx3-ubyte"), args.images))
-    y = torch.from_numpy(read_idx_labels(find_file(d, "train-labels-idx1-ubyte"), args.images))
+    x, y = load(args)
     torch.manual_seed(1)
-    model = nn.Sequential(nn.Linear(784, 256), nn.ReLU(), nn.Linear(256, 128), nn.ReLU(),
-                          nn.Linear(128, 10))
+    model = make_model()
     ddp = nn.parallel.DistributedDataParallel(model, bucket_cap_mb=args.bucket_mb)
     opt = torch.optim.SGD(ddp.parameters(), lr=0.02, momentum=0.9, weight_decay=5e-4)
     loss_fn = nn.CrossEntropyLoss()
@@ -91,16 +153,7 @@ def worker(rank, args, init_file, out_queue):
         opt.step()
         return float(loss)
 
-    for _ in range(args.warmup):
-        step()
-    seconds = []
-    for _ in range(args.repeat):
-        dist.barrier()
-        t0 = time.perf_counter()
-        for _ in range(args.steps):
-            step()
-        dist.barrier()
-        seconds.append(time.perf_counter() - t0)
+    seconds = timed_windows(args, step, dist.barrier)
     if rank == 0:
         out_queue.put({"seconds": seconds, "torch": torch.__version__})
     dist.destroy_process_group()
@@ -108,6 +161,8 @@ def worker(rank, args, init_file, out_queue):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--plain", action="store_true", help="one process, no DDP")
+    p.add_argument("--threads", type=int, default=1, help="compute threads (--plain)")
     p.add_argument("--ranks", type=int, default=2)
     p.add_argument("--batch", type=int, default=64, help="per-rank batch")
     p.add_argument("--steps", type=int, default=30, help="steps per timed window")
@@ -117,8 +172,8 @@ def main():
     p.add_argument("--bucket-mb", type=float, default=25.0, help="DDP bucket_cap_mb")
     p.add_argument("--data", default="", help="Fashion-MNIST directory")
     args = p.parse_args()
-    if args.ranks < 1 or args.batch < 1 or args.steps < 1 or args.repeat < 1:
-        print(json.dumps({"error": "ranks, batch, steps and repeat must be >= 1"}))
+    if min(args.ranks, args.threads, args.batch, args.steps, args.repeat) < 1:
+        print(json.dumps({"error": "ranks, threads, batch, steps and repeat must be >= 1"}))
         return 2
     try:
         import torch  # noqa: F401
@@ -127,6 +182,14 @@ def main():
         print(json.dumps({"skipped": f"{sys.executable} has no torch ({e}); "
                                      "apt-get install python3-torch"}))
         return 3
+    if args.plain:
+        r = plain(args)
+        best = sorted(r["seconds"])[len(r["seconds"]) // 2]
+        print(json.dumps({"samples_per_s": args.batch * args.steps / best, "ranks": 1,
+                          "threads": args.threads, "batch_per_rank": args.batch,
+                          "global_batch": args.batch, "steps": args.steps,
+                          "seconds": r["seconds"], "torch": r["torch"], "backend": "plain"}))
+        return 0
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     with tempfile.TemporaryDirectory(prefix="concurdl-ddp-") as tmp:
         init_file = os.path.join(tmp, "rendezvous")
@@ -138,7 +201,7 @@ def main():
     gb = args.batch * args.ranks
     best = sorted(seconds)[len(seconds) // 2]
     print(json.dumps({"samples_per_s": gb * args.steps / best, "ranks": args.ranks,
-                      "batch_per_rank": args.batch, "global_batch": gb, "steps": args.steps,
+                      "threads": 1, "batch_per_rank": args.batch, "global_batch": gb, "steps": args.steps,
                       "seconds": seconds, "torch": r["torch"], "backend": "gloo",
                       "bucket_cap_mb": args.bucket_mb}))
     return 0

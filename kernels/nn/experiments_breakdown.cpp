@@ -1,0 +1,185 @@
+// kernels/train_breakdown: where a training step's time goes. One epoch of the default MLP
+// (784-256-128-10, batch 64) is run with the step's phases recorded as spans (step_span.hpp: the
+// batch gather, each layer's forward GEMM and bias + ReLU, the loss, each layer's weight- and
+// input-gradient GEMMs, bias gradient and ReLU', the SGD update), and each configuration of the
+// `phase` axis (kPhases: the GEMMs per layer, the element-wise work in three groups) reports its
+// phase's time per step, with the step's time and the phase's fraction
+// of it; `other` is the step less every phase (the loop, the spans themselves). The phases of a
+// GEMM and thread count are measured round-robin, so the stacked bar of one configuration adds
+// up to its step. Each phase declares its FLOPs and bytes per step, so its FLOP/s and bytes/s
+// can be set beside the calibrated peak and bandwidth.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "concurdl/data/idx.hpp"
+#include "concurdl/harness/errors.hpp"
+#include "concurdl/harness/experiment.hpp"
+#include "concurdl/harness/trace.hpp"
+#include "concurdl/kernels/gemm.hpp"
+#include "concurdl/kernels/threads.hpp"
+#include "concurdl/nn/trainer.hpp"
+
+namespace concurdl::nn {
+
+namespace {
+
+constexpr std::size_t kBatch = 64;
+
+// The phases of the default MLP's step, in the order the step first runs them: each layer's
+// GEMMs apart (the bulk of the work), the element-wise work of all layers in three (forward bias
+// and ReLU, backward ReLU', bias gradients), so that the stacked bar stays readable. The spans
+// keep the layer of every phase (`concurdl run --trace` shows them).
+const std::vector<std::string> kPhases = {"gather",     "l0_fwd_gemm", "l1_fwd_gemm", "l2_fwd_gemm",
+                                          "bias_relu",  "loss",        "l2_dw_gemm",  "l2_da_gemm",
+                                          "l1_dw_gemm", "l1_da_gemm",  "l0_dw_gemm",  "relu_grad",
+                                          "db",         "sgd",         "other"};
+
+// The phase a span of the step belongs to: "l1_bias_relu" and "l2_bias" to bias_relu,
+// "l0_relu_grad" to relu_grad, "l2_db" to db; the rest are phases of their own.
+std::string phase_of(const std::string& span) {
+  for (const char* group : {"bias", "relu_grad", "db"})
+    if (span.size() > 3 && span[0] == 'l' && span.compare(3, std::string(group).size(), group) == 0)
+      return std::string(group) == "bias" ? "bias_relu" : group;
+  return span;
+}
+
+// What one phase does per step of `rows` rows: FLOPs (GEMMs: 2mnk) and bytes (element-wise:
+// what it reads and writes), summed over the layers for the element-wise groups.
+Work phase_work(const std::string& phase, const MlpSpec& spec, std::size_t rows) {
+  Work w;
+  const double b = static_cast<double>(rows), f = sizeof(float);
+  const std::size_t layers = spec.widths.size() - 1;
+  const auto width = [&](std::size_t i) { return static_cast<double>(spec.widths[i]); };
+  if (phase == "gather") w.bytes = 2.0 * b * width(0) * f;
+  if (phase == "sgd") {
+    double params = 0;
+    for (std::size_t l = 0; l < layers; ++l) params += width(l + 1) * (width(l) + 1);
+    w.bytes = 5.0 * params * f;  // p, g, v read; p, v written
+  }
+  for (std::size_t l = 0; l < layers; ++l) {
+    const double out = width(l + 1);
+    if (phase == "bias_relu") w.bytes += 2.0 * b * out * f;  // read and written once, fused
+    if (phase == "db") w.bytes += b * out * f;
+    if (phase == "relu_grad" && l + 1 < layers) w.bytes += 3.0 * b * out * f;  // act, dA in, out
+  }
+  if (phase.size() > 3 && phase[0] == 'l' && phase.find("_gemm") != std::string::npos) {
+    const auto l = static_cast<std::size_t>(phase[1] - '0');
+    w.flops = 2.0 * b * width(l) * width(l + 1);
+  }
+  return w;
+}
+
+struct BreakdownState {
+  std::shared_ptr<const Dataset> data;
+  TrainConfig config;
+  std::unique_ptr<Trainer> trainer;
+  EpochResult last;
+};
+
+Trial breakdown_trial(const Params& p, GroupCache& cache) {
+  const std::string phase = param_str(p, "phase");
+  if (std::find(kPhases.begin(), kPhases.end(), phase) == kPhases.end())
+    throw UsageError(fmt::format("parameter 'phase': '{}' is not a phase of the step", phase));
+  const auto images = static_cast<std::size_t>(param_int(p, "images"));
+  auto data =
+      cache.get<std::shared_ptr<const Dataset>>(fmt::format("fashion-mnist:{}", images), [&] {
+        const data::FashionMnist fm = data::load_fashion_mnist();
+        return std::make_shared<const Dataset>(to_dataset(fm.train, images));
+      });
+  auto st = std::make_shared<BreakdownState>();
+  st->data = data;
+  st->config.batch = kBatch;
+  st->config.threads = static_cast<int>(param_int(p, "threads"));
+  if (!kernels::parse_gemm_version(param_str(p, "gemm"), st->config.gemm))
+    throw UsageError(fmt::format("gemm: '{}' is not a GEMM version", param_str(p, "gemm")));
+  const double steps = std::ceil(static_cast<double>(data->n) / kBatch);
+  Trial t;
+  t.reset = [st] {
+    st->trainer = std::make_unique<Trainer>(st->config, *st->data);
+    kernels::settle_runtime(st->config.gemm == kernels::GemmVersion::openblas
+                                ? kernels::ThreadRuntime::openblas
+                                : kernels::ThreadRuntime::openmp);
+  };
+  t.measure = [st, phase, steps]() -> Sample {
+    trace::Recorder& rec = trace::Recorder::global();
+    rec.start();
+    st->last = st->trainer->run_epoch();
+    const std::vector<trace::Event> events = rec.stop();
+    std::map<std::string, double> seconds;
+    double spans = 0;
+    for (const trace::Event& e : events)
+      if (e.category == "step") {
+        seconds[phase_of(e.name)] += e.dur_us * 1e-6;
+        spans += e.dur_us * 1e-6;
+      }
+    const double step = st->last.seconds / steps;
+    const double mine = (phase == "other" ? st->last.seconds - spans : seconds[phase]) / steps;
+    return Sample(mine, {{"step_s", step}, {"fraction", step > 0 ? mine / step : 0.0}});
+  };
+  t.check = [st]() -> std::string {
+    if (!std::isfinite(st->last.loss) || st->last.loss >= std::log(10.0))
+      return fmt::format(
+          "mean loss {:.3f} after one epoch: not finite, or not below chance "
+          "(ln 10 = 2.303)",
+          st->last.loss);
+    return "";
+  };
+  t.work = phase_work(phase, st->config.spec, kBatch);  // per step: the sample is per step
+  return t;
+}
+
+const bool registered = register_experiment({
+    .id = "kernels/train_breakdown",
+    .chapter = "kernels",
+    .title = "Where a training step's time goes: each phase of the MLP's step (batch 64), per "
+             "step and as a fraction of it",
+    .axes = {{.name = "gemm", .values = {"openblas", "v4_register"}},
+             {.name = "threads",
+              .values = thread_counts_up_to_cores(),
+              .kind = AxisKind::count,
+              .max = kMaxThreads},
+             {.name = "phase", .values = kPhases},
+             {.name = "images",
+              .values = {"6400"},
+              .quick = {"3200"},
+              .kind = AxisKind::count,
+              .max = data::kFashionMnistTrain,
+              .smoke = {"640"}}},
+    .metrics = {{.name = "step_s",
+                 .unit = "s",
+                 .lower_is_better = true,
+                 .what = "the whole step's time, measured in the same epoch as the phase"},
+                {.name = "fraction",
+                 .unit = "",
+                 .lower_is_better = true,
+                 .what = "the phase's share of the step"}},
+    .interleave = {"phase"},
+    .repetitions = 7,
+    .prepare = breakdown_trial,
+    .figures = {{.id = "phases_openblas",
+                 .title = "A training step by phase, OpenBLAS GEMM (s per step of 64 samples)",
+                 .kind = FigureKind::stacked,
+                 .x = "threads",
+                 .y = "median",
+                 .series = "phase",
+                 .where = {{"gemm", "openblas"}},
+                 .y_label = "seconds per step"},
+                {.id = "phases_v4",
+                 .title = "A training step by phase, GEMM v4 (s per step of 64 samples)",
+                 .kind = FigureKind::stacked,
+                 .x = "threads",
+                 .y = "median",
+                 .series = "phase",
+                 .where = {{"gemm", "v4_register"}},
+                 .y_label = "seconds per step"}},
+});
+
+}  // namespace
+
+}  // namespace concurdl::nn
