@@ -430,3 +430,42 @@ TEST(Runner, ARooflineBoundsTheTimeAndTheImpossibleFails) {
   EXPECT_DOUBLE_EQ(roofline_time({0, 1e9, 0}, {4e9, 1e8, ""}), 0.25);
   EXPECT_DOUBLE_EQ(roofline_time({0, 1e9, 1e9}, {}), 0.0);  // no rates, no bound
 }
+
+namespace {
+const bool registered_per_worker = [] {
+  register_experiment({
+      .id = "test/runner_peak_per_worker",
+      .chapter = "98-runner-test",
+      .title = "FLOP/s against the peak of the record's threads",
+      .axes = {{"threads", {"1", "2", "4"}, {}, AxisKind::count}},
+      .ceiling = Ceiling::peak_flops_per_worker,
+      .prepare =
+          [](const Params&, GroupCache&) {
+            Trial t;
+            t.measure = [] { return 1.0; };
+            t.work = {0, 0, 1e9};
+            return t;
+          },
+  });
+  return true;
+}();
+}  // namespace
+
+// Ceiling::peak_flops_per_worker: one core's peak times the threads, at most all cores'.
+TEST(Runner, APerWorkerPeakScalesWithTheThreadsUpToAllCores) {
+  RunOptions opt;
+  opt.progress = false;
+  opt.repeat = 2;
+  Calibration calib;
+  calib.peak_flops_1core = 2e9;
+  calib.peak_flops = 5e9;  // 2.5 cores' worth: 4 threads are held to it, not to 8e9
+  std::vector<Record> records =
+      run_configs(configs_of("test/runner_peak_per_worker", opt), opt, calib);
+  ASSERT_EQ(records.size(), 3u);
+  std::map<std::string, double> fraction;
+  for (const Record& r : records)
+    fraction[r.params.at("threads")] = r.derived.at("fraction_of_ceiling");
+  EXPECT_DOUBLE_EQ(fraction["1"], 0.5);   // 1e9 FLOP/s of 2e9
+  EXPECT_DOUBLE_EQ(fraction["2"], 0.25);  // of 4e9
+  EXPECT_DOUBLE_EQ(fraction["4"], 0.2);   // of all cores' 5e9
+}

@@ -42,7 +42,8 @@ void flag_above_ceiling(Record& r, const Calibration& calib) {
   if (auto it = r.derived.find("fraction_of_ceiling");
       it != r.derived.end() && it->second > kTolerance) {
     const Experiment* e = find_experiment(r.experiment);
-    note(it->second, e && e->ceiling == Ceiling::peak_flops ? "peak FLOP/s" : "memory bandwidth");
+    note(it->second,
+         !e || e->ceiling == Ceiling::mem_bandwidth ? "memory bandwidth" : "peak FLOP/s");
   } else if (auto f = r.derived.find("flops_per_s"); f != r.derived.end() && calib.peak_flops > 0 &&
                                                      f->second > kTolerance * calib.peak_flops) {
     note(f->second / calib.peak_flops, "peak FLOP/s");
@@ -88,6 +89,14 @@ void derive_metrics(std::vector<Record>& records, const Calibration& calib) {
     if (e && e->ceiling == Ceiling::peak_flops && calib.peak_flops > 0 &&
         r.derived.count("flops_per_s"))
       r.derived["fraction_of_ceiling"] = r.derived["flops_per_s"] / calib.peak_flops;
+    if (e && e->ceiling == Ceiling::peak_flops_per_worker && calib.peak_flops_1core > 0 &&
+        r.derived.count("flops_per_s")) {
+      const double p = std::max(1.0, workers(r.params, e->scaling_axis));
+      const double peak = calib.peak_flops > 0
+                              ? std::min(p * calib.peak_flops_1core, calib.peak_flops)
+                              : p * calib.peak_flops_1core;
+      r.derived["fraction_of_ceiling"] = r.derived["flops_per_s"] / peak;
+    }
     flag_above_ceiling(r, calib);
   }
 }

@@ -23,6 +23,7 @@
 #include "concurdl/harness/trace.hpp"
 #include "concurdl/kernels/gemm.hpp"
 #include "concurdl/kernels/threads.hpp"
+#include "concurdl/nn/step_phases.hpp"
 #include "concurdl/nn/trainer.hpp"
 
 namespace concurdl::nn {
@@ -107,6 +108,7 @@ Trial breakdown_trial(const Params& p, GroupCache& cache) {
                                 : kernels::ThreadRuntime::openmp);
   };
   t.measure = [st, phase, steps]() -> Sample {
+    const StepPhaseSpans phases;
     trace::Recorder& rec = trace::Recorder::global();
     rec.start();
     st->last = st->trainer->run_epoch();

@@ -295,6 +295,7 @@ const bool registered_throughput = register_experiment({
               .kind = AxisKind::count,
               .max = data::kFashionMnistTrain}},  // the training set has no more
     .baseline = {{"threads", "1"}},
+    .ceiling = Ceiling::peak_flops_per_worker,  // the step's FLOPs against its threads' FMA peak
     .interleave = {"gemm", "threads"},
     .prepare = throughput_trial,
     .figures = {{.id = "samples_per_s",

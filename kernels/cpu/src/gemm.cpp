@@ -105,8 +105,10 @@ void gemm(GemmVersion v, Trans ta, Trans tb, std::size_t m, std::size_t n, std::
     case GemmVersion::v3_blocked:
       return detail::gemm_v3(g);
     case GemmVersion::v4_register:
+      note_gemm_runtime(ThreadRuntime::openmp);
       return detail::gemm_v4(g);
     case GemmVersion::openblas:
+      note_gemm_runtime(ThreadRuntime::openblas);
       if (k == 0) return detail::scale_c(g);  // some BLAS builds reject k == 0
       cblas_sgemm(CblasRowMajor, ta == Trans::no ? CblasNoTrans : CblasTrans,
                   tb == Trans::no ? CblasNoTrans : CblasTrans, static_cast<int>(m),

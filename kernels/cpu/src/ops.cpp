@@ -1,7 +1,9 @@
-// Reductions, element-wise ops and softmax cross-entropy (ops.hpp). Each parallel loop is a
+// Reductions, element-wise ops and softmax cross-entropy (ops.hpp). Each parallel reduction is a
 // static OpenMP loop over a fixed partition (chunks of kReduceChunk elements, blocks of rows or
 // columns) whose size never depends on the thread count, so every result is bit-identical at
 // any number of threads; `if(...)` keeps inputs too small to pay for the team on one thread.
+// The element-wise ops split [0, n) however (for_range), and run inputs below kParallelMin as
+// plain loops on the calling thread.
 #include "concurdl/kernels/ops.hpp"
 
 #include <algorithm>
@@ -144,38 +146,42 @@ Cost column_sums_cost(std::size_t rows, std::size_t cols) {
 // ---- element-wise -----------------------------------------------------------------------
 
 void add_bias_rows(float* y, std::size_t rows, std::size_t cols, std::size_t ldy, const float* b) {
-#pragma omp parallel for num_threads(compute_threads()) \
-    schedule(static) if (rows * cols >= kParallelMin)
-  for (std::size_t r = 0; r < rows; ++r) {
-    float* row = y + r * ldy;
-    for (std::size_t c = 0; c < cols; ++c) row[c] += b[c];
-  }
+  for_range(rows, rows * cols >= kParallelMin, [=](std::size_t r0, std::size_t r1) {
+    for (std::size_t r = r0; r < r1; ++r) {
+      float* row = y + r * ldy;
+      for (std::size_t c = 0; c < cols; ++c) row[c] += b[c];
+    }
+  });
 }
 Cost add_bias_rows_cost(std::size_t rows, std::size_t cols) {
   return {fl(rows) * fl(cols), kF * (2 * fl(rows) * fl(cols) + fl(cols))};
 }
 
 void relu_forward(const float* x, float* y, std::size_t n) {
-#pragma omp parallel for simd num_threads(compute_threads()) schedule(static) if (n >= kParallelMin)
-  for (std::size_t i = 0; i < n; ++i) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+  for_range(n, n >= kParallelMin, [=](std::size_t b, std::size_t e) {
+    for (std::size_t i = b; i < e; ++i) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+  });
 }
 Cost relu_forward_cost(std::size_t n) { return {fl(n), 2 * kF * fl(n)}; }
 
 void relu_backward(const float* act, float* dx, std::size_t n) {
-#pragma omp parallel for simd num_threads(compute_threads()) schedule(static) if (n >= kParallelMin)
-  for (std::size_t i = 0; i < n; ++i) dx[i] = act[i] > 0.0f ? dx[i] : 0.0f;
+  for_range(n, n >= kParallelMin, [=](std::size_t b, std::size_t e) {
+    for (std::size_t i = b; i < e; ++i) dx[i] = act[i] > 0.0f ? dx[i] : 0.0f;
+  });
 }
 Cost relu_backward_cost(std::size_t n) { return {fl(n), 3 * kF * fl(n)}; }
 
 void axpy(std::size_t n, float a, const float* x, float* y) {
-#pragma omp parallel for simd num_threads(compute_threads()) schedule(static) if (n >= kParallelMin)
-  for (std::size_t i = 0; i < n; ++i) y[i] += a * x[i];
+  for_range(n, n >= kParallelMin, [=](std::size_t b, std::size_t e) {
+    for (std::size_t i = b; i < e; ++i) y[i] += a * x[i];
+  });
 }
 Cost axpy_cost(std::size_t n) { return {2 * fl(n), 3 * kF * fl(n)}; }
 
 void scale(std::size_t n, float a, float* x) {
-#pragma omp parallel for simd num_threads(compute_threads()) schedule(static) if (n >= kParallelMin)
-  for (std::size_t i = 0; i < n; ++i) x[i] *= a;
+  for_range(n, n >= kParallelMin, [=](std::size_t b, std::size_t e) {
+    for (std::size_t i = b; i < e; ++i) x[i] *= a;
+  });
 }
 Cost scale_cost(std::size_t n) { return {fl(n), 2 * kF * fl(n)}; }
 
@@ -225,13 +231,14 @@ void softmax_xent_backward(const float* probs, const std::uint8_t* labels, std::
   check_labels("softmax_xent_backward", labels, rows, classes);
   if (rows == 0) return;
   const float inv = 1.0f / static_cast<float>(rows);
-#pragma omp parallel for num_threads(compute_threads()) \
-    schedule(static) if (rows * classes >= kParallelMin)
-  for (std::size_t r = 0; r < rows; ++r) {
-    const float* p = probs + r * classes;
-    float* d = dlogits + r * classes;
-    for (std::size_t k = 0; k < classes; ++k) d[k] = (p[k] - (k == labels[r] ? 1.0f : 0.0f)) * inv;
-  }
+  for_range(rows, rows * classes >= kParallelMin, [=](std::size_t r0, std::size_t r1) {
+    for (std::size_t r = r0; r < r1; ++r) {
+      const float* p = probs + r * classes;
+      float* d = dlogits + r * classes;
+      for (std::size_t k = 0; k < classes; ++k)
+        d[k] = (p[k] - (k == labels[r] ? 1.0f : 0.0f)) * inv;
+    }
+  });
 }
 Cost softmax_xent_backward_cost(std::size_t rows, std::size_t classes) {
   return {2 * fl(rows) * fl(classes), kF * 2 * fl(rows) * fl(classes) + fl(rows)};

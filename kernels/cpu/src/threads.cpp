@@ -40,6 +40,18 @@ void set_compute_threads(int n) {
 
 int compute_threads() { return setting().load(std::memory_order_relaxed); }
 
+namespace {
+std::atomic<bool> g_after_openblas{false};
+}
+
+void note_gemm_runtime(ThreadRuntime r) {
+  const bool openblas = r == ThreadRuntime::openblas;
+  if (g_after_openblas.load(std::memory_order_relaxed) != openblas)
+    g_after_openblas.store(openblas, std::memory_order_relaxed);
+}
+
+bool after_openblas_gemm() { return g_after_openblas.load(std::memory_order_relaxed); }
+
 void settle_runtime(ThreadRuntime next) {
   static std::atomic<int> last{-1};
   const int was = last.exchange(static_cast<int>(next));

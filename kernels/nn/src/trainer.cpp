@@ -4,6 +4,7 @@
 #include "concurdl/nn/trainer.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <stdexcept>
@@ -16,6 +17,7 @@
 namespace concurdl::nn {
 
 namespace {
+std::atomic<bool> g_step_phase_spans{false};
 
 void check_dataset(const char* who, const Dataset& d, const MlpSpec& spec) {
   if (d.dim != spec.widths.front())
@@ -33,6 +35,9 @@ void check_dataset(const char* who, const Dataset& d, const MlpSpec& spec) {
 }
 
 }  // namespace
+
+void set_step_phase_spans(bool on) { g_step_phase_spans.store(on, std::memory_order_relaxed); }
+bool step_phase_spans() { return g_step_phase_spans.load(std::memory_order_relaxed); }
 
 float epoch_lr(const TrainConfig& config, std::uint64_t epoch) {
   float lr = config.sgd.lr;  // repeated multiplication, not std::pow: the same float everywhere

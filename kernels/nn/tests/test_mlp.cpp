@@ -6,12 +6,15 @@
 #include <cmath>
 #include <cstdint>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
+#include "concurdl/harness/trace.hpp"
 #include "concurdl/kernels/ops.hpp"
 #include "concurdl/kernels/threads.hpp"
 #include "concurdl/nn/mlp.hpp"
 #include "concurdl/nn/sgd.hpp"
+#include "concurdl/nn/step_phases.hpp"
 #include "test_util.hpp"
 
 namespace concurdl::nn {
@@ -264,3 +267,31 @@ TEST(Sgd, MomentumAndWeightDecayFollowTheFormula) {
 
 }  // namespace
 }  // namespace concurdl::nn
+
+// The step's phases as trace spans (kernels/train_breakdown): every GEMM, element-wise phase and
+// the loss of a forward and backward, once each, nested in nothing; none while phase spans are
+// off, even with a trace recording (chapters 05, 06 and 08's timelines stay as they were).
+TEST(Mlp, StepPhaseSpansNameEveryPhaseOnlyWhenAskedFor) {
+  using namespace concurdl;
+  nn::Mlp model(nn::MlpSpec{{12, 8, 6, 4}}, 1, kernels::GemmVersion::v4_register);
+  std::vector<float> x(5 * 12);
+  for (std::size_t i = 0; i < x.size(); ++i) x[i] = std::sin(0.37f * static_cast<float>(i));
+  const std::vector<std::uint8_t> labels = {0, 1, 2, 3, 1};
+  const auto phases = [&] {
+    trace::Recorder& rec = trace::Recorder::global();
+    rec.start();
+    model.forward_backward(x.data(), labels.data(), 5);
+    std::vector<std::string> names;
+    for (const trace::Event& e : rec.stop())
+      if (e.category == "step") names.push_back(e.name);
+    return names;
+  };
+  EXPECT_TRUE(phases().empty());
+  const nn::StepPhaseSpans on;
+  const std::vector<std::string> want = {
+      "l0_fwd_gemm", "l0_bias_relu", "l1_fwd_gemm",  "l1_bias_relu", "l2_fwd_gemm",  "l2_bias",
+      "loss",        "l2_dw_gemm",   "l2_db",        "l2_da_gemm",   "l1_relu_grad", "l1_dw_gemm",
+      "l1_db",       "l1_da_gemm",   "l0_relu_grad", "l0_dw_gemm",   "l0_db"};
+  std::vector<std::string> got = phases();
+  EXPECT_EQ(got, want);
+}

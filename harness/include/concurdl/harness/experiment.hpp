@@ -219,7 +219,10 @@ struct Figure {
   std::vector<Model> models;  // analytical curves drawn dashed beside the series
 };
 
-enum class Ceiling { none, mem_bandwidth, peak_flops };
+// What fraction_of_ceiling divides by: the calibrated memory bandwidth, the calibrated peak
+// FLOP/s of all cores, or that of the record's workers (the scaling axis's value: one core's
+// peak times the workers, at most all cores'), for a step whose threads are an axis.
+enum class Ceiling { none, mem_bandwidth, peak_flops, peak_flops_per_worker };
 
 // Configurations that do not apply: for those matching `when`, the listed axes mean nothing
 // (the sync loader has no workers), so the sweep keeps one configuration instead of measuring
