@@ -189,6 +189,29 @@ void pack_a_panel(const GemmArgs& g, std::size_t i0, std::size_t rows, std::size
     for (std::size_t p = 0; p < kc; ++p) dst[p * kMR + i] = 0.0f;
 }
 
+// Eight rows of eight floats transposed in registers: r[q][i] becomes r[i][q]. Three rounds of
+// two-input shuffles (floats, pairs, halves), as the AVX unpack / shuffle / permute sequence;
+// __builtin_shufflevector (GCC 12 and Clang) with constant lanes.
+using V8 = float __attribute__((vector_size(8 * sizeof(float))));
+static_assert(kNR % 8 == 0);
+inline void transpose8(V8 (&r)[8]) {
+  V8 t[8], u[8];
+  for (int q = 0; q < 8; q += 2) {
+    t[q] = __builtin_shufflevector(r[q], r[q + 1], 0, 8, 1, 9, 4, 12, 5, 13);
+    t[q + 1] = __builtin_shufflevector(r[q], r[q + 1], 2, 10, 3, 11, 6, 14, 7, 15);
+  }
+  for (int q = 0; q < 8; q += 4) {
+    u[q] = __builtin_shufflevector(t[q], t[q + 2], 0, 1, 8, 9, 4, 5, 12, 13);
+    u[q + 1] = __builtin_shufflevector(t[q], t[q + 2], 2, 3, 10, 11, 6, 7, 14, 15);
+    u[q + 2] = __builtin_shufflevector(t[q + 1], t[q + 3], 0, 1, 8, 9, 4, 5, 12, 13);
+    u[q + 3] = __builtin_shufflevector(t[q + 1], t[q + 3], 2, 3, 10, 11, 6, 7, 14, 15);
+  }
+  for (int q = 0; q < 4; ++q) {
+    r[q] = __builtin_shufflevector(u[q], u[q + 4], 0, 1, 2, 3, 8, 9, 10, 11);
+    r[q + 4] = __builtin_shufflevector(u[q], u[q + 4], 4, 5, 6, 7, 12, 13, 14, 15);
+  }
+}
+
 // op(B)[p0 .. p0+kc, j0 .. j0+cols] into one NR-column panel, row by row; columns past cols
 // are zero.
 template <Trans TB>
@@ -201,12 +224,27 @@ void pack_b_panel(const GemmArgs& g, std::size_t p0, std::size_t kc, std::size_t
       for (std::size_t j = cols; j < kNR; ++j) dst[p * kNR + j] = 0.0f;
     }
   } else {  // B(p, j) = b[j * ldb + p]: read along rows of B
-    // A transpose: a block of kPackRows rows of the panel at a time, so that the lines being
+    // A transpose. A whole panel goes 8 x 8 at a time through registers (transpose8: eight
+    // rows of B read as vectors, eight rows of the panel written as vectors, 24 shuffles in
+    // between); what is left (a narrow last panel, the last rows below a multiple of 8), float
+    // by float, a block of kPackRows rows of the panel at a time, so that the lines being
     // written stay in L1 while every column visits them (the whole panel, KC x NR floats, is
     // 64 KiB with AVX-512: written column by column, each column evicted the last from a 48 KiB
-    // L1, and the forward GEMM of a training step, X W^T, spent about half its time here).
+    // L1). The forward GEMM of a training step, X W^T, packs all of W this way every step.
+    std::size_t done = 0;
+    if (cols == kNR) {
+      for (; done + 8 <= kc; done += 8)
+        for (std::size_t jb = 0; jb < kNR; jb += 8) {
+          V8 r[8];
+          for (std::size_t q = 0; q < 8; ++q)
+            std::memcpy(&r[q], g.b + (j0 + jb + q) * g.ldb + p0 + done, sizeof(V8));
+          transpose8(r);
+          for (std::size_t q = 0; q < 8; ++q)
+            std::memcpy(dst + (done + q) * kNR + jb, &r[q], sizeof(V8));
+        }
+    }
     constexpr std::size_t kPackRows = 64;
-    for (std::size_t pb = 0; pb < kc; pb += kPackRows) {
+    for (std::size_t pb = done; pb < kc; pb += kPackRows) {
       const std::size_t pe = std::min(kc, pb + kPackRows);
       for (std::size_t j = 0; j < cols; ++j) {
         const float* src = g.b + (j0 + j) * g.ldb + p0;
@@ -300,9 +338,12 @@ Grid split(std::size_t m, std::size_t n, std::size_t threads) {
   return best;
 }
 
-// Below this many multiply-adds (~60 us on one core) a team costs more than it saves, and on a
-// busy machine a worker that has to wait for a core can cost milliseconds.
-constexpr double kParallelMinMacs = 1 << 22;
+// Below this many multiply-adds (2M: ~10 us on a Zen 5 core, ~30 us on older ones) a team costs
+// more than it saves, and on a busy machine a worker that has to wait for a core can cost
+// milliseconds. At 2^21 the 64 x 256 x 128 GEMMs of a training step's second layer are in:
+// measured at 2 threads (Zen 5 guest), their three GEMMs 73 -> 43 us a step, the step from
+// 208K to 262K samples/s; at 2^22 (the value before) they ran on one thread.
+constexpr double kParallelMinMacs = 1 << 21;
 
 template <Trans TA, Trans TB>
 void v4_packed(const GemmArgs& g) {
