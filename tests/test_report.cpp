@@ -18,10 +18,12 @@
 #include "concurdl/build_info.hpp"
 #include "concurdl/harness/report.hpp"
 #include "concurdl/harness/stats.hpp"
+#include "report_test_util.hpp"
 
 namespace {
 
 namespace fs = std::filesystem;
+using namespace report_test;
 using namespace concurdl;
 
 constexpr const char* kId = "test/report_demo";
@@ -149,60 +151,12 @@ RunFile demo_run(const std::string& host, const std::string& dir = "") {
   return run;
 }
 
-const ChartSpec* find_chart(const std::vector<ChartSpec>& charts, const std::string& stem) {
-  for (const auto& c : charts)
-    if (c.stem == stem) return &c;
-  return nullptr;
-}
-
-const ChartSeries* find_series(const ChartSpec& c, const std::string& label) {
-  for (const auto& s : c.series)
-    if (s.label == label) return &s;
-  return nullptr;
-}
-
 // The serial fraction in a legend "Amdahl fit (NAME): f = 0.05", or -1.
 double legend_f(const std::string& text, const std::string& name) {
   std::smatch m;
   const std::regex re("Amdahl fit \\(" + name + "\\): f = ([0-9.eE+-]+)");
   return std::regex_search(text, m, re) ? std::stod(m[1]) : -1;
 }
-
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-bool gnuplot_available() {
-  if (std::getenv("CONCURDL_GNUPLOT")) return false;
-  if (*build::gnuplot && ::access(build::gnuplot, X_OK) == 0) return true;
-  return std::system("command -v gnuplot > /dev/null 2>&1") == 0;
-}
-
-class TempDir {
- public:
-  TempDir() {
-    static int counter = 0;
-    path_ = fs::temp_directory_path() / ("concurdl_test_report_" + std::to_string(::getpid()) +
-                                         "_" + std::to_string(++counter));
-    fs::remove_all(path_);
-    fs::create_directories(path_);
-  }
-  ~TempDir() {
-    if (std::getenv("CONCURDL_KEEP_TEST_OUTPUT")) {
-      std::fprintf(stderr, "kept %s\n", path_.c_str());
-      return;
-    }
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
 
 // Sets an environment variable for one test and puts the old value back.
 class ScopedEnv {
@@ -672,65 +626,6 @@ TEST(ReportFiles, QuotesAndUnderscoresInLabelsDoNotBreakTheScript) {
   const std::string svg = slurp(f.svg);
   EXPECT_NE(svg.find("under_scores"), std::string::npos);
   EXPECT_EQ(svg.find("<b>"), std::string::npos);  // escaped, so it can be inlined in HTML
-}
-
-}  // namespace
-
-namespace {
-
-// A stacked figure: each series a slice of one bar per x, from the running top below it to the
-// new top, in the axis order; drawn as boxes from slice to slice, without intervals.
-constexpr const char* kStackId = "test/report_stacked";
-TEST(ReportCharts, AStackedFigureStacksTheSeriesInTheirOrder) {
-  static const bool registered = register_experiment({
-      .id = kStackId,
-      .chapter = "99-test",
-      .title = "Report stacked",
-      .axes = {{.name = "phase", .values = {"load", "compute", "store"}},
-               {.name = "threads", .values = {"1", "2"}, .kind = AxisKind::count}},
-      .prepare = [](const Params&, GroupCache&) { return Trial{.run = [] {}}; },
-      .figures = {{.id = "phases",
-                   .title = "Time by phase",
-                   .kind = FigureKind::stacked,
-                   .x = "threads",
-                   .series = "phase"}},
-  });
-  (void)registered;
-  RunFile run;
-  run.provenance = {{"host", "stack"}};
-  const std::map<std::string, double> seconds = {{"load", 1}, {"compute", 4}, {"store", 2}};
-  for (const char* threads : {"1", "2"})
-    for (const char* phase : {"load", "compute", "store"}) {
-      Record r;
-      r.experiment = kStackId;
-      r.chapter = "99-test";
-      r.params = {{"phase", phase}, {"threads", threads}};
-      const double s = seconds.at(phase) / (threads[0] == '2' ? 2.0 : 1.0);
-      r.samples = {0.9 * s, s, 1.1 * s};
-      r.stats = summarize(r.samples);
-      run.records.push_back(r);
-    }
-  const auto charts = build_charts({run});
-  const ChartSpec* c = find_chart(charts, "test_report_stacked_phases");
-  ASSERT_NE(c, nullptr);
-  ASSERT_EQ(c->series.size(), 3u);
-  EXPECT_EQ(c->series[0].label, "load");  // the bottom slice first, as the axis orders them
-  EXPECT_EQ(c->series[2].label, "store");
-  const ChartPoint& compute_at_1 = c->series[1].points.at(0);
-  EXPECT_DOUBLE_EQ(compute_at_1.lo, 1.0);  // on top of load
-  EXPECT_DOUBLE_EQ(compute_at_1.y, 5.0);
-  const ChartPoint& store_at_2 = c->series[2].points.at(1);
-  EXPECT_DOUBLE_EQ(store_at_2.lo, 2.5);
-  EXPECT_DOUBLE_EQ(store_at_2.y, 3.5);  // the bar's top: the sum of its slices
-  TempDir tmp;
-  std::string warning;
-  const ChartFiles f = render_chart(*c, tmp.path(), warning);
-  if (gnuplot_available()) {
-    EXPECT_EQ(warning, "");
-  }
-  const std::string gp = slurp(f.gp);
-  EXPECT_NE(gp.find("boxxyerror"), std::string::npos) << gp;
-  EXPECT_EQ(gp.find("yerrorbars"), std::string::npos) << "no intervals on a stacked bar";
 }
 
 }  // namespace

@@ -15,38 +15,13 @@
 
 #include "concurdl/harness/report.hpp"
 #include "concurdl/harness/stats.hpp"
+#include "report_test_util.hpp"
 
 namespace {
 
 namespace fs = std::filesystem;
 using namespace concurdl;
-
-class TempDir {
- public:
-  TempDir() {
-    static int counter = 0;
-    path_ = fs::temp_directory_path() / ("concurdl_test_models_" + std::to_string(::getpid()) +
-                                         "_" + std::to_string(++counter));
-    fs::remove_all(path_);
-    fs::create_directories(path_);
-  }
-  ~TempDir() {
-    if (std::getenv("CONCURDL_KEEP_TEST_OUTPUT")) return;
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
-
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using namespace report_test;
 
 std::string num(double v) { return fmt::format("{:.10g}", v); }
 
@@ -85,18 +60,6 @@ RunFile run_on(const std::string& host) {
   run.calibration.peak_flops = 1e11;
   run.path = fs::path("/results/runs") / ("run-" + host) / "results.json";
   return run;
-}
-
-const ChartSpec* find_chart(const std::vector<ChartSpec>& charts, const std::string& stem) {
-  for (const auto& c : charts)
-    if (c.stem == stem) return &c;
-  return nullptr;
-}
-
-const ChartSeries* find_series(const ChartSpec& c, const std::string& label) {
-  for (const auto& s : c.series)
-    if (s.label == label) return &s;
-  return nullptr;
 }
 
 std::vector<double> xs_of(const ChartSeries& s) {

@@ -18,7 +18,6 @@
 #include "concurdl/harness/errors.hpp"
 #include "concurdl/harness/exercise.hpp"
 #include "concurdl/harness/experiment.hpp"
-#include "concurdl/kernels/gemm.hpp"
 #include "gpu_trials.hpp"
 
 #if CONCURDL_HAVE_CUDA
@@ -35,69 +34,24 @@ constexpr int kRepetitions = 21;
 #if CONCURDL_HAVE_CUDA
 
 Trial tiled_gemm_trial(Impl impl, const Params& p, GroupCache& cache) {
-  const int n = static_cast<int>(param_int(p, "n"));
-  const auto un = static_cast<std::size_t>(n);
-  struct Inputs {
-    std::shared_ptr<const DeviceInput> a, b;
-    std::vector<float> want;
-  };
-  const auto& in = cache.get<Inputs>("inputs", [&] {
-    Inputs g{device_input(cache, un * un, 1, "a"), device_input(cache, un * un, 2, "b"), {}};
-    g.want.resize(un * un);
-    kernels::gemm(kernels::GemmVersion::openblas, kernels::Trans::no, kernels::Trans::no, un, un,
-                  un, 1.0f, g.a->host.data(), un, g.b->host.data(), un, 0.0f, g.want.data(), un);
-    return g;
-  });
-  const Inputs* inputs = &in;
-  auto out = std::make_shared<DeviceBuffer<float>>(un * un);
-  Trial t;
-  t.timer = cuda_event_timer();
-  t.reset = poison_and_flush(out);
-  t.run = [impl, inputs, out, n] {
-    if (impl == Impl::student)
-      student_gemm(inputs->a->device.get(), inputs->b->device.get(), out->get(), n, n, n, nullptr);
-    else
-      gemm(Gemm::v3_shared_tiles, inputs->a->device.get(), inputs->b->device.get(), out->get(), n,
-           n, n, nullptr);
-  };
-  t.check = [inputs, out]() -> std::string {
-    const double rel = relative_error(to_host(*out), inputs->want);
-    if (rel <= 1e-5) return "";
-    return fmt::format("relative error {:.3g} against OpenBLAS on the CPU (at most 1e-5)", rel);
-  };
-  const double nd = n;
-  t.work.flops = 2.0 * nd * nd * nd;
-  t.work.bytes = 3.0 * nd * nd * sizeof(float);
-  t.bound = gpu_bound(t.work.bytes, Peak::fp32);
-  return t;
+  return device_gemm_trial(cache, static_cast<int>(param_int(p, "n")),
+                           [impl](const float* a, const float* b, float* c, int n) {
+                             if (impl == Impl::student)
+                               student_gemm(a, b, c, n, n, n, nullptr);
+                             else
+                               gemm(Gemm::v3_shared_tiles, a, b, c, n, n, n, nullptr);
+                           });
 }
 
 Trial warp_sum_trial(Impl impl, const Params& p, GroupCache& cache) {
-  const auto n = static_cast<std::size_t>(param_int(p, "n"));
-  const auto in = device_input(cache, n, 1, "x", true);
-  auto out = std::make_shared<DeviceBuffer<float>>(1);
-  const std::size_t scratch_bytes = reduce_scratch_bytes(n);
-  auto scratch = std::make_shared<DeviceBuffer<char>>(scratch_bytes);
-  Trial t;
-  t.timer = cuda_event_timer();
-  t.reset = poison_and_flush(out);
-  t.run = [=] {
-    if (impl == Impl::student)
-      student_reduce(in->device.get(), n, out->get(), nullptr);
-    else
-      reduce_sum(Reduce::v5_multi_element, in->device.get(), n, out->get(), scratch->get(),
-                 scratch_bytes, nullptr);
-  };
-  t.check = [in, out]() -> std::string {
-    const float got = to_host(*out)[0];
-    if (static_cast<double>(got) == sum_ref(in->host)) return "";
-    return fmt::format("the sum is {}, the CPU's {} (small integers: exact in any order)", got,
-                       sum_ref(in->host));
-  };
-  t.work.items = static_cast<double>(n);
-  t.work.bytes = static_cast<double>(n) * sizeof(float);
-  t.bound = gpu_bound(t.work.bytes, Peak::none);
-  return t;
+  return device_sum_trial(
+      cache, static_cast<std::size_t>(param_int(p, "n")),
+      [impl](const float* in, std::size_t n, float* out, void* scratch, std::size_t bytes) {
+        if (impl == Impl::student)
+          student_reduce(in, n, out, nullptr);
+        else
+          reduce_sum(Reduce::v5_multi_element, in, n, out, scratch, bytes, nullptr);
+      });
 }
 
 #else

@@ -49,28 +49,11 @@ Reduce parse_reduce(const std::string& s) {
 
 Trial reduction_trial(const Params& p, GroupCache& cache) {
   const Reduce v = parse_reduce(param_str(p, "variant"));
-  const auto n = static_cast<std::size_t>(param_int(p, "n"));
-  const auto in = device_input(cache, n, 1, "x", true);
-  auto out = std::make_shared<DeviceBuffer<float>>(1);
-  const std::size_t scratch_bytes = reduce_scratch_bytes(n);
-  auto scratch = std::make_shared<DeviceBuffer<char>>(scratch_bytes);
-  Trial t;
-  t.timer = cuda_event_timer();
-  t.reset = poison_and_flush(out);
-  t.run = [=] {
-    reduce_sum(v, in->device.get(), n, out->get(), scratch->get(), scratch_bytes, nullptr);
-  };
-  t.check = [in, out]() -> std::string {
-    float got = 0;
-    CDL_CUDA_CHECK(cudaMemcpy(&got, out->get(), sizeof got, cudaMemcpyDeviceToHost));
-    if (static_cast<double>(got) == sum_ref(in->host)) return "";  // exact: small integers
-    return fmt::format("the sum is {}, the CPU's {} (small integers: exact in any order)", got,
-                       sum_ref(in->host));
-  };
-  t.work.items = static_cast<double>(n);
-  t.work.bytes = static_cast<double>(n) * sizeof(float);
-  t.work.flops = static_cast<double>(n);
-  t.bound = gpu_bound(t.work.bytes, Peak::none);
+  Trial t = device_sum_trial(
+      cache, static_cast<std::size_t>(param_int(p, "n")),
+      [v](const float* in, std::size_t n, float* out, void* scratch, std::size_t bytes) {
+        reduce_sum(v, in, n, out, scratch, bytes, nullptr);
+      });
   note_occupancy(t, reduce_occupancy(v));
   return t;
 }

@@ -18,7 +18,6 @@
 #include "concurdl/harness/errors.hpp"
 #include "concurdl/harness/experiment.hpp"
 #include "concurdl/harness/records.hpp"
-#include "concurdl/kernels/gemm.hpp"
 #include "gpu_trials.hpp"
 
 #if CONCURDL_HAVE_CUDA
@@ -37,48 +36,11 @@ Gemm parse_gemm(const std::string& s) {
   throw UsageError(fmt::format("parameter 'variant': '{}' is not a GEMM version", s));
 }
 
-// The product's reference, once per size: OpenBLAS on the CPU (every core), and the relative
-// Frobenius error ‖C - ref‖ / ‖ref‖ a version may have against it (float sums in another order).
-struct GemmInputs {
-  std::shared_ptr<const DeviceInput> a, b;
-  std::vector<float> want;
-};
-
 Trial gemm_trial(const Params& p, GroupCache& cache) {
   const Gemm v = parse_gemm(param_str(p, "variant"));
-  const int n = static_cast<int>(param_int(p, "n"));
-  const auto& in = cache.get<GemmInputs>("inputs", [&] {
-    GemmInputs g;
-    const auto nn = static_cast<std::size_t>(n) * static_cast<std::size_t>(n);
-    g.a = device_input(cache, nn, 1, "a");
-    g.b = device_input(cache, nn, 2, "b");
-    g.want.resize(nn);
-    kernels::gemm(kernels::GemmVersion::openblas, kernels::Trans::no, kernels::Trans::no,
-                  static_cast<std::size_t>(n), static_cast<std::size_t>(n),
-                  static_cast<std::size_t>(n), 1.0f, g.a->host.data(), static_cast<std::size_t>(n),
-                  g.b->host.data(), static_cast<std::size_t>(n), 0.0f, g.want.data(),
-                  static_cast<std::size_t>(n));
-    return g;
-  });
-  const GemmInputs* inputs = &in;
-  auto out = std::make_shared<DeviceBuffer<float>>(static_cast<std::size_t>(n) * n);
-  Trial t;
-  t.timer = cuda_event_timer();
-  t.reset = poison_and_flush(out);
-  t.run = [v, inputs, out, n] {
-    gemm(v, inputs->a->device.get(), inputs->b->device.get(), out->get(), n, n, n, nullptr);
-  };
-  t.check = [inputs, out]() -> std::string {
-    const std::vector<float> got = to_host(*out);
-    const double rel = relative_error(got, inputs->want);
-    if (rel <= 1e-5) return "";  // NaN (an element not written) fails too
-    return fmt::format("relative error {:.3g} against OpenBLAS on the CPU (at most 1e-5)", rel);
-  };
-  const double nd = static_cast<double>(n);
-  t.work.items = nd * nd;
-  t.work.flops = 2.0 * nd * nd * nd;
-  t.work.bytes = 3.0 * nd * nd * sizeof(float);  // compulsory traffic: A, B read, C written
-  t.bound = gpu_bound(t.work.bytes, Peak::fp32);
+  Trial t = device_gemm_trial(
+      cache, static_cast<int>(param_int(p, "n")),
+      [v](const float* a, const float* b, float* c, int n) { gemm(v, a, b, c, n, n, n, nullptr); });
   note_occupancy(t, gemm_occupancy(v));
   return t;
 }

@@ -24,6 +24,8 @@
 #include <fmt/format.h>
 
 #include "concurdl/gpu/kernels.hpp"
+#include "concurdl/harness/cuda_timer.hpp"
+#include "concurdl/kernels/gemm.hpp"
 #endif
 
 namespace concurdl::gpu {
@@ -148,6 +150,68 @@ inline std::vector<float> to_host(const DeviceBuffer<float>& d) {
     CDL_CUDA_CHECK(
         cudaMemcpy(host.data(), d.get(), host.size() * sizeof(float), cudaMemcpyDeviceToHost));
   return host;
+}
+
+// The sum of n small integers on the device, timed: `run(d_in, n, d_out, d_scratch,
+// scratch_bytes)` leaves it in *d_out (CUB's scratch given, as reduce_scratch_bytes sizes it),
+// checked for equality with the CPU's sum (exact in any order), n floats read, bounded by the
+// copy bandwidth. ch04/reduction and exercise 4.2.
+using SumRun = std::function<void(const float*, std::size_t, float*, void*, std::size_t)>;
+inline Trial device_sum_trial(GroupCache& cache, std::size_t n, SumRun run) {
+  const auto in = device_input(cache, n, 1, "x", true);
+  auto out = std::make_shared<DeviceBuffer<float>>(1);
+  const std::size_t scratch_bytes = reduce_scratch_bytes(n);
+  auto scratch = std::make_shared<DeviceBuffer<char>>(scratch_bytes);
+  Trial t;
+  t.timer = cuda_event_timer();
+  t.reset = poison_and_flush(out);
+  t.run = [=] { run(in->device.get(), n, out->get(), scratch->get(), scratch_bytes); };
+  t.check = [in, out]() -> std::string {
+    const float got = to_host(*out)[0];
+    if (static_cast<double>(got) == sum_ref(in->host)) return "";
+    return fmt::format("the sum is {}, the CPU's {} (small integers: exact in any order)", got,
+                       sum_ref(in->host));
+  };
+  t.work.items = static_cast<double>(n);
+  t.work.bytes = static_cast<double>(n) * sizeof(float);
+  t.work.flops = static_cast<double>(n);
+  t.bound = gpu_bound(t.work.bytes, Peak::none);
+  return t;
+}
+
+// C = A B for n x n inputs on the device, timed: `run(d_a, d_b, d_c, n)`, checked against
+// OpenBLAS's product on the CPU (relative error at most 1e-5; computed once per size), 2 n^3
+// FLOPs on the compulsory traffic, bounded by the FP32 peak. ch04/gemm and exercise 4.1.
+using GemmRun = std::function<void(const float*, const float*, float*, int)>;
+inline Trial device_gemm_trial(GroupCache& cache, int n, GemmRun run) {
+  struct Inputs {
+    std::shared_ptr<const DeviceInput> a, b;
+    std::vector<float> want;
+  };
+  const auto un = static_cast<std::size_t>(n);
+  const Inputs* inputs = &cache.get<Inputs>("gemm_inputs", [&] {
+    Inputs g{device_input(cache, un * un, 1, "a"), device_input(cache, un * un, 2, "b"), {}};
+    g.want.resize(un * un);
+    kernels::gemm(kernels::GemmVersion::openblas, kernels::Trans::no, kernels::Trans::no, un, un,
+                  un, 1.0f, g.a->host.data(), un, g.b->host.data(), un, 0.0f, g.want.data(), un);
+    return g;
+  });
+  auto out = std::make_shared<DeviceBuffer<float>>(un * un);
+  Trial t;
+  t.timer = cuda_event_timer();
+  t.reset = poison_and_flush(out);
+  t.run = [=] { run(inputs->a->device.get(), inputs->b->device.get(), out->get(), n); };
+  t.check = [inputs, out]() -> std::string {
+    const double rel = relative_error(to_host(*out), inputs->want);
+    if (rel <= 1e-5) return "";  // NaN (an element not written) fails too
+    return fmt::format("relative error {:.3g} against OpenBLAS on the CPU (at most 1e-5)", rel);
+  };
+  const double nd = n;
+  t.work.items = nd * nd;
+  t.work.flops = 2.0 * nd * nd * nd;
+  t.work.bytes = 3.0 * nd * nd * sizeof(float);  // compulsory traffic: A, B read, C written
+  t.bound = gpu_bound(t.work.bytes, Peak::fp32);
+  return t;
 }
 
 #endif

@@ -1,8 +1,10 @@
 // Derived metrics of a run's records: speedup and efficiency against each record's baseline,
-// Karp-Flatt, the fraction of the calibrated ceiling, and the above-ceiling flag.
+// Karp-Flatt, the fraction of the calibrated ceiling, and the above-ceiling flag; and a
+// device's roofline (Trial::bound) with its impossible figures.
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <string>
 
 #include "concurdl/harness/runner.hpp"
 #include "concurdl/harness/stats.hpp"
@@ -98,6 +100,31 @@ void derive_metrics(std::vector<Record>& records, const Calibration& calib) {
       r.derived["fraction_of_ceiling"] = r.derived["flops_per_s"] / peak;
     }
     flag_above_ceiling(r, calib);
+  }
+}
+
+double roofline_time(const Work& w, const Trial::Bound& b) {
+  double t = 0;
+  if (w.bytes > 0 && b.bytes_per_s > 0) t = w.bytes / b.bytes_per_s;
+  if (w.flops > 0 && b.flops_per_s > 0) t = std::max(t, w.flops / b.flops_per_s);
+  return t;
+}
+
+void judge_roofline(Record& r, const Work& w, const Trial::Bound& b) {
+  const double model = roofline_time(w, b);
+  if (model <= 0 || r.stats.n == 0) return;
+  if (!b.source.empty()) r.notes["roofline"] = b.source;
+  r.derived["roofline_time_s"] = model;
+  if (r.stats.median > 0) r.derived["fraction_of_roofline"] = model / r.stats.median;
+  const double fastest = r.stats.min;
+  if (r.valid && fastest * kImpossibleMargin < model) {
+    r.valid = false;
+    r.validation = fmt::format(
+        "impossible: its fastest repetition took {:.4g} s, {:.2f} x faster than the roofline "
+        "allows ({:.4g} s for {:.4g} bytes and {:.4g} FLOPs at {}): a timer that did not wait "
+        "for the work, work declared wrong, or an input left in a cache",
+        fastest, model / fastest, model, w.bytes, w.flops,
+        b.source.empty() ? std::string("the declared rates") : b.source);
   }
 }
 

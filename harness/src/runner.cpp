@@ -43,13 +43,6 @@ std::shared_ptr<Timer> host_timer() {
   return t;
 }
 
-double roofline_time(const Work& w, const Trial::Bound& b) {
-  double t = 0;
-  if (w.bytes > 0 && b.bytes_per_s > 0) t = w.bytes / b.bytes_per_s;
-  if (w.flops > 0 && b.flops_per_s > 0) t = std::max(t, w.flops / b.flops_per_s);
-  return t;
-}
-
 namespace {
 std::atomic<bool> g_stop{false};
 }  // namespace
@@ -273,29 +266,6 @@ void measure_group(std::vector<Slot>& slots, int repetitions, int warmup, Progre
   }
 }
 
-// A trial with a roofline (Trial::bound): its time there and the fraction reached; impossible
-// when the fastest repetition beat it by more than kImpossibleMargin.
-void judge_bound(Slot& s, const Experiment& e) {
-  const Trial::Bound& b = s.trial.bound;
-  const Work& w = s.trial.work;
-  const double model = roofline_time(w, b);
-  if (model <= 0 || e.metric != "time" || s.record.stats.n == 0) return;
-  if (!b.source.empty()) s.record.notes["roofline"] = b.source;
-  s.record.derived["roofline_time_s"] = model;
-  if (s.record.stats.median > 0)
-    s.record.derived["fraction_of_roofline"] = model / s.record.stats.median;
-  const double fastest = s.record.stats.min;
-  if (s.record.valid && fastest * kImpossibleMargin < model) {
-    s.record.valid = false;
-    s.record.validation = fmt::format(
-        "impossible: its fastest repetition took {:.4g} s, {:.2f} x faster than the roofline "
-        "allows ({:.4g} s for {:.4g} bytes and {:.4g} FLOPs at {}): a timer that did not wait "
-        "for the work, work declared wrong, or an input left in a cache",
-        fastest, model / fastest, model, w.bytes, w.flops,
-        b.source.empty() ? std::string("the declared rates") : b.source);
-  }
-}
-
 // The group's records, with statistics and derived metrics, moved out of its measured slots.
 std::vector<Record> finish_group(const Experiment& e, std::vector<Slot>& slots) {
   std::vector<Record> out;
@@ -312,7 +282,7 @@ std::vector<Record> finish_group(const Experiment& e, std::vector<Slot>& slots) 
     }
     // Arithmetic intensity (FLOP per byte moved): where the run sits on a roofline.
     if (w.flops > 0 && w.bytes > 0) s.record.derived["intensity"] = w.flops / w.bytes;
-    judge_bound(s, e);
+    if (e.metric == "time") judge_roofline(s.record, w, s.trial.bound);
     if (e.derive && s.record.valid && s.record.stats.n > 0)
       guarded(s, "derive failed", [&] { e.derive(s.record.params, w, s.record); });
     out.push_back(std::move(s.record));

@@ -67,6 +67,10 @@ std::vector<Record> run_configs(
 // Fill speedup, efficiency, karp_flatt and fraction_of_ceiling from baselines and calibration.
 // Exposed for tests and for merging micro-benchmark records.
 void derive_metrics(std::vector<Record>& records, const Calibration& calib);
+// A timed record whose trial declared the device's roofline (Trial::bound): its
+// roofline_time_s and fraction_of_roofline, and the record failed as impossible when its fastest
+// repetition beat that time by more than kImpossibleMargin. Nothing when `b` bounds nothing.
+void judge_roofline(Record& r, const Work& w, const Trial::Bound& b);
 
 int default_repetitions(Profile p);
 
