@@ -279,3 +279,29 @@ TEST(Samples, AMeasurementAboveItsCeilingIsFlaggedWithTheLikelyCauses) {
   derive_metrics(recs, calib);
   EXPECT_EQ(recs[0].notes.count("above_ceiling"), 0u);
 }
+
+// A GPU's GEMM runs at many times the CPU's peak FLOP/s: the device's roofline bounds it
+// (judge_roofline), and the CPU's calibration neither flags it when derived nor, in a file an
+// older concurdl wrote, when read.
+TEST(Samples, WorkTimedOnADeviceIsNotHeldToTheCpusCeiling) {
+  Calibration calib;
+  calib.peak_flops = 100e9;
+  Record gpu;
+  gpu.experiment = "testv2/multi";
+  gpu.timer = "cuda_events";
+  gpu.samples = {1.0};
+  gpu.stats = summarize(gpu.samples);
+  gpu.derived["flops_per_s"] = 50e12;
+  std::vector<Record> recs = {gpu};
+  derive_metrics(recs, calib);
+  EXPECT_EQ(recs[0].notes.count("above_ceiling"), 0u);
+
+  recs[0].notes["above_ceiling"] = "500.00 x the calibrated peak FLOP/s: ...";
+  recs[0].notes["occupancy"] = "100%";
+  RunFile f;
+  f.records = recs;
+  const RunFile g = run_from_json(to_json(f), "old.json");
+  ASSERT_EQ(g.records.size(), 1u);
+  EXPECT_EQ(g.records[0].notes.count("above_ceiling"), 0u);
+  EXPECT_EQ(g.records[0].notes.at("occupancy"), "100%");  // the other notes stay
+}

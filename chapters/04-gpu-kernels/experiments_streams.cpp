@@ -122,7 +122,7 @@ const bool registered_streams = register_experiment({
                 .bound = 1.5,
                 .unit = "x",
                 .needs_gpu = true,
-                .reference = kNotMeasured}},
+                .reference = 7.93}},
     .unavailable = gpu_unavailable,
 });
 

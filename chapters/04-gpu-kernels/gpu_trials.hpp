@@ -7,7 +7,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
-#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -32,9 +31,6 @@ namespace concurdl::gpu {
 
 inline constexpr std::int64_t kMaxElements = std::int64_t{1} << 30;
 inline constexpr std::size_t kStride = 32;  // floats between the reads of neighbouring threads
-
-// The reference value of a claim no GPU has judged yet (Claim::reference).
-inline constexpr double kNotMeasured = std::numeric_limits<double>::quiet_NaN();
 
 // An odd n: gcd(n, kStride) = 1, so the strided copy reads every element once.
 inline std::size_t odd(std::size_t n) { return n | 1; }

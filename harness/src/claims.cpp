@@ -318,11 +318,11 @@ std::string claims_markdown(const std::string& chapter) {
   out += fmt::format(
       "\nThe reference machine: {} (`results/reference/{}`; training: `{}`; litmus: `{}`; "
       "chapter 05: `{}`, `{}`); chapters 06, 07 and 08's claims were measured on a {} (`{}`, "
-      "`{}`, `{}`). `concurdl check RUN` judges these on your own run; the report of every run "
-      "opens with them.\n",
+      "`{}`, `{}`), and those that need a GPU on an {} (`{}`). `concurdl check RUN` judges "
+      "these on your own run; the report of every run opens with them.\n",
       kReferenceMachine, kReferenceRun, kReferenceTrainRun, kReferenceLitmusRun, kReferenceCh05Run,
       kReferenceCh05MpiRun, kReferenceCh07Machine, kReferenceCh06Run, kReferenceCh07Run,
-      kReferenceCh08Run);
+      kReferenceCh08Run, kReferenceGpuMachine, kReferenceGpuRun);
   return out;
 }
 

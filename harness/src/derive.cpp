@@ -29,12 +29,15 @@ double workers(const Params& p, const std::string& axis) {
 // A measurement above the ceiling it is measured against cannot be right: either the
 // calibration was disturbed (another program ran while it measured) or the work the
 // experiment declares is not the work it does. Said in the record's notes, which the report
-// shows beside the record. The calibrated peak FLOP/s bounds every record; the memory
-// bandwidth only those that declare it as their ceiling (data in cache may go faster).
+// shows beside the record. The calibrated peak FLOP/s bounds every record the CPU did; the
+// memory bandwidth only those that declare it as their ceiling (data in cache may go faster).
+// Work timed on a device is not the CPU's: its own roofline bounds it (Trial::bound,
+// judge_roofline), so the CPU's calibration says nothing about it.
 namespace {
 void flag_above_ceiling(Record& r, const Calibration& calib) {
   constexpr double kTolerance = 1.05;
   r.notes.erase("above_ceiling");  // derived again under another calibration
+  if (r.timed_on_a_device()) return;
   auto note = [&](double fraction, const char* ceiling) {
     r.notes["above_ceiling"] = fmt::format(
         "{:.2f} x the calibrated {}: the calibration may have been disturbed (another program "

@@ -72,6 +72,12 @@ inline constexpr const char* kReferenceCh07Machine =
 inline constexpr const char* kReferenceCh06Run = "debian12-zen4-2vcpu-ch06";
 // Chapter 08 (`concurdl run ch08`), on the same machine as chapters 06 and 07.
 inline constexpr const char* kReferenceCh08Run = "debian12-zen4-2vcpu-ch08";
+// Chapter 04's GPU claims (`concurdl run ch04 --profile full`, the device's own experiments and
+// the CPU references beside them), on the first GPU lent to the project.
+inline constexpr const char* kReferenceGpuRun = "ubuntu24-h200-emr16-ch04";
+inline constexpr const char* kReferenceGpuMachine =
+    "NVIDIA H200 (sm_90, 132 SMs, 141 GB HBM3e) in a 16-vCPU Intel Xeon guest, family 6 model 207 "
+    "(Emerald Rapids)";
 // Further quiet runs of one build on that machine (results/reference/NAME/RUN/results.json):
 // every claim holds in each of them too (tests/test_claims_chapters.cpp).
 inline constexpr const char* kReferenceRepeats = "debian12-zen5-2vcpu-repeats";

@@ -42,6 +42,9 @@ struct Record {
   bool valid = true;
   std::string validation;                    // what was wrong when !valid
   std::map<std::string, std::string> notes;  // Trial::notes; written only when not empty
+
+  // Timed on a device (a GPU's events): its own roofline bounds it, not the CPU's calibration.
+  bool timed_on_a_device() const { return timer.find("cuda_events") != std::string::npos; }
 };
 
 struct Calibration {

@@ -1,0 +1,37 @@
+# concurdl chart: FMA throughput vs threads (experiment calibrate/fma_peak)
+# Re-run in the figures directory: gnuplot calibrate_fma_peak_flops.gp
+# It reads calibrate_fma_peak_flops.dat and writes calibrate_fma_peak_flops.svg and calibrate_fma_peak_flops.png; restyle freely.
+
+set encoding utf8
+set terminal svg size 800,500 dynamic enhanced font 'sans,11'
+set output 'calibrate_fma_peak_flops.svg'
+
+set title "FMA throughput vs threads" noenhanced
+set xlabel "threads" noenhanced
+set ylabel "FLOP/s" noenhanced
+set grid
+set key inside top left box opaque noenhanced
+set format y "%.1s%c"
+set yrange [0:*]
+set xtics (1, 2, 4, 8, 16)
+set offsets graph 0.02, graph 0.02, 0, 0
+set linetype 1 lc rgb '#1f77b4'
+set linetype 2 lc rgb '#ff7f0e'
+set linetype 3 lc rgb '#2ca02c'
+set linetype 4 lc rgb '#d62728'
+set linetype 5 lc rgb '#9467bd'
+set linetype 6 lc rgb '#8c564b'
+set linetype 7 lc rgb '#e377c2'
+set linetype 8 lc rgb '#7f7f7f'
+set linetype 9 lc rgb '#bcbd22'
+set linetype 10 lc rgb '#17becf'
+set linetype 11 lc rgb '#000080'
+set linetype 12 lc rgb '#808000'
+set linetype cycle 12
+
+plot 'calibrate_fma_peak_flops.dat' index 0 using 1:2:3:4 with yerrorlines lt 1 lw 2 pt 7 ps 0.8 title "measured"
+
+set terminal pngcairo size 800,500 enhanced font 'sans,11'
+set output 'calibrate_fma_peak_flops.png'
+replot
+unset output

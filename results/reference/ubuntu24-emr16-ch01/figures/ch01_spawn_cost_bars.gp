@@ -1,0 +1,42 @@
+# concurdl chart: Cost of creating and joining one worker (experiment ch01/spawn_cost)
+# Re-run in the figures directory: gnuplot ch01_spawn_cost_bars.gp
+# It reads ch01_spawn_cost_bars.dat and writes ch01_spawn_cost_bars.svg and ch01_spawn_cost_bars.png; restyle freely.
+
+set encoding utf8
+set terminal svg size 800,500 dynamic enhanced font 'sans,11'
+set output 'ch01_spawn_cost_bars.svg'
+
+set title "Cost of creating and joining one worker" noenhanced
+set xlabel "variant" noenhanced
+set ylabel "seconds per spawn (log)" noenhanced
+set grid
+set key at screen 0.5, screen 0.01 center bottom horizontal maxcols 4 Left reverse noenhanced
+set bmargin 4.5
+set logscale y
+set format y "%.0s%c"
+set xtics ("std_thread" 0, "fork_waitpid" 1, "fork_exec_true" 2, "posix_spawn_true" 3) noenhanced
+set xrange [-0.5:3.5]
+set style fill solid 0.75 border -1
+set linetype 1 lc rgb '#1f77b4'
+set linetype 2 lc rgb '#ff7f0e'
+set linetype 3 lc rgb '#2ca02c'
+set linetype 4 lc rgb '#d62728'
+set linetype 5 lc rgb '#9467bd'
+set linetype 6 lc rgb '#8c564b'
+set linetype 7 lc rgb '#e377c2'
+set linetype 8 lc rgb '#7f7f7f'
+set linetype 9 lc rgb '#bcbd22'
+set linetype 10 lc rgb '#17becf'
+set linetype 11 lc rgb '#000080'
+set linetype 12 lc rgb '#808000'
+set linetype cycle 12
+
+plot 'ch01_spawn_cost_bars.dat' index 0 using ($1-0.2000):2:(0.4) with boxes lt 1 title "parent_mib=0", \
+     'ch01_spawn_cost_bars.dat' index 0 using ($1-0.2000):2:3:4 with yerrorbars lc rgb 'black' lw 1.5 pt 7 ps 0.3 notitle, \
+     'ch01_spawn_cost_bars.dat' index 1 using ($1+0.2000):2:(0.4) with boxes lt 2 title "parent_mib=256", \
+     'ch01_spawn_cost_bars.dat' index 1 using ($1+0.2000):2:3:4 with yerrorbars lc rgb 'black' lw 1.5 pt 7 ps 0.3 notitle
+
+set terminal pngcairo size 800,500 enhanced font 'sans,11'
+set output 'ch01_spawn_cost_bars.png'
+replot
+unset output

@@ -1,0 +1,41 @@
+# concurdl chart: MPMC queues: items/s (threads = producers + consumers) (experiment ch02/queue_throughput)
+# Re-run in the figures directory: gnuplot ch02_queue_throughput_rate.gp
+# It reads ch02_queue_throughput_rate.dat and writes ch02_queue_throughput_rate.svg and ch02_queue_throughput_rate.png; restyle freely.
+# note: 4 invalid records left out of this chart (see the table).
+
+set encoding utf8
+set terminal svg size 800,500 dynamic enhanced font 'sans,11'
+set output 'ch02_queue_throughput_rate.svg'
+
+set title "MPMC queues: items/s (threads = producers + consumers)" noenhanced
+set xlabel "threads" noenhanced
+set ylabel "items/s (log)" noenhanced
+set grid
+set key inside bottom left box opaque noenhanced
+set logscale y
+set format y "%.0s%c"
+set xtics (2, 4, 8, 16)
+set offsets graph 0.02, graph 0.02, 0, 0
+set linetype 1 lc rgb '#1f77b4'
+set linetype 2 lc rgb '#ff7f0e'
+set linetype 3 lc rgb '#2ca02c'
+set linetype 4 lc rgb '#d62728'
+set linetype 5 lc rgb '#9467bd'
+set linetype 6 lc rgb '#8c564b'
+set linetype 7 lc rgb '#e377c2'
+set linetype 8 lc rgb '#7f7f7f'
+set linetype 9 lc rgb '#bcbd22'
+set linetype 10 lc rgb '#17becf'
+set linetype 11 lc rgb '#000080'
+set linetype 12 lc rgb '#808000'
+set linetype cycle 12
+
+plot 'ch02_queue_throughput_rate.dat' index 0 using 1:2:3:4 with yerrorlines lt 1 lw 2 pt 7 ps 0.8 title "v1_blocking_queue", \
+     'ch02_queue_throughput_rate.dat' index 1 using 1:2:3:4 with yerrorlines lt 2 lw 2 pt 7 ps 0.8 title "v2_ring_queue", \
+     'ch02_queue_throughput_rate.dat' index 2 using 1:2:3:4 with yerrorlines lt 3 lw 2 pt 7 ps 0.8 title "moodycamel", \
+     'ch02_queue_throughput_rate.dat' index 3 using 1:2:3:4 with yerrorlines lt 4 lw 2 pt 7 ps 0.8 title "tbb_bounded"
+
+set terminal pngcairo size 800,500 enhanced font 'sans,11'
+set output 'ch02_queue_throughput_rate.png'
+replot
+unset output

@@ -1,0 +1,44 @@
+# concurdl chart: GEMM: speedup vs threads (v4 and OpenBLAS) (experiment kernels/gemm_threads)
+# Re-run in the figures directory: gnuplot kernels_gemm_threads_speedup.gp
+# It reads kernels_gemm_threads_speedup.dat and writes kernels_gemm_threads_speedup.svg and kernels_gemm_threads_speedup.png; restyle freely.
+# note: Amdahl fit (v4_register): serial fraction f = 0.169, fitted on p <= 16, the core count of vm; points beyond are oversubscribed and not fitted.
+# note: Amdahl fit (openblas): serial fraction f = 0.0756, fitted on p <= 16, the core count of vm; points beyond are oversubscribed and not fitted.
+# note: Karp–Flatt serial fraction e(p) for v4_register: p=2: 0.0451, p=4: 0.234, p=8: 0.125, p=16: 0.2, p=32: 0.342.
+# note: Karp–Flatt serial fraction e(p) for openblas: p=2: -0.00792, p=4: 0.145, p=8: 0.0536, p=16: 0.0738, p=32: 0.0814.
+
+set encoding utf8
+set terminal svg size 800,500 dynamic enhanced font 'sans,11'
+set output 'kernels_gemm_threads_speedup.svg'
+
+set title "GEMM: speedup vs threads (v4 and OpenBLAS)" noenhanced
+set xlabel "threads" noenhanced
+set ylabel "speedup (×)" noenhanced
+set grid
+set key inside top left box opaque noenhanced
+set yrange [0:*]
+set xtics (1, 2, 4, 8, 16, 32)
+set offsets graph 0.02, graph 0.02, 0, 0
+set linetype 1 lc rgb '#1f77b4'
+set linetype 2 lc rgb '#ff7f0e'
+set linetype 3 lc rgb '#2ca02c'
+set linetype 4 lc rgb '#d62728'
+set linetype 5 lc rgb '#9467bd'
+set linetype 6 lc rgb '#8c564b'
+set linetype 7 lc rgb '#e377c2'
+set linetype 8 lc rgb '#7f7f7f'
+set linetype 9 lc rgb '#bcbd22'
+set linetype 10 lc rgb '#17becf'
+set linetype 11 lc rgb '#000080'
+set linetype 12 lc rgb '#808000'
+set linetype cycle 12
+
+plot 'kernels_gemm_threads_speedup.dat' index 0 using 1:2:3:4 with yerrorlines lt 1 lw 2 pt 7 ps 0.8 title "v4_register", \
+     'kernels_gemm_threads_speedup.dat' index 1 using 1:2:3:4 with yerrorlines lt 2 lw 2 pt 7 ps 0.8 title "openblas", \
+     'kernels_gemm_threads_speedup.dat' index 2 using 1:2 with lines lc rgb '#404040' dt 3 lw 1.5 title "ideal (S = p)", \
+     'kernels_gemm_threads_speedup.dat' index 3 using 1:2 with lines lt 1 dt 2 lw 1.5 title "Amdahl fit (v4_register): f = 0.169", \
+     'kernels_gemm_threads_speedup.dat' index 4 using 1:2 with lines lt 2 dt 2 lw 1.5 title "Amdahl fit (openblas): f = 0.0756"
+
+set terminal pngcairo size 800,500 enhanced font 'sans,11'
+set output 'kernels_gemm_threads_speedup.png'
+replot
+unset output
