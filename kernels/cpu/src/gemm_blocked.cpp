@@ -13,14 +13,20 @@
 //
 // Packing copies each operand once per block into the order the micro-kernel reads it (unit
 // stride, aligned, zero-padded to whole panels), whatever its transpose and leading dimension:
-// the micro-kernel sees one layout. Threads split C statically into rectangles of whole tiles
+// the micro-kernel sees one layout. Two shortcuts skip a copy that would not pay for itself:
+// with few columns of C the kernel reads A where it lies (read_a_directly), and a batch of rows
+// times a transposed weight matrix, C = X Wᵀ, is computed as Cᵀ = W Xᵀ so that W, the large
+// operand, is the one read in place (compute_transposed). The last panel of rows runs a kernel
+// for just those rows. Threads split C statically into rectangles of whole tiles
 // (one each, no barriers); each C element is computed by one thread with the same K order and
 // the same instructions, so the result has the same bits for any thread count.
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <cstring>
 #include <memory>
 #include <new>
+#include <utility>
 
 #ifdef _OPENMP
 #include <omp.h>
@@ -112,6 +118,8 @@ static_assert(kNR % kLanes == 0 && kMC % kMR == 0 && kNC % kNR == 0);
 
 // A GCC/Clang vector extension: arithmetic on it is element-wise, `float * vec` broadcasts.
 // Unaligned loads and stores go through memcpy, which compiles to one vector move.
+constexpr std::size_t ceil_div(std::size_t x, std::size_t d) { return (x + d - 1) / d; }
+
 using Vec = float __attribute__((vector_size(kLanes * sizeof(float))));
 inline Vec load(const float* p) {
   Vec v;
@@ -120,32 +128,37 @@ inline Vec load(const float* p) {
 }
 inline void store(float* p, Vec v) { std::memcpy(p, &v, sizeof v); }
 
-// C[MR x NR] = alpha * Ap * Bp + beta * C, where Ap is a packed MR x kc panel (column p at
-// ap + p * MR) and Bp a packed kc x NR panel (row p at bp + p * NR). beta == 0 never reads C.
-// Always a whole tile: edge tiles go through a scratch tile (below), so every element of C is
-// computed by these same instructions.
-void micro_kernel(std::size_t kc, const float* __restrict ap, const float* __restrict bp,
-                  float alpha, float beta, float* __restrict c, std::size_t ldc) {
-  Vec acc[kMR][kNV] = {};
+// C[R x NR] = alpha * Ap * Bp + beta * C. Bp is a packed kc x NR panel (row p at bp + p * NR).
+// Ap is a packed MR x kc panel (column p at ap + p * MR; its first R rows are used), or, with
+// Direct, R rows of A itself (row-major, not transposed: A(i, p) at ap[i * lda + p]). beta == 0
+// never reads C. R = MR is the whole tile; R < MR the last panel of a C whose height is not a
+// multiple of MR (a training batch's 64 rows are 4 x 14 + 8): only those rows are computed. Every
+// element of C gets the same instructions in the same order of p whichever R and whether A was
+// packed or not, so the bits are the same.
+template <std::size_t R, bool Direct>
+void micro_kernel_rows(std::size_t kc, const float* __restrict ap, std::size_t lda,
+                       const float* __restrict bp, float alpha, float beta, float* __restrict c,
+                       std::size_t ldc) {
+  Vec acc[R][kNV] = {};
   for (std::size_t p = 0; p < kc; ++p) {
     Vec b[kNV];
 #pragma GCC unroll 4
     for (std::size_t v = 0; v < kNV; ++v) b[v] = load(bp + p * kNR + v * kLanes);
 #pragma GCC unroll 16
-    for (std::size_t i = 0; i < kMR; ++i) {
-      const float a = ap[p * kMR + i];
+    for (std::size_t i = 0; i < R; ++i) {
+      const float a = Direct ? ap[i * lda + p] : ap[p * kMR + i];
 #pragma GCC unroll 4
       for (std::size_t v = 0; v < kNV; ++v) acc[i][v] += a * b[v];
     }
   }
   if (beta == 0.0f) {
 #pragma GCC unroll 16
-    for (std::size_t i = 0; i < kMR; ++i)
+    for (std::size_t i = 0; i < R; ++i)
 #pragma GCC unroll 4
       for (std::size_t v = 0; v < kNV; ++v) store(c + i * ldc + v * kLanes, alpha * acc[i][v]);
   } else {
 #pragma GCC unroll 16
-    for (std::size_t i = 0; i < kMR; ++i)
+    for (std::size_t i = 0; i < R; ++i)
 #pragma GCC unroll 4
       for (std::size_t v = 0; v < kNV; ++v) {
         float* cv = c + i * ldc + v * kLanes;
@@ -154,19 +167,44 @@ void micro_kernel(std::size_t kc, const float* __restrict ap, const float* __res
   }
 }
 
-// A tile that sticks out of C (the last rows or columns): compute the whole tile into scratch,
-// with C's values copied in when beta reads them, and copy back the part that exists.
-void edge_tile(std::size_t kc, const float* ap, const float* bp, float alpha, float beta, float* c,
-               std::size_t ldc, std::size_t rows, std::size_t cols) {
+// The kernels for 1 .. MR rows, indexed by the row count, packed A and direct A.
+using RowKernel = void (*)(std::size_t, const float*, std::size_t, const float*, float, float,
+                           float*, std::size_t);
+template <bool Direct, std::size_t... R>
+constexpr std::array<RowKernel, sizeof...(R) + 1> row_kernels(std::index_sequence<R...>) {
+  return {nullptr, &micro_kernel_rows<R + 1, Direct>...};
+}
+constexpr auto kPackedKernels = row_kernels<false>(std::make_index_sequence<kMR>{});
+constexpr auto kDirectKernels = row_kernels<true>(std::make_index_sequence<kMR>{});
+
+// A tile whose last columns stick out of C: the rows that exist, all NR columns, computed into
+// scratch (with C's values copied in when beta reads them), and the columns that exist copied
+// back.
+void edge_tile(RowKernel kernel, std::size_t kc, const float* ap, std::size_t lda, const float* bp,
+               float alpha, float beta, float* c, std::size_t ldc, std::size_t rows,
+               std::size_t cols) {
   alignas(64) float tile[kMR * kNR];
-  if (beta != 0.0f) {  // the rows and columns that do not exist are read too: make them zeros
+  if (beta != 0.0f) {  // the columns that do not exist are read too: make them zeros
     std::fill(tile, tile + kMR * kNR, 0.0f);
     for (std::size_t i = 0; i < rows; ++i)
       std::memcpy(tile + i * kNR, c + i * ldc, cols * sizeof(float));
   }
-  micro_kernel(kc, ap, bp, alpha, beta, tile, kNR);
+  kernel(kc, ap, lda, bp, alpha, beta, tile, kNR);
   for (std::size_t i = 0; i < rows; ++i)
     std::memcpy(c + i * ldc, tile + i * kNR, cols * sizeof(float));
+}
+
+// Whether the micro-kernel reads A where it lies instead of a packed copy. Packing pays for
+// itself when each A micro-panel meets many B panels; with few (the forward pass of a training
+// step computed as Zᵀ = W Xᵀ: 64 samples are two panels of 32) copying A costs more than it saves:
+// W, 784 x 256 floats, took ~17 us a step to pack on the Zen 5 guest, for 5 uses of each panel.
+// Read directly, the MR rows of a micro-panel are MR streams lda floats apart, which the L1 holds
+// only when they do not all fall in the same sets: never for a row length of a multiple of 512
+// floats (2 KiB), where packing stays.
+constexpr std::size_t kDirectMaxPanels = 4, kAliasingFloats = 512;
+bool read_a_directly(const GemmArgs& g) {
+  return g.ta == Trans::no && ceil_div(g.n, kNR) <= kDirectMaxPanels &&
+         g.lda % kAliasingFloats != 0;
 }
 
 // op(A)[i0 .. i0+mc, p0 .. p0+kc] into MR-row panels: panel r holds rows r*MR.., column by
@@ -273,40 +311,43 @@ struct PackBuffer {
   }
 };
 
-constexpr std::size_t ceil_div(std::size_t x, std::size_t d) { return (x + d - 1) / d; }
-
 // One thread's share: the BLIS loops over the block C[i0 .. i1, j0 .. j1], with its own packed
 // panels, so threads never wait for each other's packing.
 template <Trans TA, Trans TB>
 void v4_rectangle(const GemmArgs& g, std::size_t i0, std::size_t i1, std::size_t j0,
                   std::size_t j1) {
   thread_local PackBuffer a_buf, b_buf;
+  const bool direct = TA == Trans::no && read_a_directly(g);
+  const auto& kernels = direct ? kDirectKernels : kPackedKernels;
   const std::size_t kc_max = std::min(kKC, g.k);
-  float* const a_pack = a_buf.get(ceil_div(std::min(kMC, i1 - i0), kMR) * kMR * kc_max);
+  float* const a_pack =
+      direct ? nullptr : a_buf.get(ceil_div(std::min(kMC, i1 - i0), kMR) * kMR * kc_max);
   float* const b_pack = b_buf.get(kc_max * ceil_div(std::min(kNC, j1 - j0), kNR) * kNR);
   for (std::size_t ic = i0; ic < i1; ic += kMC) {
     const std::size_t mc = std::min(kMC, i1 - ic);
     for (std::size_t pc = 0; pc < g.k; pc += kKC) {
       const std::size_t kc = std::min(kKC, g.k - pc);
       const float beta = pc == 0 ? g.beta : 1.0f;  // later K blocks add to what the first wrote
-      for (std::size_t r = 0; r * kMR < mc; ++r)
-        pack_a_panel<TA>(g, ic + r * kMR, std::min(kMR, mc - r * kMR), pc, kc,
-                         a_pack + r * kMR * kc);
+      if (!direct)
+        for (std::size_t r = 0; r * kMR < mc; ++r)
+          pack_a_panel<TA>(g, ic + r * kMR, std::min(kMR, mc - r * kMR), pc, kc,
+                           a_pack + r * kMR * kc);
       for (std::size_t jc = j0; jc < j1; jc += kNC) {
         const std::size_t nc = std::min(kNC, j1 - jc);
         for (std::size_t s = 0; s * kNR < nc; ++s)
           pack_b_panel<TB>(g, pc, kc, jc + s * kNR, std::min(kNR, nc - s * kNR),
                            b_pack + s * kNR * kc);
         for (std::size_t i = 0; i < mc; i += kMR) {  // A micro-panel stays in L1 across this row
-          const float* ap = a_pack + i * kc;
+          const float* ap = direct ? g.a + (ic + i) * g.lda + pc : a_pack + i * kc;
+          const std::size_t rows = std::min(kMR, mc - i);
           for (std::size_t j = 0; j < nc; j += kNR) {
             const float* bp = b_pack + j * kc;
             float* c = g.c + (ic + i) * g.ldc + jc + j;
-            const std::size_t rows = std::min(kMR, mc - i), cols = std::min(kNR, nc - j);
-            if (rows == kMR && cols == kNR)
-              micro_kernel(kc, ap, bp, g.alpha, beta, c, g.ldc);
+            const std::size_t cols = std::min(kNR, nc - j);
+            if (cols == kNR)  // whole tiles, and the last panel's rows straight into C
+              kernels[rows](kc, ap, g.lda, bp, g.alpha, beta, c, g.ldc);
             else
-              edge_tile(kc, ap, bp, g.alpha, beta, c, g.ldc, rows, cols);
+              edge_tile(kernels[rows], kc, ap, g.lda, bp, g.alpha, beta, c, g.ldc, rows, cols);
           }
         }
       }
@@ -345,11 +386,57 @@ Grid split(std::size_t m, std::size_t n, std::size_t threads) {
 // 208K to 262K samples/s; at 2^22 (the value before) they ran on one thread.
 constexpr double kParallelMinMacs = 1 << 21;
 
+// C = A Bᵀ with few rows and many columns, the forward pass of a training step (64 samples times
+// Wᵀ, W 256 x 784 as a layer stores it), is computed as its transpose Cᵀ = B Aᵀ: there W is A,
+// whose micro-panels the kernel reads where they lie (read_a_directly), and only the 64 rows of
+// X are packed; each thread then copies its rectangle of Cᵀ back into C, 8 x 8 at a time. The
+// same products in the same order of p: the same bits as the direct computation. Only for
+// beta == 0 (C is written, not updated), for whole panels of rows (32, 64, 96 or 128: a batch of
+// 14 rows would fill 14 of a transposed tile's 32 columns), and when W's rows do not alias in
+// the L1.
+bool compute_transposed(const GemmArgs& g) {
+  return g.ta == Trans::no && g.tb == Trans::yes && g.beta == 0.0f && g.m % kNR == 0 &&
+         g.m / kNR <= kDirectMaxPanels && ceil_div(g.n, kNR) > kDirectMaxPanels &&
+         g.ldb % kAliasingFloats != 0;
+}
+
+// C[j][i] = Ct[i][j] for i in [i0, i1), j in [j0, j1): Ct's rows are C's columns.
+void transpose_back(const float* ct, std::size_t ldt, float* c, std::size_t ldc, std::size_t i0,
+                    std::size_t i1, std::size_t j0, std::size_t j1) {
+  std::size_t i = i0;
+  for (; i + 8 <= i1; i += 8) {
+    std::size_t j = j0;
+    for (; j + 8 <= j1; j += 8) {
+      V8 r[8];
+      for (std::size_t q = 0; q < 8; ++q) std::memcpy(&r[q], ct + (i + q) * ldt + j, sizeof(V8));
+      transpose8(r);
+      for (std::size_t q = 0; q < 8; ++q) std::memcpy(c + (j + q) * ldc + i, &r[q], sizeof(V8));
+    }
+    for (; j < j1; ++j)
+      for (std::size_t q = 0; q < 8; ++q) c[j * ldc + i + q] = ct[(i + q) * ldt + j];
+  }
+  for (; i < i1; ++i)
+    for (std::size_t j = j0; j < j1; ++j) c[j * ldc + i] = ct[i * ldt + j];
+}
+
 template <Trans TA, Trans TB>
 void v4_packed(const GemmArgs& g) {
   const double macs =
       static_cast<double>(g.m) * static_cast<double>(g.n) * static_cast<double>(g.k);
   const int threads = macs >= kParallelMinMacs ? compute_threads() : 1;
+  const bool transposed = TA == Trans::no && TB == Trans::yes && compute_transposed(g);
+  thread_local PackBuffer ct_buf;  // the calling thread's: the team writes its rectangles
+  GemmArgs w = g;                  // the product the team computes: C, or Cᵀ into ct_buf
+  if (transposed) {
+    w.m = g.n;
+    w.n = g.m;
+    w.a = g.b;
+    w.lda = g.ldb;
+    w.b = g.a;
+    w.ldb = g.lda;
+    w.c = ct_buf.get(g.m * g.n);
+    w.ldc = g.m;
+  }
   // Each thread takes one rectangle of C: no barriers, no shared buffers. The team may be
   // smaller than asked (nested regions), so the grid is made from the team's real size.
 #pragma omp parallel num_threads(threads) if (threads > 1)
@@ -359,15 +446,21 @@ void v4_packed(const GemmArgs& g) {
     team = static_cast<std::size_t>(omp_get_num_threads());
     me = static_cast<std::size_t>(omp_get_thread_num());
 #endif
-    const Grid grid = split(g.m, g.n, team);
-    const std::size_t mp = ceil_div(g.m, kMR), np = ceil_div(g.n, kNR);
+    // Transposed, the threads split W's rows: each reads its own share of W. Split by columns
+    // (the batch), each would read all of W, and the optimiser's update after the backward pass
+    // would then find W's lines in the other core's cache (SGD 16 -> 24 us a step at 2 threads).
+    const Grid grid = transposed ? Grid{team, 1} : split(w.m, w.n, team);
+    const std::size_t mp = ceil_div(w.m, kMR), np = ceil_div(w.n, kNR);
     const std::size_t ti = me / grid.tn, tj = me % grid.tn;
     // Rectangle ti of tm: tiles [ti * mp / tm, (ti + 1) * mp / tm), in elements, clipped to C.
-    const std::size_t i0 = std::min(g.m, ti * mp / grid.tm * kMR);
-    const std::size_t i1 = std::min(g.m, (ti + 1) * mp / grid.tm * kMR);
-    const std::size_t j0 = std::min(g.n, tj * np / grid.tn * kNR);
-    const std::size_t j1 = std::min(g.n, (tj + 1) * np / grid.tn * kNR);
-    if (i0 < i1 && j0 < j1) v4_rectangle<TA, TB>(g, i0, i1, j0, j1);
+    const std::size_t i0 = std::min(w.m, ti * mp / grid.tm * kMR);
+    const std::size_t i1 = std::min(w.m, (ti + 1) * mp / grid.tm * kMR);
+    const std::size_t j0 = std::min(w.n, tj * np / grid.tn * kNR);
+    const std::size_t j1 = std::min(w.n, (tj + 1) * np / grid.tn * kNR);
+    if (i0 < i1 && j0 < j1) {
+      v4_rectangle<TA, TB>(w, i0, i1, j0, j1);
+      if (transposed) transpose_back(w.c, w.ldc, g.c, g.ldc, i0, i1, j0, j1);
+    }
   }
 }
 

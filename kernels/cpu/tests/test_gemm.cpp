@@ -4,6 +4,7 @@
 // same bits at 1, 2, 3, 4 and 8 threads and from concurrent callers.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -187,6 +188,50 @@ TEST(GemmV4, SameBitsForAnyThreadCount) {
             << t.describe() << ": threads=" << threads << " differs from threads=1";
       }
     }
+}
+
+// Two shortcuts of v4 skip a packing copy: A read where it lies when C has few columns, and
+// C = A Bᵀ with a batch of rows computed as Cᵀ = B Aᵀ (the forward pass of a training step). A
+// row length of 1024 floats turns both off (the rows would alias in the L1), so the same product
+// with rows padded to 1024 is the packed computation: the bits must be the same, at any thread
+// count. NaN in the padding catches a read past a row.
+TEST(GemmV4, ReadingADirectlyAndTheTransposedProductGiveThePackedBits) {
+  ThreadsGuard guard;
+  const Case cases[] = {{64, 256, 784, Trans::no, Trans::yes},  // the MLP's first layer
+                        {64, 250, 777, Trans::no, Trans::yes},  // ragged columns and depth
+                        {32, 130, 96, Trans::no, Trans::yes, 0.5f},
+                        {96, 100, 300, Trans::no, Trans::no, 0.75f},         // A direct, N <= 128
+                        {128, 64, 200, Trans::no, Trans::yes, 1.0f, 0.5f}};  // beta != 0
+  for (const Case& t : cases) {
+    const std::size_t a_cols = t.k, b_rows = t.tb == Trans::no ? t.k : t.n,
+                      b_cols = t.tb == Trans::no ? t.n : t.k;
+    std::mt19937 rng(7);
+    std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+    std::vector<float> a(t.m * a_cols), b(b_rows * b_cols), c0(t.m * t.n);
+    for (float& x : a) x = dist(rng);
+    for (float& x : b) x = dist(rng);
+    for (float& x : c0) x = dist(rng);
+    auto product = [&](std::size_t ld, int threads) {
+      set_compute_threads(threads);
+      const std::size_t lda = std::max(ld, a_cols), ldb = std::max(ld, b_cols);
+      std::vector<float> pa(t.m * lda, kNaN), pb(b_rows * ldb, kNaN), c = c0;
+      for (std::size_t r = 0; r < t.m; ++r)
+        std::copy_n(a.data() + r * a_cols, a_cols, pa.data() + r * lda);
+      for (std::size_t r = 0; r < b_rows; ++r)
+        std::copy_n(b.data() + r * b_cols, b_cols, pb.data() + r * ldb);
+      gemm(GemmVersion::v4_register, t.ta, t.tb, t.m, t.n, t.k, t.alpha, pa.data(), lda, pb.data(),
+           ldb, t.beta, c.data(), t.n);
+      return c;
+    };
+    const std::vector<float> packed = product(1024, 1);
+    EXPECT_FALSE(std::any_of(packed.begin(), packed.end(), [](float x) { return std::isnan(x); }))
+        << t.describe();
+    for (int threads : {1, 2, 3}) {
+      const std::vector<float> shortcut = product(0, threads);
+      EXPECT_EQ(std::memcmp(shortcut.data(), packed.data(), packed.size() * sizeof(float)), 0)
+          << t.describe() << ": threads=" << threads;
+    }
+  }
 }
 
 // Two threads of the program call v4 at once, each with a team of its own: packing buffers are

@@ -58,6 +58,10 @@ Trainer::Trainer(TrainConfig config, const Dataset& train)
   state_.seed = config_.seed;
 }
 
+namespace {
+constexpr std::size_t kGatherParallelMin = std::size_t{1} << 14;
+}  // namespace
+
 EpochResult Trainer::run_epoch(const std::function<void(const StepProgress&)>& on_progress,
                                std::size_t report_every) {
   using Clock = std::chrono::steady_clock;
@@ -76,11 +80,16 @@ EpochResult Trainer::run_epoch(const std::function<void(const StepProgress&)>& o
   for (std::size_t s = 0; s < steps; ++s) {
     const std::size_t first = s * batch, rows = std::min(batch, n - first);
     StepSpan gather("gather");
-    for (std::size_t i = 0; i < rows; ++i) {
-      const std::uint32_t idx = order_[first + i];
-      std::memcpy(batch_x_.data() + i * dim, train_.row(idx), dim * sizeof(float));
-      batch_y_[i] = train_.y[idx];
-    }
+    // Rows split over the compute threads from 16K floats (a batch of 64 images is 50K): a
+    // copy from the last-level cache that one core does at ~13 GB/s, 15 us a step on the Zen 5
+    // guest. Each row is copied whole by one thread: the same bytes for any split.
+    kernels::for_range(rows, rows * dim >= kGatherParallelMin, [&](std::size_t b, std::size_t e) {
+      for (std::size_t i = b; i < e; ++i) {
+        const std::uint32_t idx = order_[first + i];
+        std::memcpy(batch_x_.data() + i * dim, train_.row(idx), dim * sizeof(float));
+        batch_y_[i] = train_.y[idx];
+      }
+    });
     gather.end();
     std::size_t correct = 0;
     const float loss = model_.forward_backward(batch_x_.data(), batch_y_.data(), rows, &correct);
