@@ -151,7 +151,12 @@ void micro_kernel_rows(std::size_t kc, const float* __restrict ap, std::size_t l
       for (std::size_t v = 0; v < kNV; ++v) acc[i][v] += a * b[v];
     }
   }
-  if (beta == 0.0f) {
+  if (beta == 0.0f && alpha == 1.0f) {  // 1 * x is x: the same bits without the multiplies
+#pragma GCC unroll 16
+    for (std::size_t i = 0; i < R; ++i)
+#pragma GCC unroll 4
+      for (std::size_t v = 0; v < kNV; ++v) store(c + i * ldc + v * kLanes, acc[i][v]);
+  } else if (beta == 0.0f) {
 #pragma GCC unroll 16
     for (std::size_t i = 0; i < R; ++i)
 #pragma GCC unroll 4

@@ -126,18 +126,22 @@ void column_sums(const float* x, std::size_t rows, std::size_t cols, std::size_t
                  float beta) {
   constexpr std::size_t kBlock = 64;  // columns per task: 4 cache lines of each row
   const std::size_t blocks = (cols + kBlock - 1) / kBlock;
-#pragma omp parallel for num_threads(compute_threads()) \
-    schedule(static) if (rows * cols >= kParallelMin && blocks > 1)
-  for (std::size_t blk = 0; blk < blocks; ++blk) {
-    const std::size_t c0 = blk * kBlock, w = std::min(cols, c0 + kBlock) - c0;
-    float acc[kBlock] = {};
-    for (std::size_t r = 0; r < rows; ++r) {
-      const float* row = x + r * ldx + c0;
-      for (std::size_t j = 0; j < w; ++j) acc[j] += row[j];
+  // Whole blocks of columns per thread (for_range: a plain loop below kParallelMin, which GCC
+  // vectorises; an OpenMP loop whose `if` kept it on one thread did not, and the bias gradients
+  // of a training step took 2.5 us): each column summed over the rows in order, whatever the
+  // split.
+  for_range(blocks, rows * cols >= kParallelMin && blocks > 1, [=](std::size_t b0, std::size_t b1) {
+    for (std::size_t blk = b0; blk < b1; ++blk) {
+      const std::size_t c0 = blk * kBlock, w = std::min(cols, c0 + kBlock) - c0;
+      float acc[kBlock] = {};
+      for (std::size_t r = 0; r < rows; ++r) {
+        const float* row = x + r * ldx + c0;
+        for (std::size_t j = 0; j < w; ++j) acc[j] += row[j];
+      }
+      for (std::size_t j = 0; j < w; ++j)
+        out[c0 + j] = beta == 0.0f ? acc[j] : beta * out[c0 + j] + acc[j];
     }
-    for (std::size_t j = 0; j < w; ++j)
-      out[c0 + j] = beta == 0.0f ? acc[j] : beta * out[c0 + j] + acc[j];
-  }
+  });
 }
 Cost column_sums_cost(std::size_t rows, std::size_t cols) {
   return {fl(rows) * fl(cols), kF * (fl(rows) * fl(cols) + fl(cols))};
@@ -195,10 +199,7 @@ double softmax_xent_forward(const float* logits, const std::uint8_t* labels, std
   const std::size_t chunk =
       std::max<std::size_t>(1, kReduceChunk / std::max<std::size_t>(1, classes));
   const std::size_t chunks = (rows + chunk - 1) / chunk;
-  std::vector<double> partial(chunks, 0.0);
-#pragma omp parallel for num_threads(compute_threads()) \
-    schedule(static) if (rows * classes >= kParallelMin)
-  for (std::size_t c = 0; c < chunks; ++c) {
+  auto chunk_loss = [=](std::size_t c) {
     double loss = 0;
     for (std::size_t r = c * chunk; r < std::min(rows, (c + 1) * chunk); ++r) {
       const float* z = logits + r * classes;
@@ -215,9 +216,18 @@ double softmax_xent_forward(const float* logits, const std::uint8_t* labels, std
       for (std::size_t k = 0; k < classes; ++k) p[k] *= inv;
       loss += std::log(double{s}) - double{z_label};
     }
-    partial[c] = loss;
-  }
+    return loss;
+  };
+  // The chunks' losses added in chunk order either way. Below kParallelMin (a training batch's
+  // 64 x 10 logits) no OpenMP region and no vector of partial sums: 4.2 -> ~2 us a step.
   double total = 0;
+  if (rows * classes < kParallelMin) {
+    for (std::size_t c = 0; c < chunks; ++c) total += chunk_loss(c);
+    return total / fl(rows);
+  }
+  std::vector<double> partial(chunks, 0.0);
+#pragma omp parallel for num_threads(compute_threads()) schedule(static)
+  for (std::size_t c = 0; c < chunks; ++c) partial[c] = chunk_loss(c);
   for (const double p : partial) total += p;
   return total / fl(rows);
 }
