@@ -1,8 +1,10 @@
 // What the report tests share (test_report*.cpp): a temporary directory per test, a file's
-// text, and a chart or series found by name. Set CONCURDL_KEEP_TEST_OUTPUT=1 to keep the
-// directories for a look (their paths are printed).
+// text, a chart or series found by name, hand-made records and runs. Set
+// CONCURDL_KEEP_TEST_OUTPUT=1 to keep the directories for a look (their paths are printed).
 #pragma once
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -14,7 +16,9 @@
 #include <vector>
 
 #include "concurdl/build_info.hpp"
+#include "concurdl/harness/records.hpp"
 #include "concurdl/harness/report.hpp"
+#include "concurdl/harness/stats.hpp"
 
 namespace report_test {
 
@@ -72,6 +76,57 @@ inline const concurdl::ChartSeries* find_series(const concurdl::ChartSpec& c,
   for (const auto& s : c.series)
     if (s.label == label) return &s;
   return nullptr;
+}
+
+inline std::string num(double v) { return fmt::format("{:.10g}", v); }
+
+// The line of `text` that contains `key` ("" when none).
+inline std::string line_with(const std::string& text, const std::string& key) {
+  const auto at = text.find(key);
+  if (at == std::string::npos) return "";
+  const auto start = text.rfind('\n', at) + 1;  // npos + 1 == 0 on the first line
+  return text.substr(start, text.find('\n', at) - start);
+}
+
+// Hand-made records and runs, and what the tests read off charts: a record whose median is
+// `seconds` exactly, with every declared metric's samples.
+inline concurdl::Record record(const std::string& experiment, concurdl::Params params,
+                               double seconds) {
+  concurdl::Record r;
+  r.experiment = experiment;
+  r.chapter = "99-test";
+  r.params = std::move(params);
+  for (double k : {0.99, 1.0, 1.01, 0.995, 1.005}) r.samples.push_back(seconds * k);
+  r.stats = concurdl::summarize(r.samples);
+  r.timer = "host";
+  return r;
+}
+
+inline concurdl::MetricSeries metric(const std::string& unit, double median) {
+  concurdl::MetricSeries m;
+  m.unit = unit;
+  for (double k : {0.98, 1.0, 1.02, 0.99, 1.01}) m.samples.push_back(median * k);
+  m.stats = concurdl::summarize(m.samples);
+  return m;
+}
+
+inline concurdl::RunFile run_on(const std::string& host) {
+  concurdl::RunFile run;
+  run.provenance = {{"host", host}, {"cores", 4}};
+  run.calibration.mem_bandwidth_bytes_per_s = 2e10;
+  run.calibration.peak_flops = 1e11;
+  run.path = fs::path("/results/runs") / ("run-" + host) / "results.json";
+  return run;
+}
+
+inline std::vector<double> xs_of(const concurdl::ChartSeries& s) {
+  std::vector<double> xs;
+  for (const auto& p : s.points) xs.push_back(p.x);
+  return xs;
+}
+
+inline std::string notes_of(const concurdl::ChartSpec& c) {
+  return fmt::format("{}", fmt::join(c.notes, "\n"));
 }
 
 }  // namespace report_test

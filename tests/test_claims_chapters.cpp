@@ -188,8 +188,8 @@ INSTANTIATE_TEST_SUITE_P(
                       "chapters/05-data-parallel/README.md", "kernels/README.md", "README.md",
                       "results/reference/README.md", "docs/course.md", "docs/methodology.md",
                       "docs/instructors/ch01.md", "docs/instructors/ch02.md",
-                      "docs/instructors/ch03.md", "docs/instructors/ch05.md",
-                      "chapters/06-model-parallel/README.md",
+                      "docs/instructors/ch03.md", "docs/instructors/ch04.md",
+                      "docs/instructors/ch05.md", "chapters/06-model-parallel/README.md",
                       "chapters/07-sync-async-training/README.md", "docs/instructors/ch07.md",
                       "chapters/08-dataflow/README.md", "docs/instructors/ch08.md"),
     [](const auto& info) {

@@ -18,6 +18,7 @@
 #include "concurdl/build_info.hpp"
 #include "concurdl/harness/report.hpp"
 #include "concurdl/harness/stats.hpp"
+#include "report_demo.hpp"
 #include "report_test_util.hpp"
 
 namespace {
@@ -25,55 +26,6 @@ namespace {
 namespace fs = std::filesystem;
 using namespace report_test;
 using namespace concurdl;
-
-constexpr const char* kId = "test/report_demo";
-constexpr double kSerialV1 = 0.2;   // v1_naive's serial fraction
-constexpr double kSerialV2 = 0.05;  // v2_padded's
-constexpr int kCores = 4;           // the demo machine's: points at p = 8 are oversubscribed
-constexpr long kBigN = 1048576;
-
-void register_demo() {
-  static const bool registered = register_experiment({
-      .id = kId,
-      .chapter = "99-test",
-      .title = "Report demo",
-      .axes = {{.name = "variant", .values = {"v1_naive", "v2_padded"}},
-               {.name = "threads", .values = {"1", "2", "4", "8"}, .kind = AxisKind::count},
-               {.name = "n", .values = {"1024", "32768", "1048576"}, .kind = AxisKind::size}},
-      .baseline = {{"threads", "1"}},
-      .prepare =
-          [](const Params&, GroupCache&) {
-            return Trial{.run = [] {}, .check = [] { return std::string(); }};
-          },
-      .figures = {{.id = "speedup",
-                   .title = "Demo speedup",
-                   .kind = FigureKind::speedup,
-                   .x = "threads",
-                   .y = "speedup",
-                   .where = {{"n", "1048576"}}},
-                  {.id = "time_bars",
-                   .title = "Demo time per variant",
-                   .kind = FigureKind::bars,
-                   .x = "variant",
-                   .series = "threads",
-                   .where = {{"n", "1048576"}}},
-                  {.id = "bandwidth_vs_n",
-                   .title = "Demo bandwidth vs size",
-                   .kind = FigureKind::lines,
-                   .x = "n",
-                   .y = "bytes_per_s",
-                   .where = {{"threads", "1"}},
-                   .log_x = true,
-                   .log_y = true,
-                   .overlays = {Overlay::mem_ceiling}},
-                  {.id = "speedup_all_n",
-                   .title = "Demo speedup, every size",
-                   .kind = FigureKind::speedup,
-                   .x = "threads",
-                   .y = "speedup"}},
-  });
-  (void)registered;
-}
 
 // Weak scaling and a compute ceiling, for the overlays the demo does not draw.
 constexpr const char* kWeakId = "test/report_weak";
@@ -99,83 +51,6 @@ void register_weak() {
   });
   (void)registered;
 }
-
-Record make_record(const std::string& variant, int threads, long n, double seconds) {
-  Record r;
-  r.experiment = kId;
-  r.chapter = "99-test";
-  r.params = {{"variant", variant}, {"threads", std::to_string(threads)}, {"n", std::to_string(n)}};
-  // The middle sample is `seconds` itself, so the median is exact.
-  for (double k : {0.99, 1.0, 1.01, 0.995, 1.005}) r.samples.push_back(seconds * k);
-  r.stats = summarize(r.samples);
-  r.derived["items_per_s"] = static_cast<double>(n) / r.stats.median;
-  r.derived["bytes_per_s"] = 8.0 * static_cast<double>(n) / r.stats.median;
-  return r;
-}
-
-// Amdahl-shaped up to the cores; at p = 8 (oversubscribed) slower than at p = 4, which no
-// Amdahl curve fits: the fit must leave that point out to find the serial fraction.
-RunFile demo_run(const std::string& host, const std::string& dir = "") {
-  RunFile run;
-  run.concurdl_version = "0.1.0";
-  run.command = {"concurdl", "run", "99"};
-  run.provenance = {{"host", host},
-                    {"cpu_model", "Demo CPU @ 3 GHz"},
-                    {"cores", kCores},
-                    {"compiler", "GNU 12.2.0"},
-                    {"build_type", "Release"},
-                    {"git_commit", "0123456789abcdef"},
-                    {"git_dirty", true},
-                    {"started", "2025-01-01T00:00:00Z"}};
-  run.calibration.mem_bandwidth_bytes_per_s = 2e10;
-  run.calibration.peak_flops = 1e11;
-  run.calibration.peak_flops_1core = 2.5e10;
-  run.calibration.thread_copy_bytes_per_s = 8e9;
-  run.path = fs::path("/results/runs") / (dir.empty() ? "2025-run-" + host : dir) / "results.json";
-  for (const auto& [variant, f, t1] :
-       {std::tuple{"v1_naive", kSerialV1, 0.08}, std::tuple{"v2_padded", kSerialV2, 0.05}}) {
-    for (int p : {1, 2, 4, 8}) {
-      const double tp = p <= kCores ? t1 * (f + (1 - f) / p) : 1.15 * t1 * (f + (1 - f) / kCores);
-      Record r = make_record(variant, p, kBigN, tp);
-      r.derived["speedup"] = t1 / r.stats.median;
-      r.derived["efficiency"] = r.derived["speedup"] / p;
-      run.records.push_back(r);
-    }
-    for (long n : {1024L, 32768L}) {
-      Record r = make_record(variant, 1, n, t1 * static_cast<double>(n) / kBigN + 2e-6);
-      r.derived["speedup"] = 1;
-      r.derived["efficiency"] = 1;
-      run.records.push_back(r);
-    }
-  }
-  return run;
-}
-
-// The serial fraction in a legend "Amdahl fit (NAME): f = 0.05", or -1.
-double legend_f(const std::string& text, const std::string& name) {
-  std::smatch m;
-  const std::regex re("Amdahl fit \\(" + name + "\\): f = ([0-9.eE+-]+)");
-  return std::regex_search(text, m, re) ? std::stod(m[1]) : -1;
-}
-
-// Sets an environment variable for one test and puts the old value back.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    ::setenv(name, value, 1);
-  }
-  ~ScopedEnv() {
-    if (old_)
-      ::setenv(name_, old_->c_str(), 1);
-    else
-      ::unsetenv(name_);
-  }
-
- private:
-  const char* name_;
-  std::optional<std::string> old_;
-};
 
 TEST(ReportCharts, SpeedupChartHasIdealLineAndAmdahlFitOnTheCores) {
   register_demo();
@@ -491,141 +366,6 @@ TEST(ReportCharts, UnregisteredExperimentsHaveNoCharts) {
   run.records.push_back(make_record("v1", 1, 10, 1.0));
   run.records.back().experiment = "test/never_registered";
   EXPECT_TRUE(build_charts({run}).empty());
-}
-
-TEST(ReportFiles, WritesDataScriptsPicturesAndOneSelfContainedHtml) {
-  register_demo();
-  TempDir tmp;
-  const std::vector<std::string> load_errors = {
-      "/results/runs/broken/results.json: not JSON (parse error at byte 17)"};
-  const ReportFiles files = write_report({demo_run("alpha")}, load_errors, tmp.path() / "out");
-  const bool pictures = gnuplot_available();
-
-  ASSERT_EQ(files.charts.size(), 4u);
-  for (const auto& c : files.charts) {
-    EXPECT_TRUE(fs::is_regular_file(c.dat)) << c.dat;
-    EXPECT_TRUE(fs::is_regular_file(c.gp)) << c.gp;
-    EXPECT_EQ(c.dat.parent_path(), tmp.path() / "out" / "figures");
-    if (!pictures) continue;
-    ASSERT_FALSE(c.svg.empty()) << c.gp;
-    ASSERT_FALSE(c.png.empty()) << c.gp;
-    EXPECT_GT(fs::file_size(c.svg), 0u);
-    EXPECT_GT(fs::file_size(c.png), 0u);
-    const std::string png = slurp(c.png);
-    EXPECT_EQ(png.substr(0, 8), std::string("\x89PNG\r\n\x1a\n", 8)) << c.png;
-  }
-  if (pictures) {
-    EXPECT_TRUE(files.warnings.empty()) << files.warnings.front();
-  }
-
-  const fs::path figures = tmp.path() / "out" / "figures";
-  const std::string gp = slurp(figures / "test_report_demo_speedup.gp");
-  const std::string dat = slurp(figures / "test_report_demo_speedup.dat");
-  EXPECT_NE(gp.find("ideal (S = p)"), std::string::npos);
-  EXPECT_NE(dat.find("# series: ideal (S = p)"), std::string::npos);
-  EXPECT_NEAR(legend_f(gp, "v2_padded"), kSerialV2, 0.002) << gp;
-  EXPECT_NEAR(legend_f(dat, "v1_naive"), kSerialV1, 0.002) << dat;
-  // Relative names only, so the figures folder can be moved.
-  EXPECT_NE(gp.find("'test_report_demo_speedup.dat'"), std::string::npos);
-  EXPECT_EQ(gp.find(figures.string()), std::string::npos);
-  EXPECT_NE(gp.find("gnuplot test_report_demo_speedup.gp"), std::string::npos);
-  EXPECT_NE(slurp(figures / "test_report_demo_bandwidth_vs_n.gp").find("logscale x"),
-            std::string::npos);
-
-  ASSERT_TRUE(fs::is_regular_file(files.md));
-  ASSERT_TRUE(fs::is_regular_file(files.html));
-  const std::string md = slurp(files.md);
-  EXPECT_NE(md.find("Files that could not be loaded"), std::string::npos);
-  EXPECT_NE(md.find(load_errors.front()), std::string::npos);
-  EXPECT_NE(md.find("Report demo"), std::string::npos);
-  EXPECT_NE(md.find("Demo CPU @ 3 GHz"), std::string::npos);
-  EXPECT_NE(md.find("0123456 (dirty)"), std::string::npos);
-  EXPECT_NE(md.find("## Calibration"), std::string::npos);
-  EXPECT_NE(md.find("Karp–Flatt"), std::string::npos);
-  if (pictures) {
-    EXPECT_NE(md.find("](figures/test_report_demo_speedup.svg)"), std::string::npos);
-  }
-
-  const std::string html = slurp(files.html);
-  EXPECT_EQ(html.rfind("<!DOCTYPE html>", 0), 0u);
-  EXPECT_NE(html.find(load_errors.front()), std::string::npos);
-  if (pictures) {
-    EXPECT_NE(html.find("<svg"), std::string::npos);
-    EXPECT_EQ(html.find("<?xml"), std::string::npos);
-  }
-  // Self-contained: nothing fetched from elsewhere.
-  const std::regex external(R"((src|href)\s*=\s*["']?\s*(https?:)?//)", std::regex::icase);
-  EXPECT_FALSE(std::regex_search(html, external));
-  EXPECT_EQ(html.find("<script"), std::string::npos);
-  EXPECT_EQ(html.find("<link"), std::string::npos);
-}
-
-TEST(ReportFiles, TwoMachinesMergeIntoOneReport) {
-  register_demo();
-  TempDir tmp;
-  const ReportFiles files = write_report({demo_run("alpha"), demo_run("beta")}, {}, tmp.path());
-  const std::string dat = slurp(tmp.path() / "figures" / "test_report_demo_speedup.dat");
-  EXPECT_NE(dat.find("# series: alpha: v1_naive"), std::string::npos);
-  EXPECT_NE(dat.find("# series: beta: v2_padded"), std::string::npos);
-  const std::string md = slurp(files.md);
-  EXPECT_NE(md.find("| alpha |"), std::string::npos);
-  EXPECT_NE(md.find("| beta |"), std::string::npos);
-  EXPECT_EQ(md.find("Files that could not be loaded"), std::string::npos);
-}
-
-TEST(ReportFiles, WithoutGnuplotDataAndScriptsRemainAndTheReportSaysWhy) {
-  register_demo();
-  TempDir tmp;
-  ScopedEnv no_gnuplot("CONCURDL_GNUPLOT", "");
-  const ReportFiles files = write_report({demo_run("alpha")}, {}, tmp.path());
-  ASSERT_EQ(files.warnings.size(), 1u);  // said once, not once per chart
-  EXPECT_NE(files.warnings.front().find("gnuplot not found"), std::string::npos);
-  for (const auto& c : files.charts) {
-    EXPECT_TRUE(fs::is_regular_file(c.dat));
-    EXPECT_TRUE(fs::is_regular_file(c.gp));
-    EXPECT_TRUE(c.svg.empty());
-    EXPECT_TRUE(c.png.empty());
-  }
-  const std::string md = slurp(files.md);
-  EXPECT_NE(md.find("gnuplot not found"), std::string::npos);
-  EXPECT_NE(md.find("(figures/test_report_demo_speedup.gp)"), std::string::npos);
-  EXPECT_NE(slurp(files.html).find("gnuplot not found"), std::string::npos);
-}
-
-TEST(ReportFiles, AFailingGnuplotIsReportedWithItsExitStatus) {
-  register_demo();
-  TempDir tmp;
-  ScopedEnv failing("CONCURDL_GNUPLOT", "/bin/false");
-  const ReportFiles files = write_report({demo_run("alpha")}, {}, tmp.path());
-  ASSERT_FALSE(files.warnings.empty());
-  EXPECT_NE(files.warnings.front().find("gnuplot failed"), std::string::npos)
-      << files.warnings.front();
-  EXPECT_NE(files.warnings.front().find("exit 1"), std::string::npos);
-  for (const auto& c : files.charts) {
-    EXPECT_TRUE(fs::is_regular_file(c.gp));
-    EXPECT_TRUE(c.svg.empty());
-  }
-  EXPECT_NE(slurp(files.md).find("gnuplot failed"), std::string::npos);
-}
-
-TEST(ReportFiles, QuotesAndUnderscoresInLabelsDoNotBreakTheScript) {
-  if (!gnuplot_available()) GTEST_SKIP() << "gnuplot not installed";
-  TempDir tmp;
-  ChartSpec c;
-  c.stem = "odd_labels";
-  c.title = "a \"quoted\" title with under_scores, a back\\slash, ^carets^ and <b> & co";
-  c.x_label = "x_axis 'single'";
-  c.y_label = "y {braces} @at";
-  c.series.push_back({"series \"one\"_a", {{1, 1, 0.9, 1.1, ""}, {2, 3, 2.8, 3.1, ""}}, false});
-  c.series.push_back({"model 'two'", {{1, 1, 1, 1, ""}, {2, 2, 2, 2, ""}}, true});
-  std::string warning;
-  const ChartFiles f = render_chart(c, tmp.path(), warning);
-  EXPECT_EQ(warning, "");
-  EXPECT_FALSE(f.svg.empty());
-  EXPECT_FALSE(f.png.empty());
-  const std::string svg = slurp(f.svg);
-  EXPECT_NE(svg.find("under_scores"), std::string::npos);
-  EXPECT_EQ(svg.find("<b>"), std::string::npos);  // escaped, so it can be inlined in HTML
 }
 
 }  // namespace
