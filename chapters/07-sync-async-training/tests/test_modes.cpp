@@ -132,11 +132,16 @@ INSTANTIATE_TEST_SUITE_P(Modes, ModesEach,
                            return s;
                          });
 
-// A 4x straggler: the parameter server's other worker takes more of the epoch's batches.
+// A straggler: the parameter server's other worker takes more of the epoch's batches. The
+// small problem's batch is a few microseconds of work, so a 4x straggler sleeps less than one
+// scheduling quantum and a loaded machine (CI runs tests side by side) can stall worker 0 for
+// longer than the straggler's whole epoch: CI once saw 10 vs 15. At 200x the straggler sleeps
+// ~200 batches' time after each of its own, which no descheduling of worker 0 short of a
+// frozen process overturns.
 TEST(Modes, AStragglerTakesFewerBatchesUnderAParameterServer) {
   within_seconds(kDeadline, [&] {
     AsyncOptions o = options("ps-async", 2);
-    o.stragglers[1] = 4.0;
+    o.stragglers[1] = 200.0;
     AsyncTrainer t(small_config(), problem(), o);
     t.run_epoch({}, 0);
     EXPECT_GT(t.batches_per_worker()[0], t.batches_per_worker()[1]);
