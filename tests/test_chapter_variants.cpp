@@ -116,9 +116,14 @@ TEST(MergedExperiments, LoaderEpochRecordsCarryOverlapEfficiencyAndTheModelsComp
     const double io = r.metrics.at("io_s").samples[0], c = r.metrics.at("compute_s").samples[0];
     EXPECT_GT(io, 0);
     EXPECT_NEAR(c, io, 1e-12) << "compute_ratio 1: compute = the measured io";
-    // The sync loader overlaps nothing: its epoch is about io + compute, efficiency about 0.
+    // The sync loader overlaps nothing: its epoch is at least its compute plus every record's
+    // latency paid in turn (throttled reads never finish early). Asserted as that bound, not
+    // as an efficiency near 0: the efficiency compares against the io measured once at setup,
+    // and a loaded machine can make the setup's sleeps wake late and the trial's not.
     if (loader == "sync") {
-      EXPECT_LT(r.metrics.at("overlap_efficiency").stats.median, 0.5);
+      const double latency = std::stod(r.params.at("latency_us")) * 1e-6;
+      const double records = std::stod(r.params.at("records"));
+      EXPECT_GE(r.stats.median, c + records * latency);
     }
   }
   EXPECT_EQ(find_experiment("ch03/overlap_efficiency"), nullptr) << "merged into ch03/loader_epoch";

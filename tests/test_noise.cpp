@@ -274,16 +274,26 @@ class BusyChild {
 
 // The same configuration measured once with the machine as it is and once with a process
 // spinning beside it: the second record carries the note "noisy". (The first is asserted quiet
-// only when the machine was quiet before and after it: tests may run in parallel.)
+// only when the machine was quiet before and after it: tests may run in parallel, and a
+// neighbour's burst can fit between the two checks, so up to three tries, one of which must
+// be quiet throughout and unflagged; a meter that flags everything fails every try.)
 TEST(Noise, AConfigurationTimedBesideABusyProcessIsFlaggedNoisy) {
   if (!read_cpu_times()) GTEST_SKIP() << "/proc/stat cannot be read here";
-  const bool quiet_before = quiet_check(0.3).empty();
-  const Record quiet = measure_sleep();
-  const bool quiet_after = quiet_check(0.3).empty();
-  ASSERT_TRUE(quiet.valid) << quiet.validation;
-  ASSERT_EQ(quiet.samples.size(), 5u);
-  if (quiet_before && quiet_after) {
-    EXPECT_FALSE(quiet.notes.count("noisy")) << quiet.notes.at("noisy");
+  bool judged = false, unflagged = false;
+  std::string flagged_note;
+  for (int attempt = 0; attempt < 3 && !unflagged; ++attempt) {
+    const bool quiet_before = quiet_check(0.3).empty();
+    const Record quiet = measure_sleep();
+    const bool quiet_after = quiet_check(0.3).empty();
+    ASSERT_TRUE(quiet.valid) << quiet.validation;
+    ASSERT_EQ(quiet.samples.size(), 5u);
+    if (!quiet_before || !quiet_after) continue;
+    judged = true;
+    unflagged = !quiet.notes.count("noisy");
+    if (!unflagged) flagged_note = quiet.notes.at("noisy");
+  }
+  if (judged) {
+    EXPECT_TRUE(unflagged) << flagged_note;
   }
 
   Record busy;

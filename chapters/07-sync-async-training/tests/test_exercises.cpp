@@ -266,7 +266,15 @@ void blocks_until_the_slowest_advances_or_leaves() {
       }
       returned = true;
     });
-    std::this_thread::sleep_for(100ms);
+    // Until the waiter is seen blocked (waits() counts a wait_turn that had to wait), for at
+    // most 10 s: a fixed sleep here let a waiter that started late on a loaded machine miss
+    // the whole window and count no wait. Then 20 ms more, in which a wait_turn that did not
+    // block would have returned.
+    const auto deadline = std::chrono::steady_clock::now() + 10s;
+    while (clock.waits() < static_cast<std::uint64_t>(round) + 1 && !returned.load() &&
+           std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(1ms);
+    std::this_thread::sleep_for(20ms);
     EXPECT_FALSE(returned.load()) << "wait_turn returned with worker 0 ahead, bound 0";
     if (round == 0)
       clock.advance(1);
