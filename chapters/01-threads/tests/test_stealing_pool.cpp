@@ -128,19 +128,29 @@ TYPED_TEST(StealingPool, WaitAllWaitsForTasksPostedByTasks) {
 }
 
 // With more than one thread the tree's work must really be spread: a pool whose workers never
-// stole would run every leaf on the thread that posted the root.
+// stole would run every leaf on the thread that posted the root. Each leaf waits (up to one
+// shared deadline, yielding) until leaves have run on two threads, so that the thread running
+// the first leaves holds on until another has stolen some, however the threads are scheduled;
+// without stealing the first leaf waits out the deadline and the count below stays at 1.
 TYPED_TEST(StealingPool, IdleThreadsStealWork) {
   within_seconds(kWatchdogSeconds, [] {
     TypeParam pool(4);
     std::mutex mu;
     std::set<std::thread::id> ran_on;
     std::atomic<int> leaves{0};
+    const auto give_up = std::chrono::steady_clock::now() + 10s;
     std::function<void(int)> node = [&](int depth) {
       if (depth == 0) {
-        std::this_thread::sleep_for(200us);
+        std::size_t threads_seen = 0;
         {
           std::lock_guard lock(mu);
           ran_on.insert(std::this_thread::get_id());
+          threads_seen = ran_on.size();
+        }
+        while (threads_seen < 2 && std::chrono::steady_clock::now() < give_up) {
+          std::this_thread::yield();
+          std::lock_guard lock(mu);
+          threads_seen = ran_on.size();
         }
         leaves.fetch_add(1);
         return;
@@ -151,7 +161,7 @@ TYPED_TEST(StealingPool, IdleThreadsStealWork) {
     pool.post([&] { node(8); });
     pool.wait_all();
     EXPECT_EQ(leaves.load(), 256);
-    EXPECT_GE(ran_on.size(), 2u) << "every leaf ran on one thread: nothing was stolen";
+    EXPECT_GE(ran_on.size(), 2u) << "every leaf ran on one thread for 10 s: nothing was stolen";
   });
 }
 
