@@ -200,6 +200,7 @@ TEST(GemmV4, ReadingADirectlyAndTheTransposedProductGiveThePackedBits) {
   const Case cases[] = {{64, 256, 784, Trans::no, Trans::yes},  // the MLP's first layer
                         {64, 250, 777, Trans::no, Trans::yes},  // ragged columns and depth
                         {32, 130, 96, Trans::no, Trans::yes, 0.5f},
+                        {64, 10, 128, Trans::no, Trans::yes},  // the last layer: one narrow panel
                         {96, 100, 300, Trans::no, Trans::no, 0.75f},         // A direct, N <= 128
                         {128, 64, 200, Trans::no, Trans::yes, 1.0f, 0.5f}};  // beta != 0
   for (const Case& t : cases) {

@@ -149,7 +149,7 @@ void Mlp::forward_layers(std::size_t first, std::size_t last, const float* in, s
   for (std::size_t l = first; l < last; ++l) {
     const std::size_t in_w = spec_.widths[l], out = spec_.widths[l + 1];
     const float* w = weights(l);
-    std::vector<float>& out_act = a.outputs_[l - first];
+    kernels::LineVector<float>& out_act = a.outputs_[l - first];
     out_act.resize(batch * out);
     StepSpan gemm_span(l, "fwd_gemm");
     kernels::gemm(gemm_, Trans::no, Trans::yes, batch, out, in_w, 1.0f, in_act, in_w, w, in_w, 0.0f,
@@ -211,7 +211,7 @@ void Mlp::backward_layers(std::size_t first, std::size_t last, Activations& a, c
       }
       break;
     }
-    std::vector<float>& next = a.delta_[spare];
+    kernels::LineVector<float>& next = a.delta_[spare];
     next.resize(batch * in);
     StepSpan da_span(l, "da_gemm");
     kernels::gemm(gemm_, Trans::no, Trans::no, batch, in, out, 1.0f, delta, out, w, in, 0.0f,

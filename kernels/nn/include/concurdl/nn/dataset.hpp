@@ -7,13 +7,14 @@
 #include <vector>
 
 #include "concurdl/data/idx.hpp"
+#include "concurdl/kernels/aligned.hpp"
 
 namespace concurdl::nn {
 
 struct Dataset {
   std::size_t n = 0, dim = 0, classes = 10;
-  std::vector<float> x;         // n x dim
-  std::vector<std::uint8_t> y;  // n
+  kernels::LineVector<float> x;  // n x dim, on a cache line (aligned.hpp)
+  std::vector<std::uint8_t> y;   // n
   const float* row(std::size_t i) const { return x.data() + i * dim; }
 };
 

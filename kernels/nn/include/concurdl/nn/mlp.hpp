@@ -29,6 +29,7 @@
 #include <string_view>
 #include <vector>
 
+#include "concurdl/kernels/aligned.hpp"
 #include "concurdl/kernels/gemm.hpp"
 #include "concurdl/nn/tensor.hpp"
 
@@ -89,8 +90,8 @@ class Activations {
   friend class Mlp;
   std::size_t first_ = 0, last_ = 0, batch_ = 0;
   const float* input_ = nullptr;
-  std::vector<std::vector<float>> outputs_;  // outputs_[i]: layer first + i's output
-  std::vector<float> delta_[2];              // backward's ping-pong gradient buffers
+  std::vector<kernels::LineVector<float>> outputs_;  // outputs_[i]: layer first + i's output
+  kernels::LineVector<float> delta_[2];              // backward's ping-pong gradient buffers
 };
 
 class Mlp {
@@ -156,7 +157,7 @@ class Mlp {
  private:
   MlpSpec spec_;
   kernels::GemmVersion gemm_;
-  std::vector<float> params_, grads_;
+  kernels::LineVector<float> params_, grads_;  // on cache lines (aligned.hpp)
   std::vector<std::size_t> offsets_;
   Activations step_acts_;  // forward_backward's, kept so that a training step does not allocate
   std::vector<float> dlogits_;

@@ -7,6 +7,8 @@
 #include <span>
 #include <vector>
 
+#include "concurdl/kernels/aligned.hpp"
+
 namespace concurdl::nn {
 
 struct SgdOptions {
@@ -27,7 +29,7 @@ class Sgd {
 
  private:
   SgdOptions options_;
-  std::vector<float> velocity_;
+  kernels::LineVector<float> velocity_;  // on cache lines (aligned.hpp)
 };
 
 }  // namespace concurdl::nn

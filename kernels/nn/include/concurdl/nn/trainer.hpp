@@ -80,7 +80,7 @@ class Trainer {
   Sgd opt_;
   TrainState state_;
   std::vector<std::uint32_t> order_;
-  std::vector<float> batch_x_;
+  kernels::LineVector<float> batch_x_;  // on cache lines (aligned.hpp)
   std::vector<std::uint8_t> batch_y_;
 };
 
