@@ -309,16 +309,27 @@ const bool registered_throughput = register_experiment({
                  .kind = FigureKind::speedup,
                  .x = "threads",
                  .series = "gemm"}},
-    .claims = {{.id = "two_threads_train_faster",
+    // One claim per GEMM of ours: selected by threads alone, the claim also took PyTorch's
+    // peer row (gemm=pytorch) where torch is installed, and judged PyTorch's scaling.
+    .claims = {{.id = "two_threads_train_faster_openblas",
                 .statement = "At batch 64, two threads train at least 1.1x as many samples/s "
-                             "as one, with either GEMM (far from 2x: the GEMMs are small and "
-                             "the rest of a step runs on one thread)",
-                .select = {{"threads", "2"}, {"batch", "64"}},
+                             "as one with OpenBLAS's GEMM (far from 2x: the GEMMs are small "
+                             "and the rest of a step runs on one thread)",
+                .select = {{"threads", "2"}, {"batch", "64"}, {"gemm", "openblas"}},
                 .field = "speedup",
                 .bound = 1.1,
                 .unit = "×",
                 .min_cpus = 2,
-                .reference = 1.32}},
+                .reference = 1.516},
+               {.id = "two_threads_train_faster_v4",
+                .statement = "At batch 64, two threads train at least 1.1x as many samples/s "
+                             "as one with GEMM v4",
+                .select = {{"threads", "2"}, {"batch", "64"}, {"gemm", "v4_register"}},
+                .field = "speedup",
+                .bound = 1.1,
+                .unit = "×",
+                .min_cpus = 2,
+                .reference = 1.316}},
 });
 
 }  // namespace
