@@ -1,8 +1,9 @@
 // kernels/train_breakdown: where a training step's time goes. One epoch of the default MLP
 // (784-256-128-10, batch 64) is run with the step's phases recorded as spans (step_span.hpp: the
-// batch gather, each layer's forward GEMM and bias + ReLU, the loss, each layer's weight- and
-// input-gradient GEMMs, bias gradient and ReLU', the SGD update), and each configuration of the
-// `phase` axis (kPhases: the GEMMs per layer, the element-wise work in three groups) reports its
+// batch gather, each layer's forward GEMM (its bias and ReLU fused in), the loss, each layer's
+// weight- and input-gradient GEMMs (the ReLU' of the layer below fused into the latter), bias
+// gradients, the SGD update), and each configuration of the `phase` axis (kPhases: the GEMMs
+// per layer, the bias gradients of all layers together) reports its
 // phase's time per step, with the step's time and the phase's fraction
 // of it; `other` is the step less every phase (the loop, the spans themselves). The phases of a
 // GEMM and thread count are measured round-robin, so the stacked bar of one configuration adds
@@ -33,20 +34,17 @@ namespace {
 constexpr std::size_t kBatch = 64;
 
 // The phases of the default MLP's step, in the order the step first runs them: each layer's
-// GEMMs apart (the bulk of the work), the element-wise work of all layers in three (forward bias
-// and ReLU, backward ReLU', bias gradients), so that the stacked bar stays readable. The spans
-// keep the layer of every phase (`concurdl run --trace` shows them).
-const std::vector<std::string> kPhases = {"gather",     "l0_fwd_gemm", "l1_fwd_gemm", "l2_fwd_gemm",
-                                          "bias_relu",  "loss",        "l2_dw_gemm",  "l2_da_gemm",
-                                          "l1_dw_gemm", "l1_da_gemm",  "l0_dw_gemm",  "relu_grad",
-                                          "db",         "sgd",         "other"};
+// GEMMs apart (the bulk of the work), the bias gradients of all layers in one, so that the
+// stacked bar stays readable. The forward's bias + ReLU and the backward's ReLU' were phases of
+// their own until they were fused into the GEMMs (gemm.hpp's GemmEpilogue): they are inside the
+// GEMMs' phases now. The spans keep the layer of every phase (`concurdl run --trace`).
+const std::vector<std::string> kPhases = {
+    "gather",     "l0_fwd_gemm", "l1_fwd_gemm", "l2_fwd_gemm", "loss", "l2_dw_gemm", "l2_da_gemm",
+    "l1_dw_gemm", "l1_da_gemm",  "l0_dw_gemm",  "db",          "sgd",  "other"};
 
-// The phase a span of the step belongs to: "l1_bias_relu" and "l2_bias" to bias_relu,
-// "l0_relu_grad" to relu_grad, "l2_db" to db; the rest are phases of their own.
+// The phase a span of the step belongs to: "l2_db" to db; the rest are phases of their own.
 std::string phase_of(const std::string& span) {
-  for (const char* group : {"bias", "relu_grad", "db"})
-    if (span.size() > 3 && span[0] == 'l' && span.compare(3, std::string(group).size(), group) == 0)
-      return std::string(group) == "bias" ? "bias_relu" : group;
+  if (span.size() > 3 && span[0] == 'l' && span.compare(3, 2, "db") == 0) return "db";
   return span;
 }
 
@@ -64,10 +62,7 @@ Work phase_work(const std::string& phase, const MlpSpec& spec, std::size_t rows)
     w.bytes = 5.0 * params * f;  // p, g, v read; p, v written
   }
   for (std::size_t l = 0; l < layers; ++l) {
-    const double out = width(l + 1);
-    if (phase == "bias_relu") w.bytes += 2.0 * b * out * f;  // read and written once, fused
-    if (phase == "db") w.bytes += b * out * f;
-    if (phase == "relu_grad" && l + 1 < layers) w.bytes += 3.0 * b * out * f;  // act, dA in, out
+    if (phase == "db") w.bytes += b * width(l + 1) * f;
   }
   if (phase.size() > 3 && phase[0] == 'l' && phase.find("_gemm") != std::string::npos) {
     const auto l = static_cast<std::size_t>(phase[1] - '0');

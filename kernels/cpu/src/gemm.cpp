@@ -89,34 +89,77 @@ bool openblas_core_is_generic() {
   return generic;
 }
 
+namespace {
+void run_gemm(GemmVersion v, const detail::GemmArgs& g) {
+  const std::size_t a_cols = g.ta == Trans::no ? g.k : g.m;
+  const std::size_t b_cols = g.tb == Trans::no ? g.n : g.k;
+  if ((a_cols > 0 && g.lda < a_cols) || (b_cols > 0 && g.ldb < b_cols) || (g.n > 0 && g.ldc < g.n))
+    throw std::invalid_argument("gemm: a leading dimension is smaller than its row");
+  if (g.epilogue != nullptr && g.epilogue->relu_of != nullptr && g.epilogue->ld_relu_of < g.n)
+    throw std::invalid_argument(
+        "gemm: the epilogue's relu_of has a leading dimension smaller "
+        "than C's row");
+  if (g.m == 0 || g.n == 0) return;
+  switch (v) {
+    case GemmVersion::v1_naive:
+      detail::gemm_v1(g);
+      break;
+    case GemmVersion::v2_ikj:
+      detail::gemm_v2(g);
+      break;
+    case GemmVersion::v3_blocked:
+      detail::gemm_v3(g);
+      break;
+    case GemmVersion::v4_register:
+      note_gemm_runtime(ThreadRuntime::openmp);
+      return detail::gemm_v4(g);  // finishes each thread's share of C itself
+    case GemmVersion::openblas:
+      note_gemm_runtime(ThreadRuntime::openblas);
+      if (g.k == 0) {
+        detail::scale_c(g);  // some BLAS builds reject k == 0
+        break;
+      }
+      cblas_sgemm(CblasRowMajor, g.ta == Trans::no ? CblasNoTrans : CblasTrans,
+                  g.tb == Trans::no ? CblasNoTrans : CblasTrans, static_cast<int>(g.m),
+                  static_cast<int>(g.n), static_cast<int>(g.k), g.alpha, g.a,
+                  static_cast<int>(g.lda), g.b, static_cast<int>(g.ldb), g.beta, g.c,
+                  static_cast<int>(g.ldc));
+      break;
+    default:
+      throw std::invalid_argument("gemm: unknown version");
+  }
+  detail::finish_c(g, 0, g.m, 0, g.n);
+}
+}  // namespace
+
 void gemm(GemmVersion v, Trans ta, Trans tb, std::size_t m, std::size_t n, std::size_t k,
           float alpha, const float* a, std::size_t lda, const float* b, std::size_t ldb, float beta,
           float* c, std::size_t ldc) {
-  const std::size_t a_cols = ta == Trans::no ? k : m, b_cols = tb == Trans::no ? n : k;
-  if ((a_cols > 0 && lda < a_cols) || (b_cols > 0 && ldb < b_cols) || (n > 0 && ldc < n))
-    throw std::invalid_argument("gemm: a leading dimension is smaller than its row");
-  if (m == 0 || n == 0) return;
-  const detail::GemmArgs g{ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc};
-  switch (v) {
-    case GemmVersion::v1_naive:
-      return detail::gemm_v1(g);
-    case GemmVersion::v2_ikj:
-      return detail::gemm_v2(g);
-    case GemmVersion::v3_blocked:
-      return detail::gemm_v3(g);
-    case GemmVersion::v4_register:
-      note_gemm_runtime(ThreadRuntime::openmp);
-      return detail::gemm_v4(g);
-    case GemmVersion::openblas:
-      note_gemm_runtime(ThreadRuntime::openblas);
-      if (k == 0) return detail::scale_c(g);  // some BLAS builds reject k == 0
-      cblas_sgemm(CblasRowMajor, ta == Trans::no ? CblasNoTrans : CblasTrans,
-                  tb == Trans::no ? CblasNoTrans : CblasTrans, static_cast<int>(m),
-                  static_cast<int>(n), static_cast<int>(k), alpha, a, static_cast<int>(lda), b,
-                  static_cast<int>(ldb), beta, c, static_cast<int>(ldc));
-      return;
-  }
-  throw std::invalid_argument("gemm: unknown version");
+  run_gemm(v, {ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc});
 }
+
+void gemm(GemmVersion v, Trans ta, Trans tb, std::size_t m, std::size_t n, std::size_t k,
+          float alpha, const float* a, std::size_t lda, const float* b, std::size_t ldb, float beta,
+          float* c, std::size_t ldc, const GemmEpilogue& epilogue) {
+  run_gemm(v, {ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, &epilogue});
+}
+
+namespace detail {
+void finish_c(const GemmArgs& g, std::size_t i0, std::size_t i1, std::size_t j0, std::size_t j1) {
+  if (g.epilogue == nullptr) return;
+  const GemmEpilogue& e = *g.epilogue;
+  for (std::size_t i = i0; i < i1; ++i) {
+    float* row = g.c + i * g.ldc;
+    if (e.bias != nullptr)
+      for (std::size_t j = j0; j < j1; ++j) row[j] += e.bias[j];
+    if (e.relu)
+      for (std::size_t j = j0; j < j1; ++j) row[j] = row[j] > 0.0f ? row[j] : 0.0f;
+    if (e.relu_of != nullptr) {
+      const float* act = e.relu_of + i * e.ld_relu_of;
+      for (std::size_t j = j0; j < j1; ++j) row[j] = act[j] > 0.0f ? row[j] : 0.0f;
+    }
+  }
+}
+}  // namespace detail
 
 }  // namespace concurdl::kernels

@@ -443,6 +443,7 @@ void v4_packed(const GemmArgs& g) {
     w.ldb = g.lda;
     w.c = ct_buf.get(g.m * g.n);
     w.ldc = g.m;
+    w.epilogue = nullptr;  // C's finish, once Cᵀ is copied back
   }
   // Each thread takes one rectangle of C: no barriers, no shared buffers. The team may be
   // smaller than asked (nested regions), so the grid is made from the team's real size.
@@ -466,7 +467,13 @@ void v4_packed(const GemmArgs& g) {
     const std::size_t j1 = std::min(w.n, (tj + 1) * np / grid.tn * kNR);
     if (i0 < i1 && j0 < j1) {
       v4_rectangle<TA, TB>(w, i0, i1, j0, j1);
-      if (transposed) transpose_back(w.c, w.ldc, g.c, g.ldc, i0, i1, j0, j1);
+      // The epilogue (gemm.hpp) on this thread's rectangle of C, while it is in this core's cache.
+      if (transposed) {
+        transpose_back(w.c, w.ldc, g.c, g.ldc, i0, i1, j0, j1);
+        finish_c(g, j0, j1, i0, i1);
+      } else {
+        finish_c(g, i0, i1, j0, j1);
+      }
     }
   }
 }
@@ -474,7 +481,10 @@ void v4_packed(const GemmArgs& g) {
 }  // namespace
 
 void gemm_v4(const GemmArgs& g) {
-  if (g.k == 0) return scale_c(g);
+  if (g.k == 0) {
+    scale_c(g);
+    return finish_c(g, 0, g.m, 0, g.n);
+  }
   if (g.ta == Trans::no)
     g.tb == Trans::no ? v4_packed<Trans::no, Trans::no>(g) : v4_packed<Trans::no, Trans::yes>(g);
   else

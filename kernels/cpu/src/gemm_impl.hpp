@@ -18,6 +18,7 @@ struct GemmArgs {
   float beta;
   float* c;
   std::size_t ldc;
+  const GemmEpilogue* epilogue = nullptr;  // v4 applies it itself, per thread
 
   // op(A)(i, p) and op(B)(p, j)
   float A(std::size_t i, std::size_t p) const {
@@ -30,6 +31,8 @@ struct GemmArgs {
 
 // C = beta * C (beta == 0 writes zeros without reading C).
 void scale_c(const GemmArgs& g);
+// g.epilogue (if any) over rows [i0, i1) and columns [j0, j1) of C.
+void finish_c(const GemmArgs& g, std::size_t i0, std::size_t i1, std::size_t j0, std::size_t j1);
 
 void gemm_v1(const GemmArgs& g);
 void gemm_v2(const GemmArgs& g);

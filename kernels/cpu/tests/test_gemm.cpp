@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "concurdl/kernels/gemm.hpp"
+#include "concurdl/kernels/ops.hpp"
 #include "concurdl/kernels/reference.hpp"
 #include "concurdl/kernels/threads.hpp"
 
@@ -233,6 +234,57 @@ TEST(GemmV4, ReadingADirectlyAndTheTransposedProductGiveThePackedBits) {
           << t.describe() << ": threads=" << threads;
     }
   }
+}
+
+// The fused epilogue (bias, ReLU, a ReLU's gradient) gives the bits of the product followed by
+// ops.hpp's passes, for every version, through v4's transposed and direct shortcuts and its
+// packed path, at 1-3 threads; only C's own columns are touched (the padding keeps its
+// sentinel).
+TEST_P(GemmVersions, TheEpilogueGivesTheBitsOfTheSeparatePasses) {
+  ThreadsGuard guard;
+  const Case cases[] = {{64, 256, 784, Trans::no, Trans::yes},  // a layer's forward, transposed
+                        {64, 10, 128, Trans::no, Trans::yes},   // the last layer's
+                        {64, 256, 128, Trans::no, Trans::no, 1.0f, 0.0f, 3},  // a dA, padded
+                        {37, 45, 19, Trans::yes, Trans::no, 1.0f, 0.5f}};     // beta reads C
+  for (const Case& t : cases) {
+    Operands o = make_operands(t, 3);
+    if (t.beta == 0.0f)  // C is written, never read: NaN there would only hide a bad read
+      for (std::size_t i = 0; i < t.m; ++i) std::fill_n(o.c0.data() + i * o.ldc, t.n, 0.0f);
+    std::vector<float> bias(t.n), act(t.m * o.ldc, kNaN);
+    std::mt19937 rng(5);
+    std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+    for (float& x : bias) x = dist(rng);
+    for (std::size_t i = 0; i < t.m; ++i)
+      for (std::size_t j = 0; j < t.n; ++j) act[i * o.ldc + j] = dist(rng);
+    for (int threads : {1, 2, 3}) {
+      set_compute_threads(threads);
+      for (int kind = 0; kind < 2; ++kind) {  // bias + ReLU (a forward), ReLU' (a backward)
+        std::vector<float> want = o.c0, got = o.c0;
+        gemm(GetParam(), t.ta, t.tb, t.m, t.n, t.k, t.alpha, o.a.data(), o.lda, o.b.data(), o.ldb,
+             t.beta, want.data(), o.ldc);
+        for (std::size_t i = 0; i < t.m; ++i) {
+          float* row = want.data() + i * o.ldc;
+          if (kind == 0) {
+            add_bias_rows(row, 1, t.n, o.ldc, bias.data());
+            relu_forward(row, row, t.n);
+          } else {
+            relu_backward(act.data() + i * o.ldc, row, t.n);
+          }
+        }
+        const GemmEpilogue e = kind == 0 ? GemmEpilogue{.bias = bias.data(), .relu = true}
+                                         : GemmEpilogue{.relu_of = act.data(), .ld_relu_of = o.ldc};
+        gemm(GetParam(), t.ta, t.tb, t.m, t.n, t.k, t.alpha, o.a.data(), o.lda, o.b.data(), o.ldb,
+             t.beta, got.data(), o.ldc, e);
+        EXPECT_EQ(std::memcmp(got.data(), want.data(), want.size() * sizeof(float)), 0)
+            << t.describe() << ": threads=" << threads << (kind == 0 ? " bias+relu" : " relu'");
+      }
+    }
+  }
+  std::vector<float> c(4);
+  const std::vector<float> a(4, 1.0f), act(4, 1.0f);
+  EXPECT_THROW(gemm(GetParam(), Trans::no, Trans::no, 2, 2, 2, 1.0f, a.data(), 2, a.data(), 2, 0.0f,
+                    c.data(), 2, {.relu_of = act.data(), .ld_relu_of = 1}),
+               std::invalid_argument);
 }
 
 // Two threads of the program call v4 at once, each with a team of its own: packing buffers are

@@ -8,7 +8,10 @@
 //             db = column sums of dZ       (over the batch)
 //             dA_{l-1} = dZ W              gemm(no, no)
 // Each layer's backward starts with its own ReLU, so a range of layers needs only its input and
-// its layers' outputs, and hands dA of its input to the range below.
+// its layers' outputs, and hands dA of its input to the range below. The element-wise steps are
+// fused into the GEMMs (kernels::GemmEpilogue): + b and the ReLU into the forward one, inside a
+// range the ReLU' of layer l - 1 into layer l's dA GEMM; each thread of the GEMM finishes its
+// own part of the output, with the bits of the separate passes.
 #include "concurdl/nn/mlp.hpp"
 
 #include <algorithm>
@@ -151,13 +154,11 @@ void Mlp::forward_layers(std::size_t first, std::size_t last, const float* in, s
     const float* w = weights(l);
     kernels::LineVector<float>& out_act = a.outputs_[l - first];
     out_act.resize(batch * out);
+    // The bias and the ReLU fused into the GEMM: each thread finishes its own part of Z.
     StepSpan gemm_span(l, "fwd_gemm");
     kernels::gemm(gemm_, Trans::no, Trans::yes, batch, out, in_w, 1.0f, in_act, in_w, w, in_w, 0.0f,
-                  out_act.data(), out);
+                  out_act.data(), out, {.bias = w + out * in_w, .relu = l + 1 < layers()});
     gemm_span.end();
-    StepSpan act_span(l, l + 1 < layers() ? "bias_relu" : "bias");
-    kernels::add_bias_rows(out_act.data(), batch, out, out, w + out * in_w);
-    if (l + 1 < layers()) kernels::relu_forward(out_act.data(), out_act.data(), batch * out);
     in_act = out_act.data();
   }
 }
@@ -213,12 +214,11 @@ void Mlp::backward_layers(std::size_t first, std::size_t last, Activations& a, c
     }
     kernels::LineVector<float>& next = a.delta_[spare];
     next.resize(batch * in);
+    // Layer l - 1's ReLU' fused into the GEMM that computes its output's gradient.
     StepSpan da_span(l, "da_gemm");
     kernels::gemm(gemm_, Trans::no, Trans::no, batch, in, out, 1.0f, delta, out, w, in, 0.0f,
-                  next.data(), in);
+                  next.data(), in, {.relu_of = in_act, .ld_relu_of = in});
     da_span.end();
-    StepSpan relu_span(l - 1, "relu_grad");
-    kernels::relu_backward(in_act, next.data(), batch * in);  // layer l - 1's ReLU
     delta = next.data();
     spare ^= 1;
   }

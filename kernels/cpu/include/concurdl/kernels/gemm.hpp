@@ -50,6 +50,24 @@ void gemm(GemmVersion v, Trans ta, Trans tb, std::size_t m, std::size_t n, std::
           float alpha, const float* a, std::size_t lda, const float* b, std::size_t ldb, float beta,
           float* c, std::size_t ldc);
 
+// An element-wise finish of C, fused into the product: each part of C gets it from the thread
+// that computed it, while it is in that core's cache (v4: each thread's rectangle; the other
+// versions: all of C on the calling thread once it is done). In order: C(i, j) += bias[j];
+// with relu, C(i, j) = C(i, j) > 0 ? C(i, j) : 0; with relu_of (m x n, leading dimension
+// ld_relu_of), C(i, j) = relu_of(i, j) > 0 ? C(i, j) : 0 (a ReLU's gradient, relu_of being
+// its output). The expressions of ops.hpp's add_bias_rows, relu_forward and relu_backward, so
+// the bits are those of the product followed by those calls; a layer's forward and backward
+// no longer read C back on one thread after the GEMM's team wrote it.
+struct GemmEpilogue {
+  const float* bias = nullptr;
+  bool relu = false;
+  const float* relu_of = nullptr;
+  std::size_t ld_relu_of = 0;
+};
+void gemm(GemmVersion v, Trans ta, Trans tb, std::size_t m, std::size_t n, std::size_t k,
+          float alpha, const float* a, std::size_t lda, const float* b, std::size_t ldb, float beta,
+          float* c, std::size_t ldc, const GemmEpilogue& epilogue);
+
 // 2mnk FLOPs (plus mn for beta != 0 is not counted, as BLAS benchmarks do not); bytes: A and B
 // read once, C read (beta != 0) and written once.
 Cost gemm_cost(std::size_t m, std::size_t n, std::size_t k, bool reads_c = true);
