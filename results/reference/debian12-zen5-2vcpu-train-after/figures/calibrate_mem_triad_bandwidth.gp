@@ -10,7 +10,7 @@ set title "Memory bandwidth vs threads" noenhanced
 set xlabel "threads" noenhanced
 set ylabel "bytes/s" noenhanced
 set grid
-set key inside bottom right box opaque noenhanced
+set key inside top left box opaque noenhanced
 set format y "%.1s%c"
 set yrange [0:*]
 set xtics (1, 2)

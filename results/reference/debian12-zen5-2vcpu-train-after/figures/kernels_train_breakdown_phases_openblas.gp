@@ -36,17 +36,15 @@ plot 'kernels_train_breakdown_phases_openblas.dat' index 0 using ($1+0.0000):(($
      'kernels_train_breakdown_phases_openblas.dat' index 1 using ($1+0.0000):(($2+$3)/2):(0.4):(($2-$3)/2) with boxxyerror lt 2 fs solid 0.75 border -1 title "l0_fwd_gemm", \
      'kernels_train_breakdown_phases_openblas.dat' index 2 using ($1+0.0000):(($2+$3)/2):(0.4):(($2-$3)/2) with boxxyerror lt 3 fs solid 0.75 border -1 title "l1_fwd_gemm", \
      'kernels_train_breakdown_phases_openblas.dat' index 3 using ($1+0.0000):(($2+$3)/2):(0.4):(($2-$3)/2) with boxxyerror lt 4 fs solid 0.75 border -1 title "l2_fwd_gemm", \
-     'kernels_train_breakdown_phases_openblas.dat' index 4 using ($1+0.0000):(($2+$3)/2):(0.4):(($2-$3)/2) with boxxyerror lt 5 fs solid 0.75 border -1 title "bias_relu", \
-     'kernels_train_breakdown_phases_openblas.dat' index 5 using ($1+0.0000):(($2+$3)/2):(0.4):(($2-$3)/2) with boxxyerror lt 6 fs solid 0.75 border -1 title "loss", \
-     'kernels_train_breakdown_phases_openblas.dat' index 6 using ($1+0.0000):(($2+$3)/2):(0.4):(($2-$3)/2) with boxxyerror lt 7 fs solid 0.75 border -1 title "l2_dw_gemm", \
-     'kernels_train_breakdown_phases_openblas.dat' index 7 using ($1+0.0000):(($2+$3)/2):(0.4):(($2-$3)/2) with boxxyerror lt 8 fs solid 0.75 border -1 title "l2_da_gemm", \
-     'kernels_train_breakdown_phases_openblas.dat' index 8 using ($1+0.0000):(($2+$3)/2):(0.4):(($2-$3)/2) with boxxyerror lt 9 fs solid 0.75 border -1 title "l1_dw_gemm", \
-     'kernels_train_breakdown_phases_openblas.dat' index 9 using ($1+0.0000):(($2+$3)/2):(0.4):(($2-$3)/2) with boxxyerror lt 10 fs solid 0.75 border -1 title "l1_da_gemm", \
-     'kernels_train_breakdown_phases_openblas.dat' index 10 using ($1+0.0000):(($2+$3)/2):(0.4):(($2-$3)/2) with boxxyerror lt 11 fs solid 0.75 border -1 title "l0_dw_gemm", \
-     'kernels_train_breakdown_phases_openblas.dat' index 11 using ($1+0.0000):(($2+$3)/2):(0.4):(($2-$3)/2) with boxxyerror lt 12 fs solid 0.75 border -1 title "relu_grad", \
-     'kernels_train_breakdown_phases_openblas.dat' index 12 using ($1+0.0000):(($2+$3)/2):(0.4):(($2-$3)/2) with boxxyerror lt 13 fs pattern 2 border -1 title "db", \
-     'kernels_train_breakdown_phases_openblas.dat' index 13 using ($1+0.0000):(($2+$3)/2):(0.4):(($2-$3)/2) with boxxyerror lt 14 fs pattern 2 border -1 title "sgd", \
-     'kernels_train_breakdown_phases_openblas.dat' index 14 using ($1+0.0000):(($2+$3)/2):(0.4):(($2-$3)/2) with boxxyerror lt 15 fs pattern 2 border -1 title "other"
+     'kernels_train_breakdown_phases_openblas.dat' index 4 using ($1+0.0000):(($2+$3)/2):(0.4):(($2-$3)/2) with boxxyerror lt 5 fs solid 0.75 border -1 title "loss", \
+     'kernels_train_breakdown_phases_openblas.dat' index 5 using ($1+0.0000):(($2+$3)/2):(0.4):(($2-$3)/2) with boxxyerror lt 6 fs solid 0.75 border -1 title "l2_dw_gemm", \
+     'kernels_train_breakdown_phases_openblas.dat' index 6 using ($1+0.0000):(($2+$3)/2):(0.4):(($2-$3)/2) with boxxyerror lt 7 fs solid 0.75 border -1 title "l2_da_gemm", \
+     'kernels_train_breakdown_phases_openblas.dat' index 7 using ($1+0.0000):(($2+$3)/2):(0.4):(($2-$3)/2) with boxxyerror lt 8 fs solid 0.75 border -1 title "l1_dw_gemm", \
+     'kernels_train_breakdown_phases_openblas.dat' index 8 using ($1+0.0000):(($2+$3)/2):(0.4):(($2-$3)/2) with boxxyerror lt 9 fs solid 0.75 border -1 title "l1_da_gemm", \
+     'kernels_train_breakdown_phases_openblas.dat' index 9 using ($1+0.0000):(($2+$3)/2):(0.4):(($2-$3)/2) with boxxyerror lt 10 fs solid 0.75 border -1 title "l0_dw_gemm", \
+     'kernels_train_breakdown_phases_openblas.dat' index 10 using ($1+0.0000):(($2+$3)/2):(0.4):(($2-$3)/2) with boxxyerror lt 11 fs solid 0.75 border -1 title "db", \
+     'kernels_train_breakdown_phases_openblas.dat' index 11 using ($1+0.0000):(($2+$3)/2):(0.4):(($2-$3)/2) with boxxyerror lt 12 fs solid 0.75 border -1 title "sgd", \
+     'kernels_train_breakdown_phases_openblas.dat' index 12 using ($1+0.0000):(($2+$3)/2):(0.4):(($2-$3)/2) with boxxyerror lt 13 fs pattern 2 border -1 title "other"
 
 set terminal pngcairo size 800,500 enhanced font 'sans,11'
 set output 'kernels_train_breakdown_phases_openblas.png'
