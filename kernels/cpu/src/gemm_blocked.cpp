@@ -457,7 +457,10 @@ void v4_packed(const GemmArgs& g) {
     // Transposed, the threads split W's rows: each reads its own share of W. Split by columns
     // (the batch), each would read all of W, and the optimiser's update after the backward pass
     // would then find W's lines in the other core's cache (SGD 16 -> 24 us a step at 2 threads).
-    const Grid grid = transposed ? Grid{team, 1} : split(w.m, w.n, team);
+    // A narrow C (fewer columns than a panel: Cᵀ has one panel of rows) has no rows of W to
+    // share out, and is split as any product is.
+    const Grid grid =
+        transposed && ceil_div(w.m, kMR) >= team ? Grid{team, 1} : split(w.m, w.n, team);
     const std::size_t mp = ceil_div(w.m, kMR), np = ceil_div(w.n, kNR);
     const std::size_t ti = me / grid.tn, tj = me % grid.tn;
     // Rectangle ti of tm: tiles [ti * mp / tm, (ti + 1) * mp / tm), in elements, clipped to C.

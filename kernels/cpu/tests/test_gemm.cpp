@@ -198,12 +198,14 @@ TEST(GemmV4, SameBitsForAnyThreadCount) {
 // count. NaN in the padding catches a read past a row.
 TEST(GemmV4, ReadingADirectlyAndTheTransposedProductGiveThePackedBits) {
   ThreadsGuard guard;
-  const Case cases[] = {{64, 256, 784, Trans::no, Trans::yes},  // the MLP's first layer
-                        {64, 250, 777, Trans::no, Trans::yes},  // ragged columns and depth
-                        {32, 130, 96, Trans::no, Trans::yes, 0.5f},
-                        {64, 10, 128, Trans::no, Trans::yes},  // the last layer: one narrow panel
-                        {96, 100, 300, Trans::no, Trans::no, 0.75f},         // A direct, N <= 128
-                        {128, 64, 200, Trans::no, Trans::yes, 1.0f, 0.5f}};  // beta != 0
+  const Case cases[] = {
+      {64, 256, 784, Trans::no, Trans::yes},  // the MLP's first layer
+      {64, 250, 777, Trans::no, Trans::yes},  // ragged columns and depth
+      {32, 130, 96, Trans::no, Trans::yes, 0.5f},
+      {64, 10, 128, Trans::no, Trans::yes},                // the last layer: one narrow panel
+      {128, 10, 2048, Trans::no, Trans::yes},              // narrow, and large enough for a team
+      {96, 100, 300, Trans::no, Trans::no, 0.75f},         // A direct, N <= 128
+      {128, 64, 200, Trans::no, Trans::yes, 1.0f, 0.5f}};  // beta != 0
   for (const Case& t : cases) {
     const std::size_t a_cols = t.k, b_rows = t.tb == Trans::no ? t.k : t.n,
                       b_cols = t.tb == Trans::no ? t.n : t.k;
@@ -242,8 +244,9 @@ TEST(GemmV4, ReadingADirectlyAndTheTransposedProductGiveThePackedBits) {
 // sentinel).
 TEST_P(GemmVersions, TheEpilogueGivesTheBitsOfTheSeparatePasses) {
   ThreadsGuard guard;
-  const Case cases[] = {{64, 256, 784, Trans::no, Trans::yes},  // a layer's forward, transposed
-                        {64, 10, 128, Trans::no, Trans::yes},   // the last layer's
+  const Case cases[] = {{64, 256, 784, Trans::no, Trans::yes},   // a layer's forward, transposed
+                        {64, 10, 128, Trans::no, Trans::yes},    // the last layer's
+                        {128, 10, 2048, Trans::no, Trans::yes},  // narrow, with a team
                         {64, 256, 128, Trans::no, Trans::no, 1.0f, 0.0f, 3},  // a dA, padded
                         {37, 45, 19, Trans::yes, Trans::no, 1.0f, 0.5f}};     // beta reads C
   for (const Case& t : cases) {
@@ -258,25 +261,25 @@ TEST_P(GemmVersions, TheEpilogueGivesTheBitsOfTheSeparatePasses) {
       for (std::size_t j = 0; j < t.n; ++j) act[i * o.ldc + j] = dist(rng);
     for (int threads : {1, 2, 3}) {
       set_compute_threads(threads);
-      for (int kind = 0; kind < 2; ++kind) {  // bias + ReLU (a forward), ReLU' (a backward)
+      for (int kind = 0; kind < 3; ++kind) {  // bias + ReLU, ReLU', bias alone (the last layer)
         std::vector<float> want = o.c0, got = o.c0;
         gemm(GetParam(), t.ta, t.tb, t.m, t.n, t.k, t.alpha, o.a.data(), o.lda, o.b.data(), o.ldb,
              t.beta, want.data(), o.ldc);
         for (std::size_t i = 0; i < t.m; ++i) {
           float* row = want.data() + i * o.ldc;
-          if (kind == 0) {
+          if (kind != 1) {
             add_bias_rows(row, 1, t.n, o.ldc, bias.data());
-            relu_forward(row, row, t.n);
+            if (kind == 0) relu_forward(row, row, t.n);
           } else {
             relu_backward(act.data() + i * o.ldc, row, t.n);
           }
         }
-        const GemmEpilogue e = kind == 0 ? GemmEpilogue{.bias = bias.data(), .relu = true}
-                                         : GemmEpilogue{.relu_of = act.data(), .ld_relu_of = o.ldc};
+        const GemmEpilogue e = kind == 1 ? GemmEpilogue{.relu_of = act.data(), .ld_relu_of = o.ldc}
+                                         : GemmEpilogue{.bias = bias.data(), .relu = kind == 0};
         gemm(GetParam(), t.ta, t.tb, t.m, t.n, t.k, t.alpha, o.a.data(), o.lda, o.b.data(), o.ldb,
              t.beta, got.data(), o.ldc, e);
         EXPECT_EQ(std::memcmp(got.data(), want.data(), want.size() * sizeof(float)), 0)
-            << t.describe() << ": threads=" << threads << (kind == 0 ? " bias+relu" : " relu'");
+            << t.describe() << ": threads=" << threads << " epilogue " << kind;
       }
     }
   }
