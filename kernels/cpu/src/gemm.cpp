@@ -1,5 +1,5 @@
 // GEMM: dispatch, names, cost, and the OpenBLAS peer. The suite's versions live in
-// gemm_simple.cpp (v1, v2) and gemm_blocked.cpp (v3, v4).
+// gemm_simple.cpp (v1, v2), gemm_v3.cpp and gemm_blocked.cpp (v4).
 #include "concurdl/kernels/gemm.hpp"
 
 #include <cblas.h>
