@@ -6,6 +6,7 @@
 
 #include <stdexcept>
 
+#include "concurdl/kernels/ops.hpp"
 #include "concurdl/kernels/threads.hpp"
 #include "gemm_impl.hpp"
 
@@ -145,19 +146,17 @@ void gemm(GemmVersion v, Trans ta, Trans tb, std::size_t m, std::size_t n, std::
 }
 
 namespace detail {
+// ops.hpp's own kernels, a row segment at a time (on the calling thread: a segment is far below
+// their parallel threshold), so the epilogue is their arithmetic by construction.
 void finish_c(const GemmArgs& g, std::size_t i0, std::size_t i1, std::size_t j0, std::size_t j1) {
-  if (g.epilogue == nullptr) return;
+  if (g.epilogue == nullptr || j0 >= j1) return;
   const GemmEpilogue& e = *g.epilogue;
+  const std::size_t cols = j1 - j0;
   for (std::size_t i = i0; i < i1; ++i) {
-    float* row = g.c + i * g.ldc;
-    if (e.bias != nullptr)
-      for (std::size_t j = j0; j < j1; ++j) row[j] += e.bias[j];
-    if (e.relu)
-      for (std::size_t j = j0; j < j1; ++j) row[j] = row[j] > 0.0f ? row[j] : 0.0f;
-    if (e.relu_of != nullptr) {
-      const float* act = e.relu_of + i * e.ld_relu_of;
-      for (std::size_t j = j0; j < j1; ++j) row[j] = act[j] > 0.0f ? row[j] : 0.0f;
-    }
+    float* row = g.c + i * g.ldc + j0;
+    if (e.bias != nullptr) add_bias_rows(row, 1, cols, g.ldc, e.bias + j0);
+    if (e.relu) relu_forward(row, row, cols);
+    if (e.relu_of != nullptr) relu_backward(e.relu_of + i * e.ld_relu_of + j0, row, cols);
   }
 }
 }  // namespace detail

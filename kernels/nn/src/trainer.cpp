@@ -10,6 +10,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "concurdl/kernels/aligned.hpp"
 #include "concurdl/kernels/threads.hpp"
 #include "concurdl/nn/random.hpp"
 #include "step_span.hpp"
@@ -91,7 +92,7 @@ EpochResult Trainer::run_epoch(const std::function<void(const StepProgress&)>& o
         if (i + kGatherAhead < e) {
           const auto* ahead =
               reinterpret_cast<const char*>(train_.row(order_[first + i + kGatherAhead]));
-          for (std::size_t off = 0; off < dim * sizeof(float); off += 64)
+          for (std::size_t off = 0; off < dim * sizeof(float); off += kernels::kCacheLine)
             __builtin_prefetch(ahead + off, 0, 3);
         }
         const std::uint32_t idx = order_[first + i];
