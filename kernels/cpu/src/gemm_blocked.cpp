@@ -18,7 +18,8 @@
 // with few columns of C the kernel reads A where it lies (read_a_directly), and a batch of rows
 // times a transposed weight matrix, C = X Wᵀ, is computed as Cᵀ = W Xᵀ so that W, the large
 // operand, is the one read in place (compute_transposed). The last panel of rows runs a kernel
-// for just those rows. Threads split C statically into rectangles of whole tiles
+// for just those rows, a last panel of columns half a tile wide one for just those columns.
+// Threads split C statically into rectangles of whole tiles
 // (one each, no barriers); each C element is computed by one thread with the same K order and
 // the same instructions, so the result has the same bits for any thread count.
 #include <algorithm>
@@ -88,37 +89,37 @@ inline void store(float* p, Vec v) { std::memcpy(p, &v, sizeof v); }
 // multiple of MR (a training batch's 64 rows are 4 x 14 + 8): only those rows are computed. Every
 // element of C gets the same instructions in the same order of p whichever R and whether A was
 // packed or not, so the bits are the same.
-template <std::size_t R, bool Direct>
+template <std::size_t R, bool Direct, std::size_t NV = kNV>
 void micro_kernel_rows(std::size_t kc, const float* __restrict ap, std::size_t lda,
                        const float* __restrict bp, float alpha, float beta, float* __restrict c,
                        std::size_t ldc) {
-  Vec acc[R][kNV] = {};
+  Vec acc[R][NV] = {};
   for (std::size_t p = 0; p < kc; ++p) {
-    Vec b[kNV];
+    Vec b[NV];
 #pragma GCC unroll 4
-    for (std::size_t v = 0; v < kNV; ++v) b[v] = load(bp + p * kNR + v * kLanes);
+    for (std::size_t v = 0; v < NV; ++v) b[v] = load(bp + p * kNR + v * kLanes);
 #pragma GCC unroll 16
     for (std::size_t i = 0; i < R; ++i) {
       const float a = Direct ? ap[i * lda + p] : ap[p * kMR + i];
 #pragma GCC unroll 4
-      for (std::size_t v = 0; v < kNV; ++v) acc[i][v] += a * b[v];
+      for (std::size_t v = 0; v < NV; ++v) acc[i][v] += a * b[v];
     }
   }
   if (beta == 0.0f && alpha == 1.0f) {  // 1 * x is x: the same bits without the multiplies
 #pragma GCC unroll 16
     for (std::size_t i = 0; i < R; ++i)
 #pragma GCC unroll 4
-      for (std::size_t v = 0; v < kNV; ++v) store(c + i * ldc + v * kLanes, acc[i][v]);
+      for (std::size_t v = 0; v < NV; ++v) store(c + i * ldc + v * kLanes, acc[i][v]);
   } else if (beta == 0.0f) {
 #pragma GCC unroll 16
     for (std::size_t i = 0; i < R; ++i)
 #pragma GCC unroll 4
-      for (std::size_t v = 0; v < kNV; ++v) store(c + i * ldc + v * kLanes, alpha * acc[i][v]);
+      for (std::size_t v = 0; v < NV; ++v) store(c + i * ldc + v * kLanes, alpha * acc[i][v]);
   } else {
 #pragma GCC unroll 16
     for (std::size_t i = 0; i < R; ++i)
 #pragma GCC unroll 4
-      for (std::size_t v = 0; v < kNV; ++v) {
+      for (std::size_t v = 0; v < NV; ++v) {
         float* cv = c + i * ldc + v * kLanes;
         store(cv, alpha * acc[i][v] + beta * load(cv));
       }
@@ -128,12 +129,20 @@ void micro_kernel_rows(std::size_t kc, const float* __restrict ap, std::size_t l
 // The kernels for 1 .. MR rows, indexed by the row count, packed A and direct A.
 using RowKernel = void (*)(std::size_t, const float*, std::size_t, const float*, float, float,
                            float*, std::size_t);
-template <bool Direct, std::size_t... R>
+template <bool Direct, std::size_t NV, std::size_t... R>
 constexpr std::array<RowKernel, sizeof...(R) + 1> row_kernels(std::index_sequence<R...>) {
-  return {nullptr, &micro_kernel_rows<R + 1, Direct>...};
+  return {nullptr, &micro_kernel_rows<R + 1, Direct, NV>...};
 }
-constexpr auto kPackedKernels = row_kernels<false>(std::make_index_sequence<kMR>{});
-constexpr auto kDirectKernels = row_kernels<true>(std::make_index_sequence<kMR>{});
+constexpr auto kPackedKernels = row_kernels<false, kNV>(std::make_index_sequence<kMR>{});
+constexpr auto kDirectKernels = row_kernels<true, kNV>(std::make_index_sequence<kMR>{});
+// The same for a last panel of C half a tile wide (NR / 2 columns, whole vectors): the first
+// weight gradient's 784 columns are 24 panels and 16. Every element still gets the same
+// instructions in the same order of p, so the bits are those of the whole tile; without it
+// those tiles went through edge_tile, computing 16 columns of zeros into scratch and copying.
+static_assert(kNV % 2 == 0);
+constexpr std::size_t kHalfNR = kNR / 2;
+constexpr auto kPackedHalfKernels = row_kernels<false, kNV / 2>(std::make_index_sequence<kMR>{});
+constexpr auto kDirectHalfKernels = row_kernels<true, kNV / 2>(std::make_index_sequence<kMR>{});
 
 // A tile whose last columns stick out of C: the rows that exist, all NR columns, computed into
 // scratch (with C's values copied in when beta reads them), and the columns that exist copied
@@ -277,6 +286,7 @@ void v4_rectangle(const GemmArgs& g, std::size_t i0, std::size_t i1, std::size_t
   thread_local PackBuffer a_buf, b_buf;
   const bool direct = TA == Trans::no && read_a_directly(g);
   const auto& kernels = direct ? kDirectKernels : kPackedKernels;
+  const auto& half_kernels = direct ? kDirectHalfKernels : kPackedHalfKernels;
   const std::size_t kc_max = std::min(kKC, g.k);
   float* const a_pack =
       direct ? nullptr : a_buf.get(ceil_div(std::min(kMC, i1 - i0), kMR) * kMR * kc_max);
@@ -304,6 +314,8 @@ void v4_rectangle(const GemmArgs& g, std::size_t i0, std::size_t i1, std::size_t
             const std::size_t cols = std::min(kNR, nc - j);
             if (cols == kNR)  // whole tiles, and the last panel's rows straight into C
               kernels[rows](kc, ap, g.lda, bp, g.alpha, beta, c, g.ldc);
+            else if (cols == kHalfNR)
+              half_kernels[rows](kc, ap, g.lda, bp, g.alpha, beta, c, g.ldc);
             else
               edge_tile(kernels[rows], kc, ap, g.lda, bp, g.alpha, beta, c, g.ldc, rows, cols);
           }
@@ -364,6 +376,28 @@ bool compute_transposed(const GemmArgs& g) {
 void transpose_back(const float* ct, std::size_t ldt, float* c, std::size_t ldc, std::size_t i0,
                     std::size_t i1, std::size_t j0, std::size_t j1) {
   std::size_t i = i0;
+  // Sixteen rows of Ct at a time where they exist, so that each row of C is written a whole
+  // 64-byte line at a time: C's rows are ldc floats apart, often a multiple of 256 (1 KiB), so
+  // the rows of a strip fall in a few L1 sets, and a half-written line was evicted before its
+  // other half came (the forward GEMM's 64 x 256 output: ~4 -> ~1 us on the Zen 5 guest).
+  for (; i + 16 <= i1; i += 16) {
+    std::size_t j = j0;
+    for (; j + 8 <= j1; j += 8) {
+      V8 lo[8], hi[8];
+      for (std::size_t q = 0; q < 8; ++q) {
+        std::memcpy(&lo[q], ct + (i + q) * ldt + j, sizeof(V8));
+        std::memcpy(&hi[q], ct + (i + 8 + q) * ldt + j, sizeof(V8));
+      }
+      transpose8(lo);
+      transpose8(hi);
+      for (std::size_t q = 0; q < 8; ++q) {
+        std::memcpy(c + (j + q) * ldc + i, &lo[q], sizeof(V8));
+        std::memcpy(c + (j + q) * ldc + i + 8, &hi[q], sizeof(V8));
+      }
+    }
+    for (; j < j1; ++j)
+      for (std::size_t q = 0; q < 16; ++q) c[j * ldc + i + q] = ct[(i + q) * ldt + j];
+  }
   for (; i + 8 <= i1; i += 8) {
     std::size_t j = j0;
     for (; j + 8 <= j1; j += 8) {

@@ -238,6 +238,47 @@ TEST(GemmV4, ReadingADirectlyAndTheTransposedProductGiveThePackedBits) {
   }
 }
 
+// A last panel of C half a tile wide (v4: NR / 2 columns, whole vectors) runs a kernel for just
+// those columns: its elements must have the bits they get inside a whole tile. The same product
+// with B widened by half a tile of further columns puts them inside one; the first n columns of
+// C must agree bit for bit, packed and with A read directly, at 1-3 threads.
+TEST(GemmV4, AHalfWidthLastPanelGivesTheBitsOfAWholeTile) {
+  ThreadsGuard guard;
+  const std::size_t half = gemm_v4_blocking().nr / 2;
+  const Case cases[] = {{64, 24 * 2 * half + half, 64, Trans::yes, Trans::no},  // a dW, 784 wide
+                        {96, 3 * 2 * half + half, 300, Trans::no, Trans::no, 0.75f},  // A direct
+                        {45, 2 * half + half, 530, Trans::no, Trans::yes, 1.0f, 0.5f}};
+  for (const Case& t : cases) {
+    const std::size_t wide = t.n + half;
+    std::mt19937 rng(9);
+    std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+    std::vector<float> a(t.m * t.k), b(t.k * wide), c0(t.m * wide);
+    for (float& x : a) x = dist(rng);
+    for (float& x : b) x = dist(rng);
+    for (float& x : c0) x = dist(rng);
+    // op(B) is k x n: B itself k x wide (no transpose) or wide x k (transposed); the narrow
+    // product's B is the first n columns of op(B), read with the wide leading dimension (no) or
+    // the first n rows (yes).
+    const std::size_t ldb = t.tb == Trans::no ? wide : t.k;
+    const std::size_t lda = t.ta == Trans::no ? t.k : t.m;
+    for (int threads : {1, 2, 3}) {
+      set_compute_threads(threads);
+      std::vector<float> narrow(t.m * wide, kNaN), whole = c0;
+      for (std::size_t i = 0; i < t.m; ++i)
+        std::copy_n(c0.data() + i * wide, t.n, &narrow[i * wide]);
+      gemm(GemmVersion::v4_register, t.ta, t.tb, t.m, t.n, t.k, t.alpha, a.data(), lda, b.data(),
+           ldb, t.beta, narrow.data(), wide);
+      gemm(GemmVersion::v4_register, t.ta, t.tb, t.m, wide, t.k, t.alpha, a.data(), lda, b.data(),
+           ldb, t.beta, whole.data(), wide);
+      for (std::size_t i = 0; i < t.m; ++i) {
+        EXPECT_EQ(std::memcmp(&narrow[i * wide], &whole[i * wide], t.n * sizeof(float)), 0)
+            << t.describe() << ": threads=" << threads << ", row " << i;
+        EXPECT_TRUE(std::isnan(narrow[i * wide + t.n])) << "wrote past C's columns, row " << i;
+      }
+    }
+  }
+}
+
 // The fused epilogue (bias, ReLU, a ReLU's gradient) gives the bits of the product followed by
 // ops.hpp's passes, for every version, through v4's transposed and direct shortcuts and its
 // packed path, at 1-3 threads; only C's own columns are touched (the padding keeps its
