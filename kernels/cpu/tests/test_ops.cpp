@@ -192,6 +192,33 @@ TEST(Ops, SoftmaxXentIsStableForHugeLogits) {
   for (const float v : p) EXPECT_TRUE(std::isfinite(v));
 }
 
+// The exponentials are computed in float operations that vectorise, not by std::exp: each
+// probability must still be within a few ulp of the double-precision value, from e^0 down to
+// e^-87 (the floor below which it is e^-87 rather than 0), and a NaN logit must make the loss
+// NaN, not a number.
+TEST(Ops, SoftmaxProbabilitiesAreWithinAFewUlpAndKeepNaN) {
+  const std::size_t rows = 8650;  // logits 0 .. -86.5 below the max
+  std::vector<float> z(rows * 2), p(rows * 2);
+  const std::vector<std::uint8_t> y(rows, 0);
+  for (std::size_t r = 0; r < rows; ++r) {
+    z[2 * r] = 0.5f;
+    z[2 * r + 1] = 0.5f - 0.01f * static_cast<float>(r) - 0.003f;
+  }
+  softmax_xent_forward(z.data(), y.data(), rows, 2, p.data());
+  double worst = 0;
+  for (std::size_t r = 0; r < rows; ++r) {
+    const float shifted = z[2 * r + 1] - z[2 * r];  // the logit less its row's max, in float
+    const double e = std::exp(static_cast<double>(shifted));
+    const double want = e / (1.0 + e);
+    worst = std::max(worst, std::abs(p[2 * r + 1] - want) / want);
+  }
+  EXPECT_LT(worst, 4 * std::numeric_limits<float>::epsilon()) << "largest relative error";
+  std::vector<float> bad = {0.0f, std::numeric_limits<float>::quiet_NaN(), 1.0f, 2.0f};
+  const std::vector<std::uint8_t> y2 = {0, 1};
+  EXPECT_TRUE(std::isnan(softmax_xent_forward(bad.data(), y2.data(), 2, 2, bad.data())));
+  EXPECT_TRUE(std::isnan(bad[1]));
+}
+
 TEST(Ops, SoftmaxXentRejectsABadLabel) {
   const std::vector<float> z(6, 0.0f);
   const std::vector<std::uint8_t> y = {0, 3};
