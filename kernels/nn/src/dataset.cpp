@@ -1,4 +1,4 @@
-// Fashion-MNIST images as normalised float rows (dataset.hpp).
+// Fashion-MNIST images as normalised float rows, and the bytes they came from (dataset.hpp).
 #include "concurdl/nn/dataset.hpp"
 
 #include <algorithm>
@@ -13,12 +13,12 @@ Dataset to_dataset(const data::LabelledImages& images, std::size_t limit) {
   d.x.resize(d.n * d.dim);
   d.y.assign(images.labels.labels.begin(),
              images.labels.labels.begin() + static_cast<std::ptrdiff_t>(d.n));
-  // (p / 255 - mean) / std, looked up in a 256-entry table: one rounding path per byte value.
-  float table[256];
-  for (int p = 0; p < 256; ++p)
-    table[p] = (static_cast<float>(p) / 255.0f - data::kFashionMnistMean) / data::kFashionMnistStd;
   const std::uint8_t* src = images.images.pixels.data();
-  for (std::size_t i = 0; i < d.n * d.dim; ++i) d.x[i] = table[src[i]];
+  d.pixels.assign(src, src + d.n * d.dim);
+  d.pixel_scale = 1.0f / (255.0f * data::kFashionMnistStd);
+  d.pixel_shift = -data::kFashionMnistMean / data::kFashionMnistStd;
+  for (std::size_t i = 0; i < d.n * d.dim; ++i)
+    d.x[i] = normalise_pixel(src[i], d.pixel_scale, d.pixel_shift);
   return d;
 }
 

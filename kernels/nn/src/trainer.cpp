@@ -30,7 +30,8 @@ void check_dataset(const char* who, const Dataset& d, const MlpSpec& spec) {
                                 std::to_string(d.classes) + " classes, the model " +
                                 spec.describe() + " predicts " +
                                 std::to_string(spec.widths.back()));
-  if (d.x.size() != d.n * d.dim || d.y.size() != d.n)
+  if (d.x.size() != d.n * d.dim || d.y.size() != d.n ||
+      (!d.pixels.empty() && d.pixels.size() != d.n * d.dim))
     throw std::invalid_argument(std::string(who) + ": the data set's buffers do not hold n = " +
                                 std::to_string(d.n) + " samples");
 }
@@ -82,21 +83,33 @@ EpochResult Trainer::run_epoch(const std::function<void(const StepProgress&)>& o
   for (std::size_t s = 0; s < steps; ++s) {
     const std::size_t first = s * batch, rows = std::min(batch, n - first);
     StepSpan gather("gather");
-    // Rows split over the compute threads from 16K floats (a batch of 64 images is 50K): a
-    // copy from the last-level cache that one core does at ~13 GB/s, 15 us a step on the Zen 5
-    // guest. Each row is copied whole by one thread: the same bytes for any split. The rows are
-    // at random places, so the hardware's prefetcher finds each only once it is being copied:
-    // each copy first asks for the row kGatherAhead on (13 -> 9-10 us a step at 1 thread).
+    // Rows split over the compute threads from 16K floats (a batch of 64 images is 50K); each
+    // row is made whole by one thread: the same bytes for any split. The rows are at random
+    // places, so the hardware's prefetcher finds each only once it is being read: each row first
+    // asks for the one kGatherAhead on. Where the data set keeps its bytes, a row is read as
+    // bytes and normalised here (normalise_pixel: the bits of Dataset::x): a quarter of the
+    // traffic from the last-level cache or memory, which bounded the float copy (~13 GB/s on one
+    // core of the Zen 5 guest: 13 us a step at 1 thread; 4 us from bytes).
+    const bool bytes = !train_.pixels.empty();
+    const std::size_t row_bytes = bytes ? dim : dim * sizeof(float);
     kernels::for_range(rows, rows * dim >= kGatherParallelMin, [&](std::size_t b, std::size_t e) {
       for (std::size_t i = b; i < e; ++i) {
         if (i + kGatherAhead < e) {
-          const auto* ahead =
-              reinterpret_cast<const char*>(train_.row(order_[first + i + kGatherAhead]));
-          for (std::size_t off = 0; off < dim * sizeof(float); off += kernels::kCacheLine)
+          const std::size_t ahead_idx = order_[first + i + kGatherAhead];
+          const auto* ahead = bytes ? train_.pixels.data() + ahead_idx * dim
+                                    : reinterpret_cast<const std::uint8_t*>(train_.row(ahead_idx));
+          for (std::size_t off = 0; off < row_bytes; off += kernels::kCacheLine)
             __builtin_prefetch(ahead + off, 0, 3);
         }
         const std::uint32_t idx = order_[first + i];
-        std::memcpy(batch_x_.data() + i * dim, train_.row(idx), dim * sizeof(float));
+        float* dst = batch_x_.data() + i * dim;
+        if (bytes) {
+          const std::uint8_t* src = train_.pixels.data() + std::size_t{idx} * dim;
+          const float scale = train_.pixel_scale, shift = train_.pixel_shift;
+          for (std::size_t k = 0; k < dim; ++k) dst[k] = normalise_pixel(src[k], scale, shift);
+        } else {
+          std::memcpy(dst, train_.row(idx), dim * sizeof(float));
+        }
         batch_y_[i] = train_.y[idx];
       }
     });

@@ -5,7 +5,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <numeric>
+#include <random>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -78,6 +80,44 @@ TEST(Trainer, SameSeedAndThreadsGiveTheSameBitsAnotherSeedOtherBits) {
     EXPECT_TRUE(same_bits(a.optimizer().velocity(), b.optimizer().velocity()));
     EXPECT_FALSE(same_bits(a.model().parameters(), c.model().parameters()));
   }
+}
+
+// A data set that keeps its bytes is gathered from them, normalised on the way: the trained
+// model must have the bits of the same data set gathered as floats, at 1, 2 and 4 threads (the
+// rows split over the team differently); and the bytes must be the same images as the floats.
+TEST(Trainer, GatheringBytesGivesTheBitsOfGatheringFloats) {
+  ThreadsGuard guard;
+  Dataset bytes = nn_test::toy_dataset(300, 20, 4, 1);
+  std::mt19937 rng(3);
+  bytes.pixels.resize(bytes.n * bytes.dim);
+  for (std::uint8_t& p : bytes.pixels) p = static_cast<std::uint8_t>(rng() & 0xff);
+  bytes.pixel_scale = 1.0f / (255.0f * 0.3530f);
+  bytes.pixel_shift = -0.2860f / 0.3530f;
+  for (std::size_t i = 0; i < bytes.x.size(); ++i)
+    bytes.x[i] = normalise_pixel(bytes.pixels[i], bytes.pixel_scale, bytes.pixel_shift);
+  Dataset floats = bytes;
+  floats.pixels.clear();
+  for (const int threads : {1, 2, 4}) {
+    SCOPED_TRACE(std::to_string(threads) + " threads");
+    TrainConfig c = toy_config(threads);
+    c.batch = 64;  // 64 x 20 floats: the gather is split over the team from 16K
+    c.spec = MlpSpec::parse("20-300-4");
+    Trainer a(c, bytes), b(c, floats);
+    for (int e = 0; e < 2; ++e) {
+      a.run_epoch();
+      b.run_epoch();
+    }
+    EXPECT_TRUE(same_bits(a.model().parameters(), b.model().parameters()));
+  }
+  // Bytes that are not the floats' images: another model (the bytes are what was read).
+  Dataset other = bytes;
+  std::reverse(other.pixels.begin(), other.pixels.end());
+  Trainer a(toy_config(1), other), b(toy_config(1), floats);
+  a.run_epoch();
+  b.run_epoch();
+  EXPECT_FALSE(same_bits(a.model().parameters(), b.model().parameters()));
+  other.pixels.pop_back();
+  EXPECT_THROW(Trainer(toy_config(1), other), std::invalid_argument);
 }
 
 TEST(Trainer, ResumedRunIsBitIdenticalToTheUninterruptedOne) {
@@ -181,6 +221,14 @@ TEST(Trainer, LearnsAFashionMnistSubset) {
   const Dataset test = to_dataset(fm.test, kSanitized ? 300 : 1000);
   ASSERT_EQ(train.dim, 784u);
   ASSERT_EQ(train.n, kSanitized ? 600u : 2000u);
+  // The bytes kept are the images', and each float is (p / 255 - mean) / std to within an ulp.
+  ASSERT_EQ(train.pixels.size(), train.x.size());
+  EXPECT_TRUE(std::equal(train.pixels.begin(), train.pixels.end(), fm.train.images.pixels.begin()));
+  for (std::size_t i = 0; i < train.x.size(); ++i) {
+    const double want =
+        (train.pixels[i] / 255.0 - data::kFashionMnistMean) / data::kFashionMnistStd;
+    ASSERT_NEAR(train.x[i], want, 2e-7 * std::max(1.0, std::abs(want))) << i;
+  }
   // Normalised with the training statistics: roughly zero mean, unit spread.
   double mean = 0;
   for (const float v : train.x) mean += v;
