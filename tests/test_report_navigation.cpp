@@ -11,6 +11,7 @@
 #include <sstream>
 #include <string>
 
+#include "concurdl/harness/calibrate.hpp"
 #include "concurdl/harness/experiment.hpp"
 #include "concurdl/harness/records.hpp"
 #include "concurdl/harness/report.hpp"
@@ -147,6 +148,34 @@ TEST(ReportNavigation, OpensWithWhatTheRunShows) {
   const std::string html = slurp(files.html);
   EXPECT_LT(html.find("id=\"claims\""), html.find("id=\"runs\""));
   EXPECT_NE(html.find("<li class=\"failed\"><strong>NOT HELD</strong>"), std::string::npos);
+}
+
+// A calibration whose threads were short of cores (the FMA peak at 2 threads about one
+// thread's: a host placing both vCPUs on one core) is said before the claims; a sound one is not.
+TEST(ReportNavigation, SaysWhenTheCalibrationsThreadsWereShortOfCores) {
+  register_nav_demo();
+  auto fma = [](const char* threads, double flops) {
+    Record r;
+    r.experiment = "calibrate/fma_peak";
+    r.params = {{"threads", threads}};
+    r.derived["flops_per_s"] = flops;
+    return r;
+  };
+  RunFile run = nav_run();
+  run.calibration = calibration_from_records({fma("1", 255e9), fma("2", 256e9)});
+  ASSERT_TRUE(run.calibration.detail.contains("cores_short")) << run.calibration.detail.dump();
+  Dir dir;
+  std::string md = slurp(write_report({run}, {}, dir.path).md);
+  const auto warning = md.find(
+      "This run's calibration found its threads short of cores: "
+      "calibrate/fma_peak threads=2: 1.00x one thread's FLOP/s");
+  EXPECT_NE(warning, std::string::npos) << md;
+  EXPECT_LT(warning, md.find("## What this run shows"));
+  run.calibration = calibration_from_records({fma("1", 255e9), fma("2", 500e9)});
+  EXPECT_FALSE(run.calibration.detail.contains("cores_short"));
+  Dir dir2;
+  md = slurp(write_report({run}, {}, dir2.path).md);
+  EXPECT_EQ(md.find("short of cores"), std::string::npos);
 }
 
 TEST(ReportNavigation, EveryLinkResolves) {

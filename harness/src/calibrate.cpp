@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <charconv>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -432,6 +433,33 @@ double best(const std::vector<Record>& records, const std::string& id, const cha
   return b;
 }
 
+// The FMA loop keeps each thread on its own core's FMA units, and the calibration measures it
+// only up to the cores there are: T threads should reach about T times one thread's rate. Far
+// below (kCoresShortRatio) the threads did not get a core each while it ran: on a virtual
+// machine, the host placing two vCPUs on one physical core's FMA units (seen on the Zen 5 guest:
+// 2 threads at 1.00x one, for stretches of tens to hundreds of milliseconds); or another program
+// on the cores. Ceilings and fractions at those thread counts are then against a peak the code
+// never had, and read high. One line per such count.
+constexpr double kCoresShortRatio = 0.75;
+nlohmann::json cores_short(const nlohmann::json& fma_by_threads, double one) {
+  nlohmann::json lines = nlohmann::json::array();
+  if (!(one > 0)) return lines;
+  for (const auto& [key, value] : fma_by_threads.items()) {
+    int threads = 0;
+    const auto [end, ec] = std::from_chars(key.data(), key.data() + key.size(), threads);
+    if (ec != std::errc{} || end != key.data() + key.size() || threads < 2 || !value.is_number())
+      continue;
+    const double ratio = value.get<double>() / one;
+    if (ratio < kCoresShortRatio * threads)
+      lines.push_back(fmt::format(
+          "calibrate/fma_peak threads={}: {:.2f}x one thread's FLOP/s, not about {}x: these "
+          "threads did not get a core each while it ran (a host placing vCPUs on shared cores, "
+          "or another program); fractions of the peak at {} threads read high",
+          threads, ratio, threads, threads));
+  }
+  return lines;
+}
+
 }  // namespace
 
 bool takes_agree(const std::vector<double>& a, const std::vector<double>& b, double tolerance) {
@@ -531,6 +559,8 @@ Calibration calibration_from_records(const std::vector<Record>& records) {
   }
   if (!unstable.empty()) c.detail["unstable"] = unstable;
   if (!noisy.empty()) c.detail["noisy"] = noisy;
+  if (nlohmann::json short_lines = cores_short(fma, c.peak_flops_1core); !short_lines.empty())
+    c.detail["cores_short"] = short_lines;
   return c;
 }
 

@@ -31,6 +31,7 @@ using report_detail::chapter_claims;
 using report_detail::ChapterSection;
 using report_detail::ChartEntry;
 using report_detail::claim_lines;
+using report_detail::cores_short_warning;
 using report_detail::ExperimentSection;
 using report_detail::glance_of;
 using report_detail::judge;
@@ -419,6 +420,9 @@ ReportFiles write_report(const std::vector<RunFile>& runs,
   std::vector<std::string> warnings = out.warnings;
   for (std::size_t i = 0; i < runs.size(); ++i)
     if (std::string w = busy_machine_warning(runs[i], labels[i], runs.size() > 1); !w.empty())
+      warnings.push_back(std::move(w));
+  for (std::size_t i = 0; i < runs.size(); ++i)
+    if (std::string w = cores_short_warning(runs[i], labels[i], runs.size() > 1); !w.empty())
       warnings.push_back(std::move(w));
   for (std::size_t i = 0; i < runs.size(); ++i)
     if (std::string w = skipped_experiments_note(runs[i], labels[i], runs.size() > 1); !w.empty())

@@ -190,4 +190,20 @@ std::string busy_machine_warning(const RunFile& run, const std::string& label, b
   return w + ". Its timings and the claims judged on them describe that machine, not this code.";
 }
 
+std::string cores_short_warning(const RunFile& run, const std::string& label, bool several) {
+  const nlohmann::json& d = run.calibration.detail;
+  if (!d.is_object() || !d.contains("cores_short") || !d.at("cores_short").is_array() ||
+      d.at("cores_short").empty())
+    return "";
+  std::string w =
+      several ? label + ": this run's calibration" : std::string("This run's calibration");
+  w += " found its threads short of cores:";
+  for (const auto& line : d.at("cores_short"))
+    if (line.is_string()) w += " " + line.get<std::string>() + ";";
+  w.back() = '.';
+  return w +
+         " Scaling and fractions of the peak at those thread counts describe the host's "
+         "placement, not this code: measure again.";
+}
+
 }  // namespace concurdl::report_detail

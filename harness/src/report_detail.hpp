@@ -105,6 +105,10 @@ Glance glance_of(const ChapterSection& cs, const std::string& chapter,
                  const std::vector<RunFile>& runs, const std::vector<JudgedClaim>& judged);
 // "" unless the run was measured on a busy machine; else the report's warning.
 std::string busy_machine_warning(const RunFile& run, const std::string& label, bool several);
+// "" unless the run's calibration found threads short of cores (calibration detail
+// "cores_short": the FMA peak at T threads far below T times one thread's); else one warning
+// naming each such thread count.
+std::string cores_short_warning(const RunFile& run, const std::string& label, bool several);
 // "" unless the run left experiments out (provenance.skipped_experiments: no GPU, ...); else
 // one line naming each and why.
 std::string skipped_experiments_note(const RunFile& run, const std::string& label, bool several);

@@ -38,6 +38,15 @@ std::string config_key(const std::string& experiment, const Params& p) {
   return experiment + " {" + describe(p) + "}";
 }
 
+// Said on stderr as soon as the calibration shows it (and kept in results.json's calibration,
+// "cores_short"; the report repeats it): threads that did not get a core each.
+void warn_cores_short(const Calibration& c) {
+  if (!c.detail.contains("cores_short")) return;
+  for (const auto& line : c.detail.at("cores_short"))
+    if (line.is_string())
+      std::fprintf(stderr, "concurdl: warning: %s\n", line.get<std::string>().c_str());
+}
+
 }  // namespace
 
 // run and calibrate share this: measure, save after every group, report, print the path.
@@ -141,6 +150,7 @@ int measure(const std::vector<std::string>& command, const std::vector<const Exp
       return interrupted();
     }
     f.calibration = calibration_from_records(calib);
+    warn_cores_short(f.calibration);
     f.records.insert(f.records.end(), calib.begin(), calib.end());
     save();
   }
@@ -163,6 +173,7 @@ int measure(const std::vector<std::string>& command, const std::vector<const Exp
   if (selects_calibration) {
     // The calibration experiments were measured as part of this run: they are the calibration.
     f.calibration = calibration_from_records(measured);
+    warn_cores_short(f.calibration);
     derive_metrics(measured, f.calibration);
   }
   f.records.resize(before);
