@@ -372,6 +372,28 @@ bool compute_transposed(const GemmArgs& g) {
          g.ldb % kAliasingFloats != 0;
 }
 
+// Rows [i, i + R) of Ct (R a multiple of 8) into columns of C, 8 x 8 blocks through registers
+// side by side, so that each row of C gets R floats in one go.
+template <std::size_t R>
+void transpose_strip(const float* ct, std::size_t ldt, float* c, std::size_t ldc, std::size_t i,
+                     std::size_t j0, std::size_t j1) {
+  static_assert(R % 8 == 0);
+  std::size_t j = j0;
+  for (; j + 8 <= j1; j += 8) {
+    V8 r[R / 8][8];
+    for (std::size_t b = 0; b < R / 8; ++b) {
+      for (std::size_t q = 0; q < 8; ++q)
+        std::memcpy(&r[b][q], ct + (i + 8 * b + q) * ldt + j, sizeof(V8));
+      transpose8(r[b]);
+    }
+    for (std::size_t q = 0; q < 8; ++q)
+      for (std::size_t b = 0; b < R / 8; ++b)
+        std::memcpy(c + (j + q) * ldc + i + 8 * b, &r[b][q], sizeof(V8));
+  }
+  for (; j < j1; ++j)
+    for (std::size_t q = 0; q < R; ++q) c[j * ldc + i + q] = ct[(i + q) * ldt + j];
+}
+
 // C[j][i] = Ct[i][j] for i in [i0, i1), j in [j0, j1): Ct's rows are C's columns.
 void transpose_back(const float* ct, std::size_t ldt, float* c, std::size_t ldc, std::size_t i0,
                     std::size_t i1, std::size_t j0, std::size_t j1) {
@@ -380,35 +402,8 @@ void transpose_back(const float* ct, std::size_t ldt, float* c, std::size_t ldc,
   // 64-byte line at a time: C's rows are ldc floats apart, often a multiple of 256 (1 KiB), so
   // the rows of a strip fall in a few L1 sets, and a half-written line was evicted before its
   // other half came (the forward GEMM's 64 x 256 output: ~4 -> ~1 us on the Zen 5 guest).
-  for (; i + 16 <= i1; i += 16) {
-    std::size_t j = j0;
-    for (; j + 8 <= j1; j += 8) {
-      V8 lo[8], hi[8];
-      for (std::size_t q = 0; q < 8; ++q) {
-        std::memcpy(&lo[q], ct + (i + q) * ldt + j, sizeof(V8));
-        std::memcpy(&hi[q], ct + (i + 8 + q) * ldt + j, sizeof(V8));
-      }
-      transpose8(lo);
-      transpose8(hi);
-      for (std::size_t q = 0; q < 8; ++q) {
-        std::memcpy(c + (j + q) * ldc + i, &lo[q], sizeof(V8));
-        std::memcpy(c + (j + q) * ldc + i + 8, &hi[q], sizeof(V8));
-      }
-    }
-    for (; j < j1; ++j)
-      for (std::size_t q = 0; q < 16; ++q) c[j * ldc + i + q] = ct[(i + q) * ldt + j];
-  }
-  for (; i + 8 <= i1; i += 8) {
-    std::size_t j = j0;
-    for (; j + 8 <= j1; j += 8) {
-      V8 r[8];
-      for (std::size_t q = 0; q < 8; ++q) std::memcpy(&r[q], ct + (i + q) * ldt + j, sizeof(V8));
-      transpose8(r);
-      for (std::size_t q = 0; q < 8; ++q) std::memcpy(c + (j + q) * ldc + i, &r[q], sizeof(V8));
-    }
-    for (; j < j1; ++j)
-      for (std::size_t q = 0; q < 8; ++q) c[j * ldc + i + q] = ct[(i + q) * ldt + j];
-  }
+  for (; i + 16 <= i1; i += 16) transpose_strip<16>(ct, ldt, c, ldc, i, j0, j1);
+  for (; i + 8 <= i1; i += 8) transpose_strip<8>(ct, ldt, c, ldc, i, j0, j1);
   for (; i < i1; ++i)
     for (std::size_t j = j0; j < j1; ++j) c[j * ldc + i] = ct[i * ldt + j];
 }

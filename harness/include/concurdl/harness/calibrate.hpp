@@ -46,5 +46,8 @@ std::vector<std::pair<std::string, double>> calibration_figures(const std::vecto
 
 // Last-level cache size in bytes (sysfs), or 32 MiB if the machine does not say.
 std::size_t last_level_cache_bytes();
+// Elements (doubles) per array of the memory experiments: 4x the last-level cache, at least
+// 32 MiB.
+std::size_t calibration_array_elements();
 
 }  // namespace concurdl
