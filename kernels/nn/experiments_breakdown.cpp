@@ -8,7 +8,10 @@
 // of it; `other` is the step less every phase (the loop, the spans themselves). The phases of a
 // GEMM and thread count are measured round-robin, so the stacked bar of one configuration adds
 // up to its step. Each phase declares its FLOPs and bytes per step, so its FLOP/s and bytes/s
-// can be set beside the calibrated peak and bandwidth.
+// can be set beside the calibrated peak and bandwidth. The `update` axis: `fused` (the default,
+// TrainConfig::fuse_update) applies each weight matrix's update inside the GEMM that computes its
+// gradient, so `sgd` is the biases' update alone and the weights' is in the l*_dw_gemm phases;
+// `separate` runs Sgd::step over every parameter after the backward pass.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -50,7 +53,7 @@ std::string phase_of(const std::string& span) {
 
 // What one phase does per step of `rows` rows: FLOPs (GEMMs: 2mnk) and bytes (element-wise:
 // what it reads and writes), summed over the layers for the element-wise groups.
-Work phase_work(const std::string& phase, const MlpSpec& spec, std::size_t rows) {
+Work phase_work(const std::string& phase, const MlpSpec& spec, std::size_t rows, bool fused) {
   Work w;
   const double b = static_cast<double>(rows), f = sizeof(float);
   const std::size_t layers = spec.widths.size() - 1;
@@ -58,7 +61,9 @@ Work phase_work(const std::string& phase, const MlpSpec& spec, std::size_t rows)
   if (phase == "gather") w.bytes = 2.0 * b * width(0) * f;
   if (phase == "sgd") {
     double params = 0;
-    for (std::size_t l = 0; l < layers; ++l) params += width(l + 1) * (width(l) + 1);
+    // Fused, the biases only (the weights are updated in their GEMMs: p and v read and written
+    // there, the gradient never stored).
+    for (std::size_t l = 0; l < layers; ++l) params += width(l + 1) * (fused ? 1 : width(l) + 1);
     w.bytes = 5.0 * params * f;  // p, g, v read; p, v written
   }
   for (std::size_t l = 0; l < layers; ++l) {
@@ -83,6 +88,10 @@ Trial breakdown_trial(const Params& p, GroupCache& cache) {
   if (std::find(kPhases.begin(), kPhases.end(), phase) == kPhases.end())
     throw UsageError(fmt::format("parameter 'phase': '{}' is not a phase of the step", phase));
   const auto images = static_cast<std::size_t>(param_int(p, "images"));
+  const std::string update = param_str(p, "update");
+  if (update != "fused" && update != "separate")
+    throw UsageError(
+        fmt::format("parameter 'update': '{}' is neither 'fused' nor 'separate'", update));
   auto data =
       cache.get<std::shared_ptr<const Dataset>>(fmt::format("fashion-mnist:{}", images), [&] {
         const data::FashionMnist fm = data::load_fashion_mnist();
@@ -92,6 +101,7 @@ Trial breakdown_trial(const Params& p, GroupCache& cache) {
   st->data = data;
   st->config.batch = kBatch;
   st->config.threads = static_cast<int>(param_int(p, "threads"));
+  st->config.fuse_update = update == "fused";
   if (!kernels::parse_gemm_version(param_str(p, "gemm"), st->config.gemm))
     throw UsageError(fmt::format("gemm: '{}' is not a GEMM version", param_str(p, "gemm")));
   const double steps = std::ceil(static_cast<double>(data->n) / kBatch);
@@ -127,7 +137,8 @@ Trial breakdown_trial(const Params& p, GroupCache& cache) {
           st->last.loss);
     return "";
   };
-  t.work = phase_work(phase, st->config.spec, kBatch);  // per step: the sample is per step
+  t.work = phase_work(phase, st->config.spec, kBatch,
+                      st->config.fuse_update);  // per step: the sample is per step
   return t;
 }
 
@@ -142,6 +153,7 @@ const bool registered = register_experiment({
               .kind = AxisKind::count,
               .max = kMaxThreads},
              {.name = "phase", .values = kPhases},
+             {.name = "update", .values = {"fused", "separate"}, .quick = {"fused"}},
              {.name = "images",
               .values = {"6400"},
               .quick = {"3200"},
@@ -165,7 +177,7 @@ const bool registered = register_experiment({
                  .x = "threads",
                  .y = "median",
                  .series = "phase",
-                 .where = {{"gemm", "openblas"}},
+                 .where = {{"gemm", "openblas"}, {"update", "fused"}},
                  .y_label = "seconds per step"},
                 {.id = "phases_v4",
                  .title = "A training step by phase, GEMM v4 (s per step of 64 samples)",
@@ -173,7 +185,7 @@ const bool registered = register_experiment({
                  .x = "threads",
                  .y = "median",
                  .series = "phase",
-                 .where = {{"gemm", "v4_register"}},
+                 .where = {{"gemm", "v4_register"}, {"update", "fused"}},
                  .y_label = "seconds per step"}},
 });
 

@@ -100,6 +100,16 @@ void run_gemm(GemmVersion v, const detail::GemmArgs& g) {
     throw std::invalid_argument(
         "gemm: the epilogue's relu_of has a leading dimension smaller "
         "than C's row");
+  if (g.epilogue != nullptr && g.epilogue->sgd != nullptr) {
+    const GemmEpilogue& e = *g.epilogue;
+    if (e.sgd->params == nullptr || e.sgd->velocity == nullptr)
+      throw std::invalid_argument("gemm: the epilogue's sgd has a null params or velocity");
+    if (e.bias != nullptr || e.relu || e.relu_of != nullptr)
+      throw std::invalid_argument(
+          "gemm: the epilogue's sgd replaces storing C; it cannot follow a bias or a ReLU");
+    if (g.alpha != 1.0f || g.beta != 0.0f)
+      throw std::invalid_argument("gemm: the epilogue's sgd wants alpha == 1 and beta == 0");
+  }
   if (g.m == 0 || g.n == 0) return;
   switch (v) {
     case GemmVersion::v1_naive:
@@ -152,6 +162,13 @@ void finish_c(const GemmArgs& g, std::size_t i0, std::size_t i1, std::size_t j0,
   if (g.epilogue == nullptr || j0 >= j1) return;
   const GemmEpilogue& e = *g.epilogue;
   const std::size_t cols = j1 - j0;
+  if (e.sgd != nullptr) {
+    const GemmSgd u = *e.sgd;
+    for (std::size_t i = i0; i < i1; ++i)
+      apply_sgd(u, g.c + i * g.ldc + j0, u.params + i * g.ldc + j0, u.velocity + i * g.ldc + j0,
+                cols);
+    return;
+  }
   for (std::size_t i = i0; i < i1; ++i) {
     float* row = g.c + i * g.ldc + j0;
     if (e.bias != nullptr) add_bias_rows(row, 1, cols, g.ldc, e.bias + j0);

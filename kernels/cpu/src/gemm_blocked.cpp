@@ -88,22 +88,66 @@ inline void store(float* p, Vec v) { std::memcpy(p, &v, sizeof v); }
 // never reads C. R = MR is the whole tile; R < MR the last panel of a C whose height is not a
 // multiple of MR (a training batch's 64 rows are 4 x 14 + 8): only those rows are computed. Every
 // element of C gets the same instructions in the same order of p whichever R and whether A was
-// packed or not, so the bits are the same.
+// packed or not, so the bits are the same. With sgd (a fused optimiser step, gemm.hpp; alpha is
+// 1) the tile is not stored: each element is the gradient of the parameter `at` + its offset in
+// the tile, applied to sgd's params and velocity while it is in a register (beta is 0, or 1 on
+// a later K block, where acc + 1 * C rounds one way however it is contracted).
 template <std::size_t R, bool Direct, std::size_t NV = kNV>
 void micro_kernel_rows(std::size_t kc, const float* __restrict ap, std::size_t lda,
                        const float* __restrict bp, float alpha, float beta, float* __restrict c,
-                       std::size_t ldc) {
+                       std::size_t ldc, const GemmSgd* sgd, std::size_t at) {
   Vec acc[R][NV] = {};
-  for (std::size_t p = 0; p < kc; ++p) {
-    Vec b[NV];
+  // With sgd, the first 2 R NV steps of p each ask for one line of the NEXT tile's parameters
+  // and velocities (the tile NR columns on, the order the rectangle's loop takes them), so
+  // they arrive from L3 while this tile's multiply-adds run. Without it the update waited on
+  // them: the first weight gradient of a training step (784 x 256) took 124 us with the update
+  // fused, 109 without it, and 118 with these prefetches (Zen 5 guest, 1 thread); asking for all
+  // of the current tile's lines at the start did not help. Addresses as integers: the last tile's
+  // "next" lies past the matrix, and a prefetch may point anywhere.
+  const auto k_loop = [&]<bool Prefetch>(std::uintptr_t next_p, std::uintptr_t next_v) {
+    for (std::size_t p = 0; p < kc; ++p) {
+      if constexpr (Prefetch) {
+        if (p < 2 * R * NV) {
+          const std::size_t line = p % (R * NV);
+          __builtin_prefetch(reinterpret_cast<const void*>(
+                                 (p < R * NV ? next_p : next_v) +
+                                 ((line / NV) * ldc + (line % NV) * kLanes) * sizeof(float)),
+                             1, 3);
+        }
+      }
+      Vec b[NV];
 #pragma GCC unroll 4
-    for (std::size_t v = 0; v < NV; ++v) b[v] = load(bp + p * kNR + v * kLanes);
+      for (std::size_t v = 0; v < NV; ++v) b[v] = load(bp + p * kNR + v * kLanes);
 #pragma GCC unroll 16
-    for (std::size_t i = 0; i < R; ++i) {
-      const float a = Direct ? ap[i * lda + p] : ap[p * kMR + i];
+      for (std::size_t i = 0; i < R; ++i) {
+        const float a = Direct ? ap[i * lda + p] : ap[p * kMR + i];
 #pragma GCC unroll 4
-      for (std::size_t v = 0; v < NV; ++v) acc[i][v] += a * b[v];
+        for (std::size_t v = 0; v < NV; ++v) acc[i][v] += a * b[v];
+      }
     }
+  };
+  if (sgd != nullptr)
+    k_loop.template operator()<true>(
+        reinterpret_cast<std::uintptr_t>(sgd->params + at) + kNR * sizeof(float),
+        reinterpret_cast<std::uintptr_t>(sgd->velocity + at) + kNR * sizeof(float));
+  else
+    k_loop.template operator()<false>(0, 0);
+  if (sgd != nullptr) {
+    const GemmSgd u = *sgd;
+    float* __restrict const pp = u.params + at;
+    float* __restrict const vp = u.velocity + at;
+#pragma GCC unroll 16
+    for (std::size_t i = 0; i < R; ++i)
+#pragma GCC unroll 4
+      for (std::size_t v = 0; v < NV; ++v) {
+        const std::size_t o = i * ldc + v * kLanes;
+        const Vec g = beta == 0.0f ? acc[i][v] : acc[i][v] + beta * load(c + o);
+        Vec pv = load(pp + o), vv = load(vp + o);
+        sgd_update(pv, vv, g, u.lr, u.momentum, u.weight_decay);
+        store(pp + o, pv);
+        store(vp + o, vv);
+      }
+    return;
   }
   if (beta == 0.0f && alpha == 1.0f) {  // 1 * x is x: the same bits without the multiplies
 #pragma GCC unroll 16
@@ -128,7 +172,7 @@ void micro_kernel_rows(std::size_t kc, const float* __restrict ap, std::size_t l
 
 // The kernels for 1 .. MR rows, indexed by the row count, packed A and direct A.
 using RowKernel = void (*)(std::size_t, const float*, std::size_t, const float*, float, float,
-                           float*, std::size_t);
+                           float*, std::size_t, const GemmSgd*, std::size_t);
 template <bool Direct, std::size_t NV, std::size_t... R>
 constexpr std::array<RowKernel, sizeof...(R) + 1> row_kernels(std::index_sequence<R...>) {
   return {nullptr, &micro_kernel_rows<R + 1, Direct, NV>...};
@@ -146,19 +190,24 @@ constexpr auto kDirectHalfKernels = row_kernels<true, kNV / 2>(std::make_index_s
 
 // A tile whose last columns stick out of C: the rows that exist, all NR columns, computed into
 // scratch (with C's values copied in when beta reads them), and the columns that exist copied
-// back.
+// back, or with sgd applied from there.
 void edge_tile(RowKernel kernel, std::size_t kc, const float* ap, std::size_t lda, const float* bp,
                float alpha, float beta, float* c, std::size_t ldc, std::size_t rows,
-               std::size_t cols) {
+               std::size_t cols, const GemmSgd* sgd, std::size_t at) {
   alignas(64) float tile[kMR * kNR];
   if (beta != 0.0f) {  // the columns that do not exist are read too: make them zeros
     std::fill(tile, tile + kMR * kNR, 0.0f);
     for (std::size_t i = 0; i < rows; ++i)
       std::memcpy(tile + i * kNR, c + i * ldc, cols * sizeof(float));
   }
-  kernel(kc, ap, lda, bp, alpha, beta, tile, kNR);
-  for (std::size_t i = 0; i < rows; ++i)
-    std::memcpy(c + i * ldc, tile + i * kNR, cols * sizeof(float));
+  kernel(kc, ap, lda, bp, alpha, beta, tile, kNR, nullptr, 0);
+  for (std::size_t i = 0; i < rows; ++i) {
+    if (sgd != nullptr)
+      apply_sgd(*sgd, tile + i * kNR, sgd->params + at + i * ldc, sgd->velocity + at + i * ldc,
+                cols);
+    else
+      std::memcpy(c + i * ldc, tile + i * kNR, cols * sizeof(float));
+  }
 }
 
 // Whether the micro-kernel reads A where it lies instead of a packed copy. Packing pays for
@@ -185,6 +234,14 @@ void pack_a_panel(const GemmArgs& g, std::size_t i0, std::size_t rows, std::size
       for (std::size_t p = 0; p < kc; ++p) dst[p * kMR + i] = src[p];
     }
   } else {  // A(i, p) = a[p * lda + i]: a column of op(A) is contiguous
+    // A whole panel's column is a copy of a constant size, which the compiler makes a few
+    // vector moves; `rows` floats at a time was a call to memmove per column (the training
+    // step's weight-gradient GEMMs pack dZᵀ this way: ~4% of a step at 1 thread).
+    if (rows == kMR) {
+      for (std::size_t p = 0; p < kc; ++p)
+        std::memcpy(dst + p * kMR, g.a + (p0 + p) * g.lda + i0, kMR * sizeof(float));
+      return;
+    }
     for (std::size_t p = 0; p < kc; ++p) {
       const float* src = g.a + (p0 + p) * g.lda + i0;
       for (std::size_t i = 0; i < rows; ++i) dst[p * kMR + i] = src[i];
@@ -223,6 +280,11 @@ template <Trans TB>
 void pack_b_panel(const GemmArgs& g, std::size_t p0, std::size_t kc, std::size_t j0,
                   std::size_t cols, float* __restrict dst) {
   if constexpr (TB == Trans::no) {  // B(p, j) = b[p * ldb + j]: a row of op(B) is contiguous
+    if (cols == kNR) {              // a constant-size copy per row, as pack_a_panel does
+      for (std::size_t p = 0; p < kc; ++p)
+        std::memcpy(dst + p * kNR, g.b + (p0 + p) * g.ldb + j0, kNR * sizeof(float));
+      return;
+    }
     for (std::size_t p = 0; p < kc; ++p) {
       const float* src = g.b + (p0 + p) * g.ldb + j0;
       for (std::size_t j = 0; j < cols; ++j) dst[p * kNR + j] = src[j];
@@ -291,11 +353,13 @@ void v4_rectangle(const GemmArgs& g, std::size_t i0, std::size_t i1, std::size_t
   float* const a_pack =
       direct ? nullptr : a_buf.get(ceil_div(std::min(kMC, i1 - i0), kMR) * kMR * kc_max);
   float* const b_pack = b_buf.get(kc_max * ceil_div(std::min(kNC, j1 - j0), kNR) * kNR);
+  const GemmSgd* const fused = g.epilogue != nullptr ? g.epilogue->sgd : nullptr;
   for (std::size_t ic = i0; ic < i1; ic += kMC) {
     const std::size_t mc = std::min(kMC, i1 - ic);
     for (std::size_t pc = 0; pc < g.k; pc += kKC) {
       const std::size_t kc = std::min(kKC, g.k - pc);
       const float beta = pc == 0 ? g.beta : 1.0f;  // later K blocks add to what the first wrote
+      const GemmSgd* const sgd = pc + kc == g.k ? fused : nullptr;  // the last K block applies it
       if (!direct)
         for (std::size_t r = 0; r * kMR < mc; ++r)
           pack_a_panel<TA>(g, ic + r * kMR, std::min(kMR, mc - r * kMR), pc, kc,
@@ -310,14 +374,16 @@ void v4_rectangle(const GemmArgs& g, std::size_t i0, std::size_t i1, std::size_t
           const std::size_t rows = std::min(kMR, mc - i);
           for (std::size_t j = 0; j < nc; j += kNR) {
             const float* bp = b_pack + j * kc;
-            float* c = g.c + (ic + i) * g.ldc + jc + j;
+            const std::size_t at = (ic + i) * g.ldc + jc + j;
+            float* c = g.c + at;
             const std::size_t cols = std::min(kNR, nc - j);
             if (cols == kNR)  // whole tiles, and the last panel's rows straight into C
-              kernels[rows](kc, ap, g.lda, bp, g.alpha, beta, c, g.ldc);
+              kernels[rows](kc, ap, g.lda, bp, g.alpha, beta, c, g.ldc, sgd, at);
             else if (cols == kHalfNR)
-              half_kernels[rows](kc, ap, g.lda, bp, g.alpha, beta, c, g.ldc);
+              half_kernels[rows](kc, ap, g.lda, bp, g.alpha, beta, c, g.ldc, sgd, at);
             else
-              edge_tile(kernels[rows], kc, ap, g.lda, bp, g.alpha, beta, c, g.ldc, rows, cols);
+              edge_tile(kernels[rows], kc, ap, g.lda, bp, g.alpha, beta, c, g.ldc, rows, cols, sgd,
+                        at);
           }
         }
       }
@@ -453,10 +519,11 @@ void v4_packed(const GemmArgs& g) {
     if (i0 < i1 && j0 < j1) {
       v4_rectangle<TA, TB>(w, i0, i1, j0, j1);
       // The epilogue (gemm.hpp) on this thread's rectangle of C, while it is in this core's cache.
+      // With sgd the rectangle's tiles applied it themselves.
       if (transposed) {
         transpose_back(w.c, w.ldc, g.c, g.ldc, i0, i1, j0, j1);
         finish_c(g, j0, j1, i0, i1);
-      } else {
+      } else if (g.epilogue == nullptr || g.epilogue->sgd == nullptr) {
         finish_c(g, i0, i1, j0, j1);
       }
     }

@@ -4,6 +4,7 @@
 #include <cstddef>
 
 #include "concurdl/kernels/gemm.hpp"
+#include "concurdl/kernels/ops.hpp"
 
 namespace concurdl::kernels::detail {
 
@@ -31,6 +32,11 @@ struct GemmArgs {
 
 // C = beta * C (beta == 0 writes zeros without reading C).
 void scale_c(const GemmArgs& g);
+// A fused optimiser step (GemmSgd) over n gradients g of one row: sgd_update, element by element.
+inline void apply_sgd(const GemmSgd& u, const float* g, float* p, float* v, std::size_t n) {
+  for (std::size_t j = 0; j < n; ++j)
+    sgd_update(p[j], v[j], g[j], u.lr, u.momentum, u.weight_decay);
+}
 // g.epilogue (if any) over rows [i0, i1) and columns [j0, j1) of C.
 void finish_c(const GemmArgs& g, std::size_t i0, std::size_t i1, std::size_t j0, std::size_t j1);
 

@@ -331,6 +331,76 @@ TEST_P(GemmVersions, TheEpilogueGivesTheBitsOfTheSeparatePasses) {
                std::invalid_argument);
 }
 
+// The fused optimiser step (GemmSgd) gives the parameters and velocities of the product stored
+// in C followed by sgd_update over it, bit for bit, for every version: through v4's whole tiles,
+// its half-width and scratch edge tiles and short last row panels, a K longer than one cache
+// block (the last block applies the step, the earlier ones leave partial sums in C), and the
+// transposed shortcut (the update then follows the copy back), at 1-3 threads. C's padding is
+// never written; the parameters' padding is never touched. Bad uses are refused.
+TEST_P(GemmVersions, TheFusedSgdStepGivesTheBitsOfTheProductThenTheUpdate) {
+  ThreadsGuard guard;
+  const Case cases[] = {{256, 784, 64, Trans::yes, Trans::no},  // layer 0's dW (half tile)
+                        {300, 40, 64, Trans::yes, Trans::no, 1.0f, 0.0f, 5},  // a scratch edge
+                        {45, 100, 700, Trans::yes, Trans::no},                // K over one block
+                        {10, 48, 64, Trans::yes, Trans::no},     // 10 rows, a half panel
+                        {64, 256, 784, Trans::no, Trans::yes}};  // the transposed path
+  const float lr = 0.05f, momentum = 0.9f, weight_decay = 5e-4f;
+  for (const Case& t : cases) {
+    Operands o = make_operands(t, 7);
+    std::vector<float> p0(t.m * o.ldc, kSentinel), v0(t.m * o.ldc, kSentinel);
+    std::mt19937 rng(9);
+    std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+    for (std::size_t i = 0; i < t.m; ++i)
+      for (std::size_t j = 0; j < t.n; ++j) {
+        p0[i * o.ldc + j] = dist(rng);
+        v0[i * o.ldc + j] = dist(rng);
+      }
+    for (int threads : {1, 2, 3}) {
+      set_compute_threads(threads);
+      std::vector<float> grad = o.c0, want_p = p0, want_v = v0;
+      gemm(GetParam(), t.ta, t.tb, t.m, t.n, t.k, 1.0f, o.a.data(), o.lda, o.b.data(), o.ldb, 0.0f,
+           grad.data(), o.ldc);
+      for (std::size_t i = 0; i < t.m; ++i)
+        for (std::size_t j = 0; j < t.n; ++j) {
+          const std::size_t at = i * o.ldc + j;
+          sgd_update(want_p[at], want_v[at], grad[at], lr, momentum, weight_decay);
+        }
+      std::vector<float> c = o.c0, got_p = p0, got_v = v0;
+      const GemmSgd u{.params = got_p.data(),
+                      .velocity = got_v.data(),
+                      .lr = lr,
+                      .momentum = momentum,
+                      .weight_decay = weight_decay};
+      gemm(GetParam(), t.ta, t.tb, t.m, t.n, t.k, 1.0f, o.a.data(), o.lda, o.b.data(), o.ldb, 0.0f,
+           c.data(), o.ldc, {.sgd = &u});
+      EXPECT_EQ(std::memcmp(got_p.data(), want_p.data(), want_p.size() * sizeof(float)), 0)
+          << t.describe() << ": threads=" << threads << ": parameters";
+      EXPECT_EQ(std::memcmp(got_v.data(), want_v.data(), want_v.size() * sizeof(float)), 0)
+          << t.describe() << ": threads=" << threads << ": velocities";
+      for (std::size_t i = 0; i < t.m; ++i)
+        for (std::size_t j = t.n; j < o.ldc; ++j)
+          if (c[i * o.ldc + j] != kSentinel) {
+            ADD_FAILURE() << t.describe() << ": wrote C's padding at (" << i << ", " << j << ")";
+            i = t.m;
+            break;
+          }
+    }
+  }
+  std::vector<float> c(4), p(4), v(4);
+  const std::vector<float> a(4, 1.0f);
+  const GemmSgd u{.params = p.data(), .velocity = v.data(), .lr = lr};
+  const auto call = [&](float alpha, float beta, const GemmEpilogue& e) {
+    gemm(GetParam(), Trans::no, Trans::no, 2, 2, 2, alpha, a.data(), 2, a.data(), 2, beta, c.data(),
+         2, e);
+  };
+  EXPECT_NO_THROW(call(1.0f, 0.0f, {.sgd = &u}));
+  EXPECT_THROW(call(0.5f, 0.0f, {.sgd = &u}), std::invalid_argument);
+  EXPECT_THROW(call(1.0f, 1.0f, {.sgd = &u}), std::invalid_argument);
+  EXPECT_THROW(call(1.0f, 0.0f, {.bias = a.data(), .sgd = &u}), std::invalid_argument);
+  const GemmSgd no_velocity{.params = p.data()};
+  EXPECT_THROW(call(1.0f, 0.0f, {.sgd = &no_velocity}), std::invalid_argument);
+}
+
 // Two threads of the program call v4 at once, each with a team of its own: packing buffers are
 // per thread, nothing else is shared.
 TEST(GemmV4, ConcurrentCallersGetTheirOwnResults) {

@@ -166,6 +166,12 @@ void Mlp::forward_layers(std::size_t first, std::size_t last, const float* in, s
 void Mlp::backward_layers(std::size_t first, std::size_t last, Activations& a, const float* dout,
                           float* din, bool accumulate,
                           const std::function<void(std::size_t)>& on_layer_done) {
+  backward(first, last, a, dout, din, accumulate, on_layer_done, nullptr);
+}
+
+void Mlp::backward(std::size_t first, std::size_t last, Activations& a, const float* dout,
+                   float* din, bool accumulate,
+                   const std::function<void(std::size_t)>& on_layer_done, Sgd* fuse) {
   check_range("Mlp::backward_layers", first, last);
   if (a.batch_ == 0 || first < a.first_ || last > a.last_)
     throw std::invalid_argument(
@@ -194,22 +200,45 @@ void Mlp::backward_layers(std::size_t first, std::size_t last, Activations& a, c
     const float* w = weights(l);
     float* gw = grads_.data() + offsets_[l];
     const float* in_act = l == a.first_ ? a.input_ : a.output(l - 1);
-    {
-      StepSpan span(l, "dw_gemm");
-      kernels::gemm(gemm_, Trans::yes, Trans::no, out, in, batch, 1.0f, delta, out, in_act, in,
-                    beta, gw, in);
-    }
-    {
-      StepSpan span(l, "db");
-      kernels::column_sums(delta, batch, out, out, gw + out * in, beta);
-    }
-    if (on_layer_done) on_layer_done(l);
+    // The layer's own gradients, and with `fuse` its update: the weights' inside their GEMM,
+    // then the biases' (sgd_update, as Sgd::step does it).
+    const auto layer_gradient = [&] {
+      {
+        StepSpan span(l, "dw_gemm");
+        if (fuse != nullptr) {
+          const SgdOptions& o = fuse->options();
+          const kernels::GemmSgd update{.params = params_.data() + offsets_[l],
+                                        .velocity = fuse->velocity().data() + offsets_[l],
+                                        .lr = o.lr,
+                                        .momentum = o.momentum,
+                                        .weight_decay = o.weight_decay};
+          kernels::gemm(gemm_, Trans::yes, Trans::no, out, in, batch, 1.0f, delta, out, in_act, in,
+                        0.0f, gw, in, {.sgd = &update});
+        } else {
+          kernels::gemm(gemm_, Trans::yes, Trans::no, out, in, batch, 1.0f, delta, out, in_act, in,
+                        beta, gw, in);
+        }
+      }
+      {
+        StepSpan span(l, "db");
+        kernels::column_sums(delta, batch, out, out, gw + out * in, beta);
+      }
+      if (fuse != nullptr) {
+        StepSpan span("sgd");
+        fuse->step_range(params_, grads_, offsets_[l] + out * in, out);
+      }
+      if (on_layer_done) on_layer_done(l);
+    };
+    // Unfused, the gradient first, so that on_layer_done can start its all-reduce early; fused,
+    // the input's gradient first, from the weights before their update.
+    if (fuse == nullptr) layer_gradient();
     if (l == first) {  // the input's gradient only when asked for: nothing in range needs it
       if (din != nullptr) {
         StepSpan span(l, "da_gemm");
         kernels::gemm(gemm_, Trans::no, Trans::no, batch, in, out, 1.0f, delta, out, w, in, 0.0f,
                       din, in);
       }
+      if (fuse != nullptr) layer_gradient();
       break;
     }
     kernels::LineVector<float>& next = a.delta_[spare];
@@ -219,6 +248,7 @@ void Mlp::backward_layers(std::size_t first, std::size_t last, Activations& a, c
     kernels::gemm(gemm_, Trans::no, Trans::no, batch, in, out, 1.0f, delta, out, w, in, 0.0f,
                   next.data(), in, {.relu_of = in_act, .ld_relu_of = in});
     da_span.end();
+    if (fuse != nullptr) layer_gradient();
     delta = next.data();
     spare ^= 1;
   }
@@ -237,11 +267,11 @@ float Mlp::forward_backward(const float* x, const std::uint8_t* labels, std::siz
   return forward_backward(x, labels, batch, correct, nullptr);
 }
 
-float Mlp::forward_backward(const float* x, const std::uint8_t* labels, std::size_t batch,
-                            std::size_t* correct, float* dx) {
-  if (batch == 0) throw std::invalid_argument("Mlp::forward_backward: empty batch");
-  if (labels == nullptr) throw std::invalid_argument("Mlp::forward_backward: null labels");
-  if (x == nullptr) throw std::invalid_argument("Mlp::forward_backward: null input");
+float Mlp::forward_loss(const char* who, const float* x, const std::uint8_t* labels,
+                        std::size_t batch, std::size_t* correct) {
+  if (batch == 0) throw std::invalid_argument(std::string(who) + ": empty batch");
+  if (labels == nullptr) throw std::invalid_argument(std::string(who) + ": null labels");
+  if (x == nullptr) throw std::invalid_argument(std::string(who) + ": null input");
   forward_layers(0, layers(), x, batch, step_acts_);
   dlogits_.resize(batch * spec_.widths.back());
   StepSpan loss_span("loss");
@@ -249,8 +279,25 @@ float Mlp::forward_backward(const float* x, const std::uint8_t* labels, std::siz
       softmax_xent_loss(step_acts_.output(), labels, batch, spec_.widths.back(), dlogits_.data());
   loss_span.end();
   if (correct != nullptr) *correct = head.correct;
-  backward_layers(0, layers(), step_acts_, dlogits_.data(), dx);
   return static_cast<float>(head.loss);
+}
+
+float Mlp::forward_backward(const float* x, const std::uint8_t* labels, std::size_t batch,
+                            std::size_t* correct, float* dx) {
+  const float loss = forward_loss("Mlp::forward_backward", x, labels, batch, correct);
+  backward_layers(0, layers(), step_acts_, dlogits_.data(), dx);
+  return loss;
+}
+
+float Mlp::train_step(const float* x, const std::uint8_t* labels, std::size_t batch, Sgd& opt,
+                      std::size_t* correct) {
+  if (opt.velocity().size() != params_.size())
+    throw std::invalid_argument("Mlp::train_step: the optimiser holds " +
+                                std::to_string(opt.velocity().size()) + " velocities for " +
+                                std::to_string(params_.size()) + " parameters");
+  const float loss = forward_loss("Mlp::train_step", x, labels, batch, correct);
+  backward(0, layers(), step_acts_, dlogits_.data(), nullptr, false, {}, &opt);
+  return loss;
 }
 
 EvalResult Mlp::evaluate(const float* x, const std::uint8_t* labels, std::size_t n,

@@ -13,12 +13,33 @@ namespace concurdl::nn {
 Sgd::Sgd(std::size_t parameters, SgdOptions options)
     : options_(options), velocity_(parameters, 0.0f) {}
 
-void Sgd::step(std::span<float> params, std::span<const float> grads) {
-  if (params.size() != velocity_.size() || grads.size() != velocity_.size())
-    throw std::invalid_argument("Sgd::step: " + std::to_string(params.size()) + " parameters and " +
-                                std::to_string(grads.size()) +
+namespace {
+void check_sizes(const char* who, std::size_t params, std::size_t grads, std::size_t velocities) {
+  if (params != velocities || grads != velocities)
+    throw std::invalid_argument(std::string(who) + ": " + std::to_string(params) +
+                                " parameters and " + std::to_string(grads) +
                                 " gradients, but the optimiser holds " +
-                                std::to_string(velocity_.size()) + " velocities");
+                                std::to_string(velocities) + " velocities");
+}
+}  // namespace
+
+void Sgd::step_range(std::span<float> params, std::span<const float> grads, std::size_t first,
+                     std::size_t count) {
+  check_sizes("Sgd::step_range", params.size(), grads.size(), velocity_.size());
+  if (first > velocity_.size() || count > velocity_.size() - first)
+    throw std::invalid_argument("Sgd::step_range: [" + std::to_string(first) + ", +" +
+                                std::to_string(count) + ") is outside the " +
+                                std::to_string(velocity_.size()) + " parameters");
+  const float lr = options_.lr, mu = options_.momentum, wd = options_.weight_decay;
+  float* p = params.data();
+  const float* g = grads.data();
+  float* v = velocity_.data();
+  for (std::size_t i = first; i < first + count; ++i)
+    kernels::sgd_update(p[i], v[i], g[i], lr, mu, wd);
+}
+
+void Sgd::step(std::span<float> params, std::span<const float> grads) {
+  check_sizes("Sgd::step", params.size(), grads.size(), velocity_.size());
   const float lr = options_.lr, mu = options_.momentum, wd = options_.weight_decay;
   float* p = params.data();
   const float* g = grads.data();
@@ -32,10 +53,7 @@ void Sgd::step(std::span<float> params, std::span<const float> grads) {
   // thread.
   constexpr std::size_t kSgdParallelMin = std::size_t{1} << 16;
   kernels::for_range(n, n >= kSgdParallelMin, [=](std::size_t b, std::size_t e) {
-    for (std::size_t i = b; i < e; ++i) {
-      v[i] = mu * v[i] + (g[i] + wd * p[i]);
-      p[i] -= lr * v[i];
-    }
+    for (std::size_t i = b; i < e; ++i) kernels::sgd_update(p[i], v[i], g[i], lr, mu, wd);
   });
 }
 

@@ -115,10 +115,14 @@ EpochResult Trainer::run_epoch(const std::function<void(const StepProgress&)>& o
     });
     gather.end();
     std::size_t correct = 0;
-    const float loss = model_.forward_backward(batch_x_.data(), batch_y_.data(), rows, &correct);
-    StepSpan sgd("sgd");
-    opt_.step(model_.parameters(), model_.gradients());
-    sgd.end();
+    float loss = 0;
+    if (config_.fuse_update) {
+      loss = model_.train_step(batch_x_.data(), batch_y_.data(), rows, opt_, &correct);
+    } else {
+      loss = model_.forward_backward(batch_x_.data(), batch_y_.data(), rows, &correct);
+      StepSpan sgd("sgd");
+      opt_.step(model_.parameters(), model_.gradients());
+    }
     ++state_.step;
 
     const double weighted = static_cast<double>(loss) * static_cast<double>(rows);

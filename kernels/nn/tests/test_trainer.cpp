@@ -120,6 +120,40 @@ TEST(Trainer, GatheringBytesGivesTheBitsOfGatheringFloats) {
   EXPECT_THROW(Trainer(toy_config(1), other), std::invalid_argument);
 }
 
+// The update fused into the weight-gradient GEMMs (Mlp::train_step) trains the bits of
+// forward_backward followed by Sgd::step, with either GEMM, at 1, 2 and 4 threads: widths that
+// give v4 whole tiles, half-width and scratch edge tiles and short row panels (40-300-48-10), and
+// a batch longer than one of v4's K blocks (600). The optimiser's velocities too.
+TEST(Trainer, TheFusedUpdateTrainsTheBitsOfTheSeparateOne) {
+  ThreadsGuard guard;
+  const Dataset train = nn_test::toy_dataset(1300, 40, 10, 2);
+  for (const kernels::GemmVersion gemm :
+       {kernels::GemmVersion::v4_register, kernels::GemmVersion::openblas})
+    for (const std::size_t batch : {std::size_t{64}, std::size_t{600}})
+      for (const int threads : {1, 2, 4}) {
+        SCOPED_TRACE(std::string(kernels::gemm_version_name(gemm)) + ", batch " +
+                     std::to_string(batch) + ", " + std::to_string(threads) + " threads");
+        TrainConfig c = toy_config(threads);
+        c.spec = MlpSpec::parse("40-300-48-10");
+        c.batch = batch;
+        c.gemm = gemm;
+        TrainConfig separate = c;
+        separate.fuse_update = false;
+        Trainer a(c, train), b(separate, train);
+        for (int e = 0; e < 2; ++e) {
+          a.run_epoch();
+          b.run_epoch();
+        }
+        EXPECT_TRUE(same_bits(a.model().parameters(), b.model().parameters()));
+        EXPECT_TRUE(same_bits(a.optimizer().velocity(), b.optimizer().velocity()));
+      }
+  Mlp model(MlpSpec::parse("4-3-2"), 1);
+  Sgd wrong(model.parameters().size() + 1, SgdOptions{});
+  const std::vector<float> x(4, 0.5f);
+  const std::vector<std::uint8_t> y(1, 1);
+  EXPECT_THROW(model.train_step(x.data(), y.data(), 1, wrong), std::invalid_argument);
+}
+
 TEST(Trainer, ResumedRunIsBitIdenticalToTheUninterruptedOne) {
   ThreadsGuard guard;
   nn_test::ScratchDir dir;

@@ -58,11 +58,26 @@ void gemm(GemmVersion v, Trans ta, Trans tb, std::size_t m, std::size_t n, std::
 // its output). The expressions of ops.hpp's add_bias_rows, relu_forward and relu_backward, so
 // the bits are those of the product followed by those calls; a layer's forward and backward
 // no longer read C back on one thread after the GEMM's team wrote it.
+//
+// Or, instead of any of those, a fused optimiser step: C is the gradient of params (m x n, laid
+// out as C, leading dimension ldc), and each element of the product, once computed, is applied
+// as sgd_update (ops.hpp) to params and velocity: the same bits as the product stored in C and
+// then a momentum-SGD pass over C, without C's round trip through the cache (a weight gradient
+// of 784 x 256 is 800 KiB: written by the GEMM and read back by the update, it went through L3).
+// C's contents afterwards are unspecified (v4 does not write it on a tile; the other versions
+// compute the product into it first). alpha must be 1 and beta 0: other values would round
+// the gradient differently once fused.
+struct GemmSgd {
+  float* params = nullptr;
+  float* velocity = nullptr;
+  float lr = 0.0f, momentum = 0.0f, weight_decay = 0.0f;
+};
 struct GemmEpilogue {
   const float* bias = nullptr;
   bool relu = false;
   const float* relu_of = nullptr;
   std::size_t ld_relu_of = 0;
+  const GemmSgd* sgd = nullptr;
 };
 void gemm(GemmVersion v, Trans ta, Trans tb, std::size_t m, std::size_t n, std::size_t k,
           float alpha, const float* a, std::size_t lda, const float* b, std::size_t ldb, float beta,

@@ -62,6 +62,16 @@ Cost relu_forward_cost(std::size_t n);
 void relu_backward(const float* act, float* dx, std::size_t n);
 Cost relu_backward_cost(std::size_t n);
 
+// One parameter's momentum-SGD step (nn::Sgd's rule), for a float or a vector of floats:
+//   v = momentum * v + (g + weight_decay * p);  p -= lr * v
+// The optimiser's loop and the update fused into a weight-gradient GEMM (GemmSgd, gemm.hpp)
+// both go through it, so they contract the same multiply-adds and give the same bits.
+template <class T>
+inline void sgd_update(T& p, T& v, T g, float lr, float momentum, float weight_decay) {
+  v = momentum * v + (g + weight_decay * p);
+  p -= lr * v;
+}
+
 // y += a * x
 void axpy(std::size_t n, float a, const float* x, float* y);
 Cost axpy_cost(std::size_t n);  // 2n flops; x read, y read and written

@@ -31,6 +31,7 @@
 
 #include "concurdl/kernels/aligned.hpp"
 #include "concurdl/kernels/gemm.hpp"
+#include "concurdl/nn/sgd.hpp"
 #include "concurdl/nn/tensor.hpp"
 
 namespace concurdl::nn {
@@ -148,6 +149,15 @@ class Mlp {
   // widths[0]): what a layer below the MLP would need, and what the gradient check tests.
   float forward_backward(const float* x, const std::uint8_t* labels, std::size_t batch,
                          std::size_t* correct, float* dx);
+  // A whole training step: forward_backward, then opt.step(parameters(), gradients()), the same
+  // bits, with each weight matrix's update fused into the GEMM that computes its gradient
+  // (kernels::GemmSgd: the gradient is applied while it is in registers instead of written out
+  // and read back; each layer's input gradient is computed first, from the weights before the
+  // update). The weights' gradients are never stored: afterwards gradients() holds this step's
+  // bias gradients and, for the weights, whatever it held before. opt must be sized for
+  // parameters() (else std::invalid_argument).
+  float train_step(const float* x, const std::uint8_t* labels, std::size_t batch, Sgd& opt,
+                   std::size_t* correct = nullptr);
   // Forward only: logits (batch x classes) into `logits`.
   void forward(const float* x, std::size_t batch, float* logits) const;
   // Mean loss and accuracy over n samples, in batches of `batch`.
@@ -163,6 +173,11 @@ class Mlp {
   std::vector<float> dlogits_;
 
   void check_range(const char* who, std::size_t first, std::size_t last) const;
+  float forward_loss(const char* who, const float* x, const std::uint8_t* labels, std::size_t batch,
+                     std::size_t* correct);
+  // backward_layers, and with `fuse` each layer's update (train_step) as its gradient is made.
+  void backward(std::size_t first, std::size_t last, Activations& a, const float* dout, float* din,
+                bool accumulate, const std::function<void(std::size_t)>& on_layer_done, Sgd* fuse);
   const float* weights(std::size_t l) const { return params_.data() + offsets_[l]; }
 };
 

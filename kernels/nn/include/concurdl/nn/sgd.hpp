@@ -21,6 +21,10 @@ class Sgd {
  public:
   Sgd(std::size_t parameters, SgdOptions options);
   void step(std::span<float> params, std::span<const float> grads);
+  // The same update for parameters [first, first + count) only, on the calling thread (a
+  // layer's biases, after their gradient: Mlp::train_step).
+  void step_range(std::span<float> params, std::span<const float> grads, std::size_t first,
+                  std::size_t count);
   // Overrides the learning rate for the next steps (schedules).
   void set_lr(float lr) { options_.lr = lr; }
   const SgdOptions& options() const { return options_; }

@@ -30,6 +30,9 @@ struct TrainConfig {
   // lr 0.02, momentum 0.9, decay 0.8) take 784-256-128-10 to ~0.89 test accuracy on
   // Fashion-MNIST in 10 epochs; constant rates end lower and noisier (0.05: 0.867, 0.01: 0.885).
   float lr_decay = 0.8f;
+  // Each weight matrix's update fused into the GEMM that computes its gradient (Mlp::train_step);
+  // false: forward_backward, then Sgd::step over the flat buffers. The same bits either way.
+  bool fuse_update = true;
 };
 
 // The learning rate of epoch `epoch` under config's schedule (sgd.lr * lr_decay^epoch).
