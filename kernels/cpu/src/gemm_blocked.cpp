@@ -219,7 +219,7 @@ void edge_tile(RowKernel kernel, std::size_t kc, const float* ap, std::size_t ld
 // floats (2 KiB), where packing stays.
 constexpr std::size_t kDirectMaxPanels = 4, kAliasingFloats = 512;
 bool read_a_directly(const GemmArgs& g) {
-  return g.ta == Trans::no && ceil_div(g.n, kNR) <= kDirectMaxPanels &&
+  return g.ta == Trans::no && ceil_div(g.n, kNR) <= 2 * kDirectMaxPanels &&
          g.lda % kAliasingFloats != 0;
 }
 
