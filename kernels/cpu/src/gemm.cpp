@@ -156,8 +156,9 @@ void gemm(GemmVersion v, Trans ta, Trans tb, std::size_t m, std::size_t n, std::
 }
 
 namespace detail {
-// ops.hpp's own kernels, a row segment at a time (on the calling thread: a segment is far below
-// their parallel threshold), so the epilogue is their arithmetic by construction.
+// ops.hpp's arithmetic (add_bias_rows' one add, relu, relu_grad), a row segment at a time in
+// loops of its own: calling add_bias_rows and relu_* per row cost ~8 ns a call (their thread
+// checks), ~3.5 us of a training step's ~450 calls on the Zen 5 guest.
 void finish_c(const GemmArgs& g, std::size_t i0, std::size_t i1, std::size_t j0, std::size_t j1) {
   if (g.epilogue == nullptr || j0 >= j1) return;
   const GemmEpilogue& e = *g.epilogue;
@@ -171,9 +172,19 @@ void finish_c(const GemmArgs& g, std::size_t i0, std::size_t i1, std::size_t j0,
   }
   for (std::size_t i = i0; i < i1; ++i) {
     float* row = g.c + i * g.ldc + j0;
-    if (e.bias != nullptr) add_bias_rows(row, 1, cols, g.ldc, e.bias + j0);
-    if (e.relu) relu_forward(row, row, cols);
-    if (e.relu_of != nullptr) relu_backward(e.relu_of + i * e.ld_relu_of + j0, row, cols);
+    if (e.bias != nullptr) {
+      const float* b = e.bias + j0;
+      if (e.relu)
+        for (std::size_t j = 0; j < cols; ++j) row[j] = relu(row[j] + b[j]);
+      else
+        for (std::size_t j = 0; j < cols; ++j) row[j] += b[j];
+    } else if (e.relu) {
+      for (std::size_t j = 0; j < cols; ++j) row[j] = relu(row[j]);
+    }
+    if (e.relu_of != nullptr) {
+      const float* act = e.relu_of + i * e.ld_relu_of + j0;
+      for (std::size_t j = 0; j < cols; ++j) row[j] = relu_grad(act[j], row[j]);
+    }
   }
 }
 }  // namespace detail

@@ -192,14 +192,14 @@ Cost add_bias_rows_cost(std::size_t rows, std::size_t cols) {
 
 void relu_forward(const float* x, float* y, std::size_t n) {
   for_range(n, n >= kParallelMin, [=](std::size_t b, std::size_t e) {
-    for (std::size_t i = b; i < e; ++i) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+    for (std::size_t i = b; i < e; ++i) y[i] = relu(x[i]);
   });
 }
 Cost relu_forward_cost(std::size_t n) { return {fl(n), 2 * kF * fl(n)}; }
 
 void relu_backward(const float* act, float* dx, std::size_t n) {
   for_range(n, n >= kParallelMin, [=](std::size_t b, std::size_t e) {
-    for (std::size_t i = b; i < e; ++i) dx[i] = act[i] > 0.0f ? dx[i] : 0.0f;
+    for (std::size_t i = b; i < e; ++i) dx[i] = relu_grad(act[i], dx[i]);
   });
 }
 Cost relu_backward_cost(std::size_t n) { return {fl(n), 3 * kF * fl(n)}; }

@@ -53,6 +53,11 @@ void add_bias_rows(float* y, std::size_t rows, std::size_t cols, std::size_t ldy
 Cost add_bias_rows_cost(std::size_t rows,
                         std::size_t cols);  // rows*cols adds; y read+written, b read
 
+// One element of the ReLU and of its gradient: what relu_forward and relu_backward compute,
+// and GEMM epilogues (gemm.hpp) inline.
+inline float relu(float x) { return x > 0.0f ? x : 0.0f; }
+inline float relu_grad(float act, float dx) { return act > 0.0f ? dx : 0.0f; }
+
 // y = max(x, 0); y may be x (in place).
 void relu_forward(const float* x, float* y, std::size_t n);
 Cost relu_forward_cost(std::size_t n);
