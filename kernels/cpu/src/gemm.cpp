@@ -104,6 +104,9 @@ void run_gemm(GemmVersion v, const detail::GemmArgs& g) {
     const GemmEpilogue& e = *g.epilogue;
     if (e.sgd->params == nullptr || e.sgd->velocity == nullptr)
       throw std::invalid_argument("gemm: the epilogue's sgd has a null params or velocity");
+    if (e.sgd->params == e.sgd->velocity || e.sgd->params == g.c || e.sgd->velocity == g.c)
+      throw std::invalid_argument(
+          "gemm: the epilogue's sgd needs C, params and velocity in three separate buffers");
     if (e.bias != nullptr || e.relu || e.relu_of != nullptr)
       throw std::invalid_argument(
           "gemm: the epilogue's sgd replaces storing C; it cannot follow a bias or a ReLU");

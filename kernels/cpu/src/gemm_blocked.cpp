@@ -97,13 +97,13 @@ void micro_kernel_rows(std::size_t kc, const float* __restrict ap, std::size_t l
                        const float* __restrict bp, float alpha, float beta, float* __restrict c,
                        std::size_t ldc, const GemmSgd* sgd, std::size_t at) {
   Vec acc[R][NV] = {};
-  // With sgd, the first 2 R NV steps of p each ask for one line of the NEXT tile's parameters
-  // and velocities (the tile NR columns on, the order the rectangle's loop takes them), so
-  // they arrive from L3 while this tile's multiply-adds run. Without it the update waited on
-  // them: the first weight gradient of a training step (784 x 256) took 124 us with the update
-  // fused, 109 without it, and 118 with these prefetches (Zen 5 guest, 1 thread); asking for all
-  // of the current tile's lines at the start did not help. Addresses as integers: the last tile's
-  // "next" lies past the matrix, and a prefetch may point anywhere.
+  // With sgd, each of the first 2 R NV steps of p asks for one vector of the tile NR columns on
+  // (the next the rectangle's loop takes, but at the end of a block of columns), parameters
+  // then velocities, so that they arrive from L3 while this tile's multiply-adds run. Without it
+  // the update waited on them: the first weight gradient of a training step (784 x 256) took 124 us
+  // with the update fused, 109 without it, and 118 with these prefetches (Zen 5 guest, 1 thread);
+  // asking for all of the current tile's lines at the start did not help. Addresses as integers:
+  // the last tile's "next" lies past the matrix, and a prefetch may point anywhere.
   const auto k_loop = [&]<bool Prefetch>(std::uintptr_t next_p, std::uintptr_t next_v) {
     for (std::size_t p = 0; p < kc; ++p) {
       if constexpr (Prefetch) {
@@ -217,9 +217,11 @@ void edge_tile(RowKernel kernel, std::size_t kc, const float* ap, std::size_t ld
 // Read directly, the MR rows of a micro-panel are MR streams lda floats apart, which the L1 holds
 // only when they do not all fall in the same sets: never for a row length of a multiple of 512
 // floats (2 KiB), where packing stays.
-constexpr std::size_t kDirectMaxPanels = 4, kAliasingFloats = 512;
+// Up to eight panels: 64 x 256 x 128 (a training step's layer 1 input gradient) ~20 -> ~18 us,
+// square GEMMs of 192 and 256 ~10% faster (Zen 5 guest, 1 thread); four was the limit before.
+constexpr std::size_t kDirectMaxPanels = 8, kAliasingFloats = 512;
 bool read_a_directly(const GemmArgs& g) {
-  return g.ta == Trans::no && ceil_div(g.n, kNR) <= 2 * kDirectMaxPanels &&
+  return g.ta == Trans::no && ceil_div(g.n, kNR) <= kDirectMaxPanels &&
          g.lda % kAliasingFloats != 0;
 }
 
@@ -432,10 +434,14 @@ constexpr double kParallelMinMacs = 1 << 21;
 // the L1. Also when C has fewer columns than one panel (the last layer's 10 classes): computed
 // directly, every tile would be 10 useful columns of 32 through a scratch tile; transposed, its
 // 10 rows are one panel of whole tiles (that GEMM 2.9 -> 1.4 us on the Zen 5 guest, 1 thread).
+// Its panel limits are the four panels A was read in place up to when it was measured (that
+// limit is eight now, kDirectMaxPanels; these stay: C = X Wᵀ of 64 x 256 must still be computed
+// transposed, W read in place, rather than with Wᵀ packed).
+constexpr std::size_t kTransposedMaxPanels = 4;
 bool compute_transposed(const GemmArgs& g) {
   return g.ta == Trans::no && g.tb == Trans::yes && g.beta == 0.0f && g.m % kNR == 0 &&
-         g.m / kNR <= kDirectMaxPanels && (ceil_div(g.n, kNR) > kDirectMaxPanels || g.n < kNR) &&
-         g.ldb % kAliasingFloats != 0;
+         g.m / kNR <= kTransposedMaxPanels &&
+         (ceil_div(g.n, kNR) > kTransposedMaxPanels || g.n < kNR) && g.ldb % kAliasingFloats != 0;
 }
 
 // Rows [i, i + R) of Ct (R a multiple of 8) into columns of C, 8 x 8 blocks through registers

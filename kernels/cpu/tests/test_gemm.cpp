@@ -334,15 +334,19 @@ TEST_P(GemmVersions, TheEpilogueGivesTheBitsOfTheSeparatePasses) {
 // The fused optimiser step (GemmSgd) gives the parameters and velocities of the product stored
 // in C followed by sgd_update over it, bit for bit, for every version: through v4's whole tiles,
 // its half-width and scratch edge tiles and short last row panels, a K longer than one cache
-// block (the last block applies the step, the earlier ones leave partial sums in C), and the
-// transposed shortcut (the update then follows the copy back), at 1-3 threads. C's padding is
-// never written; the parameters' padding is never touched. Bad uses are refused.
+// block (the last block applies the step, the earlier ones leave partial sums in C), a last
+// panel of one row (R = 1 with AVX-512 and AVX2 alike), and the transposed shortcut (the update
+// then follows the copy back), at 1-3 threads (the team from 2M multiply-adds: the first, the
+// 43 x 784 and the transposed case). C's padding is never written; the parameters' padding is
+// never touched. Bad uses are refused.
 TEST_P(GemmVersions, TheFusedSgdStepGivesTheBitsOfTheProductThenTheUpdate) {
   ThreadsGuard guard;
   const Case cases[] = {{256, 784, 64, Trans::yes, Trans::no},  // layer 0's dW (half tile)
                         {300, 40, 64, Trans::yes, Trans::no, 1.0f, 0.0f, 5},  // a scratch edge
                         {45, 100, 700, Trans::yes, Trans::no},                // K over one block
                         {10, 48, 64, Trans::yes, Trans::no},     // 10 rows, a half panel
+                        {43, 784, 64, Trans::yes, Trans::no},    // one row left, a team
+                        {43, 40, 64, Trans::yes, Trans::no},     // and an edge
                         {64, 256, 784, Trans::no, Trans::yes}};  // the transposed path
   const float lr = 0.05f, momentum = 0.9f, weight_decay = 5e-4f;
   for (const Case& t : cases) {
@@ -399,6 +403,10 @@ TEST_P(GemmVersions, TheFusedSgdStepGivesTheBitsOfTheProductThenTheUpdate) {
   EXPECT_THROW(call(1.0f, 0.0f, {.bias = a.data(), .sgd = &u}), std::invalid_argument);
   const GemmSgd no_velocity{.params = p.data()};
   EXPECT_THROW(call(1.0f, 0.0f, {.sgd = &no_velocity}), std::invalid_argument);
+  const GemmSgd params_in_c{.params = c.data(), .velocity = v.data()};
+  EXPECT_THROW(call(1.0f, 0.0f, {.sgd = &params_in_c}), std::invalid_argument);
+  const GemmSgd one_buffer{.params = p.data(), .velocity = p.data()};
+  EXPECT_THROW(call(1.0f, 0.0f, {.sgd = &one_buffer}), std::invalid_argument);
 }
 
 // Two threads of the program call v4 at once, each with a team of its own: packing buffers are

@@ -173,6 +173,9 @@ void Mlp::backward(std::size_t first, std::size_t last, Activations& a, const fl
                    float* din, bool accumulate,
                    const std::function<void(std::size_t)>& on_layer_done, Sgd* fuse) {
   check_range("Mlp::backward_layers", first, last);
+  if (fuse != nullptr && (accumulate || on_layer_done))  // the update needs the whole gradient
+    throw std::invalid_argument(
+        "Mlp::backward: a fused update neither accumulates nor hands out gradients");
   if (a.batch_ == 0 || first < a.first_ || last > a.last_)
     throw std::invalid_argument(
         "Mlp::backward_layers: layer range [" + std::to_string(first) + ", " +

@@ -122,11 +122,12 @@ TEST(Trainer, GatheringBytesGivesTheBitsOfGatheringFloats) {
 
 // The update fused into the weight-gradient GEMMs (Mlp::train_step) trains the bits of
 // forward_backward followed by Sgd::step, with either GEMM, at 1, 2 and 4 threads: widths that
-// give v4 whole tiles, half-width and scratch edge tiles and short row panels (40-300-48-10), and
-// a batch longer than one of v4's K blocks (600). The optimiser's velocities too.
+// give v4 whole tiles, half-width and scratch edge tiles and short row panels (200-300-48-10;
+// the first layer's weight gradient large enough for a team at batch 64), and a batch longer
+// than one of v4's K blocks (600). The optimiser's velocities too.
 TEST(Trainer, TheFusedUpdateTrainsTheBitsOfTheSeparateOne) {
   ThreadsGuard guard;
-  const Dataset train = nn_test::toy_dataset(1300, 40, 10, 2);
+  const Dataset train = nn_test::toy_dataset(1300, 200, 10, 2);
   for (const kernels::GemmVersion gemm :
        {kernels::GemmVersion::v4_register, kernels::GemmVersion::openblas})
     for (const std::size_t batch : {std::size_t{64}, std::size_t{600}})
@@ -134,7 +135,7 @@ TEST(Trainer, TheFusedUpdateTrainsTheBitsOfTheSeparateOne) {
         SCOPED_TRACE(std::string(kernels::gemm_version_name(gemm)) + ", batch " +
                      std::to_string(batch) + ", " + std::to_string(threads) + " threads");
         TrainConfig c = toy_config(threads);
-        c.spec = MlpSpec::parse("40-300-48-10");
+        c.spec = MlpSpec::parse("200-300-48-10");
         c.batch = batch;
         c.gemm = gemm;
         TrainConfig separate = c;

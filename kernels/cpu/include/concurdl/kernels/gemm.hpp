@@ -64,9 +64,11 @@ void gemm(GemmVersion v, Trans ta, Trans tb, std::size_t m, std::size_t n, std::
 // as sgd_update (ops.hpp) to params and velocity: the same bits as the product stored in C and
 // then a momentum-SGD pass over C, without C's round trip through the cache (a weight gradient
 // of 784 x 256 is 800 KiB: written by the GEMM and read back by the update, it went through L3).
-// C's contents afterwards are unspecified (v4 does not write it on a tile; the other versions
-// compute the product into it first). alpha must be 1 and beta 0: other values would round
-// the gradient differently once fused.
+// C must still be an m x n buffer (leading dimension ldc) and its contents afterwards are
+// unspecified (v4 does not write it on a whole tile; partial sums of a long K, edge tiles and
+// the other versions go through it). C, params and velocity must not overlap each other or A
+// and B (the same pointer twice is std::invalid_argument). alpha must be 1 and beta 0: other
+// values would round the gradient differently once fused.
 struct GemmSgd {
   float* params = nullptr;
   float* velocity = nullptr;

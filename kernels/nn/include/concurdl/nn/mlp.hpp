@@ -153,9 +153,9 @@ class Mlp {
   // bits, with each weight matrix's update fused into the GEMM that computes its gradient
   // (kernels::GemmSgd: the gradient is applied while it is in registers instead of written out
   // and read back; each layer's input gradient is computed first, from the weights before the
-  // update). The weights' gradients are never stored: afterwards gradients() holds this step's
-  // bias gradients and, for the weights, whatever it held before. opt must be sized for
-  // parameters() (else std::invalid_argument).
+  // update). Afterwards gradients() holds this step's bias gradients; what it holds for the
+  // weights is unspecified (GEMM v4 applies them from registers, the other versions from there).
+  // opt must be sized for parameters() (else std::invalid_argument).
   float train_step(const float* x, const std::uint8_t* labels, std::size_t batch, Sgd& opt,
                    std::size_t* correct = nullptr);
   // Forward only: logits (batch x classes) into `logits`.
