@@ -1,8 +1,8 @@
 # concurdl chart: Memory bandwidth: speedup vs threads (experiment calibrate/mem_triad)
 # Re-run in the figures directory: gnuplot calibrate_mem_triad_speedup.gp
 # It reads calibrate_mem_triad_speedup.dat and writes calibrate_mem_triad_speedup.svg and calibrate_mem_triad_speedup.png; restyle freely.
-# note: Amdahl fit (measured): serial fraction f = 0.81, fitted on p <= 2, the core count of vm.
-# note: Karp–Flatt serial fraction e(p) for measured: p=2: 0.81.
+# note: Amdahl fit (measured): serial fraction f = 0.801, fitted on p <= 2, the core count of vm.
+# note: Karp–Flatt serial fraction e(p) for measured: p=2: 0.801.
 
 set encoding utf8
 set terminal svg size 800,500 dynamic enhanced font 'sans,11'
@@ -32,7 +32,7 @@ set linetype cycle 12
 
 plot 'calibrate_mem_triad_speedup.dat' index 0 using 1:2:3:4 with yerrorlines lt 1 lw 2 pt 7 ps 0.8 title "measured", \
      'calibrate_mem_triad_speedup.dat' index 1 using 1:2 with lines lc rgb '#404040' dt 3 lw 1.5 title "ideal (S = p)", \
-     'calibrate_mem_triad_speedup.dat' index 2 using 1:2 with lines lt 1 dt 2 lw 1.5 title "Amdahl fit (measured): f = 0.81"
+     'calibrate_mem_triad_speedup.dat' index 2 using 1:2 with lines lt 1 dt 2 lw 1.5 title "Amdahl fit (measured): f = 0.801"
 
 set terminal pngcairo size 800,500 enhanced font 'sans,11'
 set output 'calibrate_mem_triad_speedup.png'
