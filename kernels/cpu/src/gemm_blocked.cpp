@@ -36,43 +36,17 @@
 
 #include "concurdl/kernels/threads.hpp"
 #include "gemm_impl.hpp"
+#include "gemm_v4.hpp"
 
 namespace concurdl::kernels::detail {
 
 // ---------------------------------------------------------------------------------------------
-// v4: packed panels and a register tile.
+// v4: packed panels and a register tile (the tile's size and the cache blocks: gemm_v4.hpp).
 namespace {
-
-// The register tile, from the vector registers the target has (set at compile time, so
-// -march decides): MR rows x NR columns of C in MR * NR / kLanes accumulators, plus NR / kLanes
-// registers for a row of the B panel and one for a broadcast element of A.
-//   AVX-512: 32 registers of 16 floats: 14 x 32 tile = 28 accumulators + 2 for B + 1 for A
-//   AVX/AVX2: 16 registers of 8 floats:  6 x 16 tile = 12 accumulators + 2 + 1
-//   SSE2:     16 registers of 4 floats:  6 x 8 tile  = 12 accumulators + 2 + 1
-// The cache blocks:
-//   KC: an A micro-panel (MR x KC floats: 28 KiB for AVX-512) stays in L1 (48 KiB on Ice Lake
-//       and later) while B micro-panels stream past it;
-//   NC: a B block (KC x NC: 512 KiB) stays in L2 (2 MiB per core on Sapphire Rapids, 1-2 MiB
-//       on most AVX-512 parts) while every A micro-panel of the A block uses it;
-//   MC: an A block (MC x KC: 4 MiB) is read from L3 once per B block.
-// Measured on Sapphire Rapids (2 vCPUs of a busy shared VM, 1 thread, CPU time, n = 512-2048):
-// tiles 12 x 32 and 14 x 32 with KC 384-512 and NC 256-512 all reached 130-150 GFLOP/s, about
-// OpenBLAS's own AVX-512 kernel (135-155); these values were the steadiest of that set. The
-// AVX2 values are BLIS's Haswell ones (its MC and NC swap roles here: BLIS is column-major);
-// on the same CPU built for AVX2 they reach 0.9x OpenBLAS's Haswell kernel.
-#if defined(__AVX512F__)
-constexpr std::size_t kLanes = 16, kMR = 14, kNR = 32, kKC = 512, kNC = 256, kMC = 2016;
-#elif defined(__AVX__)
-constexpr std::size_t kLanes = 8, kMR = 6, kNR = 16, kKC = 256, kNC = 144, kMC = 4080;
-#else
-constexpr std::size_t kLanes = 4, kMR = 6, kNR = 8, kKC = 256, kNC = 128, kMC = 1020;
-#endif
-constexpr std::size_t kNV = kNR / kLanes;  // vectors per row of the tile
-static_assert(kNR % kLanes == 0 && kMC % kMR == 0 && kNC % kNR == 0);
+using namespace v4;
 
 // A GCC/Clang vector extension: arithmetic on it is element-wise, `float * vec` broadcasts.
 // Unaligned loads and stores go through memcpy, which compiles to one vector move.
-constexpr std::size_t ceil_div(std::size_t x, std::size_t d) { return (x + d - 1) / d; }
 
 using Vec = float __attribute__((vector_size(kLanes * sizeof(float))));
 inline Vec load(const float* p) {
@@ -225,123 +199,6 @@ bool read_a_directly(const GemmArgs& g) {
          g.lda % kAliasingFloats != 0;
 }
 
-// op(A)[i0 .. i0+mc, p0 .. p0+kc] into MR-row panels: panel r holds rows r*MR.., column by
-// column (MR consecutive floats per p); rows past mc are zero.
-template <Trans TA>
-void pack_a_panel(const GemmArgs& g, std::size_t i0, std::size_t rows, std::size_t p0,
-                  std::size_t kc, float* __restrict dst) {
-  if constexpr (TA == Trans::no) {  // A(i, p) = a[i * lda + p]: read along rows of A
-    for (std::size_t i = 0; i < rows; ++i) {
-      const float* src = g.a + (i0 + i) * g.lda + p0;
-      for (std::size_t p = 0; p < kc; ++p) dst[p * kMR + i] = src[p];
-    }
-  } else {  // A(i, p) = a[p * lda + i]: a column of op(A) is contiguous
-    // A whole panel's column is a copy of a constant size, which the compiler makes a few
-    // vector moves; `rows` floats at a time was a call to memmove per column (the training
-    // step's weight-gradient GEMMs pack dZᵀ this way: ~4% of a step at 1 thread).
-    if (rows == kMR) {
-      for (std::size_t p = 0; p < kc; ++p)
-        std::memcpy(dst + p * kMR, g.a + (p0 + p) * g.lda + i0, kMR * sizeof(float));
-      return;
-    }
-    for (std::size_t p = 0; p < kc; ++p) {
-      const float* src = g.a + (p0 + p) * g.lda + i0;
-      for (std::size_t i = 0; i < rows; ++i) dst[p * kMR + i] = src[i];
-    }
-  }
-  for (std::size_t i = rows; i < kMR; ++i)
-    for (std::size_t p = 0; p < kc; ++p) dst[p * kMR + i] = 0.0f;
-}
-
-// Eight rows of eight floats transposed in registers: r[q][i] becomes r[i][q]. Three rounds of
-// two-input shuffles (floats, pairs, halves), as the AVX unpack / shuffle / permute sequence;
-// __builtin_shufflevector (GCC 12 and Clang) with constant lanes.
-using V8 = float __attribute__((vector_size(8 * sizeof(float))));
-static_assert(kNR % 8 == 0);
-inline void transpose8(V8 (&r)[8]) {
-  V8 t[8], u[8];
-  for (int q = 0; q < 8; q += 2) {
-    t[q] = __builtin_shufflevector(r[q], r[q + 1], 0, 8, 1, 9, 4, 12, 5, 13);
-    t[q + 1] = __builtin_shufflevector(r[q], r[q + 1], 2, 10, 3, 11, 6, 14, 7, 15);
-  }
-  for (int q = 0; q < 8; q += 4) {
-    u[q] = __builtin_shufflevector(t[q], t[q + 2], 0, 1, 8, 9, 4, 5, 12, 13);
-    u[q + 1] = __builtin_shufflevector(t[q], t[q + 2], 2, 3, 10, 11, 6, 7, 14, 15);
-    u[q + 2] = __builtin_shufflevector(t[q + 1], t[q + 3], 0, 1, 8, 9, 4, 5, 12, 13);
-    u[q + 3] = __builtin_shufflevector(t[q + 1], t[q + 3], 2, 3, 10, 11, 6, 7, 14, 15);
-  }
-  for (int q = 0; q < 4; ++q) {
-    r[q] = __builtin_shufflevector(u[q], u[q + 4], 0, 1, 2, 3, 8, 9, 10, 11);
-    r[q + 4] = __builtin_shufflevector(u[q], u[q + 4], 4, 5, 6, 7, 12, 13, 14, 15);
-  }
-}
-
-// op(B)[p0 .. p0+kc, j0 .. j0+cols] into one NR-column panel, row by row; columns past cols
-// are zero.
-template <Trans TB>
-void pack_b_panel(const GemmArgs& g, std::size_t p0, std::size_t kc, std::size_t j0,
-                  std::size_t cols, float* __restrict dst) {
-  if constexpr (TB == Trans::no) {  // B(p, j) = b[p * ldb + j]: a row of op(B) is contiguous
-    if (cols == kNR) {              // a constant-size copy per row, as pack_a_panel does
-      for (std::size_t p = 0; p < kc; ++p)
-        std::memcpy(dst + p * kNR, g.b + (p0 + p) * g.ldb + j0, kNR * sizeof(float));
-      return;
-    }
-    for (std::size_t p = 0; p < kc; ++p) {
-      const float* src = g.b + (p0 + p) * g.ldb + j0;
-      for (std::size_t j = 0; j < cols; ++j) dst[p * kNR + j] = src[j];
-      for (std::size_t j = cols; j < kNR; ++j) dst[p * kNR + j] = 0.0f;
-    }
-  } else {  // B(p, j) = b[j * ldb + p]: read along rows of B
-    // A transpose. A whole panel goes 8 x 8 at a time through registers (transpose8: eight
-    // rows of B read as vectors, eight rows of the panel written as vectors, 24 shuffles in
-    // between); what is left (a narrow last panel, the last rows below a multiple of 8), float
-    // by float, a block of kPackRows rows of the panel at a time, so that the lines being
-    // written stay in L1 while every column visits them (the whole panel, KC x NR floats, is
-    // 64 KiB with AVX-512: written column by column, each column evicted the last from a 48 KiB
-    // L1). The forward GEMM of a training step, X W^T, packs all of W this way every step.
-    std::size_t done = 0;
-    if (cols == kNR) {
-      for (; done + 8 <= kc; done += 8)
-        for (std::size_t jb = 0; jb < kNR; jb += 8) {
-          V8 r[8];
-          for (std::size_t q = 0; q < 8; ++q)
-            std::memcpy(&r[q], g.b + (j0 + jb + q) * g.ldb + p0 + done, sizeof(V8));
-          transpose8(r);
-          for (std::size_t q = 0; q < 8; ++q)
-            std::memcpy(dst + (done + q) * kNR + jb, &r[q], sizeof(V8));
-        }
-    }
-    constexpr std::size_t kPackRows = 64;
-    for (std::size_t pb = done; pb < kc; pb += kPackRows) {
-      const std::size_t pe = std::min(kc, pb + kPackRows);
-      for (std::size_t j = 0; j < cols; ++j) {
-        const float* src = g.b + (j0 + j) * g.ldb + p0;
-        for (std::size_t p = pb; p < pe; ++p) dst[p * kNR + j] = src[p];
-      }
-    }
-    for (std::size_t p = 0; p < kc; ++p)
-      for (std::size_t j = cols; j < kNR; ++j) dst[p * kNR + j] = 0.0f;
-  }
-}
-
-// Packing buffers, one pair per thread (OpenMP keeps its workers alive between regions),
-// grown on demand: a fresh allocation per call would page-fault megabytes on every call.
-struct AlignedFree {
-  void operator()(float* p) const { ::operator delete[](p, std::align_val_t{64}); }
-};
-struct PackBuffer {
-  std::unique_ptr<float[], AlignedFree> data;
-  std::size_t size = 0;
-  float* get(std::size_t n) {
-    if (n > size) {
-      data.reset(static_cast<float*>(::operator new[](n * sizeof(float), std::align_val_t{64})));
-      size = n;
-    }
-    return data.get();
-  }
-};
-
 // One thread's share: the BLIS loops over the block C[i0 .. i1, j0 .. j1], with its own packed
 // panels, so threads never wait for each other's packing.
 template <Trans TA, Trans TB>
@@ -442,42 +299,6 @@ bool compute_transposed(const GemmArgs& g) {
   return g.ta == Trans::no && g.tb == Trans::yes && g.beta == 0.0f && g.m % kNR == 0 &&
          g.m / kNR <= kTransposedMaxPanels &&
          (ceil_div(g.n, kNR) > kTransposedMaxPanels || g.n < kNR) && g.ldb % kAliasingFloats != 0;
-}
-
-// Rows [i, i + R) of Ct (R a multiple of 8) into columns of C, 8 x 8 blocks through registers
-// side by side, so that each row of C gets R floats in one go.
-template <std::size_t R>
-void transpose_strip(const float* ct, std::size_t ldt, float* c, std::size_t ldc, std::size_t i,
-                     std::size_t j0, std::size_t j1) {
-  static_assert(R % 8 == 0);
-  std::size_t j = j0;
-  for (; j + 8 <= j1; j += 8) {
-    V8 r[R / 8][8];
-    for (std::size_t b = 0; b < R / 8; ++b) {
-      for (std::size_t q = 0; q < 8; ++q)
-        std::memcpy(&r[b][q], ct + (i + 8 * b + q) * ldt + j, sizeof(V8));
-      transpose8(r[b]);
-    }
-    for (std::size_t q = 0; q < 8; ++q)
-      for (std::size_t b = 0; b < R / 8; ++b)
-        std::memcpy(c + (j + q) * ldc + i + 8 * b, &r[b][q], sizeof(V8));
-  }
-  for (; j < j1; ++j)
-    for (std::size_t q = 0; q < R; ++q) c[j * ldc + i + q] = ct[(i + q) * ldt + j];
-}
-
-// C[j][i] = Ct[i][j] for i in [i0, i1), j in [j0, j1): Ct's rows are C's columns.
-void transpose_back(const float* ct, std::size_t ldt, float* c, std::size_t ldc, std::size_t i0,
-                    std::size_t i1, std::size_t j0, std::size_t j1) {
-  std::size_t i = i0;
-  // Sixteen rows of Ct at a time where they exist, so that each row of C is written a whole
-  // 64-byte line at a time: C's rows are ldc floats apart, often a multiple of 256 (1 KiB), so
-  // the rows of a strip fall in a few L1 sets, and a half-written line was evicted before its
-  // other half came (the forward GEMM's 64 x 256 output: ~4 -> ~1 us on the Zen 5 guest).
-  for (; i + 16 <= i1; i += 16) transpose_strip<16>(ct, ldt, c, ldc, i, j0, j1);
-  for (; i + 8 <= i1; i += 8) transpose_strip<8>(ct, ldt, c, ldc, i, j0, j1);
-  for (; i < i1; ++i)
-    for (std::size_t j = j0; j < j1; ++j) c[j * ldc + i] = ct[i * ldt + j];
 }
 
 template <Trans TA, Trans TB>

@@ -208,19 +208,17 @@ void Mlp::backward(std::size_t first, std::size_t last, Activations& a, const fl
     const auto layer_gradient = [&] {
       {
         StepSpan span(l, "dw_gemm");
+        kernels::GemmSgd update;  // beta is 0 when fused: backward refuses accumulate with it
         if (fuse != nullptr) {
           const SgdOptions& o = fuse->options();
-          const kernels::GemmSgd update{.params = params_.data() + offsets_[l],
-                                        .velocity = fuse->velocity().data() + offsets_[l],
-                                        .lr = o.lr,
-                                        .momentum = o.momentum,
-                                        .weight_decay = o.weight_decay};
-          kernels::gemm(gemm_, Trans::yes, Trans::no, out, in, batch, 1.0f, delta, out, in_act, in,
-                        0.0f, gw, in, {.sgd = &update});
-        } else {
-          kernels::gemm(gemm_, Trans::yes, Trans::no, out, in, batch, 1.0f, delta, out, in_act, in,
-                        beta, gw, in);
+          update = {.params = params_.data() + offsets_[l],
+                    .velocity = fuse->velocity().data() + offsets_[l],
+                    .lr = o.lr,
+                    .momentum = o.momentum,
+                    .weight_decay = o.weight_decay};
         }
+        kernels::gemm(gemm_, Trans::yes, Trans::no, out, in, batch, 1.0f, delta, out, in_act, in,
+                      beta, gw, in, {.sgd = fuse != nullptr ? &update : nullptr});
       }
       {
         StepSpan span(l, "db");

@@ -1,0 +1,74 @@
+// Internal: GEMM v4's register tile and cache blocks, shared by its loops and micro-kernels
+// (gemm_blocked.cpp) and its packing and transposing (gemm_v4_pack.cpp).
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <new>
+
+#include "gemm_impl.hpp"
+
+namespace concurdl::kernels::detail::v4 {
+
+// The register tile, from the vector registers the target has (set at compile time, so
+// -march decides): MR rows x NR columns of C in MR * NR / kLanes accumulators, plus NR / kLanes
+// registers for a row of the B panel and one for a broadcast element of A.
+//   AVX-512: 32 registers of 16 floats: 14 x 32 tile = 28 accumulators + 2 for B + 1 for A
+//   AVX/AVX2: 16 registers of 8 floats:  6 x 16 tile = 12 accumulators + 2 + 1
+//   SSE2:     16 registers of 4 floats:  6 x 8 tile  = 12 accumulators + 2 + 1
+// The cache blocks:
+//   KC: an A micro-panel (MR x KC floats: 28 KiB for AVX-512) stays in L1 (48 KiB on Ice Lake
+//       and later) while B micro-panels stream past it;
+//   NC: a B block (KC x NC: 512 KiB) stays in L2 (2 MiB per core on Sapphire Rapids, 1-2 MiB
+//       on most AVX-512 parts) while every A micro-panel of the A block uses it;
+//   MC: an A block (MC x KC: 4 MiB) is read from L3 once per B block.
+// Measured on Sapphire Rapids (2 vCPUs of a busy shared VM, 1 thread, CPU time, n = 512-2048):
+// tiles 12 x 32 and 14 x 32 with KC 384-512 and NC 256-512 all reached 130-150 GFLOP/s, about
+// OpenBLAS's own AVX-512 kernel (135-155); these values were the steadiest of that set. The
+// AVX2 values are BLIS's Haswell ones (its MC and NC swap roles here: BLIS is column-major);
+// on the same CPU built for AVX2 they reach 0.9x OpenBLAS's Haswell kernel.
+#if defined(__AVX512F__)
+inline constexpr std::size_t kLanes = 16, kMR = 14, kNR = 32, kKC = 512, kNC = 256, kMC = 2016;
+#elif defined(__AVX__)
+inline constexpr std::size_t kLanes = 8, kMR = 6, kNR = 16, kKC = 256, kNC = 144, kMC = 4080;
+#else
+inline constexpr std::size_t kLanes = 4, kMR = 6, kNR = 8, kKC = 256, kNC = 128, kMC = 1020;
+#endif
+inline constexpr std::size_t kNV = kNR / kLanes;  // vectors per row of the tile
+static_assert(kNR % kLanes == 0 && kMC % kMR == 0 && kNC % kNR == 0);
+
+inline constexpr std::size_t ceil_div(std::size_t x, std::size_t d) { return (x + d - 1) / d; }
+
+// Packing buffers, one pair per thread (OpenMP keeps its workers alive between regions),
+// grown on demand: a fresh allocation per call would page-fault megabytes on every call.
+struct AlignedFree {
+  void operator()(float* p) const { ::operator delete[](p, std::align_val_t{64}); }
+};
+struct PackBuffer {
+  std::unique_ptr<float[], AlignedFree> data;
+  std::size_t size = 0;
+  float* get(std::size_t n) {
+    if (n > size) {
+      data.reset(static_cast<float*>(::operator new[](n * sizeof(float), std::align_val_t{64})));
+      size = n;
+    }
+    return data.get();
+  }
+};
+
+// op(A)[i0 .. i0+rows, p0 .. p0+kc] into one MR-row panel at dst (MR floats per p, rows past
+// `rows` zero), and op(B)[p0 .. p0+kc, j0 .. j0+cols] into one NR-column panel (NR floats per p,
+// columns past `cols` zero): gemm_v4_pack.cpp, for Trans::no and Trans::yes.
+template <Trans TA>
+void pack_a_panel(const GemmArgs& g, std::size_t i0, std::size_t rows, std::size_t p0,
+                  std::size_t kc, float* __restrict dst);
+template <Trans TB>
+void pack_b_panel(const GemmArgs& g, std::size_t p0, std::size_t kc, std::size_t j0,
+                  std::size_t cols, float* __restrict dst);
+
+// C[j][i] = Ct[i][j] for i in [i0, i1), j in [j0, j1): Ct's rows are C's columns (the
+// transposed shortcut's copy back).
+void transpose_back(const float* ct, std::size_t ldt, float* c, std::size_t ldc, std::size_t i0,
+                    std::size_t i1, std::size_t j0, std::size_t j1);
+
+}  // namespace concurdl::kernels::detail::v4
