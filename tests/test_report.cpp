@@ -195,28 +195,48 @@ TEST(ReportCharts, AConfigurationMeasuredTwiceInOneRunIsASecondSeries) {
   EXPECT_EQ(twice->points.size(), 4u);
 }
 
-TEST(ReportCharts, SeveralRunsPrefixEachSeriesWithItsHost) {
+// Merged runs name their series by machine: its CPU's microarchitecture and the CPUs it had.
+TEST(ReportCharts, SeveralMachinesPrefixEachSeriesWithTheirCpu) {
   register_demo();
-  const auto charts = build_charts({demo_run("alpha"), demo_run("beta")});
+  RunFile zen = demo_run("alpha"), emr = demo_run("beta");
+  zen.provenance["cpu"] = {{"family", 26}, {"model", 2}, {"microarchitecture", "Zen 5"}};
+  emr.provenance["cpu"] = {{"family", 6}, {"model", 207}, {"microarchitecture", "Emerald Rapids"}};
+  const auto charts = build_charts({zen, emr});
   const ChartSpec* c = find_chart(charts, "test_report_demo_speedup");
   ASSERT_NE(c, nullptr);
-  EXPECT_NE(find_series(*c, "alpha: v1_naive"), nullptr);
-  EXPECT_NE(find_series(*c, "beta: v1_naive"), nullptr);
-  EXPECT_NE(find_series(*c, "beta: v2_padded"), nullptr);
+  EXPECT_NE(find_series(*c, "Zen 5, 4 CPUs: v1_naive"), nullptr);
+  EXPECT_NE(find_series(*c, "Emerald Rapids, 4 CPUs: v1_naive"), nullptr);
+  EXPECT_NE(find_series(*c, "Emerald Rapids, 4 CPUs: v2_padded"), nullptr);
   // One fit per measured series, per machine.
   int fits = 0;
   for (const auto& s : c->series) fits += s.label.rfind("Amdahl fit", 0) == 0;
   EXPECT_EQ(fits, 4);
 }
 
-TEST(ReportCharts, RunsOnOneHostAreNamedByTheirDirectory) {
+// Two hosts of one kind of machine are told apart by host; two runs on one host by directory;
+// a name the user gives (concurdl report --label) stands as given.
+TEST(ReportCharts, RunsOfOneMachineAreToldApartByHostThenDirectory) {
   register_demo();
-  const auto charts =
-      build_charts({demo_run("alpha", "run-monday"), demo_run("alpha", "run-tuesday")});
-  const ChartSpec* c = find_chart(charts, "test_report_demo_speedup");
-  ASSERT_NE(c, nullptr);
-  EXPECT_NE(find_series(*c, "run-monday: v1_naive"), nullptr);
-  EXPECT_NE(find_series(*c, "run-tuesday: v1_naive"), nullptr);
+  auto labels_of = [](const std::vector<RunFile>& runs) {
+    const auto charts = build_charts(runs);
+    const ChartSpec* c = find_chart(charts, "test_report_demo_speedup");
+    std::vector<std::string> out;
+    if (c)
+      for (const auto& s : c->series)
+        if (s.label.rfind("Amdahl", 0) != 0 && s.label.find(": v1_naive") != std::string::npos)
+          out.push_back(s.label);
+    return out;
+  };
+  EXPECT_EQ(labels_of({demo_run("alpha"), demo_run("beta")}),
+            (std::vector<std::string>{"Demo CPU @ 3 GHz, 4 CPUs (alpha): v1_naive",
+                                      "Demo CPU @ 3 GHz, 4 CPUs (beta): v1_naive"}));
+  EXPECT_EQ(labels_of({demo_run("alpha", "run-monday"), demo_run("alpha", "run-tuesday")}),
+            (std::vector<std::string>{"Demo CPU @ 3 GHz, 4 CPUs (run-monday): v1_naive",
+                                      "Demo CPU @ 3 GHz, 4 CPUs (run-tuesday): v1_naive"}));
+  RunFile mine = demo_run("alpha", "run-monday");
+  mine.label = "lab A";
+  EXPECT_EQ(labels_of({mine, demo_run("alpha", "run-tuesday")}),
+            (std::vector<std::string>{"lab A: v1_naive", "Demo CPU @ 3 GHz, 4 CPUs: v1_naive"}));
 }
 
 TEST(ReportCharts, GustafsonAndComputeCeilingOverlays) {

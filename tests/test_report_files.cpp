@@ -99,8 +99,8 @@ TEST(ReportFiles, TwoMachinesMergeIntoOneReport) {
   TempDir tmp;
   const ReportFiles files = write_report({demo_run("alpha"), demo_run("beta")}, {}, tmp.path());
   const std::string dat = slurp(tmp.path() / "figures" / "test_report_demo_speedup.dat");
-  EXPECT_NE(dat.find("# series: alpha: v1_naive"), std::string::npos);
-  EXPECT_NE(dat.find("# series: beta: v2_padded"), std::string::npos);
+  EXPECT_NE(dat.find("# series: Demo CPU @ 3 GHz, 4 CPUs (alpha): v1_naive"), std::string::npos);
+  EXPECT_NE(dat.find("# series: Demo CPU @ 3 GHz, 4 CPUs (beta): v2_padded"), std::string::npos);
   const std::string md = slurp(files.md);
   EXPECT_NE(md.find("| alpha |"), std::string::npos);
   EXPECT_NE(md.find("| beta |"), std::string::npos);

@@ -280,6 +280,29 @@ TEST(Samples, AMeasurementAboveItsCeilingIsFlaggedWithTheLikelyCauses) {
   EXPECT_EQ(recs[0].notes.count("above_ceiling"), 0u);
 }
 
+// A speedup above the CPUs the run had is as impossible as a rate above the calibration: two CPUs
+// cannot do three times one CPU's work in the same time (threads timed from different starts).
+TEST(Samples, ASpeedupAboveTheCpusIsFlagged) {
+  Calibration calib;
+  Record fast, fine;
+  for (Record* r : {&fast, &fine}) {
+    r->experiment = "testv2/multi";
+    r->samples = {1.0};
+    r->stats = summarize(r->samples);
+  }
+  fast.derived["speedup"] = 3.16;
+  fine.derived["speedup"] = 2.02;  // within the 5% caches may add
+  std::vector<Record> recs = {fast, fine};
+  derive_metrics(recs, calib, 2);
+  ASSERT_EQ(recs[0].notes.count("above_ceiling"), 1u);
+  EXPECT_NE(recs[0].notes.at("above_ceiling").find("a speedup of 3.16 on 2 CPUs"),
+            std::string::npos)
+      << recs[0].notes.at("above_ceiling");
+  EXPECT_EQ(recs[1].notes.count("above_ceiling"), 0u);
+  derive_metrics(recs, calib);  // CPUs not known: not judged
+  EXPECT_EQ(recs[0].notes.count("above_ceiling"), 0u);
+}
+
 // A GPU's GEMM runs at many times the CPU's peak FLOP/s: the device's roofline bounds it
 // (judge_roofline), and the CPU's calibration neither flags it when derived nor, in a file an
 // older concurdl wrote, when read.

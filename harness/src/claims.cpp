@@ -8,6 +8,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "concurdl/harness/noise.hpp"
 #include "concurdl/harness/runner.hpp"
 
 namespace concurdl {
@@ -20,6 +21,62 @@ const char* to_string(ClaimStatus s) {
       return "not held";
     case ClaimStatus::not_applicable:
       return "not applicable";
+    case ClaimStatus::reported:
+      return "reported";
+  }
+  return "?";
+}
+
+const char* to_string(Claim::Kind k) { return k == Claim::Kind::law ? "law" : "magnitude"; }
+
+const char* to_string(ClaimCause c) {
+  switch (c) {
+    case ClaimCause::noise:
+      return "noise";
+    case ClaimCause::cores_and_smt:
+      return "cores_and_smt";
+    case ClaimCause::vector_isa:
+      return "vector_isa";
+    case ClaimCause::caches:
+      return "caches";
+    case ClaimCause::memory_bandwidth:
+      return "memory_bandwidth";
+    case ClaimCause::wakeup_latency:
+      return "wakeup_latency";
+    case ClaimCause::page_cache:
+      return "page_cache";
+    case ClaimCause::peer_kernels:
+      return "peer_kernels";
+  }
+  return "?";
+}
+
+const char* cause_text(ClaimCause c) {
+  switch (c) {
+    case ClaimCause::noise:
+      return "noise: other processes or the hypervisor took CPU time (the run's "
+             "activity_before_run, records noted `noisy`); measure again on a quiet machine";
+    case ClaimCause::cores_and_smt:
+      return "cores and SMT: vCPUs may share one physical core or be moved by the host "
+             "(calibration.cores_short, the FMA peak at 2 threads against 1); compare lscpu's "
+             "threads per core";
+    case ClaimCause::vector_isa:
+      return "vector ISA: AVX2 against AVX-512 and the FMA units a core has "
+             "(provenance.cpu.flags_used, the calibrated FMA peak)";
+    case ClaimCause::caches:
+      return "caches: L1/L2/L3 sizes and prefetchers decide which working sets fit "
+             "(provenance.cpu.caches)";
+    case ClaimCause::memory_bandwidth:
+      return "memory bandwidth: what one core and all cores can stream (calibrate/mem_triad)";
+    case ClaimCause::wakeup_latency:
+      return "wake-up latency: how fast the kernel wakes a sleeping thread (futex, epoll), "
+             "which a hypervisor's idle policy and the kernel version change";
+    case ClaimCause::page_cache:
+      return "page cache: whether the file was cached and what storage is under it "
+             "(the record's notes say which)";
+    case ClaimCause::peer_kernels:
+      return "the peer's kernels: its version and the code paths it picks on this CPU "
+             "(provenance.peers names the version)";
   }
   return "?";
 }
@@ -95,6 +152,7 @@ void add_flags(const Record& r, std::vector<std::string>& flags) {
 }
 
 std::string expected_text(const Claim& c) {
+  if (c.kind == Claim::Kind::magnitude) return "reported";
   return fmt::format("{} {}", c.compare == Claim::Compare::at_least ? "at least" : "at most",
                      claim_value_text(c.bound, c.unit));
 }
@@ -124,6 +182,8 @@ ClaimResult evaluate_claim(const Experiment& e, const Claim& c, const RunFile& r
   out.unit = c.unit;
   out.reference = c.reference;
   out.expected = expected_text(c);
+  out.kind = c.kind;
+  out.causes = c.causes;
   if (std::string why = inapplicable_because(c, run.provenance); !why.empty()) {
     out.reason = std::move(why);
     return out;
@@ -191,6 +251,13 @@ ClaimResult evaluate_claim(const Experiment& e, const Claim& c, const RunFile& r
     return out;
   }
   out.value = worst;
+  if (std::find(out.flags.begin(), out.flags.end(), "noisy") != out.flags.end() &&
+      std::find(out.causes.begin(), out.causes.end(), ClaimCause::noise) == out.causes.end())
+    out.causes.insert(out.causes.begin(), ClaimCause::noise);
+  if (c.kind == Claim::Kind::magnitude) {
+    out.status = ClaimStatus::reported;
+    return out;
+  }
   const bool holds = at_least ? *worst >= c.bound : *worst <= c.bound;
   out.status = holds ? ClaimStatus::held : ClaimStatus::not_held;
   return out;
@@ -210,17 +277,45 @@ std::vector<ClaimResult> evaluate_claims(const RunFile& run) {
 
 std::string claim_outcome_text(const ClaimResult& r) {
   std::string out = r.value ? claim_value_text(*r.value, r.unit) : "—";
+  if (r.kind == Claim::Kind::magnitude)
+    return out + fmt::format(" (reference machine {})", claim_reference_text(r.reference, r.unit));
   out += fmt::format(" ({}; reference {})", r.expected, claim_reference_text(r.reference, r.unit));
   return out;
 }
 
+std::string claim_causes_text(const ClaimResult& r) {
+  if (r.causes.empty()) return "";
+  std::string out;
+  if (r.status == ClaimStatus::reported) {
+    for (ClaimCause c : r.causes) out += (out.empty() ? "" : ", ") + std::string(to_string(c));
+    return "depends on: " + out;
+  }
+  if (r.status != ClaimStatus::not_held) return "";
+  for (ClaimCause c : r.causes) out += (out.empty() ? "" : "; ") + std::string(cause_text(c));
+  return "where to look: " + out;
+}
+
 std::string claims_counts(const std::vector<ClaimResult>& results) {
-  int held = 0, failed = 0, na = 0, flagged = 0;
+  int held = 0, failed = 0, na = 0, reported = 0, flagged = 0;
   for (const auto& r : results) {
-    (r.status == ClaimStatus::held ? held : r.status == ClaimStatus::not_held ? failed : na)++;
+    switch (r.status) {
+      case ClaimStatus::held:
+        ++held;
+        break;
+      case ClaimStatus::not_held:
+        ++failed;
+        break;
+      case ClaimStatus::reported:
+        ++reported;
+        break;
+      case ClaimStatus::not_applicable:
+        ++na;
+        break;
+    }
     if (!r.flags.empty() && r.status != ClaimStatus::not_applicable) ++flagged;
   }
   std::string out = fmt::format("{} held, {} not held, {} not applicable", held, failed, na);
+  if (reported) out += fmt::format("; {} magnitude{} reported", reported, reported == 1 ? "" : "s");
   if (flagged) out += fmt::format("; {} judged on flagged records", flagged);
   return out;
 }
@@ -230,6 +325,7 @@ std::string claims_text(const std::vector<ClaimResult>& results) {
   for (const auto& r : results) {
     const char* status = r.status == ClaimStatus::held       ? "held    "
                          : r.status == ClaimStatus::not_held ? "NOT HELD"
+                         : r.status == ClaimStatus::reported ? "value   "
                                                              : "n/a     ";
     out += fmt::format("{}  {}: {}\n", status, r.experiment, r.statement);
     std::string detail = r.status == ClaimStatus::not_applicable ? r.reason : claim_outcome_text(r);
@@ -239,6 +335,8 @@ std::string claims_text(const std::vector<ClaimResult>& results) {
       detail += f == "noisy" ? " [NOISY: measured while the machine was busy]"
                              : " [ABOVE CEILING: see the record's notes]";
     out += "          " + detail + "\n";
+    if (std::string causes = claim_causes_text(r); !causes.empty())
+      out += "          " + causes + "\n";
   }
   out += claims_counts(results) + "\n";
   return out;
@@ -253,6 +351,14 @@ namespace {
 
 constexpr std::string_view kOpen = "<!-- claims:begin ";
 constexpr std::string_view kClose = "<!-- claims:end -->";
+
+std::string kind_text(const Claim& c) {
+  if (c.kind == Claim::Kind::law) return "law";
+  std::string out;
+  for (ClaimCause cause : c.causes)
+    out += (out.empty() ? "" : ", ") + std::string(to_string(cause));
+  return "magnitude; depends on " + out;
+}
 
 std::string applies_text(const Claim& c) {
   std::vector<std::string> parts;
@@ -306,20 +412,23 @@ std::vector<ClaimBlock> claim_blocks(const std::string& text) {
 
 std::string claims_markdown(const std::string& chapter) {
   std::string out = fmt::format(
-      "| claim | holds when | on the reference machine | applies with |\n"
-      "|---|---|---:|---|\n");
+      "| claim | kind | holds when | on the reference machine | applies with |\n"
+      "|---|---|---|---:|---|\n");
   for (const Experiment& e : experiments()) {
     if (e.chapter != chapter) continue;
     for (const Claim& c : e.claims)
-      out +=
-          fmt::format("| {} (`{}`) | {} | {} | {} |\n", md_escape(c.statement), e.id,
-                      expected_text(c), claim_reference_text(c.reference, c.unit), applies_text(c));
+      out += fmt::format("| {} (`{}`) | {} | {} | {} | {} |\n", md_escape(c.statement), e.id,
+                         kind_text(c), expected_text(c), claim_reference_text(c.reference, c.unit),
+                         applies_text(c));
   }
   out += fmt::format(
       "\nThe reference machine: {} (`results/reference/{}`; training: `{}`; litmus: `{}`; "
       "chapter 05: `{}`, `{}`); chapters 06, 07 and 08's claims were measured on a {} (`{}`, "
       "`{}`, `{}`), and those that need a GPU on an {} (`{}`). `concurdl check RUN` judges "
-      "these on your own run; the report of every run opens with them.\n",
+      "these on your own run; the report of every run opens with them. A law is the lesson's "
+      "point and holds on every machine it applies to (`concurdl check` fails when one does "
+      "not); a magnitude depends on the machine, on what the kind column names, and is "
+      "reported beside the reference machine's value, never failing a check.\n",
       kReferenceMachine, kReferenceRun, kReferenceTrainRun, kReferenceLitmusRun, kReferenceCh05Run,
       kReferenceCh05MpiRun, kReferenceCh07Machine, kReferenceCh06Run, kReferenceCh07Run,
       kReferenceCh08Run, kReferenceGpuMachine, kReferenceGpuRun);
@@ -367,7 +476,13 @@ std::vector<std::string> check_readme_claims(const std::filesystem::path& readme
 nlohmann::json to_json(const ClaimResult& r) {
   json j = {{"experiment", r.experiment}, {"id", r.id},
             {"statement", r.statement},   {"status", to_string(r.status)},
-            {"expected", r.expected},     {"reference", r.reference}};
+            {"expected", r.expected},     {"reference", r.reference},
+            {"kind", to_string(r.kind)}};
+  if (!r.causes.empty()) {
+    json causes = json::array();
+    for (ClaimCause c : r.causes) causes.push_back(to_string(c));
+    j["causes"] = causes;
+  }
   if (r.value) j["value"] = *r.value;
   if (!r.unit.empty()) j["unit"] = r.unit;
   if (!r.where.empty()) j["where"] = r.where;
@@ -380,6 +495,110 @@ nlohmann::json claims_json(const std::vector<ClaimResult>& results) {
   json a = json::array();
   for (const auto& r : results) a.push_back(to_json(r));
   return a;
+}
+
+std::string why_not_quiet(const RunFile& run) {
+  std::size_t noisy = 0;
+  for (const Record& r : run.records) noisy += r.notes.count("noisy");
+  // A few noisy records in a long run are a moment's disturbance, which the claims judged on
+  // them say; a run mostly measured beside other work says nothing of the machine.
+  if (noisy > 0 && static_cast<double>(noisy) > kNoisyRunFraction * run.records.size())
+    return fmt::format("{} of its {} records noted noisy", noisy, run.records.size());
+  const json& p = run.provenance;
+  if (p.is_object() && p.contains("activity_before_run") &&
+      p.at("activity_before_run").is_object()) {
+    const json& a = p.at("activity_before_run");
+    auto number = [&](const char* key) {
+      return a.contains(key) && a.at(key).is_number() ? a.at(key).get<double>() : 0.0;
+    };
+    if (number("other_processes_cpus") >= kNoisyOthersCpus)
+      return fmt::format("other processes used {:.2f} CPUs before it started",
+                         number("other_processes_cpus"));
+    if (number("steal_cpus") >= kNoisyStealCpus)
+      return fmt::format("the hypervisor stole {:.2f} CPUs before it started",
+                         number("steal_cpus"));
+  }
+  return "";
+}
+
+std::vector<MachineRuns> group_by_machine(const std::vector<RunFile>& runs) {
+  std::vector<MachineRuns> out;
+  for (const RunFile& r : runs) {
+    std::string label = r.label.empty() ? machine_label(r) : r.label;
+    if (label.empty()) label = r.path.string();
+    auto it = std::find_if(out.begin(), out.end(),
+                           [&](const MachineRuns& m) { return m.label == label; });
+    if (it == out.end()) {
+      out.push_back({label, {}});
+      it = std::prev(out.end());
+    }
+    it->runs.push_back(&r);
+  }
+  return out;
+}
+
+namespace {
+
+std::string range_text(double lo, double hi, const std::string& unit) {
+  if (claim_value_text(lo, unit) == claim_value_text(hi, unit)) return claim_value_text(lo, unit);
+  std::string low = claim_value_text(lo, "");
+  return low + "–" + claim_value_text(hi, unit);
+}
+
+std::string machine_cell(const Experiment& e, const Claim& c, const MachineRuns& m) {
+  int judged = 0, held = 0, noisy_failures = 0;
+  std::optional<double> lo, hi;
+  std::string unit = c.unit;
+  for (const RunFile* run : m.runs) {
+    const bool measured = std::any_of(run->records.begin(), run->records.end(),
+                                      [&](const Record& r) { return r.experiment == e.id; });
+    if (!measured) continue;
+    const ClaimResult r = evaluate_claim(e, c, *run);
+    if (r.status == ClaimStatus::not_applicable) continue;
+    // A law that failed on records measured while the machine was busy is that moment's load.
+    const bool noisy = std::find(r.flags.begin(), r.flags.end(), "noisy") != r.flags.end();
+    if (r.status == ClaimStatus::not_held && noisy) {
+      ++noisy_failures;
+      continue;
+    }
+    ++judged;
+    held += r.status == ClaimStatus::held;
+    if (r.value) {
+      lo = lo ? std::min(*lo, *r.value) : *r.value;
+      hi = hi ? std::max(*hi, *r.value) : *r.value;
+    }
+  }
+  const std::string noisy_text =
+      noisy_failures ? fmt::format("; {} more on noisy records", noisy_failures) : "";
+  if (judged == 0) return noisy_failures ? "only on noisy records" : "—";
+  const std::string values = lo ? range_text(*lo, *hi, unit) : std::string("no value");
+  if (c.kind == Claim::Kind::magnitude)
+    return fmt::format("{} ({} run{})", values, judged, judged == 1 ? "" : "s");
+  if (held == judged)
+    return fmt::format("held in {} of {} ({}){}", held, judged, values, noisy_text);
+  return fmt::format("**NOT HELD** in {} of {} ({}){}", judged - held, judged, values, noisy_text);
+}
+
+}  // namespace
+
+std::string claims_by_machine_markdown(const std::vector<MachineRuns>& machines) {
+  std::string out = "| claim | kind |";
+  std::string rule = "|---|---|";
+  for (const MachineRuns& m : machines) {
+    out += fmt::format(" {} ({} quiet run{}) |", md_escape(m.label), m.runs.size(),
+                       m.runs.size() == 1 ? "" : "s");
+    rule += "---|";
+  }
+  out += "\n" + rule + "\n";
+  for (const Experiment& e : experiments())
+    for (const Claim& c : e.claims) {
+      out += fmt::format(
+          "| `{}` {} | {} |", e.id, c.id,
+          c.kind == Claim::Kind::law ? "law, " + expected_text(c) : std::string("magnitude"));
+      for (const MachineRuns& m : machines) out += " " + machine_cell(e, c, m) + " |";
+      out += "\n";
+    }
+  return out;
 }
 
 }  // namespace concurdl

@@ -14,6 +14,7 @@
 #include <iostream>
 #include <optional>
 #include <set>
+#include <sstream>
 #include <stdexcept>
 
 #include "cli_detail.hpp"
@@ -194,6 +195,29 @@ int cmd_report(const Args& a) {
   });
   for (const auto& e : errors) std::fprintf(stderr, "concurdl: %s\n", e.c_str());
   if (runs.empty()) return 2;
+  if (a.labels.size() > runs.size())
+    throw UsageError(fmt::format("--label: {} names for {} runs", a.labels.size(), runs.size()));
+  for (std::size_t i = 0; i < a.labels.size(); ++i) runs[i].label = a.labels[i];
+  for (const std::string& only : a.only) {
+    const auto eq = only.find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == only.size())
+      throw UsageError(fmt::format("--only: '{}' is not KEY=V1,V2", only));
+    const std::string key = only.substr(0, eq);
+    std::vector<std::string> keep;
+    std::stringstream list(only.substr(eq + 1));
+    for (std::string v; std::getline(list, v, ',');) keep.push_back(v);
+    std::size_t kept = 0;
+    for (RunFile& r : runs) {
+      std::erase_if(r.records, [&](const Record& rec) {
+        const auto it = rec.params.find(key);
+        return it != rec.params.end() &&
+               std::find(keep.begin(), keep.end(), it->second) == keep.end();
+      });
+      for (const Record& rec : r.records) kept += rec.params.count(key);
+    }
+    if (kept == 0)
+      throw UsageError(fmt::format("--only: no record has {} with one of those values", key));
+  }
   const bool attempts = std::any_of(runs.begin(), runs.end(),
                                     [](const RunFile& r) { return r.exercises.is_array(); });
   if (a.csv && !attempts)
@@ -240,21 +264,33 @@ int cmd_compare(const Args& a) {
   return 0;
 }
 
-// `concurdl check RUN`: the lessons' claims judged on RUN's records; 1 when one that applies
-// does not hold.
+// `concurdl check RUN [RUN ...]`: the lessons' claims judged on each run's records; 1 when a
+// law that applies does not hold in one of them (a magnitude is reported, never failed). With
+// several runs, the claims x machines table follows (runs on one machine share a column).
 int cmd_check(const Args& a) {
-  if (a.targets.size() != 1) throw UsageError("check takes one run directory or results.json");
-  const RunFile f = load_run(a.targets.front());
-  const std::vector<ClaimResult> claims = evaluate_claims(f);
-  std::string machine = cpu_info::machine_summary(f.provenance);
-  fmt::print("What this run shows: {}{}\n", a.targets.front(),
-             machine.empty() ? "" : " (" + machine + ")");
-  if (claims.empty()) {
-    fmt::print("no experiment of this run makes a claim\n");
-    return 0;
+  if (a.targets.empty()) throw UsageError("check: give at least one run directory or results.json");
+  std::vector<RunFile> runs;
+  for (const std::string& target : a.targets) runs.push_back(load_run(target));
+  for (std::size_t i = 0; i < runs.size() && i < a.labels.size(); ++i) runs[i].label = a.labels[i];
+  bool failed = false;
+  for (std::size_t i = 0; i < runs.size(); ++i) {
+    const RunFile& f = runs[i];
+    const std::vector<ClaimResult> claims = evaluate_claims(f);
+    std::string machine = cpu_info::machine_summary(f.provenance);
+    fmt::print("{}What this run shows: {}{}\n", i == 0 ? "" : "\n", a.targets[i],
+               machine.empty() ? "" : " (" + machine + ")");
+    if (std::string why = why_not_quiet(f); !why.empty())
+      fmt::print("not a quiet run ({}): a failed law may be the machine's load\n", why);
+    if (claims.empty()) {
+      fmt::print("no experiment of this run makes a claim\n");
+      continue;
+    }
+    fmt::print("{}", claims_text(claims));
+    failed = failed || any_failed(claims);
   }
-  fmt::print("{}", claims_text(claims));
-  return any_failed(claims) ? 1 : 0;
+  if (runs.size() > 1)
+    fmt::print("\nClaims x machines\n\n{}", claims_by_machine_markdown(group_by_machine(runs)));
+  return failed ? 1 : 0;
 }
 
 void add_run_flags(CLI::App* app, Args& a) {
@@ -331,13 +367,24 @@ int cli_main(int argc, char** argv) {
   report->add_option(
       "--out", a.out,
       "where to write (default: the run directory, or results/reports/... for several)");
+  report->add_option("--label", a.labels,
+                     "a name for each run in turn (its series and columns), instead of its "
+                     "machine (\"Zen 5, 2 CPUs\"); repeat the flag");
+  report->add_option("--only", a.only,
+                     "KEY=V1,V2: keep only the records whose parameter KEY is one of these "
+                     "(variant=v1_naive,v4_register), so that a chart shows the series chosen; "
+                     "repeat for several keys");
   report->add_flag("--csv", a.csv,
                    "also write exercises.csv: a row per saved exercise attempt (concurdl "
                    "exercise --out) and exercise");
 
   auto* check = app.add_subcommand(
-      "check", "judge the lessons' claims on a run: exit 1 when one that applies does not hold");
-  check->add_option("run", a.targets, "run directory or results.json")->required();
+      "check",
+      "judge the lessons' claims on runs: exit 1 when a law that applies does not hold; with "
+      "several runs, a claims x machines table");
+  check->add_option("runs", a.targets, "run directories or results.json files")->required();
+  check->add_option("--label", a.labels,
+                    "a name for each run in turn, instead of its machine (repeat the flag)");
 
   auto* compare =
       app.add_subcommand("compare", "ratio, CI and verdict per configuration of two runs");

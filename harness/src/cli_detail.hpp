@@ -25,7 +25,9 @@ struct Args {
   bool no_calibrate = false, no_report = false, quiet = false, no_timing = false;
   bool trace = false;  // run --trace
   bool markdown = false;
-  bool csv = false;  // report: exercises.csv of the class's attempts
+  bool csv = false;                 // report: exercises.csv of the class's attempts
+  std::vector<std::string> labels;  // report, check: --label, a name per run in turn
+  std::vector<std::string> only;    // report: --only KEY=V1,V2
 };
 
 RunOptions make_options(const Args& a);

@@ -3,6 +3,7 @@
 
 #include <cuda_runtime.h>
 
+#include <filesystem>
 #include <string>
 
 #include "concurdl/harness/errors.hpp"
@@ -51,10 +52,18 @@ bool cuda_device_available(std::string* why) {
   int n = 0;
   const cudaError_t rc = cudaGetDeviceCount(&n);
   // Without a GPU the runtime says 35 (insufficient driver), not 100 (no device): either way.
+  // Said plainly where the machine simply has no NVIDIA driver (no /proc/driver/nvidia): the
+  // runtime's own words, "CUDA driver version is insufficient", read as a version problem.
   if (rc != cudaSuccess || n == 0) {
-    if (why)
-      *why = rc != cudaSuccess ? std::string("no CUDA device: ") + cudaGetErrorString(rc)
-                               : std::string("no CUDA device");
+    const bool driver = std::filesystem::exists("/proc/driver/nvidia/version");
+    if (why) {
+      if (n == 0 && rc == cudaSuccess)
+        *why = "no CUDA device";
+      else if (!driver && (rc == cudaErrorInsufficientDriver || rc == cudaErrorNoDevice))
+        *why = "no CUDA device: this machine has no NVIDIA GPU (no device, no driver)";
+      else
+        *why = std::string("no CUDA device: ") + cudaGetErrorString(rc);
+    }
     return false;
   }
   return true;

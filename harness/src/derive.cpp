@@ -33,11 +33,26 @@ double workers(const Params& p, const std::string& axis) {
 // memory bandwidth only those that declare it as their ceiling (data in cache may go faster).
 // Work timed on a device is not the CPU's: its own roofline bounds it (Trial::bound,
 // judge_roofline), so the CPU's calibration says nothing about it.
+// The same holds of a speedup above the CPUs the run had: p CPUs cannot do more than p times
+// one CPU's work in the same time, so such a figure was timed wrongly (threads that started late
+// timing themselves) or its baseline was slow. Caches that add up across cores can give a little
+// more than p; kTolerance leaves that margin, as for the calibration. An MPI experiment's ranks
+// may run on other hosts, whose CPUs this one does not know: not checked.
 namespace {
-void flag_above_ceiling(Record& r, const Calibration& calib) {
+void flag_above_ceiling(Record& r, const Calibration& calib, unsigned cpus) {
   constexpr double kTolerance = 1.05;
   r.notes.erase("above_ceiling");  // derived again under another calibration
   if (r.timed_on_a_device()) return;
+  if (const auto s = r.derived.find("speedup"); s != r.derived.end() && cpus > 0) {
+    const Experiment* e = find_experiment(r.experiment);
+    if ((!e || !e->mpi) && s->second > kTolerance * cpus) {
+      r.notes["above_ceiling"] = fmt::format(
+          "{:.2f} x the CPUs this run had: a speedup of {:.2f} on {} CPU{} is more than they can "
+          "do; the threads were timed from different starts, or the baseline was slow",
+          s->second / cpus, s->second, cpus, cpus == 1 ? "" : "s");
+      return;
+    }
+  }
   auto note = [&](double fraction, const char* ceiling) {
     r.notes["above_ceiling"] = fmt::format(
         "{:.2f} x the calibrated {}: the calibration may have been disturbed (another program "
@@ -56,7 +71,7 @@ void flag_above_ceiling(Record& r, const Calibration& calib) {
 }
 }  // namespace
 
-void derive_metrics(std::vector<Record>& records, const Calibration& calib) {
+void derive_metrics(std::vector<Record>& records, const Calibration& calib, unsigned cpus) {
   for (Record& r : records) {
     if (!r.valid || r.stats.n == 0) continue;
     const Experiment* e = find_experiment(r.experiment);
@@ -102,7 +117,7 @@ void derive_metrics(std::vector<Record>& records, const Calibration& calib) {
                               : p * calib.peak_flops_1core;
       r.derived["fraction_of_ceiling"] = r.derived["flops_per_s"] / peak;
     }
-    flag_above_ceiling(r, calib);
+    flag_above_ceiling(r, calib, cpus);
   }
 }
 

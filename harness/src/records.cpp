@@ -409,4 +409,25 @@ fs::path make_run_dir(const fs::path& root, const std::string& host, const std::
   throw UsageError(fmt::format("{}: too many runs named {}", root.string(), base));
 }
 
+std::string machine_label(const RunFile& run) {
+  const nlohmann::json& p = run.provenance;
+  if (!p.is_object()) return "";
+  std::string cpu;
+  if (p.contains("cpu") && p.at("cpu").is_object()) {
+    const nlohmann::json& c = p.at("cpu");
+    if (c.contains("microarchitecture") && c.at("microarchitecture").is_string())
+      cpu = c.at("microarchitecture").get<std::string>();
+    if ((cpu.empty() || cpu == "unknown") && c.contains("family") && c.contains("model") &&
+        c.at("family").is_number() && c.at("model").is_number())
+      cpu = fmt::format("family {} model {}", c.at("family").get<int>(), c.at("model").get<int>());
+  }
+  if (cpu.empty() && p.contains("cpu_model") && p.at("cpu_model").is_string())
+    cpu = p.at("cpu_model").get<std::string>();
+  if (cpu.empty()) return "";
+  if (p.contains("cores") && p.at("cores").is_number_integer())
+    cpu += fmt::format(", {} CPU{}", p.at("cores").get<int>(),
+                       p.at("cores").get<int>() == 1 ? "" : "s");
+  return cpu;
+}
+
 }  // namespace concurdl

@@ -116,6 +116,10 @@ void check_declaration(const Experiment& e) {
     if (!std::isfinite(c.bound) ||
         (!std::isfinite(c.reference) && !(c.needs_gpu && std::isnan(c.reference))))
       fail("claim '" + c.id + "' has a bound or reference that is not a number");
+    // A magnitude is reported, never judged: a bound would read as a promise it does not make;
+    // and it says what it depends on, which is the point of reporting it.
+    if (c.kind == Claim::Kind::magnitude && (c.bound != 0 || c.causes.empty()))
+      fail("claim '" + c.id + "' is a magnitude: it takes no bound and names its causes");
   }
   for (const Figure& f : e.figures) {
     if (f.id.empty()) fail("a figure without an id");

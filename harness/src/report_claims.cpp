@@ -43,8 +43,9 @@ std::string flags_text(const ClaimResult& r) {
 std::string judged_cell(const std::optional<ClaimResult>& r) {
   if (!r) return "—";
   if (r->status == ClaimStatus::not_applicable) return "n/a: " + r->reason;
-  std::string out = (r->value ? claim_value_text(*r->value, r->unit) : std::string("—")) + " " +
-                    (r->status == ClaimStatus::held ? "held" : "NOT HELD");
+  std::string out = r->value ? claim_value_text(*r->value, r->unit) : std::string("—");
+  if (r->status != ClaimStatus::reported)
+    out += r->status == ClaimStatus::held ? " held" : " NOT HELD";
   if (r->status == ClaimStatus::not_held && !r->reason.empty()) out += ": " + r->reason;
   return out + flags_text(*r);
 }
@@ -61,24 +62,30 @@ std::vector<ClaimLine> claim_lines(const std::vector<JudgedClaim>& judged,
       const ClaimResult& r = *j.per_run[0];
       line.mark = r.status == ClaimStatus::held       ? "held"
                   : r.status == ClaimStatus::not_held ? "NOT HELD"
+                  : r.status == ClaimStatus::reported ? "value"
                                                       : "n/a";
       line.outcome = r.status == ClaimStatus::not_applicable ? r.reason : claim_outcome_text(r);
       if (r.status == ClaimStatus::not_held && !r.reason.empty()) line.outcome += "; " + r.reason;
       line.outcome += flags_text(r);
+      if (std::string causes = claim_causes_text(r); !causes.empty()) line.outcome += "; " + causes;
       line.failed = r.status == ClaimStatus::not_held;
     } else {
-      int held = 0, applicable = 0;
+      int held = 0, applicable = 0, reported = 0;
       std::vector<std::string> parts;
       for (std::size_t i = 0; i < j.per_run.size(); ++i) {
         const auto& r = j.per_run[i];
-        if (r && r->status != ClaimStatus::not_applicable) {
+        if (r && r->status == ClaimStatus::reported)
+          ++reported;
+        else if (r && r->status != ClaimStatus::not_applicable) {
           ++applicable;
           held += r->status == ClaimStatus::held;
           line.failed = line.failed || r->status == ClaimStatus::not_held;
         }
         parts.push_back(labels[i] + ": " + judged_cell(r));
       }
-      line.mark = fmt::format("held in {} of {}", held, applicable);
+      line.mark = reported > 0 && applicable == 0
+                      ? fmt::format("value in {}", reported)
+                      : fmt::format("held in {} of {}", held, applicable);
       line.outcome =
           fmt::format("{} (reference {}); {}", j.expected, j.reference, fmt::join(parts, "; "));
     }
@@ -117,6 +124,7 @@ Glance glance_of(const ChapterSection& cs, const std::string& chapter,
           ++na;
           continue;
         }
+        if (r->status == ClaimStatus::reported) continue;  // a magnitude is not a claim held
         ++applicable;
         held += r->status == ClaimStatus::held;
       }
@@ -149,17 +157,26 @@ std::string skipped_experiments_note(const RunFile& run, const std::string& labe
   if (!p.is_object() || !p.contains("skipped_experiments") ||
       !p.at("skipped_experiments").is_array() || p.at("skipped_experiments").empty())
     return "";
-  std::string items;
+  // One line per reason: six GPU experiments left out for want of a GPU say so once.
+  std::vector<std::pair<std::string, std::vector<std::string>>> by_reason;
   for (const auto& s : p.at("skipped_experiments")) {
     if (!s.is_object() || !s.contains("experiment") || !s.at("experiment").is_string()) continue;
     const std::string why =
         s.contains("reason") && s.at("reason").is_string() ? s.at("reason").get<std::string>() : "";
-    items +=
-        fmt::format("{}`{}`{}", items.empty() ? "" : "; ", s.at("experiment").get<std::string>(),
-                    why.empty() ? "" : " (" + why + ")");
+    auto it = std::find_if(by_reason.begin(), by_reason.end(),
+                           [&](const auto& r) { return r.first == why; });
+    if (it == by_reason.end()) {
+      by_reason.push_back({why, {}});
+      it = std::prev(by_reason.end());
+    }
+    it->second.push_back("`" + s.at("experiment").get<std::string>() + "`");
   }
-  if (items.empty()) return "";
-  return fmt::format("{} left out what this machine cannot run: {}",
+  if (by_reason.empty()) return "";
+  std::string items;
+  for (const auto& [why, ids] : by_reason)
+    items += fmt::format("{}{}{}", items.empty() ? "" : "; ", why.empty() ? "" : why + ": ",
+                         fmt::join(ids, ", "));
+  return fmt::format("{} left out what this machine cannot run ({})",
                      several ? label + ": this run" : std::string("This run"), items);
 }
 
@@ -178,6 +195,12 @@ std::string busy_machine_warning(const RunFile& run, const std::string& label, b
   const bool busy_before = others >= kNoisyOthersCpus || steal >= kNoisyStealCpus;
   if (noisy == 0 && !busy_before) return "";
   std::string w = several ? label + ": this run" : std::string("This run");
+  // A few records in a long quiet run: a moment's disturbance, said in proportion.
+  if (!busy_before && static_cast<double>(noisy) <= kNoisyRunFraction * run.records.size())
+    return w + fmt::format(
+                   " was quiet but for {} of its {} records, timed while other processes used a "
+                   "quarter of a CPU or more (note `noisy`); the claims judged on them say so.",
+                   noisy, run.records.size());
   w += fmt::format(
       " was measured on a busy machine: {} of its {} records were timed while other "
       "processes used a quarter of a CPU or more (note `noisy`)",

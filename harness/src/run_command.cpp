@@ -174,12 +174,12 @@ int measure(const std::vector<std::string>& command, const std::vector<const Exp
     // The calibration experiments were measured as part of this run: they are the calibration.
     f.calibration = calibration_from_records(measured);
     warn_cores_short(f.calibration);
-    derive_metrics(measured, f.calibration);
+    derive_metrics(measured, f.calibration, hardware_threads());
   }
   f.records.resize(before);
   f.records.insert(f.records.end(), measured.begin(), measured.end());
   // A resumed experiment's speedups need the records of both sittings.
-  if (resuming) derive_metrics(f.records, f.calibration);
+  if (resuming) derive_metrics(f.records, f.calibration, hardware_threads());
   f.provenance["finished"] = utc_now_iso();
   if (!writer) return all_valid(f.records) ? 0 : 1;  // validity is agreed by every rank
   // What the lessons claim, judged on what was just measured: kept with the run and said.

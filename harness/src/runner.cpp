@@ -470,7 +470,7 @@ std::vector<Record> run_configs(
       }
       if (++groups_finished == interrupt_after) std::raise(SIGINT);
     }
-    derive_metrics(done, calib);
+    derive_metrics(done, calib, hardware_threads());
     records.insert(records.end(), std::make_move_iterator(done.begin()),
                    std::make_move_iterator(done.end()));
     if (after_experiment) after_experiment(records);

@@ -32,17 +32,38 @@ std::string provenance_text(const nlohmann::json& prov, const std::string& key) 
   return v.dump();
 }
 
-// One label per run for merged charts and tables: its host, or its directory name where two
-// runs share a host (two runs on one machine are still two series).
+// One label per run for merged charts and tables: the name the user gave it, else the machine
+// it ran on (machine_label), else its host; where two runs share that, the run directory's name
+// follows it (two runs on one machine are still two series).
 std::vector<std::string> run_labels(const std::vector<RunFile>& runs) {
-  std::map<std::string, int> host_count;
-  for (const auto& r : runs) ++host_count[provenance_text(r.provenance, "host")];
   std::vector<std::string> labels;
   for (std::size_t i = 0; i < runs.size(); ++i) {
-    std::string label = provenance_text(runs[i].provenance, "host");
-    if (label.empty() || host_count[label] > 1) label = run_dir_name(runs[i]);
-    if (label.empty()) label = fmt::format("run {}", i + 1);
+    std::string label = runs[i].label;
+    if (label.empty()) label = machine_label(runs[i]);
+    if (label.empty()) label = provenance_text(runs[i].provenance, "host");
     labels.push_back(label);
+  }
+  // Runs on one kind of machine: told apart by their hosts where those differ, else by their
+  // directories.
+  std::map<std::string, int> count;
+  std::map<std::string, std::set<std::string>> hosts;
+  for (std::size_t i = 0; i < runs.size(); ++i) {
+    ++count[labels[i]];
+    hosts[labels[i]].insert(provenance_text(runs[i].provenance, "host"));
+  }
+  for (std::size_t i = 0; i < labels.size(); ++i) {
+    if (!runs[i].label.empty()) continue;  // the user's name stands as given
+    if (labels[i].empty() || count[labels[i]] > 1) {
+      const std::string host = provenance_text(runs[i].provenance, "host");
+      const std::string tell =
+          hosts[labels[i]].size() == static_cast<std::size_t>(count[labels[i]]) && !host.empty()
+              ? host
+              : run_dir_name(runs[i]);
+      labels[i] = labels[i].empty() ? tell
+                  : tell.empty()    ? labels[i]
+                                    : labels[i] + " (" + tell + ")";
+    }
+    if (labels[i].empty()) labels[i] = fmt::format("run {}", i + 1);
   }
   // The same directory given twice is still two runs.
   std::map<std::string, int> label_count;
@@ -332,7 +353,8 @@ std::optional<ChartData> measure(const std::vector<RunFile>& runs,
     chart.notes.push_back(fmt::format(
         "{} point{} above the calibrated ceiling (circled in red): {}. A measurement cannot beat "
         "its ceiling: the calibration may have been disturbed (another program running while it "
-        "measured), or the declared work is wrong (see the records' notes).",
+        "measured), or the declared work is wrong; a speedup cannot exceed the CPUs the run had "
+        "(see the records' notes).",
         above.size(), above.size() == 1 ? " lies" : "s lie", named));
   }
   if (fig.kind == FigureKind::stacked) stack(d);

@@ -15,8 +15,13 @@
 
 namespace concurdl {
 
-enum class ClaimStatus { held, not_held, not_applicable };
-const char* to_string(ClaimStatus s);  // "held", "not held", "not applicable"
+// A law is held or not held; a magnitude that was measured is reported (Claim::Kind).
+enum class ClaimStatus { held, not_held, not_applicable, reported };
+const char* to_string(ClaimStatus s);  // "held", "not held", "not applicable", "reported"
+const char* to_string(Claim::Kind k);  // "law", "magnitude"
+const char* to_string(ClaimCause c);   // "noise", "cores_and_smt", ...
+// Where to look, in a sentence: "other processes or the hypervisor took CPU time: ...".
+const char* cause_text(ClaimCause c);
 
 struct ClaimResult {
   std::string experiment, chapter, id, statement;
@@ -24,7 +29,9 @@ struct ClaimResult {
   std::optional<double> value;  // the worst over the matching records, when measured
   std::string where;            // the records it came from: "variant=padded, threads=2 over ..."
   std::string reason;           // why not held or not applicable
-  std::string expected;         // "at least 1.5×"
+  std::string expected;         // "at least 1.5×"; a magnitude's "reported"
+  Claim::Kind kind = Claim::Kind::law;
+  std::vector<ClaimCause> causes;  // the claim's, plus noise when its records were flagged
   std::string unit;
   double reference = 0;
   // The records it came from carry these notes: "noisy" (measured while the machine was busy)
@@ -42,12 +49,16 @@ std::string claim_value_text(double v, const std::string& unit);
 // A claim's reference value as claim_value_text prints it; "not measured yet" for NaN, the
 // reference of a claim no reference run has judged (chapter 04's, until a GPU was lent).
 std::string claim_reference_text(double reference, const std::string& unit);
-// "1.25× (at least 1.5×; reference 1.27×)" or "—" with the reason.
+// "1.25× (at least 1.5×; reference 1.27×)" or "—" with the reason; a magnitude's "17.6×
+// (reference machine 35.1×)".
 std::string claim_outcome_text(const ClaimResult& r);
+// A magnitude's "depends on: caches, vector_isa"; a law that does not hold: "where to look:
+// <each cause's sentence>"; otherwise "".
+std::string claim_causes_text(const ClaimResult& r);
 // The terminal table `concurdl check` and the end of `concurdl run` print, and its counts.
 std::string claims_text(const std::vector<ClaimResult>& results);
 std::string claims_counts(const std::vector<ClaimResult>& results);
-// A claim that applies and does not hold.
+// A law that applies and does not hold (a magnitude never fails).
 bool any_failed(const std::vector<ClaimResult>& results);
 
 // The committed run every claim's `reference` comes from (results/reference/NAME), and the
@@ -95,6 +106,23 @@ std::string regenerate_claim_blocks(const std::string& readme);
 // a chapter with claims needs a block.
 std::vector<std::string> check_readme_claims(const std::filesystem::path& readme,
                                              const std::string& chapter);
+
+// More than this share of a run's records noted noisy: the run was measured on a busy machine.
+inline constexpr double kNoisyRunFraction = 0.1;
+// "" when `run` was taken on a quiet machine (no record noted noisy, nothing else busy before
+// it started); else why not. Only quiet runs say what a machine does.
+std::string why_not_quiet(const RunFile& run);
+
+// Claims x machines: one row per registered claim, one column per machine (its label and its
+// runs), each cell what the machine's runs show: a law "held in 3 of 3 (1.51–1.69×)" or "NOT
+// HELD in 1 of 3 ...", a magnitude its range "1.51–1.69× (3 runs)", "—" where none measured it.
+struct MachineRuns {
+  std::string label;
+  std::vector<const RunFile*> runs;
+};
+std::string claims_by_machine_markdown(const std::vector<MachineRuns>& machines);
+// Groups runs by machine_label, in order of first appearance.
+std::vector<MachineRuns> group_by_machine(const std::vector<RunFile>& runs);
 
 nlohmann::json to_json(const ClaimResult& r);
 nlohmann::json claims_json(const std::vector<ClaimResult>& results);

@@ -238,7 +238,27 @@ struct Inapplicable {
 // many times better each is than its peer, the record with those parameters replaced (the
 // same idiom as Experiment::baseline). Several matching records (a size the claim leaves
 // free): the claim is about every one of them, and the worst is reported.
+// What decides a claim's value on a given machine: said beside a magnitude, and beside a law
+// that does not hold, as where to look (claims.hpp's cause_text says each in a sentence).
+enum class ClaimCause {
+  noise,          // other processes on the machine, or the hypervisor taking the vCPUs
+  cores_and_smt,  // how many real cores the CPUs are: vCPUs sharing one core, the host moving them
+  vector_isa,     // the vector instructions and FMA units a core has (AVX2, AVX-512)
+  caches,         // cache sizes, associativity and prefetchers
+  memory_bandwidth,  // DRAM bandwidth a core or the socket gets
+  wakeup_latency,    // how fast the kernel wakes a sleeping thread (futex, epoll, eventfd)
+  page_cache,        // whether the file is in the page cache, and the storage under it
+  peer_kernels,      // the peer's own code and version (OpenBLAS, oneTBB, MPI, PyTorch)
+};
+
 struct Claim {
+  // A law is the lesson's point, true on every machine the claim applies to: judged held or
+  // not held against `bound`, which a comment beside the claim justifies by a model or by the
+  // spread over every committed machine's quiet runs; `concurdl check` fails when a law does
+  // not hold. A magnitude is a figure that depends on the machine (a speedup on vCPUs, a
+  // fraction of a peak, a ratio against a peer's kernels): it is reported beside the reference
+  // machine's value with what it depends on (`causes`), has no bound, and never fails a check.
+  enum class Kind { law, magnitude };
   std::string id;         // unique within the experiment: "padding_beats_adjacent"
   std::string statement;  // one sentence a student can read as the lesson's claim
   Params select;          // {{"variant", "padded"}, {"threads", "2"}}
@@ -248,6 +268,8 @@ struct Claim {
   Params versus;  // {{"variant", "adjacent"}}: a ratio, better / worse, so > 1 means better
   enum class Compare { at_least, at_most } compare = Compare::at_least;
   double bound = 0;  // holds when value >= bound (at_least) or value <= bound (at_most)
+  Kind kind = Kind::law;
+  std::vector<ClaimCause> causes;  // what moves the value from machine to machine
   std::string unit;  // how the value is printed: "x" for a ratio, "" for a plain number
   // When it applies; otherwise it is "not applicable" with the reason.
   unsigned min_cpus = 0;    // CPUs this process may use (provenance.cores)

@@ -76,7 +76,16 @@ struct RunFile {
   // verdict, cost ratio and interval, target); null in a run of experiments.
   nlohmann::json exercises;
   std::filesystem::path path;  // where it was loaded from (not serialized)
+  // What merged reports call it, when the user names it (concurdl report --label); else the
+  // machine it ran on (not serialized).
+  std::string label;
 };
+
+// The machine a run was taken on, as merged charts and the claims x machines table name it:
+// the CPU's microarchitecture and the CPUs the run had ("Zen 5, 2 CPUs", "Emerald Rapids, 16
+// CPUs"); the CPU's model name where the microarchitecture is not known; "" when the run says
+// neither.
+std::string machine_label(const RunFile& run);
 
 nlohmann::json to_json(const Record& r);
 nlohmann::json to_json(const Calibration& c);

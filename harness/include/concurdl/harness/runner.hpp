@@ -65,8 +65,10 @@ std::vector<Record> run_configs(
     const std::function<void(const std::vector<Record>&)>& after_experiment = {});
 
 // Fill speedup, efficiency, karp_flatt and fraction_of_ceiling from baselines and calibration.
+// `cpus`: the CPUs the run had (provenance.cores); a speedup above them (5% tolerance) is
+// flagged above_ceiling as a figure above the calibration is; 0: not known, not checked.
 // Exposed for tests and for merging micro-benchmark records.
-void derive_metrics(std::vector<Record>& records, const Calibration& calib);
+void derive_metrics(std::vector<Record>& records, const Calibration& calib, unsigned cpus = 0);
 // A timed record whose trial declared the device's roofline (Trial::bound): its
 // roofline_time_s and fraction_of_roofline, and the record failed as impossible when its fastest
 // repetition beat that time by more than kImpossibleMargin. Nothing when `b` bounds nothing.
