@@ -22,6 +22,7 @@
 #include <tbb/global_control.h>
 #include <tbb/task_arena.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <chrono>
@@ -317,36 +318,42 @@ double v7_local_sums(std::span<const float> x, unsigned threads) {
 
 // Not a reduction: the measured ceiling the others are judged against. Every thread sums the
 // WHOLE array on its own: `threads` times the work, nothing written in common, nothing to
-// combine, and each thread times its own copy. The machine's capacity for this kernel is the sum
-// of the threads' own rates, Σ n / seconds[t]: on dedicated cores it is `threads` times one
-// core's; on a shared VM whose vCPUs are not worth a core each (a busy sibling hyperthread or a
-// neighbour on the host) it is less, and it is the most that any reduction could reach — a
-// dynamically balanced one. (A static split into equal chunks gets less still when the vCPUs
-// run at different speeds: it waits for the slowest.) Compute-bound use only: copies of a
-// memory-bound sum would share cache lines and overstate the bandwidth (calibration measures
-// that ceiling instead).
+// combine. The copies are timed together, from one start (all threads ready, then released at
+// once) to the last finish: `threads` x n elements in that time is what the machine can do with
+// this kernel. On dedicated cores that is `threads` times one core's rate; on a VM whose vCPUs
+// are not worth a core each it is less, and it is the most any reduction could reach. With more
+// threads than CPUs the copies take turns, and the span grows with them, so the figure stays at
+// the CPUs' capacity: timing each thread by its own clock instead (and adding the rates) counts
+// threads that waited for a core as if they had run at once, a "ceiling" above the CPUs.
+// Compute-bound use only: copies of a memory-bound sum would share cache lines and overstate
+// the bandwidth (calibration measures that ceiling instead).
 struct IndependentCopies {
-  double mean_sum = 0;          // the mean of the copies' sums: a copy gone wrong fails the check
-  std::vector<double> seconds;  // each thread's own time for its copy
-  // The run's rate as one number: threads x n elements in `effective_seconds` is Σ n / seconds[t].
-  double effective_seconds() const {
-    double copies_per_second = 0;
-    for (double s : seconds) copies_per_second += 1.0 / s;
-    return static_cast<double>(seconds.size()) / copies_per_second;
-  }
+  double mean_sum = 0;  // the mean of the copies' sums: a copy gone wrong fails the check
+  double seconds = 0;   // from the common start to the last copy's finish
 };
 
 inline IndependentCopies independent_copies(std::span<const float> x, unsigned threads,
                                             SumKind kind) {
+  using clock = std::chrono::steady_clock;
   IndependentCopies out;
   std::vector<double> sums(threads, 0.0);
-  out.seconds.assign(threads, 0.0);
+  std::vector<clock::time_point> finished(threads);
+  std::atomic<unsigned> ready{0};
+  std::atomic<bool> go{false};
+  clock::time_point start;
   fork_join(threads, [&](unsigned t) {
-    const auto start = std::chrono::steady_clock::now();
+    // The last thread to arrive takes the start and releases the others.
+    if (ready.fetch_add(1, std::memory_order_acq_rel) + 1 == threads) {
+      start = clock::now();
+      go.store(true, std::memory_order_release);
+    }
+    while (!go.load(std::memory_order_acquire)) std::this_thread::yield();
     sums[t] = sum_chunk(x, kind);
-    out.seconds[t] =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    finished[t] = clock::now();
   });
+  out.seconds =
+      std::chrono::duration<double>(*std::max_element(finished.begin(), finished.end()) - start)
+          .count();
   for (double s : sums) out.mean_sum += s / threads;
   return out;
 }
