@@ -3,7 +3,8 @@
 (lr 0.02, momentum 0.9, weight decay 5e-4) and Fashion-MNIST images, either
 
   --plain --threads T   a plain training loop in this process on T compute threads
-                        (torch.set_num_threads): the peer of kernels/train_throughput, or
+                        (torch.set_num_threads): the peer of kernels/train_throughput, eager
+                        or, with --compile (PyTorch 2.x), under torch.compile, or
   --ranks N             DistributedDataParallel over N processes with the gloo backend on this
                         machine (torch.multiprocessing spawn, file:// rendezvous), one compute
                         thread per process: the peer of ch05/dp_train.
@@ -12,10 +13,12 @@ Times `--repeat` windows of `--steps` steps each after `--warmup` steps and prin
 on stdout:
 
   {"samples_per_s": ..., "ranks": N, "threads": T, "batch_per_rank": b, "global_batch": N*b,
-   "steps": s, "seconds": [one per window], "torch": "2.x", "backend": "gloo" | "plain"}
+   "steps": s, "seconds": [one per window], "torch": "2.x", "backend": "gloo" | "plain",
+   "compiled": true | false (--plain)}
 
   /usr/bin/python3 kernels/nn/scripts/torch_peer.py --ranks 2 --batch 64
   /usr/bin/python3 kernels/nn/scripts/torch_peer.py --plain --threads 1 --batch 64
+  VENV/bin/python kernels/nn/scripts/torch_peer.py --plain --threads 2 --batch 256 --compile
 
 Without torch it prints {"skipped": "why"} and exits 3, so that the caller can say why.
 """
@@ -105,6 +108,9 @@ def plain(args):
     model = make_model()
     opt = torch.optim.SGD(model.parameters(), lr=0.02, momentum=0.9, weight_decay=5e-4)
     loss_fn = nn.CrossEntropyLoss()
+    # torch.compile (PyTorch 2.x): the forward and, through AOTAutograd, the backward as
+    # generated kernels; compiled on the first warm-up steps, which are not timed.
+    forward = torch.compile(model) if args.compile else model
     order = torch.randperm(x.shape[0], generator=torch.Generator().manual_seed(1))
     cursor = [0]
 
@@ -115,12 +121,13 @@ def plain(args):
         idx = order[first: first + args.batch]
         cursor[0] = first + args.batch
         opt.zero_grad(set_to_none=True)
-        loss = loss_fn(model(x[idx]), y[idx])
+        loss = loss_fn(forward(x[idx]), y[idx])
         loss.backward()
         opt.step()
         return float(loss)
 
-    return {"seconds": timed_windows(args, step), "torch": torch.__version__}
+    return {"seconds": timed_windows(args, step), "torch": torch.__version__,
+            "compiled": bool(args.compile)}
 
 
 def worker(rank, args, init_file, out_queue):
@@ -163,6 +170,8 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--plain", action="store_true", help="one process, no DDP")
     p.add_argument("--threads", type=int, default=1, help="compute threads (--plain)")
+    p.add_argument("--compile", action="store_true",
+                   help="the model under torch.compile (--plain; PyTorch 2.0 or later)")
     p.add_argument("--ranks", type=int, default=2)
     p.add_argument("--batch", type=int, default=64, help="per-rank batch")
     p.add_argument("--steps", type=int, default=30, help="steps per timed window")
