@@ -2,6 +2,7 @@
 // each declared reference value is what the committed reference run measured, where they hold.
 // Regenerate the README blocks after changing a claim:
 //     CONCURDL_UPDATE_README=1 build/bin/chapter_variants_tests --gtest_filter='*ReadmeClaims*'
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -11,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -105,27 +107,121 @@ TEST(ReferenceClaims, DeclaredReferencesAreTheReferenceRunsValues) {
   EXPECT_EQ(judged, results.size()) << "claims not applicable on the reference machine";
 }
 
-// The same build, run again on the same machine on quiet days: a claim is what the lesson can
-// promise a student on that machine, so it holds in every one of them, not only in the run
-// that supplies its reference value.
-TEST(ReferenceClaims, HoldInEveryRepeatOnTheReferenceMachine) {
+// Every quiet committed run of every machine (results/reference/**/results.json): a claim's law
+// is what the lesson promises a student on any machine, so it holds in each of them, or is not
+// judged there (does not apply, or its records were measured while the machine was busy). A
+// magnitude is reported wherever it was measured. Left out, and said in results/reference's
+// README: runs not from a clean tree, runs whose provenance does not identify the CPU (schema
+// 1), and runs mostly measured beside other work (why_not_quiet).
+struct ReferenceRunSet {
+  std::vector<RunFile> runs;
+  std::vector<std::string> left_out;  // "NAME: why"
+};
+
+const ReferenceRunSet& quiet_reference_runs() {
+  static const ReferenceRunSet set = [] {
+    ReferenceRunSet out;
+    const fs::path root = fs::path(build::source_dir) / "results" / "reference";
+    std::vector<fs::path> files;
+    for (const auto& e : fs::recursive_directory_iterator(root))
+      if (e.is_regular_file() && e.path().filename() == "results.json") files.push_back(e.path());
+    std::sort(files.begin(), files.end());
+    for (const fs::path& file : files) {
+      const std::string name = fs::relative(file.parent_path(), root).string();
+      RunFile f = load_run(file);
+      const auto& p = f.provenance;
+      const bool identified =
+          p.contains("cpu") && p.at("cpu").is_object() && p.at("cpu").contains("family");
+      std::string why;
+      if (p.contains("git_dirty") && p.at("git_dirty") == true)
+        why = "not from a clean tree";
+      else if (!identified)
+        why = "its provenance does not identify the CPU (schema 1)";
+      else
+        why = why_not_quiet(f);
+      if (!why.empty()) {
+        out.left_out.push_back(name + ": " + why);
+        continue;
+      }
+      out.runs.push_back(std::move(f));
+    }
+    return out;
+  }();
+  return set;
+}
+
+// Laws that a committed run of an older build does not show, and why: the code changed since.
+struct KnownException {
+  const char* run;  // relative to results/reference
+  const char* claim;
+  const char* why;
+};
+constexpr KnownException kKnownExceptions[] = {
+    {"ubuntu24-emr16-ch02", "deadlock_detected",
+     "build 7c1c929, whose demonstration had one try at the deadlock (three since b836ba7): at "
+     "8 threads on 16 vCPUs the naive transfers finished without meeting the cycle"},
+};
+
+TEST(ReferenceClaims, EveryLawHoldsOnEveryQuietRunOfEveryMachine) {
   const fs::path root = fs::path(build::source_dir) / "results" / "reference";
-  std::size_t runs = 0;
-  std::vector<fs::directory_entry> entries;
-  for (const char* folder :
-       {kReferenceRepeats, "debian12-zen5-2vcpu-ch05-repeats", "debian12-zen4-2vcpu-ch06-repeats",
-        "debian12-zen4-2vcpu-ch07-repeats", "debian12-zen4-2vcpu-ch08-repeats"})
-    for (const auto& entry : fs::directory_iterator(root / folder)) entries.push_back(entry);
-  for (const auto& entry : entries) {
-    if (!fs::is_regular_file(entry.path() / "results.json")) continue;
-    ++runs;
-    const RunFile f = load_run(entry.path());
+  const ReferenceRunSet& set = quiet_reference_runs();
+  std::size_t judged = 0, reported = 0;
+  std::set<std::string> machines;
+  for (const RunFile& f : set.runs) {
+    const std::string name = fs::relative(f.path.parent_path(), root).string();
+    machines.insert(machine_label(f));
     for (const ClaimResult& r : evaluate_claims(f)) {
-      SCOPED_TRACE(entry.path().filename().string() + ": " + r.experiment + " " + r.id);
-      EXPECT_EQ(r.status, ClaimStatus::held) << claim_outcome_text(r) << "; " << r.reason;
+      SCOPED_TRACE(name + " (" + machine_label(f) + "): " + r.experiment + " " + r.id);
+      if (r.status == ClaimStatus::reported) {
+        ++reported;
+        EXPECT_TRUE(r.value.has_value());
+        continue;
+      }
+      if (r.status != ClaimStatus::not_held) {
+        judged += r.status == ClaimStatus::held;
+        continue;
+      }
+      const bool noisy = std::find(r.flags.begin(), r.flags.end(), "noisy") != r.flags.end();
+      const bool known =
+          std::any_of(std::begin(kKnownExceptions), std::end(kKnownExceptions),
+                      [&](const KnownException& k) { return name == k.run && r.id == k.claim; });
+      EXPECT_TRUE(noisy || known) << claim_outcome_text(r) << "; " << r.reason;
     }
   }
-  EXPECT_GE(runs, 5u) << root;
+  EXPECT_GE(machines.size(), 4u) << "Zen 4, Zen 5 and the two Emerald Rapids guests at least";
+  EXPECT_GT(judged, 100u);
+  EXPECT_GT(reported, 50u);
+}
+
+// results/reference/README.md's claims x machines table is what the committed runs show.
+// Regenerate: CONCURDL_UPDATE_README=1 chapter_variants_tests --gtest_filter='*ClaimsByMachine*'
+TEST(ReferenceClaims, ClaimsByMachineTableIsTheCommittedRuns) {
+  const fs::path readme = fs::path(build::source_dir) / "results" / "reference" / "README.md";
+  const ReferenceRunSet& set = quiet_reference_runs();
+  std::string body = claims_by_machine_markdown(group_by_machine(set.runs));
+  body += "\nLeft out of the table:\n\n";
+  for (const std::string& l : set.left_out)
+    body += "- `" + l.substr(0, l.find(':')) + "`" + l.substr(l.find(':')) + "\n";
+  for (const KnownException& k : kKnownExceptions)
+    body += fmt::format("\nNot held where the code has changed since: `{}` in `{}`, {}.\n", k.claim,
+                        k.run, k.why);
+  const std::string open = "<!-- claims-by-machine:begin -->\n",
+                    close = "<!-- claims-by-machine:end -->";
+  std::ifstream in(readme);
+  std::stringstream text;
+  text << in.rdbuf();
+  std::string s = text.str();
+  const auto b = s.find(open), e = s.find(close);
+  ASSERT_NE(b, std::string::npos) << readme << " has no " << open;
+  ASSERT_NE(e, std::string::npos) << readme << " has no " << close;
+  const std::string current = s.substr(b + open.size(), e - b - open.size());
+  if (std::getenv("CONCURDL_UPDATE_README") != nullptr && current != body) {
+    s.replace(b + open.size(), e - b - open.size(), body);
+    std::ofstream(readme) << s;
+    return;
+  }
+  EXPECT_EQ(current, body) << "(regenerate: CONCURDL_UPDATE_README=1 chapter_variants_tests "
+                              "--gtest_filter='*ClaimsByMachine*')";
 }
 
 // What a disturbed run looks like: the same build as a repeat, taken while `sh -c 'while :; do

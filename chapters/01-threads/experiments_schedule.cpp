@@ -107,15 +107,18 @@ const bool registered = [] {
                .x = "variant",
                .series = "threads"},
           },
-      .claims = {{.id = "dynamic_beats_static",
-                  .statement = "On uneven rows, handing rows out on demand (omp_dynamic) is at "
-                               "least 1.4x faster than contiguous static blocks at 2 threads",
-                  .select = {{"variant", "omp_dynamic"}, {"threads", "2"}},
-                  .versus = {{"variant", "omp_static"}},
-                  .bound = 1.4,
-                  .unit = "×",
-                  .min_cpus = 2,
-                  .reference = 1.93}},
+      .claims =
+          {{.id = "dynamic_beats_static",
+            // Law: the static split leaves one thread the expensive half. Bound: the smallest over
+            // every machine's quiet committed runs is 1.63x (Zen 5); 1.4 is below all of them.
+            .statement = "On uneven rows, handing rows out on demand (omp_dynamic) is at "
+                         "least 1.4x faster than contiguous static blocks at 2 threads",
+            .select = {{"variant", "omp_dynamic"}, {"threads", "2"}},
+            .versus = {{"variant", "omp_static"}},
+            .bound = 1.4,
+            .unit = "×",
+            .min_cpus = 2,
+            .reference = 1.93}},
   });
   return true;
 }();

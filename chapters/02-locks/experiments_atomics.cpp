@@ -68,15 +68,20 @@ const bool registered = [] {
                    .y = "items_per_s",
                    .log_y = true,
                    .y_label = "increments/s (log)"}},
-      .claims = {{.id = "sharded_beats_fetch_add",
-                  .statement = "Per-thread sharded counters, which share nothing until read, "
-                               "count at least 10x as fast as one fetch_add counter at 2 threads",
-                  .select = {{"variant", "v4_sharded"}, {"threads", "2"}},
-                  .versus = {{"variant", "v2_fetch_add"}},
-                  .bound = 10,
-                  .unit = "×",
-                  .min_cpus = 2,
-                  .reference = 18.1}},
+      .claims =
+          {{.id = "sharded_beats_fetch_add",
+            // Law: one counter's line moves between the cores on every increment; shards never
+            // move. Bound: the smallest over every machine's quiet committed runs is 10.9x (Emerald
+            // Rapids, 16 vCPUs); 5 is half of it.
+            .statement =
+                "Per-thread sharded counters, which share nothing until read, count at least 5x "
+                "as fast as one fetch_add counter at 2 threads",
+            .select = {{"variant", "v4_sharded"}, {"threads", "2"}},
+            .versus = {{"variant", "v2_fetch_add"}},
+            .bound = 5,
+            .unit = "×",
+            .min_cpus = 2,
+            .reference = 18.1}},
   });
 
   register_microbenchmarks({.id = "ch02/lock_uncontended",

@@ -152,12 +152,14 @@ const bool registered = [] {
                    .log_y = true,
                    .y_label = "items/s / v1_blocking_queue's (log)"}},
       .claims = {{.id = "ring_keeps_up_with_moodycamel",
-                  .statement = "With one producer and one consumer, the chapter's bounded "
-                               "lock-free ring moves items at least 0.7x as fast as moodycamel's "
-                               "ConcurrentQueue",
+                  // Magnitude: against moodycamel's own queue (0.86-1.62x over the committed runs).
+                  .statement =
+                      "How fast the chapter's bounded lock-free ring moves items with one producer "
+                      "and one consumer against moodycamel's ConcurrentQueue",
                   .select = {{"variant", "v2_ring_queue"}, {"threads", "2"}},
                   .versus = {{"variant", "moodycamel"}},
-                  .bound = 0.7,
+                  .kind = Claim::Kind::magnitude,
+                  .causes = {ClaimCause::peer_kernels, ClaimCause::caches},
                   .unit = "×",
                   .min_cpus = 2,
                   .reference = 1.27}},

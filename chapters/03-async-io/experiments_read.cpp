@@ -263,19 +263,23 @@ const bool registered = [] {
                    .where = {{"cache", "cold"}, {"request", "4K"}},
                    .log_x = true,
                    .y_label = "bytes/s"}},
-      .claims = {{.id = "page_cache_depth_does_not_pay",
-                  .statement = "When the file is in the page cache a 4 KiB read is a memory "
-                               "copy: io_uring with 8 reads in flight is no faster than pread "
-                               "one at a time",
-                  .select = {{"variant", "uring"},
-                             {"qd", "8"},
-                             {"request", "4K"},
-                             {"cache", "page_cache"}},
-                  .versus = {{"variant", "pread"}, {"qd", "1"}},
-                  .compare = Claim::Compare::at_most,
-                  .bound = 1.0,
-                  .unit = "×",
-                  .reference = 0.850}},
+      .claims =
+          {{.id = "page_cache_depth_does_not_pay",
+            // Magnitude: a cached 4 KiB read is a memory copy either way, but how io_uring
+            // completes it (inline or on its io-wq workers, on the other vCPU) is the kernel's and
+            // the machine's: 0.79-1.09x over the committed runs.
+            .statement =
+                "When the file is in the page cache a 4 KiB read is a memory copy: how io_uring "
+                "with 8 reads in flight compares with pread one at a time (about 1x: depth buys "
+                "little)",
+            .select =
+                {{"variant", "uring"}, {"qd", "8"}, {"request", "4K"}, {"cache", "page_cache"}},
+            .versus = {{"variant", "pread"}, {"qd", "1"}},
+            .compare = Claim::Compare::at_most,
+            .kind = Claim::Kind::magnitude,
+            .causes = {ClaimCause::page_cache, ClaimCause::cores_and_smt},
+            .unit = "×",
+            .reference = 0.850}},
   });
 
   register_experiment({
@@ -304,15 +308,21 @@ const bool registered = [] {
                    .where = {{"request", "4K"}},
                    .log_x = true,
                    .y_label = "bytes/s"}},
-      .claims = {{.id = "direct_depth_pays",
-                  .statement = "With O_DIRECT every read waits for the device: io_uring with 8 "
-                               "reads in flight reads the file at least 1.3x as fast as pread "
-                               "one at a time, at every request size",
-                  .select = {{"variant", "uring"}, {"qd", "8"}},
-                  .versus = {{"variant", "pread"}, {"qd", "1"}},
-                  .bound = 1.3,
-                  .unit = "×",
-                  .reference = 1.59}},
+      .claims =
+          {{.id = "direct_depth_pays",
+            // Magnitude: what reads in flight buy is the device's (its queues, and whether a host
+            // cache is under the guest's disk): 1.43-1.82x on the 2-vCPU guests, 1.0x on the
+            // 16-vCPU one.
+            .statement =
+                "With O_DIRECT every read waits for the device: how much faster io_uring with 8 "
+                "reads in flight reads the file than pread one at a time, at the worst request "
+                "size",
+            .select = {{"variant", "uring"}, {"qd", "8"}},
+            .versus = {{"variant", "pread"}, {"qd", "1"}},
+            .kind = Claim::Kind::magnitude,
+            .causes = {ClaimCause::page_cache},
+            .unit = "×",
+            .reference = 1.59}},
   });
 
   std::vector<std::string> uring_questions = {

@@ -713,10 +713,13 @@ const bool registered = [] {
                   .timing = false,
                   .reference = 0},
                  {.id = "ring_beats_naive",
-                  .statement = "At 64 MiB on 2 thread ranks the ring all-reduce, whose ranks each "
-                               "send 2(p-1)/p of the vector, reaches at least 1.4x the bus "
-                               "bandwidth of the naive one, which funnels everything through "
-                               "rank 0",
+                  // Law at p = 2: both send n bytes, but the ring's ranks send at once and copy no
+                  // input first (the in-place rows say so). Bound: the smallest over every
+                  // machine's quiet committed runs is 1.8x (Zen 5).
+                  .statement = "At 64 MiB on 2 thread ranks the ring all-reduce reaches at least "
+                               "1.4x the bus bandwidth of the naive one: at p = 2 both send n "
+                               "bytes a rank, but the ring's ranks send at once and copy no "
+                               "input first",
                   .select = {{"algorithm", "v4_ring"},
                              {"ranks", "2"},
                              {"bytes", "64M"},
@@ -744,20 +747,22 @@ const bool registered = [] {
       .prepare = mpi_trial,
       .figures = bandwidth_figures("MPI", true),
       .derived = {"algbw", "busbw"},
-      .claims = {{.id = "ring_vs_mpi_allreduce",
-                  .statement = "At 64 MiB across 2 MPI processes the chapter's ring, written over "
-                               "MPI_Isend/MPI_Irecv, reaches at least 0.8x the bus bandwidth of "
-                               "the library's own MPI_Allreduce",
-                  .select = {{"algorithm", "v4_ring"},
-                             {"ranks", "2"},
-                             {"bytes", "64M"},
-                             {"in_place", "no"}},
-                  .field = "busbw",
-                  .versus = {{"algorithm", "native"}},
-                  .bound = 0.8,
-                  .unit = "×",
-                  .min_cpus = 2,
-                  .reference = 1.82}},
+      .claims =
+          {{.id = "ring_vs_mpi_allreduce",
+            // Magnitude: against the MPI library's own algorithm choice (Open MPI 4.1's on Debian
+            // 12).
+            .statement =
+                "How fast the ring all-reduce over MPI point-to-point is against MPI_Allreduce "
+                "itself at the largest size and 2 ranks",
+            .select =
+                {{"algorithm", "v4_ring"}, {"ranks", "2"}, {"bytes", "64M"}, {"in_place", "no"}},
+            .field = "busbw",
+            .versus = {{"algorithm", "native"}},
+            .kind = Claim::Kind::magnitude,
+            .causes = {ClaimCause::peer_kernels},
+            .unit = "×",
+            .min_cpus = 2,
+            .reference = 1.82}},
   });
 #endif
   register_exercise(

@@ -379,32 +379,37 @@ const bool registered = [] {
                    .y = "step_comm_s",
                    .series = "overlap",
                    .where = {{"trainer", "ours"}}}},
-      .claims = {{.id = "weak_scaling_two_ranks",
-                  .statement = "Data-parallel SGD with 64 rows per rank trains at least 1.4x as "
-                               "many samples/s on 2 ranks as on 1 (weak scaling, threads backend)",
-                  .select = {{"trainer", "ours"},
-                             {"scaling", "weak"},
-                             {"ranks", "2"},
-                             {"overlap", "off"}},
-                  .field = "speedup",
-                  .bound = 1.4,
-                  .unit = "×",
-                  .min_cpus = 2,
-                  .reference = 1.69},
-                 {.id = "ahead_of_pytorch_ddp",
-                  .statement = "On 2 ranks with 64 rows each, the chapter's data-parallel SGD "
-                               "trains at least 2x as many samples/s as PyTorch DDP (gloo) on the "
-                               "same model, batch and data (when /usr/bin/python3 has torch)",
-                  .select = {{"trainer", "ours"},
-                             {"scaling", "weak"},
-                             {"ranks", "2"},
-                             {"overlap", "off"}},
-                  .field = "items_per_s",
-                  .versus = {{"trainer", "pytorch_ddp"}},
-                  .bound = 2.0,
-                  .unit = "×",
-                  .min_cpus = 2,
-                  .reference = 4.16}},
+      .claims =
+          {{.id = "weak_scaling_two_ranks",
+            // Magnitude: a scaling ratio on vCPUs (1.19-1.25x on the Emerald Rapids
+            // guest, 1.6-1.69x on Zen 5): each rank's GEMMs get what their core and the memory
+            // give.
+            .statement =
+                "How many more samples/s data-parallel SGD with 64 rows per rank trains on 2 "
+                "ranks than on 1 (weak scaling, threads backend)",
+            .select =
+                {{"trainer", "ours"}, {"scaling", "weak"}, {"ranks", "2"}, {"overlap", "off"}},
+            .field = "speedup",
+            .kind = Claim::Kind::magnitude,
+            .causes = {ClaimCause::cores_and_smt, ClaimCause::memory_bandwidth},
+            .unit = "×",
+            .min_cpus = 2,
+            .reference = 1.69},
+           {.id = "ahead_of_pytorch_ddp",
+            // Magnitude: against PyTorch DDP (its version in the record's notes).
+            .statement =
+                "On 2 ranks with 64 rows each, how many times as many samples/s the chapter's "
+                "data-parallel SGD trains as PyTorch DDP (gloo) on the same model, batch and "
+                "data (where the peer's Python has torch)",
+            .select =
+                {{"trainer", "ours"}, {"scaling", "weak"}, {"ranks", "2"}, {"overlap", "off"}},
+            .field = "items_per_s",
+            .versus = {{"trainer", "pytorch_ddp"}},
+            .kind = Claim::Kind::magnitude,
+            .causes = {ClaimCause::peer_kernels},
+            .unit = "×",
+            .min_cpus = 2,
+            .reference = 4.16}},
   });
   register_experiment({
       .id = "ch05/dp_buckets",

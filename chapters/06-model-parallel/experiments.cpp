@@ -205,7 +205,8 @@ std::optional<double> one_stage_step(const ModelPoint& pt, const std::string& m)
 
 // Pipeline step at p stages on a link: each stage computes 1/p of the model for m + p - 1
 // micro-batch slots, and each slot boundary moves one micro-batch's activations (forward) or
-// gradients (backward) to a neighbour: 2 (m + p - 1) messages on the critical path.
+// gradients (backward) to a neighbour. The projection charges one message per slot on the critical
+// path, 2 (m + p - 1) of them: a bound, not a count (the messages are 2m (p - 1) in all).
 std::optional<double> projected_pipeline(const ModelPoint& pt, const dp::Link& link,
                                          const std::string& m_text) {
   const auto t1 = one_stage_step(pt, m_text);
@@ -361,21 +362,30 @@ const bool registered_pipeline = register_experiment({
                  .models = pipeline_projection("16")}},
     .derived = {"bubble_model", "bubble_error"},
     .claims = {{.id = "gpipe_bubble_p2",
-                .statement = "With 2 stages, GPipe's measured bubble is within 0.05 of the model "
-                             "(p-1)/(m+p-1) at every m measured (1 to 16)",
+                // Law with a stated tolerance. The model (p-1)/(m+p-1) counts no hand-off; each of
+                // stage 0's 2m slots waits for one message from the other stage, a thread wake-up
+                // and a cache transfer of delta seconds, so the measured bubble exceeds the model
+                // by about 2m x delta / step. The committed runs put delta at ~13 us (Zen 4) to ~36
+                // us (Emerald Rapids, 2 vCPUs) against slots of 0.6-0.8 ms at m = 16: an excess of
+                // 0.015-0.074. 0.1 holds while a hand-off costs under ~5% of a slot.
+                .statement =
+                    "With 2 stages, GPipe's measured bubble follows the model (p-1)/(m+p-1) within "
+                    "0.1 at every m measured; the excess is the hand-offs the model does not count",
                 .select = {{"schedule", "gpipe"}, {"stages", "2"}},
                 .field = "bubble_error",
                 .compare = Claim::Compare::at_most,
-                .bound = 0.05,
+                .bound = 0.1,
                 .min_cpus = 2,
                 .reference = 0.01832},
                {.id = "1f1b_bubble_p2",
-                .statement = "With 2 stages, 1F1B's measured bubble is within 0.05 of the same "
-                             "model: it reorders the work, it does not shrink the bubble",
+                // Law with the tolerance of gpipe_bubble_p2, for the same reason.
+                .statement =
+                    "With 2 stages, 1F1B's measured bubble follows the same model within 0.1: it "
+                    "reorders the work, it does not shrink the bubble",
                 .select = {{"schedule", "1f1b"}, {"stages", "2"}},
                 .field = "bubble_error",
                 .compare = Claim::Compare::at_most,
-                .bound = 0.05,
+                .bound = 0.1,
                 .min_cpus = 2,
                 .reference = 0.02634},
                {.id = "1f1b_holds_fewer_activations",

@@ -19,10 +19,11 @@ constexpr std::size_t kMaxMicroBatches = 16384;
 
 // A receive that polls while each stage has a hardware thread of its own, as MPI's and NCCL's
 // progress loops do: a stage's wait for its neighbour is on the pipeline's critical path, and
-// waking a sleeping thread costs tens of microseconds on a virtual machine (2(m + p - 1) of
-// them per step). The poll gives up after kPollLimit and sleeps (a neighbour that failed, or a
-// long wait, is then the blocking receive's business); oversubscribed stages always sleep, so
-// as not to keep the stage they wait for off its core.
+// waking a sleeping thread costs tens of microseconds on a virtual machine (one per message
+// received: 2m of them per stage and step, on the 2(m + p - 1) slots of the critical path). The
+// poll gives up after kPollLimit and sleeps (a neighbour that failed, or a long wait, is then the
+// blocking receive's business); oversubscribed stages always sleep, so as not to keep the stage
+// they wait for off its core.
 constexpr auto kPollLimit = std::chrono::milliseconds(20);
 
 void receive(dp::Communicator& comm, int src, std::span<float> buf, int tag, bool poll) {

@@ -274,7 +274,7 @@ constexpr LockVariant lock_row(std::string_view name, std::string_view what, boo
 // Simplest first; std::mutex, the baseline, first of all.
 inline constexpr LockVariant kLockRows[] = {
     lock_row<StdMutex>("std_mutex",
-                       "the baseline: a futex; spins briefly, then sleeps in the kernel and is "
+                       "the baseline: a futex; one atomic try, then sleeps in the kernel and is "
                        "woken by the unlock. Never collapses when oversubscribed",
                        false, false),
     lock_row<TasLock>("v1_tas",

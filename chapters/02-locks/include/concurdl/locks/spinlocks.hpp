@@ -11,7 +11,8 @@
 //                       but every waiter still spins on the one `serving` line
 //   v5 McsLock          a queue of per-thread nodes: each waiter spins on its own line, and a
 //                       release touches one waiter only (O(1) cache traffic per hand-over)
-//   std::mutex          a futex: spins briefly, then sleeps in the kernel; a release wakes one
+//   std::mutex          a futex: one atomic try, then sleeps in the kernel (glibc's default
+//                       mutex does not spin; PTHREAD_MUTEX_ADAPTIVE_NP would); a release wakes one
 //
 // Every lock satisfies Lockable (lock, unlock, try_lock), so std::lock_guard, std::unique_lock
 // and std::scoped_lock work with all of them.

@@ -66,7 +66,8 @@ struct GpuRoofline {
   double fp32_flops_per_s = 0;         // sms x fp32 lanes x 2 x clock
   double tensor_flops_per_s = 0;       // sms x tensor FLOPs per clock x clock; 0: unknown
   // "NVIDIA H100 (sm_90, 132 SMs at 1.98 GHz): copy 3.0 TB/s measured (theoretical 3.35),
-  // FP32 66.9 TFLOP/s, FP16 tensor 1070 TFLOP/s"
+  // FP32 66.9 TFLOP/s, FP16 tensor 1070 TFLOP/s": peaks at the maximum SM clock, above NVIDIA's
+  // datasheet figures (989 TFLOP/s dense FP16 for an H100/H200 SXM, quoted at a lower clock)
   std::string describe() const;
 };
 // The peaks of a device from its figures; copy_bytes_per_s as given.

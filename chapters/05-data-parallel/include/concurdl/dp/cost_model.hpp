@@ -16,7 +16,8 @@
 //
 // The time the additions take (γ per byte) is left out, as the classic formulas do: on one
 // machine it is not small (an add reads two floats and writes one), so the fitted β of a
-// shared-memory run includes it. The ring and halving-doubling move the least data, 2(p−1)/p·n
+// shared-memory run includes it. The ring and halving-doubling move the least data any all-reduce
+// can when the ranks add on their own (no reduction in the network, as SHARP does), 2(p−1)/p·n
 // per rank, which tends to 2n: their time hardly grows with p when n is large, and that is why
 // busbw = algbw · 2(p−1)/p is the figure to compare with a link's bandwidth.
 #pragma once

@@ -5,11 +5,20 @@
 //
 //   naive   F0 B0 F1 B1 ...   one micro-batch in the pipe at a time: every other stage idles
 //   gpipe   F0 F1 ... Fm-1, then Bm-1 ... B0: the pipe fills; each stage keeps m activations
+//           (GPipe: Huang et al., NeurIPS 2019, arXiv:1811.06965)
 //   1f1b    p-s-1 warm-up forwards, then alternate F and B, then the remaining Bs: the same
 //           bubble as GPipe, but stage s keeps at most p - s micro-batches' activations
+//           (PipeDream-Flush: Narayanan et al., ICML 2021, arXiv:2006.09503)
 //
-//   stage 0  F0 F1 F2 F3 .. .. .. B0 .. B1 .. B2 .. B3        (1f1b, p = 2, m = 4)
-//   stage 1  .. F0 B0 F1 B1 F2 B2 F3 B3
+//   p = 2, m = 4, one time slot per F or B, free messages ("..": the stage waits):
+//   slot           0  1  2  3  4  5  6  7  8  9
+//   gpipe stage 0  F0 F1 F2 F3 .. .. B3 B2 B1 B0
+//         stage 1  .. F0 F1 F2 F3 B3 B2 B1 B0 ..
+//   1f1b  stage 0  F0 F1 .. B0 F2 B1 F3 B2 .. B3
+//         stage 1  .. F0 B0 F1 B1 F2 B2 F3 B3 ..
+//   Both take 2(m + p - 1) = 10 slots and each stage waits 2(p - 1) = 2 of them: the bubble,
+//   (p - 1)/(m + p - 1) of the step. The messages are 2m(p - 1) = 8: each micro-batch's
+//   activations forward and its gradient backward across each of the p - 1 boundaries.
 //
 // The gradients are those of the whole batch's mean loss: the last stage scales each
 // micro-batch's loss gradient by its rows / the batch's rows, and every stage accumulates its
