@@ -26,7 +26,9 @@ namespace concurdl::asgd {
 // Alone (no other thread), the result must be exactly nn::Sgd's step, bit for bit: write the
 // expression as nn::Sgd does, in the same order, so that the compiler rounds (and fuses
 // multiply-adds) alike. With other threads, an update may be lost (two threads load the same
-// value and both store theirs); that is Hogwild's bargain, and the tests count it.
+// value and both store theirs). That is this loop's relaxation, not Hogwild!'s model: the
+// paper assumes an atomic add per coordinate, so that no update is lost; a load and a store are
+// cheaper and can lose one. The tests count the losses.
 // params, velocity and grad of different sizes: std::invalid_argument.
 // Think about: why plain float loads and stores are not allowed, although an aligned float is
 // never torn on x86; what memory_order_relaxed promises and what it does not; what a

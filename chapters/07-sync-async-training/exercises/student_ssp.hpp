@@ -17,12 +17,15 @@
 
 namespace concurdl::asgd {
 
-// Exercise 7.2: the clock that keeps SSP's workers within `bound` steps of each other
-// (Ho et al., 2013). Each worker w has a clock: the steps it has finished. Before each step the
-// worker calls wait_turn(w), which must block while
+// Exercise 7.2: the clock that keeps SSP's workers within `bound` clocks (finished steps) of
+// each other (Ho et al., 2013). Each worker w has a clock: the steps it has finished. Before
+// each step the worker calls wait_turn(w), which must block while
 //     clock[w] > (the smallest clock among the workers still active) + bound
-// and the worker calls advance(w) when the step is done. bound 0 is lockstep (as synchronous
-// SGD); a bound larger than any run's steps never waits (as fully asynchronous SGD).
+// and the worker calls advance(w) when the step is done. bound 0 is lockstep (every worker
+// finishes step c before any starts step c + 1, though each push is still applied on its own,
+// unlike synchronous SGD's summed step); a bound larger than any run's steps never waits (as
+// fully asynchronous SGD). The bound is in clocks, not in pushes: a gradient's staleness (the
+// other workers' pushes between its pull and its push) can exceed it.
 // Every method may be called from any number of threads at once.
 //
 //   constructor     `workers` >= 1 (std::invalid_argument otherwise): every clock 0, all active
