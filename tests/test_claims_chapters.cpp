@@ -150,7 +150,8 @@ const ReferenceRunSet& quiet_reference_runs() {
   return set;
 }
 
-// Laws that a committed run of an older build does not show, and why: the code changed since.
+// Laws that a committed run does not show, and why: the code changed since, or the run met a
+// state of its host that the law's conditions exclude.
 struct KnownException {
   const char* run;  // relative to results/reference
   const char* claim;
@@ -203,8 +204,7 @@ TEST(ReferenceClaims, ClaimsByMachineTableIsTheCommittedRuns) {
   for (const std::string& l : set.left_out)
     body += "- `" + l.substr(0, l.find(':')) + "`" + l.substr(l.find(':')) + "\n";
   for (const KnownException& k : kKnownExceptions)
-    body += fmt::format("\nNot held where the code has changed since: `{}` in `{}`, {}.\n", k.claim,
-                        k.run, k.why);
+    body += fmt::format("\nNot held, and why: `{}` in `{}`, {}.\n", k.claim, k.run, k.why);
   const std::string open = "<!-- claims-by-machine:begin -->\n",
                     close = "<!-- claims-by-machine:end -->";
   std::ifstream in(readme);

@@ -33,17 +33,18 @@ double workers(const Params& p, const std::string& axis) {
 // memory bandwidth only those that declare it as their ceiling (data in cache may go faster).
 // Work timed on a device is not the CPU's: its own roofline bounds it (Trial::bound,
 // judge_roofline), so the CPU's calibration says nothing about it.
-// The same holds of a speedup above the CPUs the run had: p CPUs cannot do more than p times
-// one CPU's work in the same time, so such a figure was timed wrongly (threads that started late
-// timing themselves) or its baseline was slow. Caches that add up across cores can give a little
-// more than p; kTolerance leaves that margin, as for the calibration. An MPI experiment's ranks
-// may run on other hosts, whose CPUs this one does not know: not checked.
+// The same holds of a scaling speedup above the CPUs the run had (the same configuration on
+// fewer workers as its baseline; against another variant a speedup may be anything): p CPUs
+// cannot do more than p times one CPU's work in the same time, so such a figure was timed wrongly
+// (threads that started late timing themselves) or its baseline was slow. Caches that add up across
+// cores can give a little more than p; kTolerance leaves that margin, as for the calibration. An
+// MPI experiment's ranks may run on other hosts, whose CPUs this one does not know: not checked.
 namespace {
-void flag_above_ceiling(Record& r, const Calibration& calib, unsigned cpus) {
+void flag_above_ceiling(Record& r, const Calibration& calib, unsigned cpus, bool scaling) {
   constexpr double kTolerance = 1.05;
   r.notes.erase("above_ceiling");  // derived again under another calibration
   if (r.timed_on_a_device()) return;
-  if (const auto s = r.derived.find("speedup"); s != r.derived.end() && cpus > 0) {
+  if (const auto s = r.derived.find("speedup"); s != r.derived.end() && cpus > 0 && scaling) {
     const Experiment* e = find_experiment(r.experiment);
     if ((!e || !e->mpi) && s->second > kTolerance * cpus) {
       r.notes["above_ceiling"] = fmt::format(
@@ -75,6 +76,7 @@ void derive_metrics(std::vector<Record>& records, const Calibration& calib, unsi
   for (Record& r : records) {
     if (!r.valid || r.stats.n == 0) continue;
     const Experiment* e = find_experiment(r.experiment);
+    bool scaling = false;  // the speedup is this configuration's against fewer of its workers
     if (e && !e->baseline.empty()) {
       Params base = r.params;
       for (const auto& [k, v] : e->baseline) base[k] = v;
@@ -97,6 +99,11 @@ void derive_metrics(std::vector<Record>& records, const Calibration& calib, unsi
         }
         r.derived["speedup"] = s;
         const double p = workers(r.params, e->scaling_axis), p0 = workers(base, e->scaling_axis);
+        scaling =
+            p > p0 && p0 > 0 && std::all_of(r.params.begin(), r.params.end(), [&](const auto& kv) {
+              const auto b = base.find(kv.first);
+              return kv.first == e->scaling_axis || (b != base.end() && b->second == kv.second);
+            });
         if (p > 0 && p0 > 0 && p != p0) {
           r.derived["efficiency"] = s * p0 / p;
           if (p0 == 1 && p > 1) r.derived["karp_flatt"] = karp_flatt(s, p);
@@ -117,7 +124,9 @@ void derive_metrics(std::vector<Record>& records, const Calibration& calib, unsi
                               : p * calib.peak_flops_1core;
       r.derived["fraction_of_ceiling"] = r.derived["flops_per_s"] / peak;
     }
-    flag_above_ceiling(r, calib, cpus);
+    // A speedup derived before (a file read back) is judged as one against fewer workers.
+    if (!e || e->baseline.empty()) scaling = r.derived.count("speedup") > 0;
+    flag_above_ceiling(r, calib, cpus, scaling);
   }
 }
 
