@@ -291,7 +291,7 @@ TEST(Samples, ASpeedupAboveTheCpusIsFlagged) {
     r->stats = summarize(r->samples);
   }
   fast.derived["speedup"] = 3.16;
-  fine.derived["speedup"] = 2.02;  // within the 5% caches may add
+  fine.derived["speedup"] = 2.15;  // within the 10% that caches and two medians' noise may add
   std::vector<Record> recs = {fast, fine};
   derive_metrics(recs, calib, 2);
   ASSERT_EQ(recs[0].notes.count("above_ceiling"), 1u);

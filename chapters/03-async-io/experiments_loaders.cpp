@@ -385,6 +385,7 @@ const bool registered = [] {
                batch},
       .baseline = {{"workers", "1"}},
       .scaling_axis = "workers",
+      .cpu_bound = false,  // the workers wait for storage: they scale past the cores
       .interleave = {"loader", "workers"},
       .prepare = workers_trial,
       .figures = {{.id = "speedup",

@@ -37,16 +37,19 @@ double workers(const Params& p, const std::string& axis) {
 // fewer workers as its baseline; against another variant a speedup may be anything): p CPUs
 // cannot do more than p times one CPU's work in the same time, so such a figure was timed wrongly
 // (threads that started late timing themselves) or its baseline was slow. Caches that add up across
-// cores can give a little more than p; kTolerance leaves that margin, as for the calibration. An
-// MPI experiment's ranks may run on other hosts, whose CPUs this one does not know: not checked.
+// cores can give a little more than p; kSpeedupTolerance leaves that margin and the two medians'
+// noise. An MPI experiment's ranks may run on other hosts, whose CPUs this one does not know: not
+// checked.
 namespace {
 void flag_above_ceiling(Record& r, const Calibration& calib, unsigned cpus, bool scaling) {
   constexpr double kTolerance = 1.05;
+  // A speedup is a ratio of two medians, each with its own noise: twice the calibration's margin.
+  constexpr double kSpeedupTolerance = 1.1;
   r.notes.erase("above_ceiling");  // derived again under another calibration
   if (r.timed_on_a_device()) return;
   if (const auto s = r.derived.find("speedup"); s != r.derived.end() && cpus > 0 && scaling) {
     const Experiment* e = find_experiment(r.experiment);
-    if ((!e || !e->mpi) && s->second > kTolerance * cpus) {
+    if ((!e || (!e->mpi && e->cpu_bound)) && s->second > kSpeedupTolerance * cpus) {
       r.notes["above_ceiling"] = fmt::format(
           "{:.2f} x the CPUs this run had: a speedup of {:.2f} on {} CPU{} is more than they can "
           "do; the threads were timed from different starts, or the baseline was slow",

@@ -303,6 +303,10 @@ struct Experiment {
   // The axis that counts the workers: efficiency = speedup x base / workers along it, and
   // the Amdahl fits of speedup figures use it. "threads", "ranks", "workers", "gpus", "stages".
   std::string scaling_axis = "threads";
+  // Its workers compute: a speedup along the scaling axis above the CPUs the run had cannot be
+  // right, and is flagged above_ceiling. False for workers that wait (reads in flight on
+  // latency-bound storage), whose speedup past the cores is the point.
+  bool cpu_bound = true;
   // Its `ranks` axis counts MPI processes: it runs only under `concurdl run --ranks N`, each
   // configuration on world ranks 0..ranks-1, timed as the max over them (ranks.hpp).
   bool mpi = false;

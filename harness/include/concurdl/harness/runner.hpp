@@ -65,7 +65,7 @@ std::vector<Record> run_configs(
     const std::function<void(const std::vector<Record>&)>& after_experiment = {});
 
 // Fill speedup, efficiency, karp_flatt and fraction_of_ceiling from baselines and calibration.
-// `cpus`: the CPUs the run had (provenance.cores); a speedup above them (5% tolerance) is
+// `cpus`: the CPUs the run had (provenance.cores); a speedup above them (10% tolerance) is
 // flagged above_ceiling as a figure above the calibration is; 0: not known, not checked.
 // Exposed for tests and for merging micro-benchmark records.
 void derive_metrics(std::vector<Record>& records, const Calibration& calib, unsigned cpus = 0);
