@@ -52,6 +52,32 @@ TEST_F(Cli, CheckJudgesTheClaimsOfARun) {
   expect_usage_error(run("check no-such-run"), "no-such-run");
 }
 
+// Several runs: each judged, then the claims x machines table; merged reports name runs as the
+// user says (--label) and keep only the records asked for (--only).
+TEST_F(Cli, SeveralRunsAreCheckedAndReportedByLabel) {
+  const Result a = run("run ch99/sum --profile smoke --threads 1,2 --no-calibrate --quiet --out a");
+  const Result b = run("run ch99/sum --profile smoke --threads 1,2 --no-calibrate --quiet --out b");
+  ASSERT_EQ(a.rc, 0) << a.err;
+  ASSERT_EQ(b.rc, 0) << b.err;
+  const Result c = run("check " + a.last_line() + " " + b.last_line());
+  EXPECT_EQ(c.rc, 0) << c.out << c.err;
+  EXPECT_NE(c.out.find("Claims x machines"), std::string::npos) << c.out;
+  EXPECT_NE(c.out.find("(2 quiet runs)"), std::string::npos) << c.out;
+
+  const Result r = run("report " + a.last_line() + " " + b.last_line() +
+                       " --label lab-a --label lab-b --only threads=1 --out merged");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  const std::string md = slurp(dir_ / "merged" / "report.md");
+  EXPECT_NE(md.find("lab-a"), std::string::npos);
+  EXPECT_NE(md.find("lab-b"), std::string::npos);
+  EXPECT_EQ(md.find("threads=2`"), std::string::npos) << "--only threads=1 kept a 2-thread record";
+  EXPECT_NE(md.find("threads=1`"), std::string::npos) << md;
+
+  expect_usage_error(run("report " + a.last_line() + " --label x --label y"), "--label");
+  expect_usage_error(run("report " + a.last_line() + " --only nosuch=1"), "--only");
+  expect_usage_error(run("report " + a.last_line() + " --only threads"), "--only");
+}
+
 TEST_F(Cli, ZeroThreadsIsAUsageError) { expect_usage_error(run("run --threads 0"), "--threads"); }
 TEST_F(Cli, NegativeRepeatIsAUsageError) {
   expect_usage_error(run("run --repeat -1"), "--repeat: '-1' is not a count");
