@@ -8,7 +8,6 @@
 #include <fstream>
 #include <sstream>
 
-#include "concurdl/harness/noise.hpp"
 #include "concurdl/harness/runner.hpp"
 
 namespace concurdl {
@@ -28,58 +27,6 @@ const char* to_string(ClaimStatus s) {
 }
 
 const char* to_string(Claim::Kind k) { return k == Claim::Kind::law ? "law" : "magnitude"; }
-
-const char* to_string(ClaimCause c) {
-  switch (c) {
-    case ClaimCause::noise:
-      return "noise";
-    case ClaimCause::cores_and_smt:
-      return "cores_and_smt";
-    case ClaimCause::vector_isa:
-      return "vector_isa";
-    case ClaimCause::caches:
-      return "caches";
-    case ClaimCause::memory_bandwidth:
-      return "memory_bandwidth";
-    case ClaimCause::wakeup_latency:
-      return "wakeup_latency";
-    case ClaimCause::page_cache:
-      return "page_cache";
-    case ClaimCause::peer_kernels:
-      return "peer_kernels";
-  }
-  return "?";
-}
-
-const char* cause_text(ClaimCause c) {
-  switch (c) {
-    case ClaimCause::noise:
-      return "noise: other processes or the hypervisor took CPU time (the run's "
-             "activity_before_run, records noted `noisy`); measure again on a quiet machine";
-    case ClaimCause::cores_and_smt:
-      return "cores and SMT: vCPUs may share one physical core or be moved by the host "
-             "(calibration.cores_short, the FMA peak at 2 threads against 1); compare lscpu's "
-             "threads per core";
-    case ClaimCause::vector_isa:
-      return "vector ISA: AVX2 against AVX-512 and the FMA units a core has "
-             "(provenance.cpu.flags_used, the calibrated FMA peak)";
-    case ClaimCause::caches:
-      return "caches: L1/L2/L3 sizes and prefetchers decide which working sets fit "
-             "(provenance.cpu.caches)";
-    case ClaimCause::memory_bandwidth:
-      return "memory bandwidth: what one core and all cores can stream (calibrate/mem_triad)";
-    case ClaimCause::wakeup_latency:
-      return "wake-up latency: how fast the kernel wakes a sleeping thread (futex, epoll), "
-             "which a hypervisor's idle policy and the kernel version change";
-    case ClaimCause::page_cache:
-      return "page cache: whether the file was cached and what storage is under it "
-             "(the record's notes say which)";
-    case ClaimCause::peer_kernels:
-      return "the peer's kernels: its version and the code paths it picks on this CPU "
-             "(provenance.peers names the version)";
-  }
-  return "?";
-}
 
 namespace {
 
@@ -497,108 +444,6 @@ nlohmann::json claims_json(const std::vector<ClaimResult>& results) {
   return a;
 }
 
-std::string why_not_quiet(const RunFile& run) {
-  std::size_t noisy = 0;
-  for (const Record& r : run.records) noisy += r.notes.count("noisy");
-  // A few noisy records in a long run are a moment's disturbance, which the claims judged on
-  // them say; a run mostly measured beside other work says nothing of the machine.
-  if (noisy > 0 && static_cast<double>(noisy) > kNoisyRunFraction * run.records.size())
-    return fmt::format("{} of its {} records noted noisy", noisy, run.records.size());
-  const json& p = run.provenance;
-  if (p.is_object() && p.contains("activity_before_run") &&
-      p.at("activity_before_run").is_object()) {
-    const json& a = p.at("activity_before_run");
-    auto number = [&](const char* key) {
-      return a.contains(key) && a.at(key).is_number() ? a.at(key).get<double>() : 0.0;
-    };
-    if (number("other_processes_cpus") >= kNoisyOthersCpus)
-      return fmt::format("other processes used {:.2f} CPUs before it started",
-                         number("other_processes_cpus"));
-    if (number("steal_cpus") >= kNoisyStealCpus)
-      return fmt::format("the hypervisor stole {:.2f} CPUs before it started",
-                         number("steal_cpus"));
-  }
-  return "";
-}
-
-std::vector<MachineRuns> group_by_machine(const std::vector<RunFile>& runs) {
-  std::vector<MachineRuns> out;
-  for (const RunFile& r : runs) {
-    std::string label = r.label.empty() ? machine_label(r) : r.label;
-    if (label.empty()) label = r.path.string();
-    auto it = std::find_if(out.begin(), out.end(),
-                           [&](const MachineRuns& m) { return m.label == label; });
-    if (it == out.end()) {
-      out.push_back({label, {}});
-      it = std::prev(out.end());
-    }
-    it->runs.push_back(&r);
-  }
-  return out;
-}
-
-namespace {
-
-std::string range_text(double lo, double hi, const std::string& unit) {
-  if (claim_value_text(lo, unit) == claim_value_text(hi, unit)) return claim_value_text(lo, unit);
-  std::string low = claim_value_text(lo, "");
-  return low + "–" + claim_value_text(hi, unit);
-}
-
-std::string machine_cell(const Experiment& e, const Claim& c, const MachineRuns& m) {
-  int judged = 0, held = 0, noisy_failures = 0;
-  std::optional<double> lo, hi;
-  std::string unit = c.unit;
-  for (const RunFile* run : m.runs) {
-    const bool measured = std::any_of(run->records.begin(), run->records.end(),
-                                      [&](const Record& r) { return r.experiment == e.id; });
-    if (!measured) continue;
-    const ClaimResult r = evaluate_claim(e, c, *run);
-    if (r.status == ClaimStatus::not_applicable) continue;
-    // A law that failed on records measured while the machine was busy is that moment's load.
-    const bool noisy = std::find(r.flags.begin(), r.flags.end(), "noisy") != r.flags.end();
-    if (r.status == ClaimStatus::not_held && noisy) {
-      ++noisy_failures;
-      continue;
-    }
-    ++judged;
-    held += r.status == ClaimStatus::held;
-    if (r.value) {
-      lo = lo ? std::min(*lo, *r.value) : *r.value;
-      hi = hi ? std::max(*hi, *r.value) : *r.value;
-    }
-  }
-  const std::string noisy_text =
-      noisy_failures ? fmt::format("; {} more on noisy records", noisy_failures) : "";
-  if (judged == 0) return noisy_failures ? "only on noisy records" : "—";
-  const std::string values = lo ? range_text(*lo, *hi, unit) : std::string("no value");
-  if (c.kind == Claim::Kind::magnitude)
-    return fmt::format("{} ({} run{})", values, judged, judged == 1 ? "" : "s");
-  if (held == judged)
-    return fmt::format("held in {} of {} ({}){}", held, judged, values, noisy_text);
-  return fmt::format("**NOT HELD** in {} of {} ({}){}", judged - held, judged, values, noisy_text);
-}
-
-}  // namespace
-
-std::string claims_by_machine_markdown(const std::vector<MachineRuns>& machines) {
-  std::string out = "| claim | kind |";
-  std::string rule = "|---|---|";
-  for (const MachineRuns& m : machines) {
-    out += fmt::format(" {} ({} quiet run{}) |", md_escape(m.label), m.runs.size(),
-                       m.runs.size() == 1 ? "" : "s");
-    rule += "---|";
-  }
-  out += "\n" + rule + "\n";
-  for (const Experiment& e : experiments())
-    for (const Claim& c : e.claims) {
-      out += fmt::format(
-          "| `{}` {} | {} |", e.id, c.id,
-          c.kind == Claim::Kind::law ? "law, " + expected_text(c) : std::string("magnitude"));
-      for (const MachineRuns& m : machines) out += " " + machine_cell(e, c, m) + " |";
-      out += "\n";
-    }
-  return out;
-}
+std::string claim_expected_text(const Claim& c) { return expected_text(c); }
 
 }  // namespace concurdl

@@ -58,6 +58,8 @@ std::string claim_causes_text(const ClaimResult& r);
 // The terminal table `concurdl check` and the end of `concurdl run` print, and its counts.
 std::string claims_text(const std::vector<ClaimResult>& results);
 std::string claims_counts(const std::vector<ClaimResult>& results);
+// A law's bound as text, "at least 1.5×"; a magnitude's "reported".
+std::string claim_expected_text(const Claim& c);
 // A law that applies and does not hold (a magnitude never fails).
 bool any_failed(const std::vector<ClaimResult>& results);
 
