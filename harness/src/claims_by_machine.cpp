@@ -13,8 +13,6 @@ namespace concurdl {
 
 namespace {
 
-using json = nlohmann::json;
-
 // A machine's label as a Markdown table cell: a '|' would end the cell.
 std::string table_cell(const std::string& s) {
   std::string out;
@@ -31,20 +29,11 @@ std::string why_not_quiet(const RunFile& run) {
   // them say; a run mostly measured beside other work says nothing of the machine.
   if (noisy > 0 && static_cast<double>(noisy) > kNoisyRunFraction * run.records.size())
     return fmt::format("{} of its {} records noted noisy", noisy, run.records.size());
-  const json& p = run.provenance;
-  if (p.is_object() && p.contains("activity_before_run") &&
-      p.at("activity_before_run").is_object()) {
-    const json& a = p.at("activity_before_run");
-    auto number = [&](const char* key) {
-      return a.contains(key) && a.at(key).is_number() ? a.at(key).get<double>() : 0.0;
-    };
-    if (number("other_processes_cpus") >= kNoisyOthersCpus)
-      return fmt::format("other processes used {:.2f} CPUs before it started",
-                         number("other_processes_cpus"));
-    if (number("steal_cpus") >= kNoisyStealCpus)
-      return fmt::format("the hypervisor stole {:.2f} CPUs before it started",
-                         number("steal_cpus"));
-  }
+  const Activity before = activity_before_run(run.provenance);
+  if (before.others_cpus >= kNoisyOthersCpus)
+    return fmt::format("other processes used {:.2f} CPUs before it started", before.others_cpus);
+  if (before.steal_cpus >= kNoisyStealCpus)
+    return fmt::format("the hypervisor stole {:.2f} CPUs before it started", before.steal_cpus);
   return "";
 }
 

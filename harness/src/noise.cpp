@@ -147,4 +147,22 @@ std::string NoiseMeter::note(const char* during) const {
       act.others_cpus, act.steal_cpus, during, act.seconds, kNoisyOthersCpus, kNoisyStealCpus);
 }
 
+Activity activity_before_run(const nlohmann::json& provenance) {
+  Activity a;
+  if (!provenance.is_object() || !provenance.contains("activity_before_run")) return a;
+  const nlohmann::json& j = provenance.at("activity_before_run");
+  auto number = [&](const char* key) {
+    return j.is_object() && j.contains(key) && j.at(key).is_number() ? j.at(key).get<double>()
+                                                                     : 0.0;
+  };
+  a.others_cpus = number("other_processes_cpus");
+  a.steal_cpus = number("steal_cpus");
+  a.seconds = number("seconds");
+  return a;
+}
+
+bool started_busy(const Activity& before) {
+  return before.others_cpus >= kNoisyOthersCpus || before.steal_cpus >= kNoisyStealCpus;
+}
+
 }  // namespace concurdl

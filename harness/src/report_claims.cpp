@@ -183,16 +183,9 @@ std::string skipped_experiments_note(const RunFile& run, const std::string& labe
 std::string busy_machine_warning(const RunFile& run, const std::string& label, bool several) {
   std::size_t noisy = 0;
   for (const Record& r : run.records) noisy += r.notes.count("noisy");
-  double others = 0, steal = 0;
-  if (const auto& p = run.provenance; p.is_object() && p.contains("activity_before_run")) {
-    const auto& a = p.at("activity_before_run");
-    if (a.is_object() && a.contains("other_processes_cpus") &&
-        a.at("other_processes_cpus").is_number())
-      others = a.at("other_processes_cpus").get<double>();
-    if (a.is_object() && a.contains("steal_cpus") && a.at("steal_cpus").is_number())
-      steal = a.at("steal_cpus").get<double>();
-  }
-  const bool busy_before = others >= kNoisyOthersCpus || steal >= kNoisyStealCpus;
+  const Activity before = activity_before_run(run.provenance);
+  const double others = before.others_cpus, steal = before.steal_cpus;
+  const bool busy_before = started_busy(before);
   if (noisy == 0 && !busy_before) return "";
   std::string w = several ? label + ": this run" : std::string("This run");
   // A few records in a long quiet run: a moment's disturbance, said in proportion.

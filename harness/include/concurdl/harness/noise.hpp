@@ -4,6 +4,7 @@
 #pragma once
 
 #include <chrono>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 
@@ -40,6 +41,12 @@ Activity activity_between(const CpuTimes& a, const CpuTimes& b, double seconds);
 
 // Above kNoisyOthersCpus or kNoisyStealCpus.
 bool is_noisy(const Activity& a);
+
+// What a run's provenance says other processes and the hypervisor took before it started
+// (provenance.activity_before_run); zeros where it says nothing.
+Activity activity_before_run(const nlohmann::json& provenance);
+// That activity at or above kNoisyOthersCpus or kNoisyStealCpus: the run started beside other work.
+bool started_busy(const Activity& before);
 
 // Watches the machine for `seconds` while this process sleeps. "" when it is quiet, else one
 // line saying what is busy: "the machine is not quiet: other processes used 0.98 of 2 CPUs and
