@@ -50,6 +50,12 @@ const char* op_name(Op op) {
       return "fused";
     case Op::custom:
       return "custom";
+    case Op::linear:
+      return "linear";
+    case Op::linear_relu:
+      return "linear_relu";
+    case Op::matmul_relu_grad:
+      return "matmul_relu_grad";
   }
   return "?";
 }
@@ -241,8 +247,11 @@ void evaluate_node(const Node& node, kernels::GemmVersion gemm_version,
     float* y = out.data.data();
     for (std::size_t i = 0; i < out.size(); ++i) y[i] = f(a[i], b[i]);
   };
-  const auto gemm = [&](Trans ta, Trans tb) {
-    need(in.size() == 2, node, in);
+  // The product of the first two inputs; a third is the epilogue's operand (linear: the bias,
+  // 1 x n; matmul_relu_grad: the ReLU's output, m x n), `finish` says what it does with it.
+  enum class Finish { none, bias, bias_relu, relu_grad };
+  const auto gemm = [&](Trans ta, Trans tb, Finish finish = Finish::none) {
+    need(in.size() == (finish == Finish::none ? 2U : 3U), node, in);
     const Tensor& a = *in[0];
     const Tensor& b = *in[1];
     const std::size_t m = ta == Trans::no ? a.rows : a.cols;
@@ -250,9 +259,26 @@ void evaluate_node(const Node& node, kernels::GemmVersion gemm_version,
     const std::size_t kb = tb == Trans::no ? b.rows : b.cols;
     const std::size_t nn = tb == Trans::no ? b.cols : b.rows;
     need(k == kb, node, in);
+    if (finish == Finish::none) {
+      shape(m, nn);
+      kernels::gemm(gemm_version, ta, tb, m, nn, k, 1.0f, a.data.data(), a.cols, b.data.data(),
+                    b.cols, 0.0f, out.data.data(), nn);
+      return;
+    }
+    const Tensor& c = *in[2];
+    kernels::GemmEpilogue e;
+    if (finish == Finish::relu_grad) {
+      need(c.rows == m && c.cols == nn, node, in);
+      e.relu_of = c.data.data();
+      e.ld_relu_of = nn;
+    } else {
+      need(c.rows == 1 && c.cols == nn, node, in);
+      e.bias = c.data.data();
+      e.relu = finish == Finish::bias_relu;
+    }
     shape(m, nn);
     kernels::gemm(gemm_version, ta, tb, m, nn, k, 1.0f, a.data.data(), a.cols, b.data.data(),
-                  b.cols, 0.0f, out.data.data(), nn);
+                  b.cols, 0.0f, out.data.data(), nn, e);
   };
   switch (node.op) {
     case Op::input:
@@ -303,6 +329,12 @@ void evaluate_node(const Node& node, kernels::GemmVersion gemm_version,
     case Op::custom:
       out = node.fn(in);
       return;
+    case Op::linear:
+      return gemm(Trans::no, Trans::yes, Finish::bias);
+    case Op::linear_relu:
+      return gemm(Trans::no, Trans::yes, Finish::bias_relu);
+    case Op::matmul_relu_grad:
+      return gemm(Trans::no, Trans::no, Finish::relu_grad);
   }
   throw GraphError(fmt::format("'{}': unknown op", node.name));
 }
@@ -320,11 +352,14 @@ double node_bytes(const Graph& g, NodeId n, std::span<const Tensor* const> in) {
   const Node& node = g.node(n);
   double out = in.empty() ? 0 : static_cast<double>(in[0]->size());
   if (node.op == Op::column_sum) out = in.empty() ? 0 : static_cast<double>(in[0]->cols);
-  if (node.op == Op::matmul || node.op == Op::matmul_nt || node.op == Op::matmul_tn) {
+  const bool b_transposed =
+      node.op == Op::matmul_nt || node.op == Op::linear || node.op == Op::linear_relu;
+  if (b_transposed || node.op == Op::matmul || node.op == Op::matmul_tn ||
+      node.op == Op::matmul_relu_grad) {
     const Tensor& a = *in[0];
     const Tensor& b = *in[1];
     out = static_cast<double>(node.op == Op::matmul_tn ? a.cols : a.rows) *
-          static_cast<double>(node.op == Op::matmul_nt ? b.rows : b.cols);
+          static_cast<double>(b_transposed ? b.rows : b.cols);
   }
   return (bytes + out) * sizeof(float);
 }

@@ -7,6 +7,8 @@
 #include <memory>
 #include <string>
 
+#include "concurdl/df/fusion.hpp"
+
 namespace concurdl::df {
 
 void MlpGraph::feed(const float* x_rows, const std::uint8_t* label_rows) {
@@ -73,17 +75,42 @@ void gather_gradients(const MlpGraph& m, const std::vector<Tensor>& values, nn::
   }
 }
 
+MlpGraph fuse_epilogues(MlpGraph m) {
+  const FusedGraph f = df::fuse_epilogues(m.graph);
+  const auto at = [&](NodeId v) {
+    if (f.map.at(v) == kAbsorbed)
+      throw GraphError(fmt::format("fuse_epilogues: '{}' was absorbed", m.graph.node(v).name));
+    return f.map[v];
+  };
+  m.x = at(m.x);
+  m.logits = at(m.logits);
+  m.dlogits = at(m.dlogits);
+  for (NodeId& v : m.dw) v = at(v);
+  for (NodeId& v : m.db) v = at(v);
+  m.graph = f.graph;
+  return m;
+}
+
 GraphTrainer::GraphTrainer(nn::Mlp& model, std::size_t batch, Executor& exec,
-                           nn::SgdOptions options)
+                           nn::SgdOptions options, Fusion fusion)
     : model_(model),
-      graph_(record_mlp(model, batch)),
+      graph_(fusion == Fusion::epilogues ? fuse_epilogues(record_mlp(model, batch))
+                                         : record_mlp(model, batch)),
       exec_(exec),
       sgd_(model.parameters().size(), options) {}
 
 double GraphTrainer::step(const float* x, const std::uint8_t* labels) {
   graph_.feed(x, labels);
-  gather_gradients(graph_, exec_.run(graph_.graph), model_);
-  sgd_.step(model_.parameters(), model_.gradients());
+  const std::vector<Tensor>& values = exec_.run(graph_.graph);
+  // Each layer's update reads its gradients where the graph left them: no copy into the model's
+  // gradient buffer first (a 784 x 256 weight gradient is 800 KiB, written by its GEMM, read
+  // by the update: one pass over it, not three).
+  const auto& off = model_.layer_offsets();
+  for (std::size_t l = 0; l < graph_.dw.size(); ++l) {
+    const Tensor& dw = values.at(graph_.dw[l]);
+    sgd_.step_slice(model_.parameters(), dw.data, off[l]);
+    sgd_.step_slice(model_.parameters(), values.at(graph_.db[l]).data, off[l] + dw.size());
+  }
   return *graph_.loss;
 }
 

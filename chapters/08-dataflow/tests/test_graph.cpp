@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "concurdl/df/executors.hpp"
+#include "concurdl/df/fusion.hpp"
 #include "concurdl/df/graph.hpp"
 #include "concurdl/df/mlp_graph.hpp"
 #include "concurdl/harness/testing.hpp"
@@ -162,19 +163,101 @@ TEST(GraphMlp, TrainingOnTheGraphGivesNnsParameters) {
   }
   for (const std::string name : {"sequential", "parallel", "tbb_flow"}) {
     if (concurdl::testing::kThreadSanitizer && name == "tbb_flow") continue;
-    concurdl::nn::Mlp model(spec, 11, concurdl::kernels::GemmVersion::v2_ikj);
-    auto exec = make_executor(name, 2);
-    GraphTrainer trainer(model, rows, *exec);
-    for (std::size_t s = 0; s < steps; ++s) {
-      const double loss = trainer.step(x.data() + s * rows * 20, labels.data() + s * rows);
-      EXPECT_NEAR(loss, losses[s], 1e-5 * (1 + losses[s])) << name << " step " << s;
+    for (const Fusion fusion : {Fusion::epilogues, Fusion::none}) {
+      const std::string what =
+          name + (fusion == Fusion::none ? ", as recorded" : ", epilogues fused");
+      concurdl::nn::Mlp model(spec, 11, concurdl::kernels::GemmVersion::v2_ikj);
+      auto exec = make_executor(name, 2);
+      GraphTrainer trainer(model, rows, *exec, {}, fusion);
+      for (std::size_t s = 0; s < steps; ++s) {
+        const double loss = trainer.step(x.data() + s * rows * 20, labels.data() + s * rows);
+        EXPECT_NEAR(loss, losses[s], 1e-5 * (1 + losses[s])) << what << " step " << s;
+      }
+      const auto got = model.parameters();
+      const auto ref = want.parameters();
+      ASSERT_EQ(got.size(), ref.size());
+      for (std::size_t i = 0; i < got.size(); ++i)
+        ASSERT_NEAR(got[i], ref[i], 1e-5f * (1.0f + std::fabs(ref[i])))
+            << what << " parameter " << i;
     }
-    const auto got = model.parameters();
-    const auto ref = want.parameters();
-    ASSERT_EQ(got.size(), ref.size());
-    for (std::size_t i = 0; i < got.size(); ++i)
-      ASSERT_NEAR(got[i], ref[i], 1e-5f * (1.0f + std::fabs(ref[i]))) << name << " parameter " << i;
   }
+}
+
+// Fusing the MLP's epilogues leaves one GEMM node where there were two or three (forward:
+// linear_relu per hidden layer, linear for the logits; backward: matmul_relu_grad below the top
+// layer) and changes no bit of any value that is still there, whichever GEMM runs them.
+TEST(Fusion, EpiloguesFuseTheMlpAndNoValueChanges) {
+  concurdl::kernels::set_compute_threads(1);
+  const nn_spec spec{{20, 16, 12, 10}};
+  constexpr std::size_t rows = 9;
+  std::vector<float> x(rows * 20);
+  for (std::size_t i = 0; i < x.size(); ++i) x[i] = std::sin(0.41f * static_cast<float>(i));
+  std::vector<std::uint8_t> labels(rows);
+  for (std::size_t i = 0; i < rows; ++i) labels[i] = static_cast<std::uint8_t>((i * 3) % 10);
+  using concurdl::kernels::GemmVersion;
+  for (const GemmVersion v :
+       {GemmVersion::v2_ikj, GemmVersion::v4_register, GemmVersion::openblas}) {
+    concurdl::nn::Mlp model(spec, 5, v);
+    const MlpGraph mg = record_mlp(model, x.data(), labels.data(), rows);
+    const FusedGraph f = fuse_epilogues(mg.graph);
+    EXPECT_EQ(f.chains, 5u);                         // 3 forward, 2 backward
+    EXPECT_EQ(f.graph.size(), mg.graph.size() - 7);  // 2 x 2 + 1 forward, 2 backward absorbed
+    std::size_t fused_ops = 0;
+    for (NodeId n = 0; n < f.graph.size(); ++n) {
+      const Op op = f.graph.node(n).op;
+      fused_ops += op == Op::linear || op == Op::linear_relu || op == Op::matmul_relu_grad;
+      EXPECT_NE(op, Op::add_bias);
+      EXPECT_NE(op, Op::relu);
+      EXPECT_NE(op, Op::relu_grad);
+    }
+    EXPECT_EQ(fused_ops, 5u);
+    const std::vector<Tensor> want = SequentialExecutor().run(mg.graph);
+    const std::vector<Tensor> got = SequentialExecutor().run(f.graph);
+    for (NodeId n = 0; n < mg.graph.size(); ++n) {
+      if (f.map[n] == kAbsorbed) continue;
+      ASSERT_EQ(got[f.map[n]].data, want[n].data) << mg.graph.node(n).name;
+    }
+    // The trainer's graph: the same, its gradients' ids remapped.
+    const MlpGraph fm = fuse_epilogues(mg);
+    for (std::size_t l = 0; l < 3; ++l) {
+      EXPECT_EQ(got[fm.dw[l]].data, want[mg.dw[l]].data) << "layer " << l;
+      EXPECT_EQ(got[fm.db[l]].data, want[mg.db[l]].data) << "layer " << l;
+    }
+  }
+}
+
+// A GEMM's product that another node reads too is materialised: nothing fuses.
+TEST(Fusion, AGemmReadTwiceKeepsItsOwnNode) {
+  Graph g;
+  const NodeId a = g.input(Tensor::filled(3, 4, 0.5f));
+  const NodeId w = g.input(Tensor::filled(5, 4, -0.25f));
+  const NodeId b = g.input(Tensor::filled(1, 5, 1.0f));
+  const NodeId m = g.matmul_nt(a, w);
+  const NodeId y = g.relu(g.add_bias(m, b));
+  const NodeId s = g.column_sum(m);  // m's second reader
+  const FusedGraph f = fuse_epilogues(g);
+  EXPECT_EQ(f.chains, 0u);
+  EXPECT_NE(f.map[m], kAbsorbed);
+  const std::vector<Tensor> want = SequentialExecutor().run(g);
+  const std::vector<Tensor> got = SequentialExecutor().run(f.graph);
+  EXPECT_EQ(got[f.map[y]].data, want[y].data);
+  EXPECT_EQ(got[f.map[s]].data, want[s].data);
+}
+
+// The fused ops refuse shapes that do not fit, naming the node, as the others do.
+TEST(Graph, FusedGemmsRefuseABiasOfTheWrongShape) {
+  Graph g;
+  const NodeId a = g.input(Tensor::filled(3, 4, 1.0f));
+  const NodeId w = g.input(Tensor::filled(5, 4, 1.0f));
+  const NodeId bad = g.input(Tensor::filled(1, 4, 1.0f));  // 4 columns, the product has 5
+  g.linear(a, w, bad, true);
+  EXPECT_THROW(SequentialExecutor().run(g), GraphError);
+  Graph h;
+  const NodeId d = h.input(Tensor::filled(3, 4, 1.0f));
+  const NodeId v = h.input(Tensor::filled(4, 5, 1.0f));
+  const NodeId of = h.input(Tensor::filled(3, 4, 1.0f));  // the product is 3 x 5
+  h.matmul_relu_grad(d, v, of);
+  EXPECT_THROW(SequentialExecutor().run(h), GraphError);
 }
 
 // A variable not bound to memory is an error naming it, not a read of address 0.

@@ -21,6 +21,10 @@ void check_sizes(const char* who, std::size_t params, std::size_t grads, std::si
                                 " gradients, but the optimiser holds " +
                                 std::to_string(velocities) + " velocities");
 }
+
+// Updates of at least this many parameters run on the compute threads (step, step_slice).
+constexpr std::size_t kSgdParallelMin = std::size_t{1} << 16;
+
 }  // namespace
 
 void Sgd::step_range(std::span<float> params, std::span<const float> grads, std::size_t first,
@@ -51,7 +55,22 @@ void Sgd::step(std::span<float> params, std::span<const float> grads) {
   // thread wrote, in its own cache: the 784-256-128-10 MLP's update took 120 us on the calling
   // thread (every line the other core wrote fetched across), 51 us in the team, 27 us at 1
   // thread.
-  constexpr std::size_t kSgdParallelMin = std::size_t{1} << 16;
+  kernels::for_range(n, n >= kSgdParallelMin, [=](std::size_t b, std::size_t e) {
+    for (std::size_t i = b; i < e; ++i) kernels::sgd_update(p[i], v[i], g[i], lr, mu, wd);
+  });
+}
+
+void Sgd::step_slice(std::span<float> params, std::span<const float> grads, std::size_t first) {
+  check_sizes("Sgd::step_slice", params.size(), velocity_.size(), velocity_.size());
+  const std::size_t n = grads.size();
+  if (first > velocity_.size() || n > velocity_.size() - first)
+    throw std::invalid_argument("Sgd::step_slice: [" + std::to_string(first) + ", +" +
+                                std::to_string(n) + ") is outside the " +
+                                std::to_string(velocity_.size()) + " parameters");
+  const float lr = options_.lr, mu = options_.momentum, wd = options_.weight_decay;
+  float* p = params.data() + first;
+  const float* g = grads.data();
+  float* v = velocity_.data() + first;
   kernels::for_range(n, n >= kSgdParallelMin, [=](std::size_t b, std::size_t e) {
     for (std::size_t i = b; i < e; ++i) kernels::sgd_update(p[i], v[i], g[i], lr, mu, wd);
   });

@@ -20,7 +20,8 @@ inline constexpr NodeId kAbsorbed = std::numeric_limits<NodeId>::max();
 struct FusedGraph {
   Graph graph;
   // For every node of the original graph, the node of `graph` that holds its value, or
-  // kAbsorbed for an intermediate of a fused chain (its value is never materialised).
+  // kAbsorbed for an intermediate of a fused chain or a GEMM inside its epilogue's node (its
+  // value is never materialised).
   std::vector<NodeId> map;
   std::size_t chains = 0;  // fused nodes made
 };
@@ -38,5 +39,13 @@ void apply_chain(std::span<const std::pair<Op, float>> chain, const float* in, f
 // one consumer (the next), becomes one fused node; everything else is copied. GraphError as
 // topological_order for a graph that cannot run.
 FusedGraph fuse_elementwise(const Graph& g);
+
+// The element-wise op after a GEMM moved into the GEMM's epilogue (what XLA and TorchInductor do
+// with a matmul's bias and activation): add_bias(matmul_nt(a, b), c) becomes linear(a, b, c), and
+// with a relu as its only consumer linear_relu; relu_grad(h, matmul(a, b)) becomes
+// matmul_relu_grad(a, b, h). Only where the GEMM's product has no other consumer (it is never
+// materialised); everything else is copied. The same bits as the graph it came from. `chains`
+// counts the fused nodes made.
+FusedGraph fuse_epilogues(const Graph& g);
 
 }  // namespace concurdl::df

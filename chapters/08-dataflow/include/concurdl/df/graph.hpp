@@ -51,6 +51,12 @@ enum class Op {
   column_sum,  // 1 x n: the sum of a's rows
   fused,       // a chain of unary element-wise ops in one pass (fusion.hpp)
   custom,      // a function of the inputs (tests: an op that throws, one that records order)
+  // A GEMM with the element-wise op that follows it done in its epilogue, on each tile of the
+  // product while it is in cache (kernels::GemmEpilogue; fuse_epilogues in fusion.hpp makes
+  // them): the bits of the two nodes they replace, without the product's round trip to memory.
+  linear,            // a bᵀ + c on every row      (m x k) (n x k) (1 x n): matmul_nt, add_bias
+  linear_relu,       // relu(a bᵀ + c)                              and then relu
+  matmul_relu_grad,  // (a b) ⊙ (c > 0)           (m x k) (k x n) (m x n): relu_grad(c, a b)
 };
 const char* op_name(Op op);
 // The unary element-wise ops a fused node may chain: relu, scale, shift, square.
@@ -100,6 +106,12 @@ class Graph {
   NodeId shift(NodeId a, float alpha) { return add_node(Op::shift, {a}, alpha); }
   NodeId square(NodeId a) { return add_node(Op::square, {a}); }
   NodeId column_sum(NodeId a) { return add_node(Op::column_sum, {a}); }
+  NodeId linear(NodeId a, NodeId b, NodeId bias, bool relu) {
+    return add_node(relu ? Op::linear_relu : Op::linear, {a, b, bias});
+  }
+  NodeId matmul_relu_grad(NodeId a, NodeId b, NodeId of) {
+    return add_node(Op::matmul_relu_grad, {a, b, of});
+  }
   NodeId fused(NodeId a, std::vector<std::pair<Op, float>> chain);
   NodeId custom(std::string name, std::vector<NodeId> inputs,
                 std::function<Tensor(std::span<const Tensor* const>)> fn);

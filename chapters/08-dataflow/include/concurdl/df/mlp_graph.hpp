@@ -51,12 +51,22 @@ MlpGraph record_mlp(const nn::Mlp& model, const float* x, const std::uint8_t* la
 // into model.gradients(), in nn's layout: what the optimiser reads.
 void gather_gradients(const MlpGraph& m, const std::vector<Tensor>& values, nn::Mlp& model);
 
-// Training on the graph: each step feeds a batch, runs the recorded graph on `exec`, gathers the
-// gradients into the model and takes nn's SGD step. The same batches give the same parameters
+// The same graph with each GEMM's bias, ReLU and ReLU' in its epilogue (fuse_epilogues in
+// fusion.hpp), its node ids remapped: forward, one linear_relu node per hidden layer where there
+// were three nodes; backward, a matmul_relu_grad where there were two. The same bits.
+MlpGraph fuse_epilogues(MlpGraph m);
+
+// What GraphTrainer does to the recorded graph before running it.
+enum class Fusion { none, epilogues };
+
+// Training on the graph: each step feeds a batch, runs the recorded graph (by default with its
+// epilogues fused) on `exec` and takes nn's SGD step straight from the gradients the graph holds,
+// layer by layer (model.gradients() is not written). The same batches give the same parameters
 // as nn::Mlp::forward_backward + nn::Sgd::step (the tests hold them to it).
 class GraphTrainer {
  public:
-  GraphTrainer(nn::Mlp& model, std::size_t batch, Executor& exec, nn::SgdOptions options = {});
+  GraphTrainer(nn::Mlp& model, std::size_t batch, Executor& exec, nn::SgdOptions options = {},
+               Fusion fusion = Fusion::epilogues);
   // One step on `batch` rows of x and labels; returns the batch's mean loss before the step.
   double step(const float* x, const std::uint8_t* labels);
   const MlpGraph& graph() const { return graph_; }

@@ -25,6 +25,10 @@ class Sgd {
   // layer's biases, after their gradient: Mlp::train_step).
   void step_range(std::span<float> params, std::span<const float> grads, std::size_t first,
                   std::size_t count);
+  // The same update for parameters [first, first + grads.size()), whose gradients are `grads`
+  // (a layer's gradient held apart from the flat buffer: a graph's value), on the compute
+  // threads as step() is.
+  void step_slice(std::span<float> params, std::span<const float> grads, std::size_t first);
   // Overrides the learning rate for the next steps (schedules).
   void set_lr(float lr) { options_.lr = lr; }
   const SgdOptions& options() const { return options_; }
