@@ -149,6 +149,25 @@ TEST(Claims, FlagsOfTheRecordsTravelWithTheClaim) {
   EXPECT_EQ(j.at("flags")[0], "noisy");
 }
 
+// A record timed while the CPUs were not a core each (the cores probe's note) flags the claim,
+// and a law that fails on it says to look at the cores first.
+TEST(Claims, ACoresShortRecordPointsAtTheCores) {
+  Record a = rec("adjacent", "2", 0.010), p = rec("padded", "2", 0.010);
+  p.notes["cores_short"] = "2 threads ran the FMA probe at 1.02x one thread's rate";
+  Claim c = padded_faster(1.2);
+  c.causes = {ClaimCause::caches, ClaimCause::cores_and_smt};
+  const ClaimResult r = evaluate_claim(experiment(), c, run({a, p}));
+  EXPECT_EQ(r.status, ClaimStatus::not_held);
+  ASSERT_EQ(r.flags.size(), 1u);
+  EXPECT_EQ(r.flags[0], "cores_short");
+  ASSERT_FALSE(r.causes.empty());
+  EXPECT_EQ(r.causes[0], ClaimCause::cores_and_smt);
+  EXPECT_EQ(r.causes.size(), 2u);  // moved to the front, not added twice
+  const std::string text = claims_text({r});
+  EXPECT_NE(text.find("CORES SHORT"), std::string::npos) << text;
+  EXPECT_NE(claim_causes_text(r).find("cores and SMT"), std::string::npos);
+}
+
 // A magnitude is reported beside the reference machine's value with what it depends on, never
 // held or failed; a law that fails says where to look.
 TEST(Claims, AMagnitudeIsReportedAndNeverFails) {

@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <set>
 #include <sstream>
 #include <string>
@@ -76,18 +77,21 @@ bool claim_needs_gpu(const ClaimResult& r) {
 }
 
 TEST(ReferenceClaims, DeclaredReferencesAreTheReferenceRunsValues) {
-  std::vector<ClaimResult> results;
+  // Per claim, the last of the reference runs that measured it.
+  std::map<std::string, ClaimResult> by_claim;
   const fs::path root = fs::path(build::source_dir) / "results" / "reference";
-  for (const char* name :
-       {kReferenceRun, kReferenceTrainRun, kReferenceLitmusRun, kReferenceCh05Run,
-        kReferenceCh05MpiRun, kReferenceCh06Run, kReferenceCh07Run, kReferenceCh08Run}) {
+  for (const char* name : kReferenceRuns) {
     const RunFile f = load_run(root / name);
-    for (ClaimResult& r : evaluate_claims(f)) results.push_back(std::move(r));
+    for (ClaimResult& r : evaluate_claims(f))
+      if (r.value || !by_claim.count(r.experiment + " " + r.id))
+        by_claim[r.experiment + " " + r.id] = std::move(r);
   }
   // The claims that need a GPU come from the GPU's run; its CPU references (ch04/cpu_reference,
   // on that machine's CPU) are not the reference machine's.
   for (ClaimResult& r : evaluate_claims(load_run(root / kReferenceGpuRun)))
-    if (claim_needs_gpu(r)) results.push_back(std::move(r));
+    if (claim_needs_gpu(r)) by_claim[r.experiment + " " + r.id] = std::move(r);
+  std::vector<ClaimResult> results;
+  for (auto& [key, r] : by_claim) results.push_back(std::move(r));
   std::size_t judged = 0;
   for (const ClaimResult& r : results) {
     SCOPED_TRACE(r.experiment + " " + r.id);
@@ -182,7 +186,9 @@ TEST(ReferenceClaims, EveryLawHoldsOnEveryQuietRunOfEveryMachine) {
         judged += r.status == ClaimStatus::held;
         continue;
       }
-      const bool noisy = std::find(r.flags.begin(), r.flags.end(), "noisy") != r.flags.end();
+      // Records noted noisy or cores_short measured a disturbed machine, not the law.
+      const bool noisy = std::find(r.flags.begin(), r.flags.end(), "noisy") != r.flags.end() ||
+                         std::find(r.flags.begin(), r.flags.end(), "cores_short") != r.flags.end();
       const bool known =
           std::any_of(std::begin(kKnownExceptions), std::end(kKnownExceptions),
                       [&](const KnownException& k) { return name == k.run && r.id == k.claim; });

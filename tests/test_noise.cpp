@@ -2,6 +2,7 @@
 // run, and in the record of a configuration timed beside it), and calibration takes a figure
 // again until two takes agree.
 #include <gtest/gtest.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -11,6 +12,7 @@
 #include <thread>
 
 #include "concurdl/harness/calibrate.hpp"
+#include "concurdl/harness/cores_probe.hpp"
 #include "concurdl/harness/noise.hpp"
 #include "concurdl/harness/runner.hpp"
 
@@ -277,6 +279,31 @@ class BusyChild {
 // only when the machine was quiet before and after it: tests may run in parallel, and a
 // neighbour's burst can fit between the two checks, so up to three tries, one of which must
 // be quiet throughout and unflagged; a meter that flags everything fails every try.)
+// The cores probe sees two threads that share one CPU: pinned to one (the threads it starts
+// inherit the mask), two threads reach about one thread's FMA rate, and the note says so. One
+// thread is 1 by definition.
+TEST(CoresProbe, TwoThreadsOnOneCpuAreCoresShort) {
+  EXPECT_EQ(cores_probe_ratio(1), 1.0);
+  cpu_set_t saved;
+  ASSERT_EQ(sched_getaffinity(0, sizeof saved, &saved), 0);
+  int first = -1;
+  for (int c = 0; c < CPU_SETSIZE && first < 0; ++c)
+    if (CPU_ISSET(c, &saved)) first = c;
+  ASSERT_GE(first, 0);
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(first, &one);
+  ASSERT_EQ(sched_setaffinity(0, sizeof one, &one), 0);
+  const double shared = cores_probe_ratio(2, 0.004, 3);
+  ASSERT_EQ(sched_setaffinity(0, sizeof saved, &saved), 0);
+  EXPECT_GT(shared, 0.5);
+  EXPECT_LT(shared, kCoresShortFraction * 2) << "two threads on one CPU looked like two cores";
+  const std::string note = cores_short_note(shared, 1.98, 2);
+  EXPECT_NE(note.find("not a core each"), std::string::npos) << note;
+  EXPECT_EQ(cores_short_note(1.96, 1.9, 2), "");
+  EXPECT_NE(cores_short_note(1.96, 1.2, 2), "");  // after the group counts as much as before
+}
+
 TEST(Noise, AConfigurationTimedBesideABusyProcessIsFlaggedNoisy) {
   if (!read_cpu_times()) GTEST_SKIP() << "/proc/stat cannot be read here";
   bool judged = false, unflagged = false;

@@ -22,6 +22,7 @@
 #include <memory>
 #include <thread>
 
+#include "concurdl/harness/cores_probe.hpp"
 #include "concurdl/harness/experiment.hpp"
 
 namespace concurdl {
@@ -165,30 +166,11 @@ Trial mem_trial(const Params& p, GroupCache& cache, bool triad) {
   return t;
 }
 
-// Enough independent chains to cover FMA latency x FMA units on current cores (4 x 2 = 8).
-constexpr int kChains = 12;
-// One chain is one vector register of the build's target: 16 floats with AVX-512 (measured on
-// a Sapphire-Rapids-class VM: 8-float chains reached only 187 of the ~300 GFLOP/s that GEMM
-// kernels achieve there), 8 floats otherwise (AVX, or pairs of SSE registers).
-#if defined(__AVX512F__)
-constexpr int kLanes = 16;
-#else
-constexpr int kLanes = 8;
-#endif
-using Vec = float __attribute__((vector_size(kLanes * sizeof(float))));
-
-float fma_chains(std::int64_t iterations, float seed) {
-  Vec acc[kChains];
-  for (int c = 0; c < kChains; ++c)
-    for (int l = 0; l < kLanes; ++l) acc[c][l] = seed + 0.001f * static_cast<float>(c + l);
-  const Vec m = Vec{} + 0.999999f, k = Vec{} + 1e-6f;
-  for (std::int64_t i = 0; i < iterations; ++i)
-    for (int c = 0; c < kChains; ++c) acc[c] = acc[c] * m + k;  // one FMA per lane
-  float sum = 0;
-  for (int c = 0; c < kChains; ++c)
-    for (int l = 0; l < kLanes; ++l) sum += acc[c][l];
-  return sum;
-}
+// The FMA kernel and its constants are the cores probe's (cores_probe.hpp): kFmaChains chains
+// of one vector register each. Chains of 8 floats on a Sapphire-Rapids-class VM reached only
+// 187 of the ~300 GFLOP/s that GEMM kernels achieve there, hence one register per chain.
+constexpr int kChains = kFmaChains;
+constexpr int kLanes = kFmaLanes;
 
 // The same chains computed one at a time in scalar float: what every thread must return. The
 // compiler emits fused multiply-adds where the target has them (-march=native) and a multiply

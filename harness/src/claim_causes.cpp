@@ -33,8 +33,9 @@ const char* cause_text(ClaimCause c) {
              "activity_before_run, records noted `noisy`); measure again on a quiet machine";
     case ClaimCause::cores_and_smt:
       return "cores and SMT: vCPUs may share one physical core or be moved by the host "
-             "(calibration.cores_short, the FMA peak at 2 threads against 1); compare lscpu's "
-             "threads per core";
+             "(records noted `cores_short` by the probe around their group, "
+             "calibration.cores_short: "
+             "the FMA peak at 2 threads against 1); compare lscpu's threads per core";
     case ClaimCause::vector_isa:
       return "vector ISA: AVX2 against AVX-512 and the FMA units a core has "
              "(provenance.cpu.flags_used, the calibrated FMA peak)";

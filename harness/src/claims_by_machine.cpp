@@ -71,9 +71,12 @@ std::string machine_cell(const Experiment& e, const Claim& c, const MachineRuns&
     if (!measured) continue;
     const ClaimResult r = evaluate_claim(e, c, *run);
     if (r.status == ClaimStatus::not_applicable) continue;
-    // A law that failed on records measured while the machine was busy is that moment's load.
-    const bool noisy = std::find(r.flags.begin(), r.flags.end(), "noisy") != r.flags.end();
-    if (r.status == ClaimStatus::not_held && noisy) {
+    // A law that failed on records measured while the machine was busy, or while its CPUs were
+    // not a core each, is that moment's disturbance.
+    const bool disturbed =
+        std::find(r.flags.begin(), r.flags.end(), "noisy") != r.flags.end() ||
+        std::find(r.flags.begin(), r.flags.end(), "cores_short") != r.flags.end();
+    if (r.status == ClaimStatus::not_held && disturbed) {
       ++noisy_failures;
       continue;
     }
@@ -85,8 +88,8 @@ std::string machine_cell(const Experiment& e, const Claim& c, const MachineRuns&
     }
   }
   const std::string noisy_text =
-      noisy_failures ? fmt::format("; {} more on noisy records", noisy_failures) : "";
-  if (judged == 0) return noisy_failures ? "only on noisy records" : "—";
+      noisy_failures ? fmt::format("; {} more on disturbed records", noisy_failures) : "";
+  if (judged == 0) return noisy_failures ? "only on disturbed records" : "—";
   const std::string values = lo ? range_text(*lo, *hi, unit) : std::string("no value");
   if (c.kind == Claim::Kind::magnitude)
     return fmt::format("{} ({} run{})", values, judged, judged == 1 ? "" : "s");

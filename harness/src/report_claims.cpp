@@ -34,8 +34,9 @@ namespace {
 std::string flags_text(const ClaimResult& r) {
   std::string out;
   for (const auto& f : r.flags)
-    out += f == "noisy" ? " [noisy: measured while the machine was busy]"
-                        : " [above the calibrated ceiling]";
+    out += f == "noisy"         ? " [noisy: measured while the machine was busy]"
+           : f == "cores_short" ? " [cores short: the CPUs were not a core each]"
+                                : " [above the calibrated ceiling]";
   return out;
 }
 

@@ -59,6 +59,9 @@ int measure(const std::vector<std::string>& command, const std::vector<const Exp
   // Under --ranks every rank measures; rank 0 alone shows progress and writes the run.
   const bool writer = ranks::world_rank() == 0;
   if (!writer) opt.progress = false;
+  // The cores probe around each group (not on the smoke profile, whose timings mean nothing,
+  // nor under --ranks, where the ranks themselves share the cores).
+  opt.probe_cores = !across_ranks && opt.profile != Profile::smoke;
   // Experiments this machine cannot run (no GPU): left out, said, and kept in the provenance.
   const auto skipped = unavailable_here(selected);
   std::vector<const Experiment*> runnable;

@@ -20,6 +20,7 @@
 #include <set>
 
 #include "concurdl/harness/calibrate.hpp"
+#include "concurdl/harness/cores_probe.hpp"
 #include "concurdl/harness/errors.hpp"
 #include "concurdl/harness/gbench.hpp"
 #include "concurdl/harness/noise.hpp"
@@ -457,8 +458,15 @@ std::vector<Record> run_configs(
         group = measure_calibration_group(*e, slots, reps, std::max(1, e->warmup), progress,
                                           opt.progress);
       } else {
+        // Two threads are enough to see vCPUs that share a core, and on a machine with SMT two
+        // threads still land on two cores (the scheduler spreads them first).
+        const bool probe = opt.probe_cores && !e->mpi && hardware_threads() >= 2;
+        const double before = probe ? cores_probe_ratio(2) : 0;
         measure_group(slots, reps, std::max(1, e->warmup), &progress, opt.trace_dir);
         group = finish_group(*e, slots);
+        if (probe)
+          if (std::string note = cores_short_note(before, cores_probe_ratio(2), 2); !note.empty())
+            for (Record& r : group) r.notes["cores_short"] = note;
       }
       done.insert(done.end(), std::make_move_iterator(group.begin()),
                   std::make_move_iterator(group.end()));

@@ -25,6 +25,10 @@ struct RunOptions {
   // --trace: the spans (trace.hpp) of each configuration's last timed repetition, written as
   // DIR/EXPERIMENT/CONFIG.json with a Gantt chart beside it (empty: no timelines).
   std::filesystem::path trace_dir;
+  // The cores probe (cores_probe.hpp) before and after each group of configurations, on a
+  // machine of 2 CPUs or more: records timed while the CPUs were not a core each are noted
+  // "cores_short". `concurdl run` turns it on; tests leave it off (24 ms a group).
+  bool probe_cores = false;
 };
 
 // One configuration of one experiment, after expansion.
