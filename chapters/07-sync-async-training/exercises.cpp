@@ -332,7 +332,8 @@ const bool registered = [] {
            "std::atomic_ref<float> with memory_order_relaxed change? Say what the C++ memory "
            "model calls two threads accessing one plain float, one of them writing, what a "
            "compiler may then do to the loop, and what ThreadSanitizer reports. What would "
-           "seq_cst stores cost on x86 and what ordering would they buy that Hogwild needs?",
+           "seq_cst stores cost on x86, what would they buy, and would they give what Niu et "
+           "al.'s analysis of Hogwild assumes (each coordinate's update atomic)?",
            "Run `ch07_tests --gtest_filter='LockFreeStepEx7_3/student.*' "
            "--gtest_output=json:hw.json` and quote the lost_updates_2threads, _4threads and "
            "_8threads properties (of T x 200 updates of 2048 elements each). Why does "

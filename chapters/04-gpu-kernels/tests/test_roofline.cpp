@@ -81,7 +81,9 @@ TEST(GpuPeaks, TheDataSheetsFollowFromSmsLanesAndClock) {
   const GpuRoofline a100 = make_roofline("A100", 8, 0, 108, 1.41e9, 40e6, 1555e9, 1300e9);
   EXPECT_NEAR(a100.fp32_flops_per_s / 1e12, 19.5, 0.05);
   EXPECT_NEAR(a100.tensor_flops_per_s / 1e12, 311.9, 0.1);
-  // H100 SXM5: 132 SMs at 1.83 GHz (boost), 61.8 and 989.
+  // H100 SXM5 at 1.83 GHz, the clock NVIDIA's dense FP16 tensor figure (989.4) implies: 61.8
+  // and 989. (Its sheet's FP32 figure, 66.9, is at the 1.98 GHz boost clock: one clock gives
+  // one of the two, and a measured clock, as the calibration reads it, decides.)
   const GpuRoofline h100 = make_roofline("H100", 9, 0, 132, 1.83e9, 50e6, 3350e9, 3000e9);
   EXPECT_NEAR(h100.fp32_flops_per_s / 1e12, 61.8, 0.1);
   EXPECT_NEAR(h100.tensor_flops_per_s / 1e12, 989.5, 0.5);

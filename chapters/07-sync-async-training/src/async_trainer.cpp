@@ -42,8 +42,8 @@ const std::vector<ModeInfo>& async_modes() {
        "parameter server: every pushed gradient applied at once, workers never wait (stale "
        "gradients)"},
       {"ps-ssp",
-       "parameter server, stale-synchronous: a worker more than --staleness steps ahead of the "
-       "slowest waits"},
+       "parameter server, stale-synchronous: a worker whose clock (its steps) is more than "
+       "--staleness clocks ahead of the slowest worker's waits"},
       {"hogwild", "no server: workers update one shared copy without locks (relaxed atomics)"},
       {"local-sgd", "replicas train alone and average every --local-steps steps (all-reduce)"}};
   return modes;

@@ -5,8 +5,11 @@
 // load and store atomic (no torn floats, no UB) and promises nothing else: no order between
 // elements, no read-modify-write atomicity across load and store. Two workers updating one
 // element at once can lose one of the updates; a reader may see some elements from before an
-// update and some after. Hogwild's argument is that with sparse, small updates this costs
-// little; the experiments of this chapter measure what it costs on a dense MLP.
+// update and some after. Niu et al.'s analysis assumes more than this code gives: each
+// coordinate's update atomic (an atomic add, so no update is lost), and sparse updates that
+// rarely touch the same coordinate. Here the load, the arithmetic and the store are three steps
+// and the MLP's updates are dense, so updates are lost (the tests count them); the experiments
+// of this chapter measure what that costs.
 #pragma once
 
 #include <span>
