@@ -18,6 +18,7 @@
 #include <exception>
 #include <limits>
 #include <set>
+#include <thread>
 
 #include "concurdl/harness/calibrate.hpp"
 #include "concurdl/harness/cores_probe.hpp"
@@ -299,6 +300,63 @@ bool better(const Record& a, const Record& b) {
   return a.lower_is_better ? a.stats.median < b.stats.median : a.stats.median > b.stats.median;
 }
 
+// A group between two cores probes (cores_probe.hpp), when the options ask for them. Two threads
+// are enough to see vCPUs that share a core, and on a machine with SMT two threads still land on
+// two cores (the scheduler spreads them first). Before a take, the probe is repeated for up to
+// kCoresWaitSeconds while the CPUs share a core; a take whose probes found them sharing is
+// measured again, up to kCoresShortRetakes times, and the last take's records keep the note
+// "cores_short" when every take was short.
+constexpr double kCoresWaitSeconds = 1.0;
+constexpr int kCoresShortRetakes = 2;
+
+double probe_waiting_for_cores() {
+  double ratio = cores_probe_ratio(2);
+  const auto t0 = std::chrono::steady_clock::now();
+  while (ratio < kCoresShortFraction * 2 &&
+         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() <
+             kCoresWaitSeconds) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    ratio = cores_probe_ratio(2);
+  }
+  return ratio;
+}
+
+std::vector<Record> measure_probed_group(const Experiment& e, std::vector<Slot>& slots, int reps,
+                                         Progress& progress, const RunOptions& opt) {
+  const int warmup = std::max(1, e.warmup);
+  const bool probe = opt.probe_cores && !e.mpi && hardware_threads() >= 2;
+  if (!probe) {
+    measure_group(slots, reps, warmup, &progress, opt.trace_dir);
+    return finish_group(e, slots);
+  }
+  std::vector<Record> fresh;
+  for (const Slot& s : slots) fresh.push_back(s.record);
+  std::string note;
+  int take = 0;
+  for (;; ++take) {
+    if (take > 0)
+      for (std::size_t k = 0; k < slots.size(); ++k) {
+        slots[k].record = fresh[k];
+        slots[k].noise = {};
+      }
+    const double before = probe_waiting_for_cores();
+    measure_group(slots, reps, warmup, take == 0 ? &progress : nullptr, opt.trace_dir);
+    note = cores_short_note(before, cores_probe_ratio(2), 2);
+    if (note.empty() || take == kCoresShortRetakes) break;
+  }
+  std::vector<Record> group = finish_group(e, slots);
+  for (Record& r : group) {
+    if (!note.empty())
+      r.notes["cores_short"] = fmt::format("{} ({} takes, each short)", note, take + 1);
+    else if (take > 0)
+      r.notes["cores_retaken"] = fmt::format(
+          "measured {} times: the cores probe found the CPUs sharing a core around the "
+          "earlier take{}, and not around this one",
+          take + 1, take > 1 ? "s" : "");
+  }
+  return group;
+}
+
 // A calibration group is measured again until its figures (calibration_figures) agree in two
 // consecutive takes within kCalibrationTolerance, at most kCalibrationMaxTakes times. Each
 // configuration keeps its better record of the agreeing pair (of every take when none agreed:
@@ -458,15 +516,7 @@ std::vector<Record> run_configs(
         group = measure_calibration_group(*e, slots, reps, std::max(1, e->warmup), progress,
                                           opt.progress);
       } else {
-        // Two threads are enough to see vCPUs that share a core, and on a machine with SMT two
-        // threads still land on two cores (the scheduler spreads them first).
-        const bool probe = opt.probe_cores && !e->mpi && hardware_threads() >= 2;
-        const double before = probe ? cores_probe_ratio(2) : 0;
-        measure_group(slots, reps, std::max(1, e->warmup), &progress, opt.trace_dir);
-        group = finish_group(*e, slots);
-        if (probe)
-          if (std::string note = cores_short_note(before, cores_probe_ratio(2), 2); !note.empty())
-            for (Record& r : group) r.notes["cores_short"] = note;
+        group = measure_probed_group(*e, slots, reps, progress, opt);
       }
       done.insert(done.end(), std::make_move_iterator(group.begin()),
                   std::make_move_iterator(group.end()));
