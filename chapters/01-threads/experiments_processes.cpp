@@ -174,7 +174,7 @@ const bool registered = [] {
                   .versus = {{"variant", "fork_waitpid"}},
                   .bound = 20,
                   .unit = "×",
-                  .reference = 39.6}},
+                  .reference = 291.8}},
   });
 
   register_experiment({

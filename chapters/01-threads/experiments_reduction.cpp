@@ -285,7 +285,7 @@ const bool registered = [] {
             .causes = {ClaimCause::cores_and_smt},
             .unit = "×",
             .min_cpus = 2,
-            .reference = 1.87}},
+            .reference = 2.166}},
   });
   register_experiment({
       .id = "ch01/sum_memory_bound",
@@ -330,7 +330,7 @@ const bool registered = [] {
                   .causes = {ClaimCause::memory_bandwidth, ClaimCause::cores_and_smt},
                   .unit = "×",
                   .min_cpus = 2,
-                  .reference = 1.29}},
+                  .reference = 0.8767}},
   });
   register_experiment({
       .id = "ch01/false_sharing",
@@ -365,7 +365,7 @@ const bool registered = [] {
                   .bound = 1.1,
                   .unit = "×",
                   .min_cpus = 2,
-                  .reference = 1.29}},
+                  .reference = 3.255}},
   });
 
   register_experiment({

@@ -118,7 +118,7 @@ const bool registered = [] {
             .bound = 1.4,
             .unit = "×",
             .min_cpus = 2,
-            .reference = 1.93}},
+            .reference = 1.825}},
   });
   return true;
 }();

@@ -83,7 +83,7 @@ const bool registered = [] {
             .causes = {ClaimCause::cores_and_smt},
             .unit = "×",
             .min_cpus = 2,
-            .reference = 18.1}},
+            .reference = 7.746}},
   });
 
   register_microbenchmarks({.id = "ch02/lock_uncontended",

@@ -162,7 +162,7 @@ const bool registered = [] {
                   .causes = {ClaimCause::peer_kernels, ClaimCause::caches},
                   .unit = "×",
                   .min_cpus = 2,
-                  .reference = 1.27}},
+                  .reference = 1.831}},
   });
 
   register_experiment({

@@ -729,7 +729,7 @@ const bool registered = [] {
                   .bound = 1.4,
                   .unit = "×",
                   .min_cpus = 2,
-                  .reference = 1.8}},
+                  .reference = 1.928}},
   });
 #if CONCURDL_HAVE_MPI
   register_experiment({
@@ -762,7 +762,7 @@ const bool registered = [] {
             .causes = {ClaimCause::peer_kernels},
             .unit = "×",
             .min_cpus = 2,
-            .reference = 1.82}},
+            .reference = 2.068}},
   });
 #endif
   register_exercise(

@@ -184,7 +184,7 @@ const bool registered_executors = register_experiment({
                 .causes = {ClaimCause::peer_kernels, ClaimCause::wakeup_latency},
                 .unit = "×",
                 .min_cpus = 2,
-                .reference = 1.0},
+                .reference = 0.9745},
                {.id = "parallel_speeds_up_wide",
                 // Law: the wide graph's independent branches run on both threads. Bound: the
                 // smallest over every machine's quiet committed runs is 1.54x (Zen 4).
@@ -196,7 +196,7 @@ const bool registered_executors = register_experiment({
                 .bound = 1.1,
                 .unit = "×",
                 .min_cpus = 2,
-                .reference = 1.753}},
+                .reference = 1.655}},
 });
 
 // ---- ch08/inter_intra -------------------------------------------------------------------------
@@ -301,7 +301,7 @@ const bool registered_inter_intra = register_experiment({
           .bound = 1.1,
           .unit = "×",
           .min_cpus = 2,
-          .reference = 1.45},
+          .reference = 2.046},
          {.id = "deep_gains_nothing_from_inter_op",
           // Law: a chain has no two nodes ready at once. Bound: the largest over every machine's
           // quiet committed runs is 0.997x.
@@ -313,7 +313,7 @@ const bool registered_inter_intra = register_experiment({
           .bound = 1.1,
           .unit = "×",
           .min_cpus = 2,
-          .reference = 0.945}},
+          .reference = 0.9456}},
 });
 
 // ---- ch08/fusion ------------------------------------------------------------------------------
@@ -441,7 +441,7 @@ const bool registered_fusion = register_experiment({
           .versus = {{"variant", "unfused"}},
           .bound = 5,
           .unit = "×",
-          .reference = 7.876}},
+          .reference = 7.612}},
 });
 
 }  // namespace

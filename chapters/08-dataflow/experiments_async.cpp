@@ -193,7 +193,7 @@ const bool registered = register_experiment({
                 .bound = 1.3,
                 .unit = "×",
                 .min_cpus = 2,
-                .reference = 1.656}},
+                .reference = 1.564}},
 });
 
 }  // namespace

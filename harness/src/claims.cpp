@@ -376,14 +376,15 @@ std::string claims_markdown(const std::string& chapter) {
   }
   out += fmt::format(
       "\nThe reference machine: {}, every chapter in one sitting from one clean build "
-      "(`results/reference/{}`; training: `{}`; chapter 05 across MPI ranks: `{}`; chapter 06's "
-      "full profile: `{}`), and for the claims that need a GPU an {} (`{}`). `concurdl check "
+      "(`results/reference/{}`; taken again: `{}`; training: `{}`; chapter 05 across MPI ranks: "
+      "`{}`; chapter 06's full profile: `{}`), and for the claims that need a GPU an {} (`{}`). "
+      "`concurdl check "
       "RUN` judges these on your own run; the report of every run opens with them. A law is the "
       "lesson's point and holds on every machine it applies to (`concurdl check` fails when one "
       "does not); a magnitude depends on the machine, on what the kind column names, and is "
       "reported beside the reference machine's value, never failing a check.\n",
-      kReferenceMachine, kReferenceRun, kReferenceTrainRun, kReferenceCh05MpiRun, kReferenceCh06Run,
-      kReferenceGpuMachine, kReferenceGpuRun);
+      kReferenceMachine, kReferenceRun, kReferenceRerun, kReferenceTrainRun, kReferenceCh05MpiRun,
+      kReferenceCh06Run, kReferenceGpuMachine, kReferenceGpuRun);
   return out;
 }
 

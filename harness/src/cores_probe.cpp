@@ -43,8 +43,8 @@ double cores_probe_ratio(int threads, double seconds, int tries) {
     sink = sink + fma_chains(iters, 1.0f);
     const double t = seconds_since(t0);
     if (t >= seconds / 8 || iters > (std::int64_t{1} << 40)) {
-      iters = std::max<std::int64_t>(1, static_cast<std::int64_t>(
-                                            static_cast<double>(iters) * seconds / std::max(t, 1e-9)));
+      iters = std::max<std::int64_t>(
+          1, static_cast<std::int64_t>(static_cast<double>(iters) * seconds / std::max(t, 1e-9)));
       break;
     }
     iters *= 4;
