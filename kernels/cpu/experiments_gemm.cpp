@@ -222,10 +222,11 @@ const bool registered = [] {
       .claims =
           {{.id = "v4_vs_openblas",
             // Magnitude: against OpenBLAS's kernels for the CPU it detects (0.96-1.03x on the
-            // Emerald Rapids guest, 1.72-1.81x on Zen 5).
+            // Emerald Rapids guest, 1.72-1.81x on Zen 5 under OPENBLAS_CORETYPE=Haswell).
             .statement = "At n = 1024 on all cores, how fast the AVX-512 v4 runs against OpenBLAS, "
-                         "whichever kernels OpenBLAS picks for the CPU (AVX2 ones on the Zen 5 "
-                         "reference, which sets OPENBLAS_CORETYPE=Haswell; AVX-512 ones on a Xeon)",
+                         "whichever kernels OpenBLAS picks for the CPU (provenance.libraries: "
+                         "AVX-512 Cooperlake ones on the Zen 4 reference, SkylakeX ones on a "
+                         "Xeon, AVX2 Haswell ones where OPENBLAS_CORETYPE=Haswell is set)",
             .select = {{"variant", "v4_register"}, {"n", "1024"}},
             .versus = {{"variant", "openblas"}},
             .kind = Claim::Kind::magnitude,
