@@ -304,24 +304,9 @@ void add_run_flags(CLI::App* app, Args& a) {
   app->add_flag("--quiet", a.quiet, "no progress line");
 }
 
-std::vector<Command>& command_list() {
-  static std::vector<Command> list;  // filled during static initialisation
-  return list;
-}
-
 }  // namespace cli_detail
 
 using namespace cli_detail;
-
-bool register_command(Command c) {
-  for (const auto& existing : command_list())
-    if (existing.name == c.name)
-      throw std::logic_error("command '" + c.name + "' registered twice");
-  command_list().push_back(std::move(c));
-  return true;
-}
-
-const std::vector<Command>& commands() { return command_list(); }
 
 int cli_main(int argc, char** argv) {
   reexec_for_openblas_kernels(argv);  // OpenBLAS's fair kernels on CPUs it cannot place

@@ -19,7 +19,7 @@
 #include <stdexcept>
 
 #include "concurdl/data/idx.hpp"
-#include "concurdl/harness/cli.hpp"
+#include "concurdl/harness/commands.hpp"
 #include "concurdl/harness/errors.hpp"
 #include "concurdl/kernels/gemm.hpp"
 #include "concurdl/kernels/threads.hpp"
