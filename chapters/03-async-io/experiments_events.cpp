@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <condition_variable>
+#include <cstdint>
 #include <deque>
 #include <functional>
 #include <future>
@@ -279,7 +280,9 @@ class SerialExecutor {
   std::thread thread_;
 };
 
-int step(int v) { return v * 3 + 1; }  // the work of one step (mod 2^32 wrap is fine)
+// The work of one step: 3v + 1 modulo 2^32, in unsigned arithmetic (signed overflow would be
+// undefined behaviour, which UBSan reports), read back as an int.
+int step(int v) { return static_cast<int>(static_cast<std::uint32_t>(v) * 3U + 1U); }
 
 // A chain of `steps` dependent steps, run to the end; the result is the last step's value.
 using ChainFn = int (*)(SerialExecutor& io, int steps);

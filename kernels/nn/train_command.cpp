@@ -39,7 +39,7 @@
 #include "concurdl/data/error.hpp"
 #include "concurdl/data/idx.hpp"
 #include "concurdl/harness/claims.hpp"
-#include "concurdl/harness/cli.hpp"
+#include "concurdl/harness/commands.hpp"
 #include "concurdl/harness/errors.hpp"
 #include "concurdl/harness/experiment.hpp"
 #include "concurdl/harness/provenance.hpp"
@@ -49,6 +49,7 @@
 #include "concurdl/harness/stats.hpp"
 #include "concurdl/harness/trace.hpp"
 #include "concurdl/kernels/threads.hpp"
+#include "concurdl/nn/checkpoint.hpp"
 #include "concurdl/nn/distributed_train.hpp"
 #include "concurdl/nn/trainer.hpp"
 #include "train_args.hpp"
@@ -246,7 +247,8 @@ int train_main(const std::vector<std::string>& args) {
                  "and ps-ssp (worker processes)");
   app.add_option("--bucket-mb", a.bucket_mb,
                  "with --ranks: all-reduce the gradients in buckets of at least this many MiB "
-                 "(0: one per layer; default 0.125)");
+                 "(0: one per layer; default 0.125)")
+      ->check(CLI::Range(0.0, 1024.0));
   app.add_flag("--overlap", a.overlap,
                "with --ranks: all-reduce finished buckets while backward goes on");
   app.add_option("--allreduce", a.allreduce,
@@ -299,12 +301,29 @@ int train_main(const std::vector<std::string>& args) {
   TrainConfig config = make_config(a);
   // The records' batch: the global batch of a synchronous step; a push's in the other modes.
   if (backend != nullptr && mode == nullptr) config.batch = a.batch * a.ranks;
+  // Every option the mode or backend reads is checked before the data set is loaded (or mpirun
+  // started): a bad --allreduce, --schedule or --pipeline costs nothing.
+  if (mode != nullptr && mode->check)
+    mode->check(dist, config);
+  else if (mode == nullptr && backend != nullptr && backend->check)
+    backend->check(dist, config);
   if (!a.checkpoint.empty()) check_writable_parent("--checkpoint", a.checkpoint);
   if (!a.checkpoint.empty() && fs::is_directory(a.checkpoint))
     throw UsageError(
         fmt::format("--checkpoint: '{}' is a directory; give the file to write", a.checkpoint));
   if (!a.resume.empty() && !fs::is_regular_file(a.resume))
     throw UsageError(fmt::format("--resume: '{}' is not a readable file", a.resume));
+  if (!a.resume.empty()) {
+    // Read once here, into a model of this run's architecture, so that a corrupt or foreign
+    // checkpoint is refused before the data set is loaded (the trainer reads it again).
+    try {
+      Mlp probe(config.spec, config.seed, config.gemm);
+      Sgd opt(probe.parameters().size(), config.sgd);
+      (void)load_checkpoint(a.resume, probe, opt);
+    } catch (const CheckpointError& e) {
+      throw UsageError(fmt::format("--resume: {}", e.what()));
+    }
+  }
 
   const fs::path dir = a.data.empty() ? data::fashion_mnist_dir() : fs::path(a.data);
   dist.data = dir;

@@ -132,6 +132,8 @@ const bool registered = [] {
       {.name = "threads",
        .what = "ranks are threads of this process (shared memory), one compute thread each",
        .missing = [] { return std::string(); },
+       .check = [](const nn::DistributedOptions& o,
+                   const nn::TrainConfig&) { (void)options_of(o); },
        .run = &run_on_threads});
   nn::register_distributed_backend(
       {.name = "mpi",
@@ -142,6 +144,8 @@ const bool registered = [] {
                   "libopenmpi-dev openmpi-bin, then configure again)";
          return "";
        },
+       .check = [](const nn::DistributedOptions& o,
+                   const nn::TrainConfig&) { (void)options_of(o); },
        .mpi_launch = true,
        .run =
            [](const nn::DistributedOptions& o, const nn::TrainConfig& c, const nn::Dataset& d,

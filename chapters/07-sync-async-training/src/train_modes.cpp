@@ -46,18 +46,21 @@ const bool registered = [] {
     nn::register_training_mode(
         {.name = name,
          .what = m.what,
-         .run = [name](const nn::DistributedOptions& o, const nn::TrainConfig& c,
-                       const nn::Dataset& train, const nn::RankLoop& loop) {
-           const AsyncOptions a = options_of(name, o);
-           if (o.backend == "processes") {
-             ProcessPsTrainer t(c, train, a,
-                                {.data = o.data, .train_limit = o.train_limit, .gemm = o.gemm});
-             loop(t);
-           } else {
-             AsyncTrainer t(c, train, a);
-             loop(t);
-           }
-         }});
+         .check = [name](const nn::DistributedOptions& o,
+                         const nn::TrainConfig&) { (void)options_of(name, o); },
+         .run =
+             [name](const nn::DistributedOptions& o, const nn::TrainConfig& c,
+                    const nn::Dataset& train, const nn::RankLoop& loop) {
+               const AsyncOptions a = options_of(name, o);
+               if (o.backend == "processes") {
+                 ProcessPsTrainer t(c, train, a,
+                                    {.data = o.data, .train_limit = o.train_limit, .gemm = o.gemm});
+                 loop(t);
+               } else {
+                 AsyncTrainer t(c, train, a);
+                 loop(t);
+               }
+             }});
   }
   // The backend name the train command looks up; only the parameter-server modes run on it.
   nn::register_distributed_backend(

@@ -93,6 +93,10 @@ struct DistributedBackend {
   std::string what;  // one line for --help
   // "" when this program can run it here, else one line saying why not (a usage error).
   std::function<std::string()> missing;
+  // Throws UsageError for options it cannot run (an unknown --allreduce); `concurdl train`
+  // calls it before the data set is loaded or mpirun started, so bad input costs nothing.
+  // Empty: run() checks on its own.
+  std::function<void(const DistributedOptions&, const TrainConfig&)> check;
   // Its ranks are MPI processes: `concurdl train` re-executes itself under mpirun first.
   bool mpi_launch = false;
   // Runs `loop` on every rank (on this process's rank only, for MPI) and returns when all are
@@ -118,6 +122,8 @@ namespace concurdl::nn {
 struct TrainingMode {
   std::string name;  // "ps-async"
   std::string what;  // one line for --help
+  // As DistributedBackend::check: UsageError for options it cannot run, before any data.
+  std::function<void(const DistributedOptions&, const TrainConfig&)> check;
   std::function<void(const DistributedOptions&, const TrainConfig&, const Dataset& train,
                      const RankLoop& loop)>
       run;
