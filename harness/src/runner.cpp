@@ -1,10 +1,10 @@
 // The runner: for each group of configurations measured together (sweep.cpp expands them):
 // prepare, check, warm up, time round-robin while watching the machine, check again; then
-// statistics (derived metrics: derive.cpp). Calibration groups are taken until they agree.
+// statistics (derived metrics: derive.cpp). How often a group is taken (until the calibration's
+// takes agree, or until the cores probe finds the CPUs a core each) is runner_takes.cpp's.
 #include "concurdl/harness/runner.hpp"
 
 #include <fmt/format.h>
-#include <fmt/ranges.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -18,17 +18,18 @@
 #include <exception>
 #include <limits>
 #include <set>
-#include <thread>
 
 #include "concurdl/harness/calibrate.hpp"
-#include "concurdl/harness/cores_probe.hpp"
 #include "concurdl/harness/errors.hpp"
 #include "concurdl/harness/gbench.hpp"
 #include "concurdl/harness/noise.hpp"
 #include "concurdl/harness/ranks.hpp"
 #include "concurdl/harness/trace.hpp"
+#include "runner_detail.hpp"
 
 namespace concurdl {
+
+using namespace runner_detail;
 
 class HostTimer final : public Timer {
  public:
@@ -66,15 +67,6 @@ Params group_key(const Config& c) {
   if (c.experiment->mpi && c.params.count("ranks")) key["ranks"] = c.params.at("ranks");
   return key;
 }
-
-struct Slot {
-  const Config* config = nullptr;
-  Trial trial;
-  Record record;
-  Timer* timer = nullptr;
-  bool across_ranks = false;
-  NoiseMeter noise;  // other processes' CPU time during the timed repetitions
-};
 
 // `noise`, where given, is read around the measurement (after the untimed reset): outside the
 // timer, which times only `run`.
@@ -125,22 +117,6 @@ void add_sample(const Experiment& e, Record& r, Sample&& s) {
     it->second.samples.push_back(v);
   }
   r.samples.push_back(s.value);
-}
-
-// Anything a chapter's code throws becomes the record's reason; bad input stays a usage error.
-template <class F>
-void guarded(Slot& s, const char* when, F&& f) {
-  try {
-    f();
-  } catch (const UsageError&) {
-    throw;
-  } catch (const std::exception& e) {
-    s.record.valid = false;
-    s.record.validation = fmt::format("{}: {}", when, e.what());
-  } catch (...) {
-    s.record.valid = false;
-    s.record.validation = fmt::format("{}: an exception that is not a std::exception", when);
-  }
 }
 
 bool check(Slot& s, const char* when) {
@@ -200,9 +176,13 @@ void write_trace(const std::filesystem::path& dir, const Slot& s,
                       fmt::format("{}\n{}", e.id, describe(s.config->params)), warning, 1);
 }
 
+}  // namespace
+
+namespace runner_detail {
+
 // `progress` is null when the group is measured again (a calibration's later takes).
 void measure_group(std::vector<Slot>& slots, int repetitions, int warmup, Progress* progress,
-                   const std::filesystem::path& trace_dir = {}) {
+                   const std::filesystem::path& trace_dir) {
   agree(slots);  // prepare
   // Before timing: each configuration runs once and is checked; a wrong one is never timed.
   for (Slot& s : slots) {
@@ -292,147 +272,9 @@ std::vector<Record> finish_group(const Experiment& e, std::vector<Slot>& slots) 
   return out;
 }
 
-// Of two records of one configuration, the better measured: valid first, then the better
-// median.
-bool better(const Record& a, const Record& b) {
-  if (a.valid != b.valid) return a.valid;
-  if (a.stats.n == 0 || b.stats.n == 0) return a.stats.n > b.stats.n;
-  return a.lower_is_better ? a.stats.median < b.stats.median : a.stats.median > b.stats.median;
-}
+}  // namespace runner_detail
 
-// A group between two cores probes (cores_probe.hpp), when the options ask for them. Two threads
-// are enough to see vCPUs that share a core, and on a machine with SMT two threads still land on
-// two cores (the scheduler spreads them first). Before a take, the probe is repeated for up to
-// kCoresWaitSeconds while the CPUs share a core; a take whose probes found them sharing is
-// measured again, up to kCoresShortRetakes times, and the last take's records keep the note
-// "cores_short" when every take was short.
-constexpr double kCoresWaitSeconds = 1.0;
-constexpr int kCoresShortRetakes = 2;
-
-double probe_waiting_for_cores() {
-  double ratio = cores_probe_ratio(2);
-  const auto t0 = std::chrono::steady_clock::now();
-  while (ratio < kCoresShortFraction * 2 &&
-         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() <
-             kCoresWaitSeconds) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    ratio = cores_probe_ratio(2);
-  }
-  return ratio;
-}
-
-std::vector<Record> measure_probed_group(const Experiment& e, std::vector<Slot>& slots, int reps,
-                                         Progress& progress, const RunOptions& opt) {
-  const int warmup = std::max(1, e.warmup);
-  const bool probe = opt.probe_cores && !e.mpi && hardware_threads() >= 2;
-  if (!probe) {
-    measure_group(slots, reps, warmup, &progress, opt.trace_dir);
-    return finish_group(e, slots);
-  }
-  std::vector<Record> fresh;
-  for (const Slot& s : slots) fresh.push_back(s.record);
-  std::string note;
-  int take = 0;
-  for (;; ++take) {
-    if (take > 0)
-      for (std::size_t k = 0; k < slots.size(); ++k) {
-        slots[k].record = fresh[k];
-        slots[k].noise = {};
-      }
-    const double before = probe_waiting_for_cores();
-    measure_group(slots, reps, warmup, take == 0 ? &progress : nullptr, opt.trace_dir);
-    note = cores_short_note(before, cores_probe_ratio(2), 2);
-    if (note.empty() || take == kCoresShortRetakes) break;
-  }
-  std::vector<Record> group = finish_group(e, slots);
-  for (Record& r : group) {
-    if (!note.empty())
-      r.notes["cores_short"] = fmt::format("{} ({} takes, each short)", note, take + 1);
-    else if (take > 0)
-      r.notes["cores_retaken"] = fmt::format(
-          "measured {} times: the cores probe found the CPUs sharing a core around the "
-          "earlier take{}, and not around this one",
-          take + 1, take > 1 ? "s" : "");
-  }
-  return group;
-}
-
-// A calibration group is measured again until its figures (calibration_figures) agree in two
-// consecutive takes within kCalibrationTolerance, at most kCalibrationMaxTakes times. Each
-// configuration keeps its better record of the agreeing pair (of every take when none agreed:
-// a disturbed take is the slower one). A figure that never settled is said in the records'
-// note "unstable", which calibration_from_records gathers into Calibration::detail (the
-// calibration's "unstable" in results.json), and in one line on stderr. Each take is also
-// watched as a whole, in one window, which the jiffy counters can judge even where the
-// repetitions are too short to: a take during which other processes were busy gets the note
-// "noisy" where its repetitions did not already.
-std::vector<Record> measure_calibration_group(const Experiment& e, std::vector<Slot>& slots,
-                                              int reps, int warmup, Progress& progress,
-                                              bool verbose) {
-  const std::vector<Record> fresh = [&] {
-    std::vector<Record> r;
-    for (const Slot& s : slots) r.push_back(s.record);
-    return r;
-  }();
-  std::vector<std::vector<Record>> taken;
-  std::vector<std::string> names;
-  const Takes takes = agreeing_takes(
-      [&] {
-        if (!taken.empty())
-          for (std::size_t k = 0; k < slots.size(); ++k) {
-            slots[k].record = fresh[k];
-            slots[k].noise = {};
-          }
-        NoiseMeter whole;
-        whole.start();
-        measure_group(slots, reps, warmup, taken.empty() ? &progress : nullptr);
-        whole.stop();
-        taken.push_back(finish_group(e, slots));
-        if (std::string note = whole.note("this calibration take"); !note.empty())
-          for (Record& r : taken.back())
-            if (!r.notes.count("noisy")) r.notes["noisy"] = note;
-        std::vector<double> values;
-        names.clear();
-        for (const auto& [name, v] : calibration_figures(taken.back())) {
-          names.push_back(name);
-          values.push_back(v);
-        }
-        // No valid record, no figure: measuring again would only fail again.
-        if (std::all_of(values.begin(), values.end(), [](double v) { return v == 0; }))
-          values.clear();
-        return values;
-      },
-      kCalibrationTolerance, kCalibrationMaxTakes);
-  const std::size_t n = taken.size();
-  const std::size_t first = takes.agreed && n >= 2 ? n - 2 : 0;
-  std::vector<Record> kept = taken.back();
-  for (std::size_t k = 0; k < kept.size(); ++k)
-    for (std::size_t t = first; t < n; ++t)
-      if (better(taken[t][k], kept[k])) kept[k] = taken[t][k];
-  if (!takes.agreed) {
-    // The figures that disagree in the last two takes, with every take's value.
-    const std::vector<double>& last = takes.figures[n - 1];
-    const std::vector<double>& before = takes.figures[n >= 2 ? n - 2 : 0];
-    std::string text;
-    for (std::size_t f = 0; f < names.size(); ++f) {
-      if (n >= 2 && takes_agree({before[f]}, {last[f]}, kCalibrationTolerance)) continue;
-      std::vector<std::string> values;
-      for (const auto& take : takes.figures) values.push_back(fmt::format("{:.3g}", take[f]));
-      text += fmt::format("{}{}: takes {} disagree by more than {:.0f}%", text.empty() ? "" : "; ",
-                          names[f], fmt::join(values, ", "), 100 * kCalibrationTolerance);
-    }
-    text += "; the best take of each configuration is kept";
-    for (Record& r : kept) r.notes["unstable"] = text;
-    if (verbose) {
-      std::fprintf(stderr, "concurdl: warning: %s did not settle: %s\n", e.id.c_str(),
-                   text.c_str());
-      std::fflush(stderr);
-    }
-  }
-  return kept;
-}
-
-}  // namespace
+namespace {}  // namespace
 
 std::vector<Record> run_configs(
     const std::vector<Config>& configs, const RunOptions& opt, const Calibration& calib,
