@@ -121,6 +121,18 @@ TEST_F(Cli, AbsurdValuesAreUsageErrorsNamingTheLimit) {
                      "--threads and --set threads");
   EXPECT_FALSE(fs::exists(dir_ / "results"));
 }
+// A text value no axis takes is refused in one line before the machine is calibrated (that
+// would print "calibrating this machine" first): a closed list, a variant table's rows, and an
+// open axis's own parse.
+TEST_F(Cli, UnknownTextValuesAreRefusedBeforeCalibrating) {
+  expect_usage_error(run("run ch06/pipeline --set schedule=zigzag", CONCURDL_BIN),
+                     "parameter 'schedule': unknown value 'zigzag' (known: naive, gpipe, 1f1b)");
+  expect_usage_error(run("run ch01/sum_memory_bound --set variant=v99", CONCURDL_BIN),
+                     "parameter 'variant': unknown variant 'v99'");
+  expect_usage_error(run("run ch07/training --set straggler=3y", CONCURDL_BIN),
+                     "parameter 'straggler': '3y' is not none or a factor like 4x");
+  EXPECT_FALSE(fs::exists(dir_ / "results"));
+}
 TEST_F(Cli, AResultsFileThatIsADirectoryIsNamed) {
   fs::create_directories(dir_ / "run" / "results.json");
   expect_usage_error(run("report run"), "run/results.json: is a directory, not a results file");

@@ -1,6 +1,7 @@
 // The registries of experiments and chapters, filled by static initializers in each chapter's
 // experiments.cpp (object libraries, so the linker keeps them).
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <sched.h>
 
 #include <algorithm>
@@ -16,7 +17,14 @@ namespace concurdl {
 
 void check_axis_value(const Axis& a, std::string_view text) {
   check_value(a.name, a.kind, text);
-  if ((a.max == 0 && !a.min) || a.kind == AxisKind::text) return;
+  if (a.kind == AxisKind::text) {
+    if (a.check) return a.check(text);
+    for (const auto* list : {&a.values, &a.quick, &a.smoke})
+      if (std::find(list->begin(), list->end(), text) != list->end()) return;
+    throw UsageError(fmt::format("parameter '{}': unknown value '{}' (known: {})", a.name, text,
+                                 fmt::join(a.values, ", ")));
+  }
+  if (a.max == 0 && !a.min) return;
   bool above = false, below = false;
   if (a.kind == AxisKind::real) {
     const double v = parse_real(a.name, text);

@@ -1,7 +1,7 @@
 // Experiments: a named, registered function that runs one configuration. A chapter declares
 // what to sweep, what one run does, how to check it and what to chart; the harness does the
 // rest (sweep expansion, validation before and after timing, warm-up, interleaved repetitions,
-// statistics, derived metrics, records, charts). See docs/architecture.md for a worked example.
+// statistics, derived metrics, records, charts). See docs/extending.md for a worked example.
 #pragma once
 
 #include <any>
@@ -10,6 +10,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "concurdl/harness/params.hpp"
@@ -37,6 +38,12 @@ struct Axis {
   // Numeric kinds: the smallest value, where the experiment needs more than the kind allows
   // (count and size: 1; integer and real: any): 0 for a percentage or a latency.
   std::optional<std::int64_t> min;
+  // A text axis takes the values it lists (in any profile) and nothing else, unless it has a
+  // `check`: then the check decides, throwing UsageError on a value it refuses. A variant
+  // table's axis checks against its rows (and says why a row cannot run here); an open axis
+  // (chapter 07's straggler, any factor like 3x) parses. Either way `--set` is refused before
+  // anything is calibrated or measured.
+  std::function<void(std::string_view)> check;
 };
 
 // check_value() for this axis, and its `min` and `max`.

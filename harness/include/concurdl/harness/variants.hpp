@@ -177,6 +177,11 @@ class VariantTable {
     describe_variants(std::move(doc));
     Axis a{std::string(axis_), names(Offer::here, sel), names(Offer::quick, sel)};
     if (a.quick == a.values) a.quick.clear();
+    a.check = [table = *this, sel](std::string_view name) {
+      const Row* r = table.lookup(name);
+      if (r == nullptr || !selected(*r, sel)) throw UsageError(table.unknown_message(name, sel));
+      (void)table.find(name);
+    };
     return a;
   }
 
@@ -199,9 +204,10 @@ class VariantTable {
     if (!needs_missing(r.needs).empty()) return false;
     return offer == Offer::here || sel.all_quick || r.quick;
   }
-  std::string unknown_message(std::string_view name) const {
+  std::string unknown_message(std::string_view name, RowSelection<Row> sel = {}) const {
     std::string known;
-    for (const Row& r : rows_) known += (known.empty() ? "" : ", ") + std::string(r.name);
+    for (const Row& r : rows_)
+      if (selected(r, sel)) known += (known.empty() ? "" : ", ") + std::string(r.name);
     return "parameter '" + std::string(axis_) + "': unknown " + std::string(axis_) + " '" +
            std::string(name) + "' (known: " + known + ")";
   }
