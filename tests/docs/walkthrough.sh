@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Follows docs/architecture.md's walkthroughs ("How to add a chapter", "How to add a variant")
+# Follows docs/extending.md's walkthroughs ("How to add a chapter", "How to add a variant")
 # step by step, in a copy of the source tree: each block the document marks is written or
 # inserted where it says, and each command block it marks is run, in document order. So the
 # walkthrough cannot drift from what builds and passes: if a step stops working, this fails.
@@ -13,7 +13,7 @@
 #   <!-- walkthrough:run -->                       shell commands, run at the copy's root
 set -euo pipefail
 src="$(cd "$(dirname "$0")/../.." && pwd)"
-doc="$src/docs/architecture.md"
+doc="$src/docs/extending.md"
 if ! git -C "$src" rev-parse --git-dir >/dev/null 2>&1; then
   echo "walkthrough: $src is not a git checkout; skipped"
   exit 77
