@@ -3,6 +3,7 @@
 // table and CSV. Drives `concurdl-selftest`'s toy chapter (tests/selftest).
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "cli_fixture.hpp"
+#include "concurdl/harness/exercise.hpp"
 #include "concurdl/harness/records.hpp"
 
 using concurdl::load_run;
@@ -19,8 +21,8 @@ using namespace cli_test;
 TEST_F(Cli, ExerciseReportsEachOutcomeAndTimesTheCorrectOne) {
   // The toy's samples are modelled costs (tests/selftest/experiments.cpp): the verdicts below
   // do not depend on this machine's load.
-  const Result r =
-      run("exercise ch99 --repeat 9 --quiet", CONCURDL_SELFTEST_BIN, "CONCURDL_EXERCISE_TIMEOUT=3");
+  const Result r = run("exercise ch99 --repeat 9 --quiet --no-build", CONCURDL_SELFTEST_BIN,
+                       "CONCURDL_EXERCISE_TIMEOUT=3");
   EXPECT_EQ(r.rc, 1) << "a wrong attempt must fail the command\n" << r.out << r.err;
   EXPECT_NE(r.out.find("exercise 99.1 untouched stub: not attempted"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("exercise 99.2 wrong attempt: WRONG"), std::string::npos) << r.out;
@@ -48,7 +50,7 @@ TEST_F(Cli, SavedAttemptsFromThreeMachinesMergeIntoAClassTable) {
   for (const char* host : hosts) {
     // 15 repetitions, the default (the toy's costs are modelled, so any count gives these
     // verdicts).
-    const Result r = run("exercise ch99 99.1 99.3 99.5 --repeat 15 --quiet --out class");
+    const Result r = run("exercise ch99 99.1 99.3 99.5 --repeat 15 --quiet --no-build --out class");
     ASSERT_EQ(r.rc, 1) << r.out << r.err;  // 99.5 is slow
     const fs::path dir = dir_ / r.last_line();
     ASSERT_TRUE(fs::is_regular_file(dir / "results.json")) << r.out;
@@ -93,19 +95,42 @@ TEST_F(Cli, SavedAttemptsFromThreeMachinesMergeIntoAClassTable) {
 // (exit 1); the reference's own code in the stub's place is done (exit 0); an exercise not
 // attempted fails nothing; --no-timing grades correctness alone.
 TEST_F(Cli, ExerciseVerdictsWeighTheTargetAndSetTheExitCode) {
-  const Result slow = run("exercise ch99 99.5 --repeat 15 --quiet");
+  const Result slow = run("exercise ch99 99.5 --repeat 15 --quiet --no-build");
   EXPECT_EQ(slow.rc, 1) << slow.out << slow.err;
   EXPECT_NE(slow.out.find("-> exercise 99.5: CORRECT BUT SLOW: correct, but more than 1.2x"),
             std::string::npos)
       << slow.out;
-  const Result done = run("exercise ch99 99.3 --repeat 15 --quiet");
+  const Result done = run("exercise ch99 99.3 --repeat 15 --quiet --no-build");
   EXPECT_EQ(done.rc, 0) << done.out << done.err;
   EXPECT_NE(done.out.find("-> exercise 99.3: done: correct and within 1.2x"), std::string::npos)
       << done.out;
-  const Result untouched = run("exercise ch99 99.1 --quiet");
+  const Result untouched = run("exercise ch99 99.1 --quiet --no-build");
   EXPECT_EQ(untouched.rc, 0) << untouched.out;
   EXPECT_NE(untouched.out.find("1 not attempted"), std::string::npos) << untouched.out;
-  const Result untimed = run("exercise ch99 99.5 --no-timing --quiet");
+  const Result untimed = run("exercise ch99 99.5 --no-timing --quiet --no-build");
   EXPECT_EQ(untimed.rc, 0) << untimed.out;
   EXPECT_NE(untimed.out.find("1 correct"), std::string::npos) << untimed.out;
+}
+
+// A test program older than a code file of its chapter would grade the code as it was:
+// source_newer_than names the newest such file; notes and a README do not count.
+TEST(ExerciseSources, ACodeFileNewerThanTheProgramIsNamed) {
+  namespace fs = std::filesystem;
+  const fs::path dir =
+      fs::temp_directory_path() /
+      ("concurdl-stale-" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()));
+  fs::remove_all(dir);
+  fs::create_directories(dir / "chapter" / "exercises");
+  const fs::path program = dir / "ch09_tests", stub = dir / "chapter/exercises/student.hpp",
+                 notes = dir / "chapter/exercises/exercises.md";
+  for (const fs::path& f : {program, stub, notes}) std::ofstream(f) << "x";
+  const auto built = fs::last_write_time(program);
+  fs::last_write_time(stub, built - std::chrono::seconds(10));
+  fs::last_write_time(notes, built + std::chrono::seconds(10));
+  EXPECT_FALSE(concurdl::source_newer_than(program, dir / "chapter")) << "only notes are newer";
+  fs::last_write_time(stub, built + std::chrono::seconds(5));
+  EXPECT_EQ(concurdl::source_newer_than(program, dir / "chapter"), stub);
+  EXPECT_FALSE(concurdl::source_newer_than(dir / "no-such-program", dir / "chapter"));
+  EXPECT_FALSE(concurdl::source_newer_than(program, dir / "no-such-chapter"));
+  fs::remove_all(dir);
 }

@@ -388,6 +388,9 @@ int cli_main(int argc, char** argv) {
   exercise->add_option("--repeat", a.repeat, "timed repetitions");
   exercise->add_option("--profile", a.profile, "quick (default), full or smoke");
   exercise->add_flag("--no-timing", a.no_timing, "tests only");
+  exercise->add_flag("--no-build", a.no_build,
+                     "do not rebuild the chapter's tests and concurdl first (a program older "
+                     "than the chapter's sources is then refused)");
   exercise->add_flag("--quiet", a.quiet, "no progress line");
 
   // Registered commands parse their own arguments: everything after the name, --help included.
@@ -409,6 +412,7 @@ int cli_main(int argc, char** argv) {
   }
 
   std::vector<std::string> command(argv, argv + argc);
+  a.argv = command;
   command[0] = "concurdl";
   try {
     if (*list) return cmd_list(a);

@@ -23,7 +23,9 @@ struct Args {
   std::string continue_run;        // the same, once DIR's own command line has been read back
   std::vector<std::string> set;
   bool no_calibrate = false, no_report = false, quiet = false, no_timing = false;
-  bool trace = false;  // run --trace
+  bool trace = false;             // run --trace
+  bool no_build = false;          // exercise --no-build: grade the programs as they are
+  std::vector<std::string> argv;  // the command line as given (exercise starts itself again)
   bool markdown = false;
   bool csv = false;                 // report: exercises.csv of the class's attempts
   std::vector<std::string> labels;  // report, check: --label, a name per run in turn

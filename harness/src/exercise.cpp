@@ -16,6 +16,7 @@
 #include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <thread>
 
 #include "concurdl/harness/stats.hpp"
@@ -160,6 +161,27 @@ std::vector<const Exercise*> exercises_of(const std::string& chapter) {
 std::string exercise_threads() {
   return std::to_string(
       std::min(std::max(2u, hardware_threads()), static_cast<unsigned>(kMaxThreads)));
+}
+
+std::optional<fs::path> source_newer_than(const fs::path& program, const fs::path& sources) {
+  std::error_code ec;
+  const auto built = fs::last_write_time(program, ec);
+  if (ec || !fs::is_directory(sources, ec)) return std::nullopt;
+  std::optional<fs::path> newest;
+  fs::file_time_type newest_time = built;
+  for (auto it = fs::recursive_directory_iterator(
+           sources, fs::directory_options::skip_permission_denied, ec);
+       !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
+    if (!it->is_regular_file(ec)) continue;
+    static const std::set<std::string> code = {".hpp", ".h", ".cpp", ".cc", ".cu", ".cuh", ".txt"};
+    if (!code.count(it->path().extension().string())) continue;  // not notes or a README
+    const auto t = it->last_write_time(ec);
+    if (!ec && t > newest_time) {
+      newest_time = t;
+      newest = it->path();
+    }
+  }
+  return newest;
 }
 
 ExerciseOutcome check_exercise(const Exercise& e, const fs::path& bin_dir) {

@@ -3,10 +3,19 @@
 // done, correct but slow, or inconclusive. Exit 0 only when every attempted exercise passes.
 // With --out DIR the attempt is saved as a run (results.json with an `exercises` section), which
 // `concurdl report` merges with other students' into one table per exercise.
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <map>
 
@@ -23,6 +32,7 @@ namespace concurdl::cli_detail {
 namespace {
 
 using json = nlohmann::json;
+namespace fs = std::filesystem;
 
 struct Attempt {
   const Exercise* exercise = nullptr;
@@ -151,6 +161,107 @@ std::string answers_markdown(const std::vector<Attempt>& attempts, const std::st
   return md;
 }
 
+// Runs `argv` with its output in `log`; its exit status (127: it could not start).
+int run_logged(const std::vector<std::string>& argv, const std::string& log) {
+  std::vector<char*> args;
+  for (const std::string& s : argv) args.push_back(const_cast<char*>(s.c_str()));
+  args.push_back(nullptr);
+  const pid_t pid = ::fork();
+  if (pid < 0) return 127;
+  if (pid == 0) {
+    const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    if (fd >= 0) {
+      ::dup2(fd, STDOUT_FILENO);
+      ::dup2(fd, STDERR_FILENO);
+    }
+    ::execvp(args[0], args.data());
+    ::_exit(127);
+  }
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0)
+    if (errno != EINTR) return 127;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
+}
+
+std::string last_lines(const std::string& path, std::size_t n) {
+  std::ifstream in(path);
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  std::string out;
+  for (std::size_t i = lines.size() > n ? lines.size() - n : 0; i < lines.size(); ++i)
+    out += lines[i] + "\n";
+  return out;
+}
+
+// The student's code is compiled into the chapter's test program (the tests) and into this
+// program (the timing), so both must be newer than it. Where this program runs from its build
+// tree, both are rebuilt first (cmake --build DIR --target ...); when that relinked this
+// program, the new one is started in its place (told so by CONCURDL_EXERCISE_BUILT). Elsewhere, or
+// with --no-build, a program older than a file of the chapter's sources is refused: it would grade
+// the code as it was. Returns an exit status when the exercise cannot be graded.
+std::optional<int> bring_up_to_date(const Args& a, const std::vector<const Exercise*>& mine,
+                                    const ChapterInfo& c) {
+  if (const char* built = std::getenv("CONCURDL_EXERCISE_BUILT"); built && *built)
+    return std::nullopt;  // started again by the rebuild below: everything is new
+  std::error_code ec;
+  const fs::path self = fs::read_symlink("/proc/self/exe", ec);
+  if (ec) return std::nullopt;
+  std::vector<std::string> targets;
+  for (const Exercise* x : mine)
+    if (std::find(targets.begin(), targets.end(), x->test_binary) == targets.end())
+      targets.push_back(x->test_binary);
+  targets.push_back(self.filename().string());
+  const fs::path tree = build::binary_dir;
+  const bool in_tree = fs::exists(tree / "CMakeCache.txt", ec) &&
+                       fs::equivalent(self.parent_path(), tree / "bin", ec);
+  if (!a.no_build && in_tree) {
+    struct stat before {};
+    ::stat("/proc/self/exe", &before);
+    std::vector<std::string> cmd = {build::cmake_command, "--build", tree.string(), "--target"};
+    cmd.insert(cmd.end(), targets.begin(), targets.end());
+    if (!a.quiet)
+      std::fprintf(stderr, "concurdl: bringing %s up to date (cmake --build %s)\n",
+                   fmt::format("{}", fmt::join(targets, ", ")).c_str(), tree.string().c_str());
+    const std::string log = (fs::temp_directory_path() / "concurdl-exercise-build.log").string();
+    if (const int rc = run_logged(cmd, log); rc != 0) {
+      std::fprintf(stderr, "%s", last_lines(log, 40).c_str());
+      std::fprintf(stderr,
+                   "concurdl: the build failed (exit %d): the chapter's code does not compile as "
+                   "it is; the compiler's last lines are above, the whole log is %s\n",
+                   rc, log.c_str());
+      return 1;
+    }
+    struct stat after {};
+    if (::stat(self.c_str(), &after) == 0 &&
+        (after.st_ino != before.st_ino || after.st_mtime != before.st_mtime)) {
+      std::vector<std::string> again = a.argv;
+      ::setenv("CONCURDL_EXERCISE_BUILT", "1", 1);
+      std::vector<char*> args;
+      for (std::string& s : again) args.push_back(s.data());
+      args.push_back(nullptr);
+      std::fflush(nullptr);
+      ::execv(self.c_str(), args.data());
+      std::fprintf(stderr, "concurdl: cannot start the rebuilt %s: %s\n", self.c_str(),
+                   std::strerror(errno));
+      return 1;
+    }
+    return std::nullopt;
+  }
+  const fs::path sources = fs::path(build::source_dir) / "chapters" / c.folder;
+  for (const std::string& t : targets) {
+    const fs::path program = self.parent_path() / t;
+    if (const auto newer = source_newer_than(program, sources)) {
+      std::fprintf(stderr,
+                   "concurdl: %s is older than %s: it would grade the code as it was before; "
+                   "rebuild first (cmake --build %s), or run concurdl exercise from the build "
+                   "tree without --no-build\n",
+                   program.c_str(), newer->c_str(), tree.c_str());
+      return 2;
+    }
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 int cmd_exercise(const Args& a) {
@@ -172,6 +283,7 @@ int cmd_exercise(const Args& a) {
     }
     mine = named;
   }
+  if (const auto stop = bring_up_to_date(a, mine, *c)) return *stop;
   RunOptions opt = make_options(a);
   const std::string rerun =
       fmt::format("concurdl exercise {} --repeat 20", fmt::join(a.targets, " "));

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -113,5 +114,12 @@ struct ExerciseOutcome {
 
 // Run the gtest binary on the exercise's filter and classify the outcome from its JSON report.
 ExerciseOutcome check_exercise(const Exercise& e, const std::filesystem::path& bin_dir);
+
+// The newest code file under `sources` (recursively: C++, CUDA and CMakeLists.txt, not notes)
+// modified after `program` was, if any: a test
+// program older than the code it tests would grade what the student wrote before. Nothing when
+// either is missing (an installed program far from its sources).
+std::optional<std::filesystem::path> source_newer_than(const std::filesystem::path& program,
+                                                       const std::filesystem::path& sources);
 
 }  // namespace concurdl
