@@ -32,6 +32,7 @@ struct TrainArgs {
   double bucket_mb = -1;
   bool overlap = false;
   bool threads_given = false;
+  std::vector<std::string> given;  // the flags given on the command line ("--ranks", ...)
   // Synchronous vs asynchronous (chapter 07).
   std::string mode = "sync";
   std::vector<std::string> stragglers;  // "RANK:FACTOR"

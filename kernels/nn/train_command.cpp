@@ -32,6 +32,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -208,9 +209,8 @@ class LocalTrainer final : public RankTrainer {
   Trainer t_;
 };
 
-int train_main(const std::vector<std::string>& args) {
-  TrainArgs a;
-  CLI::App app{"concurdl train: the MLP on Fashion-MNIST, recorded and charted", "concurdl train"};
+// The options of one run, model and data first: what `concurdl train --help` lists.
+void add_model_options(CLI::App& app, TrainArgs& a) {
   app.add_option("--epochs", a.epochs, "epochs to reach (a resumed run continues to this count)")
       ->check(whole_number(1, kMaxTrainEpochs));
   app.add_option("--batch", a.batch, "mini-batch size (at most the training images)")
@@ -239,6 +239,10 @@ int train_main(const std::vector<std::string>& args) {
   app.add_option("--out", a.out, "parent directory of the run directory (default results/runs)");
   app.add_flag("--no-report", a.no_report, "write results.json only");
   app.add_flag("--quiet", a.quiet, "no progress on stderr");
+}
+
+// The options of a distributed run (chapters 05-07): ranks, backend, mode, pipeline.
+void add_distributed_options(CLI::App& app, TrainArgs& a) {
   app.add_option("--ranks", a.ranks,
                  "data-parallel ranks (chapter 05); --batch is then the per-rank batch")
       ->check(whole_number(1, kMaxThreads));
@@ -281,213 +285,305 @@ int train_main(const std::vector<std::string>& args) {
   app.add_flag("--trace", a.trace,
                "record the run's timeline (its first 200000 spans): trace.json (Perfetto, "
                "chrome://tracing) and a Gantt chart of two steps in figures/timeline.svg");
+}
+
+// Step 1: the command line into TrainArgs; nothing when it asked for --help (printed).
+std::optional<TrainArgs> parse_train_args(const std::vector<std::string>& args) {
+  TrainArgs a;
+  CLI::App app{"concurdl train: the MLP on Fashion-MNIST, recorded and charted", "concurdl train"};
+  add_model_options(app, a);
+  add_distributed_options(app, a);
   std::vector<std::string> reversed(args.rbegin(), args.rend());  // CLI11 takes them reversed
   try {
     app.parse(reversed);
   } catch (const CLI::CallForHelp&) {
     std::cout << app.help();
-    return 0;
+    return std::nullopt;
   } catch (const CLI::ParseError& e) {
     throw UsageError(fmt::format("train: {} (concurdl train --help shows the usage)", e.what()));
   }
-
   a.threads_given = app.count("--threads") > 0;
-  const TrainWorkers workers =
-      resolve_workers(a, [&](const char* flag) { return app.count(flag) > 0; });
-  const DistributedBackend* backend = workers.backend;
-  const TrainingMode* mode = workers.mode;
-  DistributedOptions dist = workers.options;
+  a.given.clear();
+  for (const CLI::Option* o : app.get_options())
+    if (o->count() > 0) a.given.push_back(o->get_name());
+  return a;
+}
 
-  TrainConfig config = make_config(a);
+// What a run needs once its options are checked: the model's configuration, who trains it,
+// and where the data set is.
+struct TrainPlan {
+  TrainConfig config;
+  const DistributedBackend* backend = nullptr;
+  const TrainingMode* mode = nullptr;
+  DistributedOptions dist;
+  fs::path data_dir;
+};
+
+// A checkpoint to resume from, read once into a model of this run's architecture, so that a
+// corrupt or foreign one is refused before the data set is loaded (the trainer reads it again).
+void check_resume(const TrainArgs& a, const TrainConfig& config) {
+  if (a.resume.empty()) return;
+  if (!fs::is_regular_file(a.resume))
+    throw UsageError(fmt::format("--resume: '{}' is not a readable file", a.resume));
+  try {
+    Mlp probe(config.spec, config.seed, config.gemm);
+    Sgd opt(probe.parameters().size(), config.sgd);
+    (void)load_checkpoint(a.resume, probe, opt);
+  } catch (const CheckpointError& e) {
+    throw UsageError(fmt::format("--resume: {}", e.what()));
+  }
+}
+
+// Step 2: every option checked, before the data set is loaded or mpirun started: a bad
+// --allreduce, --schedule, --pipeline or checkpoint costs nothing.
+TrainPlan plan_run(TrainArgs& a) {
+  TrainPlan plan;
+  const TrainWorkers workers = resolve_workers(a, [&](const char* flag) {
+    return std::find(a.given.begin(), a.given.end(), flag) != a.given.end();
+  });
+  plan.backend = workers.backend;
+  plan.mode = workers.mode;
+  plan.dist = workers.options;
+  plan.config = make_config(a);
   // The records' batch: the global batch of a synchronous step; a push's in the other modes.
-  if (backend != nullptr && mode == nullptr) config.batch = a.batch * a.ranks;
-  // Every option the mode or backend reads is checked before the data set is loaded (or mpirun
-  // started): a bad --allreduce, --schedule or --pipeline costs nothing.
-  if (mode != nullptr && mode->check)
-    mode->check(dist, config);
-  else if (mode == nullptr && backend != nullptr && backend->check)
-    backend->check(dist, config);
+  if (plan.backend != nullptr && plan.mode == nullptr) plan.config.batch = a.batch * a.ranks;
+  if (plan.mode != nullptr && plan.mode->check)
+    plan.mode->check(plan.dist, plan.config);
+  else if (plan.mode == nullptr && plan.backend != nullptr && plan.backend->check)
+    plan.backend->check(plan.dist, plan.config);
   if (!a.checkpoint.empty()) check_writable_parent("--checkpoint", a.checkpoint);
   if (!a.checkpoint.empty() && fs::is_directory(a.checkpoint))
     throw UsageError(
         fmt::format("--checkpoint: '{}' is a directory; give the file to write", a.checkpoint));
-  if (!a.resume.empty() && !fs::is_regular_file(a.resume))
-    throw UsageError(fmt::format("--resume: '{}' is not a readable file", a.resume));
-  if (!a.resume.empty()) {
-    // Read once here, into a model of this run's architecture, so that a corrupt or foreign
-    // checkpoint is refused before the data set is loaded (the trainer reads it again).
-    try {
-      Mlp probe(config.spec, config.seed, config.gemm);
-      Sgd opt(probe.parameters().size(), config.sgd);
-      (void)load_checkpoint(a.resume, probe, opt);
-    } catch (const CheckpointError& e) {
-      throw UsageError(fmt::format("--resume: {}", e.what()));
+  check_resume(a, plan.config);
+  plan.data_dir = a.data.empty() ? data::fashion_mnist_dir() : fs::path(a.data);
+  plan.dist.data = plan.data_dir;
+  plan.dist.train_limit = a.train_limit;
+  plan.dist.gemm = a.gemm;
+  std::string why;
+  if (!data::fashion_mnist_present(plan.data_dir, &why)) throw UsageError(why);
+  return plan;
+}
+
+// Step 3, --backend mpi: outside mpirun, start it with this same command line and return its
+// status (as run --ranks does); inside it, join the launch. Rank 0 alone prints and writes.
+std::optional<int> launch_or_join_mpi(TrainArgs& a, const TrainPlan& plan,
+                                      const std::vector<std::string>& args) {
+  if (plan.backend == nullptr || !plan.backend->mpi_launch) return std::nullopt;
+  if (!ranks::launched_by_mpi()) {
+    std::vector<std::string> argv1 = {"train"};  // argv[1..]: the command, then its flags
+    argv1.insert(argv1.end(), args.begin(), args.end());
+    return ranks::launch(plan.dist.ranks, a.hostfile, argv1);
+  }
+  ranks::init();
+  if (ranks::world_size() != plan.dist.ranks)
+    throw UsageError(fmt::format("--ranks {}: this MPI launch has {} rank(s)", plan.dist.ranks,
+                                 ranks::world_size()));
+  if (ranks::world_rank() != 0) a.quiet = true;
+  return std::nullopt;
+}
+
+// Step 4: the training loop, the same on every rank of a data-parallel run (one rank
+// otherwise); rank 0 (the writer) evaluates, records, prints and writes the checkpoint. A
+// backend or mode calls it once per rank with that rank's trainer.
+class TrainLoop {
+ public:
+  TrainLoop(const TrainArgs& a, const TrainPlan& plan, const std::vector<std::string>& args,
+            const Dataset& train, const Dataset& test, Progress& progress)
+      : a_(a),
+        plan_(plan),
+        args_(args),
+        test_(test),
+        progress_(progress),
+        ctx_{plan.config, train.n, test.n} {}
+
+  void operator()(RankTrainer& trainer) {
+    const bool writer = trainer.writer();
+    resume(trainer, writer);
+    if (writer) open_run(trainer);
+    const std::size_t start_epoch = trainer.state().epoch;
+    if (start_epoch == 0 && writer) {
+      const EvalResult e0 = trainer.evaluate(test_);
+      f_.records.push_back(curve_record(ctx_, 0, e0, nullptr, 0, trainer.state().step));
+      write_run(run_dir_, f_);
     }
+    if (start_epoch >= a_.epochs && writer)
+      progress_.line(
+          fmt::format("concurdl: the checkpoint has {} epochs already; --epochs {} "
+                      "asks for no more",
+                      start_epoch, a_.epochs));
+    if (writer) progress_.line(describe(trainer));
+    bool ok = true;
+    double elapsed = 0;  // training time of this run, evaluation excluded
+    for (std::size_t epoch = start_epoch; epoch < a_.epochs && ok; ++epoch)
+      ok = run_epoch(trainer, epoch, elapsed);
+    if (writer) finite_ = ok;
   }
 
-  const fs::path dir = a.data.empty() ? data::fashion_mnist_dir() : fs::path(a.data);
-  dist.data = dir;
-  dist.train_limit = a.train_limit;
-  dist.gemm = a.gemm;
-  std::string why;
-  if (!data::fashion_mnist_present(dir, &why)) throw UsageError(why);
-  if (backend != nullptr && backend->mpi_launch) {
-    // Outside mpirun: start it, with this same command line, and wait (run --ranks does so).
-    if (!ranks::launched_by_mpi()) {
-      std::vector<std::string> argv1 = {"train"};  // argv[1..]: the command, then its flags
-      argv1.insert(argv1.end(), args.begin(), args.end());
-      return ranks::launch(dist.ranks, a.hostfile, argv1);
+  RunFile& run() { return f_; }
+  const fs::path& run_dir() const { return run_dir_; }
+  bool finite() const { return finite_; }
+
+ private:
+  void resume(RankTrainer& trainer, bool writer) {
+    if (a_.resume.empty()) return;
+    try {
+      trainer.resume(a_.resume);
+    } catch (const CheckpointError& e) {
+      throw UsageError(e.what());
     }
-    ranks::init();
-    if (ranks::world_size() != dist.ranks)
-      throw UsageError(fmt::format("--ranks {}: this MPI launch has {} rank(s)", dist.ranks,
-                                   ranks::world_size()));
-    if (ranks::world_rank() != 0) a.quiet = true;  // rank 0 alone prints and writes
+    if (writer && trainer.state().seed != plan_.config.seed)
+      progress_.line(
+          fmt::format("concurdl: warning: the checkpoint was trained with seed {}; the "
+                      "run continues with it (--seed {} is not used)",
+                      trainer.state().seed, plan_.config.seed));
   }
+
+  // The run directory and its record, rewritten (atomically) after every epoch.
+  void open_run(const RankTrainer& trainer) {
+    const DistributedOptions& dist = plan_.dist;
+    f_.concurdl_version = build::version;
+    f_.command = {"concurdl", "train"};
+    f_.command.insert(f_.command.end(), args_.begin(), args_.end());
+    f_.provenance = collect_provenance();
+    ctx_.config.seed = trainer.state().seed;  // a resumed run shuffles with its checkpoint's seed
+    nlohmann::json& training = f_.provenance["training"];
+    training = training_provenance(ctx_, plan_.data_dir, a_.resume, a_.checkpoint);
+    if (plan_.backend != nullptr) {
+      training["data_parallel"] = {{"ranks", dist.ranks},
+                                   {"backend", dist.backend},
+                                   {"batch_per_rank", a_.batch},
+                                   {"global_batch", plan_.config.batch},
+                                   {"bucket_mb", dist.bucket_mb},
+                                   {"overlap", dist.overlap},
+                                   {"allreduce", dist.allreduce},
+                                   {"trainer", trainer.describe()},
+                                   {"mode", dist.mode}};
+      if (!dist.stragglers.empty()) {
+        nlohmann::json st = nlohmann::json::object();
+        for (const auto& [r, factor] : dist.stragglers) st[std::to_string(r)] = factor;
+        training["data_parallel"]["stragglers"] = st;
+      }
+    }
+    run_dir_ = make_run_dir(a_.out, f_.provenance["host"].get<std::string>(), short_commit());
+    write_run(run_dir_, f_);
+  }
+
+  std::string describe(const RankTrainer& trainer) const {
+    const TrainConfig& c = plan_.config;
+    const char* s = c.threads == 1 ? "" : "s";
+    if (plan_.backend == nullptr)
+      return fmt::format(
+          "concurdl: training {} on {} images ({} test), batch {}, {} thread{}, "
+          "GEMM {}, seed {}",
+          c.spec.describe(), ctx_.train_samples, ctx_.test_samples, c.batch, c.threads, s, a_.gemm,
+          c.seed);
+    return fmt::format(
+        "concurdl: training {} on {} images ({} test), {}, {} compute thread{} per "
+        "rank, GEMM {}, seed {}",
+        c.spec.describe(), ctx_.train_samples, ctx_.test_samples, trainer.describe(), c.threads, s,
+        a_.gemm, c.seed);
+  }
+
+  // One epoch, then (on the writer) its test-set evaluation, record and checkpoint; false when
+  // the loss is not finite.
+  bool run_epoch(RankTrainer& trainer, std::size_t epoch, double& elapsed) {
+    const bool writer = trainer.writer();
+    const EpochResult r = trainer.run_epoch(
+        [&](const StepProgress& p) {
+          if (writer) progress_.step(p, a_.epochs);
+        },
+        50);
+    elapsed += r.seconds;
+    bool ok = std::isfinite(r.loss);
+    if (!writer) return ok;
+    const EvalResult e = trainer.evaluate(test_);
+    ok = ok && std::isfinite(e.loss);
+    f_.records.push_back(curve_record(ctx_, epoch + 1, e, &r, elapsed, trainer.state().step));
+    for (const auto& [name, value] : trainer.epoch_metrics())
+      f_.records.back().derived[name] = value;
+    if (!ok) {
+      f_.records.back().valid = false;
+      f_.records.back().validation =
+          "the loss is not finite: training diverged (try a smaller --lr)";
+    }
+    write_run(run_dir_, f_);
+    if (!a_.checkpoint.empty() && ok) trainer.save(a_.checkpoint);
+    progress_.line(
+        fmt::format("  epoch {:>3}/{}  train loss {:.4f} acc {:.4f}  test loss {:.4f} "
+                    "acc {:.4f}  {:.0f} samples/s  {:.1f} s",
+                    epoch + 1, a_.epochs, r.loss, r.accuracy, e.loss, e.accuracy,
+                    r.seconds > 0 ? static_cast<double>(r.samples) / r.seconds : 0.0, elapsed));
+    return ok;
+  }
+
+  const TrainArgs& a_;
+  const TrainPlan& plan_;
+  const std::vector<std::string>& args_;
+  const Dataset& test_;
+  Progress& progress_;
+  TrainRecordContext ctx_;
+  RunFile f_;
+  fs::path run_dir_;
+  bool finite_ = true;
+};
+
+// Step 5: the run's claims, report and trace; the run directory last on stdout.
+int finish_run(const TrainArgs& a, TrainLoop& loop) {
+  RunFile& f = loop.run();
+  f.provenance["finished"] = utc_now_iso();
+  // The training lesson's claims (test accuracy after 10 epochs), judged and kept as a run's.
+  const std::vector<ClaimResult> claims = evaluate_claims(f);
+  f.claims = claims_json(claims);
+  write_run(loop.run_dir(), f);
+  if (!claims.empty() && !a.quiet)
+    std::fprintf(stderr, "\nWhat this run shows (the lessons' claims):\n%s\n",
+                 claims_text(claims).c_str());
+  if (!a.no_report) {
+    const ReportFiles rep = write_report({f}, {}, loop.run_dir());
+    for (const auto& w : rep.warnings) std::fprintf(stderr, "concurdl: warning: %s\n", w.c_str());
+  }
+  if (a.trace) write_train_trace(loop.run_dir(), f, a.quiet);
+  if (!loop.finite())
+    std::fprintf(stderr, "concurdl: INVALID kernels/train: the loss is not finite (diverged)\n");
+  std::cout << loop.run_dir().string() << std::endl;
+  return loop.finite() ? 0 : 1;
+}
+
+int train_main(const std::vector<std::string>& args) {
+  std::optional<TrainArgs> parsed = parse_train_args(args);
+  if (!parsed) return 0;  // --help
+  TrainArgs& a = *parsed;
+  const TrainPlan plan = plan_run(a);
+  if (const auto launched = launch_or_join_mpi(a, plan, args)) return *launched;
   Progress progress(a.quiet);
-  progress.line(fmt::format("concurdl: loading Fashion-MNIST from {}", dir.string()));
+  progress.line(fmt::format("concurdl: loading Fashion-MNIST from {}", plan.data_dir.string()));
   data::FashionMnist fm;
   try {
-    fm = data::load_fashion_mnist(dir);
+    fm = data::load_fashion_mnist(plan.data_dir);
   } catch (const data::DataError& e) {
     throw UsageError(e.what());
   }
   const Dataset train = to_dataset(fm.train, a.train_limit);
   const Dataset test = to_dataset(fm.test, a.test_limit);
-
-  // The training loop, the same on every rank of a data-parallel run (one rank otherwise):
-  // rank 0 (writer) evaluates, records, prints and writes the checkpoint.
-  RunFile f;
-  fs::path run_dir;
-  TrainRecordContext ctx{config, train.n, test.n};
-  bool finite = true;
-  const auto loop = [&](RankTrainer& trainer) {
-    const bool writer = trainer.writer();
-    if (!a.resume.empty()) {
-      try {
-        trainer.resume(a.resume);
-      } catch (const CheckpointError& e) {
-        throw UsageError(e.what());
-      }
-      if (writer && trainer.state().seed != config.seed)
-        progress.line(
-            fmt::format("concurdl: warning: the checkpoint was trained with seed {}; the "
-                        "run continues with it (--seed {} is not used)",
-                        trainer.state().seed, config.seed));
-    }
-    if (writer) {
-      // The run directory and its record, rewritten (atomically) after every epoch.
-      f.concurdl_version = build::version;
-      f.command = {"concurdl", "train"};
-      f.command.insert(f.command.end(), args.begin(), args.end());
-      f.provenance = collect_provenance();
-      ctx.config.seed = trainer.state().seed;  // a resumed run shuffles with its checkpoint's seed
-      f.provenance["training"] = training_provenance(ctx, dir, a.resume, a.checkpoint);
-      if (backend != nullptr)
-        f.provenance["training"]["data_parallel"] = {{"ranks", dist.ranks},
-                                                     {"backend", dist.backend},
-                                                     {"batch_per_rank", a.batch},
-                                                     {"global_batch", config.batch},
-                                                     {"bucket_mb", dist.bucket_mb},
-                                                     {"overlap", dist.overlap},
-                                                     {"allreduce", dist.allreduce},
-                                                     {"trainer", trainer.describe()},
-                                                     {"mode", dist.mode}};
-      if (backend != nullptr && !dist.stragglers.empty()) {
-        nlohmann::json st = nlohmann::json::object();
-        for (const auto& [r, factor] : dist.stragglers) st[std::to_string(r)] = factor;
-        f.provenance["training"]["data_parallel"]["stragglers"] = st;
-      }
-      run_dir = make_run_dir(a.out, f.provenance["host"].get<std::string>(), short_commit());
-      write_run(run_dir, f);
-    }
-
-    const std::size_t start_epoch = trainer.state().epoch;
-    double elapsed = 0;  // training time of this run, evaluation excluded
-    if (start_epoch == 0 && writer) {
-      const EvalResult e0 = trainer.evaluate(test);
-      f.records.push_back(curve_record(ctx, 0, e0, nullptr, 0, trainer.state().step));
-      write_run(run_dir, f);
-    }
-    if (start_epoch >= a.epochs && writer)
-      progress.line(
-          fmt::format("concurdl: the checkpoint has {} epochs already; --epochs {} asks "
-                      "for no more",
-                      start_epoch, a.epochs));
-    if (writer)
-      progress.line(
-          backend == nullptr
-              ? fmt::format("concurdl: training {} on {} images ({} test), batch {}, {} thread{}, "
-                            "GEMM {}, seed {}",
-                            config.spec.describe(), train.n, test.n, config.batch, config.threads,
-                            config.threads == 1 ? "" : "s", a.gemm, config.seed)
-              : fmt::format("concurdl: training {} on {} images ({} test), {}, {} compute "
-                            "thread{} per rank, GEMM {}, seed {}",
-                            config.spec.describe(), train.n, test.n, trainer.describe(),
-                            config.threads, config.threads == 1 ? "" : "s", a.gemm, config.seed));
-    bool ok = true;
-    for (std::size_t epoch = start_epoch; epoch < a.epochs && ok; ++epoch) {
-      const EpochResult r = trainer.run_epoch(
-          [&](const StepProgress& p) {
-            if (writer) progress.step(p, a.epochs);
-          },
-          50);
-      elapsed += r.seconds;
-      ok = std::isfinite(r.loss);
-      if (!writer) continue;
-      const EvalResult e = trainer.evaluate(test);
-      ok = ok && std::isfinite(e.loss);
-      f.records.push_back(curve_record(ctx, epoch + 1, e, &r, elapsed, trainer.state().step));
-      for (const auto& [name, value] : trainer.epoch_metrics())
-        f.records.back().derived[name] = value;
-      if (!ok) {
-        f.records.back().valid = false;
-        f.records.back().validation =
-            "the loss is not finite: training diverged (try a smaller --lr)";
-      }
-      write_run(run_dir, f);
-      if (!a.checkpoint.empty() && ok) trainer.save(a.checkpoint);
-      progress.line(
-          fmt::format("  epoch {:>3}/{}  train loss {:.4f} acc {:.4f}  test loss {:.4f} "
-                      "acc {:.4f}  {:.0f} samples/s  {:.1f} s",
-                      epoch + 1, a.epochs, r.loss, r.accuracy, e.loss, e.accuracy,
-                      r.seconds > 0 ? static_cast<double>(r.samples) / r.seconds : 0.0, elapsed));
-    }
-    if (writer) finite = ok;
-  };
-
+  TrainLoop loop(a, plan, args, train, test, progress);
   // --trace: every span of the run (its first trace::kMaxEvents), recorded from before the
   // workers start until they are joined.
   if (a.trace) trace::Recorder::global().start();
-  if (backend == nullptr) {
-    LocalTrainer trainer(config, train);
+  if (plan.backend == nullptr) {
+    LocalTrainer trainer(plan.config, train);
     loop(trainer);
   } else {
-    TrainConfig per_rank = config;
+    TrainConfig per_rank = plan.config;
     per_rank.batch = a.batch;
-    if (mode != nullptr)
-      mode->run(dist, per_rank, train, loop);
+    const auto each_rank = [&loop](RankTrainer& t) { loop(t); };
+    if (plan.mode != nullptr)
+      plan.mode->run(plan.dist, per_rank, train, each_rank);
     else
-      backend->run(dist, per_rank, train, loop);
+      plan.backend->run(plan.dist, per_rank, train, each_rank);
     if (ranks::initialized() && ranks::world_rank() != 0) return 0;  // rank 0 writes the run
   }
-  f.provenance["finished"] = utc_now_iso();
-  // The training lesson's claims (test accuracy after 10 epochs), judged and kept as a run's.
-  const std::vector<ClaimResult> claims = evaluate_claims(f);
-  f.claims = claims_json(claims);
-  write_run(run_dir, f);
-  if (!claims.empty() && !a.quiet)
-    std::fprintf(stderr, "\nWhat this run shows (the lessons' claims):\n%s\n",
-                 claims_text(claims).c_str());
-  if (!a.no_report) {
-    const ReportFiles rep = write_report({f}, {}, run_dir);
-    for (const auto& w : rep.warnings) std::fprintf(stderr, "concurdl: warning: %s\n", w.c_str());
-  }
-  if (a.trace) write_train_trace(run_dir, f, a.quiet);
-  if (!finite)
-    std::fprintf(stderr, "concurdl: INVALID kernels/train: the loss is not finite (diverged)\n");
-  std::cout << run_dir.string() << std::endl;
-  return finite ? 0 : 1;
+  return finish_run(a, loop);
 }
 
 const bool registered = register_command(
