@@ -9,10 +9,12 @@ target_compile_options(concurdl_warnings INTERFACE
 set(CONCURDL_SANITIZER_NOTE "")
 set(CONCURDL_EXTRA_FLAGS "")
 if(CONCURDL_SANITIZER STREQUAL "thread")
-  add_compile_options(-fsanitize=thread -g -O1)
-  set(CONCURDL_EXTRA_FLAGS "-fsanitize=thread -g -O1")
-  add_link_options(-fsanitize=thread)
-  set(CONCURDL_SANITIZER_NOTE ", ThreadSanitizer")
+  # UBSan rides along (clang accepts thread and undefined together), so that the preset CI runs
+  # on every submission also sees undefined behaviour.
+  add_compile_options(-fsanitize=thread,undefined -g -O1)
+  set(CONCURDL_EXTRA_FLAGS "-fsanitize=thread,undefined -g -O1")
+  add_link_options(-fsanitize=thread,undefined)
+  set(CONCURDL_SANITIZER_NOTE ", ThreadSanitizer + UBSan")
   if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
     message(WARNING "TSan with g++ reports false races inside libgomp; use the tsan preset (clang + libomp)")
   endif()

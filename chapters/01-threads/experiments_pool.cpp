@@ -343,8 +343,7 @@ const bool registered = [] {
             .kind = Claim::Kind::magnitude,
             .causes = {ClaimCause::peer_kernels, ClaimCause::wakeup_latency},
             .unit = "×",
-            .min_cpus = 2,
-            .reference = 1.489},
+            .min_cpus = 2},
            {.id = "stealing_pool_beats_thread_pool",
             // Law: one mutex and one future per task against per-thread lanes. Bound: the smallest
             // over every machine's quiet committed runs is 2.43x (Zen 5); 2 is below all of them.
@@ -355,8 +354,7 @@ const bool registered = [] {
             .versus = {{"variant", "v2_pool"}},
             .bound = 2,
             .unit = "×",
-            .min_cpus = 2,
-            .reference = 9.201}},
+            .min_cpus = 2}},
   });
 
   register_exercise({

@@ -173,8 +173,7 @@ const bool registered = [] {
                   .select = {{"variant", "std_thread"}},
                   .versus = {{"variant", "fork_waitpid"}},
                   .bound = 20,
-                  .unit = "×",
-                  .reference = 291.8}},
+                  .unit = "×"}},
   });
 
   register_experiment({

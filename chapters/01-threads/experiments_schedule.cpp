@@ -117,8 +117,7 @@ const bool registered = [] {
             .versus = {{"variant", "omp_static"}},
             .bound = 1.4,
             .unit = "×",
-            .min_cpus = 2,
-            .reference = 1.825}},
+            .min_cpus = 2}},
   });
   return true;
 }();

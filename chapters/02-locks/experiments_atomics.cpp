@@ -82,8 +82,7 @@ const bool registered = [] {
             .bound = 5,
             .causes = {ClaimCause::cores_and_smt},
             .unit = "×",
-            .min_cpus = 2,
-            .reference = 7.746}},
+            .min_cpus = 2}},
   });
 
   register_microbenchmarks({.id = "ch02/lock_uncontended",

@@ -84,8 +84,7 @@ const bool registered = [] {
                   .compare = Claim::Compare::at_most,
                   .bound = 0,
                   .min_cpus = 2,
-                  .timing = false,
-                  .reference = 0}},
+                  .timing = false}},
   });
   return true;
 }();

@@ -161,8 +161,7 @@ const bool registered = [] {
                   .kind = Claim::Kind::magnitude,
                   .causes = {ClaimCause::peer_kernels, ClaimCause::caches},
                   .unit = "×",
-                  .min_cpus = 2,
-                  .reference = 1.831}},
+                  .min_cpus = 2}},
   });
 
   register_experiment({

@@ -121,8 +121,7 @@ const bool registered_streams = register_experiment({
                 .versus = {{"variant", "pageable_sync"}},
                 .bound = 1.5,
                 .unit = "x",
-                .needs_gpu = true,
-                .reference = 7.93}},
+                .needs_gpu = true}},
     .unavailable = gpu_unavailable,
 });
 

@@ -393,8 +393,7 @@ const bool registered = [] {
             .kind = Claim::Kind::magnitude,
             .causes = {ClaimCause::cores_and_smt, ClaimCause::memory_bandwidth},
             .unit = "×",
-            .min_cpus = 2,
-            .reference = 1.517},
+            .min_cpus = 2},
            {.id = "ahead_of_pytorch_ddp",
             // Magnitude: against PyTorch DDP (its version in the record's notes).
             .statement =
@@ -408,8 +407,7 @@ const bool registered = [] {
             .kind = Claim::Kind::magnitude,
             .causes = {ClaimCause::peer_kernels},
             .unit = "×",
-            .min_cpus = 2,
-            .reference = 4.41}},
+            .min_cpus = 2}},
   });
   register_experiment({
       .id = "ch05/dp_buckets",

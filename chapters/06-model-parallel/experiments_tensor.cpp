@@ -236,8 +236,7 @@ const bool registered_tensor = register_experiment({
           .kind = Claim::Kind::magnitude,
           .causes = {ClaimCause::cores_and_smt, ClaimCause::caches},
           .unit = "x",
-          .min_cpus = 2,
-          .reference = 1.969},
+          .min_cpus = 2},
          {.id = "block_comm_share_2_ranks",
           // Law by the bytes: two all-reduces of a batch's activations against four GEMMs of the
           // block. Bound: the largest over every machine's quiet committed runs is 0.0185.
@@ -247,8 +246,7 @@ const bool registered_tensor = register_experiment({
           .field = "comm_share",
           .compare = Claim::Compare::at_most,
           .bound = 0.05,
-          .min_cpus = 2,
-          .reference = 0.004328}},
+          .min_cpus = 2}},
 });
 
 }  // namespace

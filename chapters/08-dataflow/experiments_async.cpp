@@ -192,8 +192,7 @@ const bool registered = register_experiment({
                 .versus = {{"mode", "eager"}},
                 .bound = 1.3,
                 .unit = "×",
-                .min_cpus = 2,
-                .reference = 1.564}},
+                .min_cpus = 2}},
 });
 
 }  // namespace

@@ -46,8 +46,12 @@ std::vector<ClaimResult> evaluate_claims(const RunFile& run);
 
 // "1.27×", "0.93", "4.20 GB/s"-like: three significant digits and the claim's unit.
 std::string claim_value_text(double v, const std::string& unit);
-// A claim's reference value as claim_value_text prints it; "not measured yet" for NaN, the
-// reference of a claim no reference run has judged (chapter 04's, until a GPU was lent).
+// A claim's value on the reference machine, read from the committed runs (results/reference
+// in the source tree this program was built from, read once): per claim, the last of
+// kReferenceRuns that measured it, and for a claim that needs a GPU, kReferenceGpuRun. NaN when
+// none measured it (or the runs are not there, as with a program moved away from its sources).
+double claim_reference(const std::string& experiment, const std::string& claim_id);
+// A claim's reference value as claim_value_text prints it; "not measured yet" for NaN.
 std::string claim_reference_text(double reference, const std::string& unit);
 // "1.25× (at least 1.5×; reference 1.27×)" or "—" with the reason; a magnitude's "17.6×
 // (reference machine 35.1×)".

@@ -283,10 +283,9 @@ struct Claim {
   std::string cpu_feature;  // "avx512f": among provenance.cpu.flags_used
   bool needs_gpu = false;   // provenance.gpus is not empty
   bool timing = true;       // depends on speed: not judged on the smoke profile
-  // Its value on the reference machine (results/reference/README.md), quoted beside every
-  // run's; tests/test_reference_runs.cpp holds it to the committed reference run. NaN: not
-  // measured yet (a claim that needs what no reference machine has had: a GPU).
-  double reference = 0;
+  // Its value on the reference machine is no field: claim_reference() reads it from the
+  // committed runs the claim was judged in (claims.hpp), so retaking a machine is committing a
+  // run.
 };
 
 struct Experiment {
