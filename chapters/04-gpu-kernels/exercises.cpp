@@ -39,7 +39,7 @@ Trial tiled_gemm_trial(Impl impl, const Params& p, GroupCache& cache) {
                              if (impl == Impl::student)
                                student_gemm(a, b, c, n, n, n, nullptr);
                              else
-                               gemm(Gemm::v3_shared_tiles, a, b, c, n, n, n, nullptr);
+                               gemm_v3_shared_tiles(a, b, c, n, n, n, nullptr);
                            });
 }
 
@@ -50,7 +50,7 @@ Trial warp_sum_trial(Impl impl, const Params& p, GroupCache& cache) {
         if (impl == Impl::student)
           student_reduce(in, n, out, nullptr);
         else
-          reduce_sum(Reduce::v5_multi_element, in, n, out, scratch, bytes, nullptr);
+          reduce_v5_multi_element(in, n, out, scratch, bytes, nullptr);
       });
 }
 

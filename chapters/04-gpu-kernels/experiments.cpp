@@ -1,6 +1,6 @@
 // Chapter 04's experiments on memory-bound kernels. The GPU ones run where a CUDA device is
 // (and say why not elsewhere: Experiment::unavailable); the CPU one everywhere:
-//   ch04/reduction      the sum of n floats: v1-v5 (kernels.hpp) and CUB, GB/s read
+//   ch04/reduction      the sum of n floats: v1-v5 and CUB (kernel_tables.hpp), GB/s read
 //   ch04/memory         vector add (grid-stride), a coalesced and a strided copy: GB/s
 //   ch04/transpose      naive, shared-memory tile, padded tile: GB/s
 //   ch04/cpu_reference  the same operations' CPU references on one thread, against the CPU's
@@ -18,6 +18,7 @@
 
 #include "concurdl/gpu/device.hpp"
 #include "concurdl/gpu/index.hpp"
+#include "concurdl/gpu/kernel_tables.hpp"
 #include "concurdl/gpu/reference.hpp"
 #include "concurdl/harness/errors.hpp"
 #include "concurdl/harness/experiment.hpp"
@@ -35,59 +36,34 @@ namespace {
 const bool registered_chapter = register_chapter(
     {"04-gpu-kernels", "GPU kernels in CUDA: reductions, memory access, the GPU roofline"});
 
-const std::vector<std::string> kReduceVariants = {"v1_atomic_global", "v2_tree_divergent",
-                                                  "v3_sequential",    "v4_warp_shuffle",
-                                                  "v5_multi_element", "cub"};
-
 #if CONCURDL_HAVE_CUDA
 
-Reduce parse_reduce(const std::string& s) {
-  for (int v = 0; v <= static_cast<int>(Reduce::cub); ++v)
-    if (reduce_name(static_cast<Reduce>(v)) == s) return static_cast<Reduce>(v);
-  throw UsageError(fmt::format("parameter 'variant': '{}' is not a reduction version", s));
-}
-
 Trial reduction_trial(const Params& p, GroupCache& cache) {
-  const Reduce v = parse_reduce(param_str(p, "variant"));
+  const ReduceKernel& k = reduce_kernels().find(p);
   Trial t = device_sum_trial(
       cache, static_cast<std::size_t>(param_int(p, "n")),
-      [v](const float* in, std::size_t n, float* out, void* scratch, std::size_t bytes) {
-        reduce_sum(v, in, n, out, scratch, bytes, nullptr);
-      });
-  note_occupancy(t, reduce_occupancy(v));
+      [launch = k.launch](const float* in, std::size_t n, float* out, void* scratch,
+                          std::size_t bytes) { launch(in, n, out, scratch, bytes, nullptr); });
+  note_occupancy(t, k.occupancy);
   return t;
 }
 
 Trial memory_trial(const Params& p, GroupCache& cache) {
-  const std::string op = param_str(p, "variant");
+  const MemoryKernel& k = memory_kernels().find(p);
   const std::size_t n = odd(static_cast<std::size_t>(param_int(p, "n")));
   const auto a = device_input(cache, n, 1, "a");
   const auto b = device_input(cache, n, 2, "b");
   auto out = std::make_shared<DeviceBuffer<float>>(n);
-  std::function<void()> run;
   std::vector<float> want(n);
-  double bytes = 0;
-  if (op == "vector_add") {
-    vector_add_ref(a->host, b->host, want);
-    run = [=] { vector_add(a->device.get(), b->device.get(), out->get(), n, nullptr); };
-    bytes = 3.0 * static_cast<double>(n) * sizeof(float);
-  } else if (op == "copy_coalesced") {
-    want = a->host;
-    run = [=] { copy_coalesced(a->device.get(), out->get(), n, nullptr); };
-    bytes = 2.0 * static_cast<double>(n) * sizeof(float);
-  } else if (op == "copy_strided") {
-    copy_strided_ref(a->host, want, kStride);
-    run = [=] { copy_strided(a->device.get(), out->get(), n, kStride, nullptr); };
-    bytes = 2.0 * static_cast<double>(n) * sizeof(float);
-  } else {
-    throw UsageError(fmt::format(
-        "parameter 'variant': '{}' is not vector_add, copy_coalesced or copy_strided", op));
-  }
+  k.reference(a->host, b->host, want);
   auto expected = std::make_shared<const std::vector<float>>(std::move(want));
+  const double bytes = k.floats_moved * static_cast<double>(n) * sizeof(float);
   Trial t;
   t.timer = cuda_event_timer();
   t.reset = poison_and_flush(out);
-  t.run = run;
+  t.run = [launch = k.launch, a, b, out, n] {
+    launch(a->device.get(), b->device.get(), out->get(), n, nullptr);
+  };
   t.check = [out, expected]() -> std::string {
     const std::vector<float> got = to_host(*out);
     for (std::size_t i = 0; i < got.size(); ++i)
@@ -99,18 +75,12 @@ Trial memory_trial(const Params& p, GroupCache& cache) {
   t.work.items = static_cast<double>(n);
   t.work.bytes = bytes;
   t.bound = gpu_bound(bytes, Peak::none);
-  note_occupancy(t, elementwise_occupancy(op));
+  note_occupancy(t, k.occupancy);
   return t;
 }
 
-Transpose parse_transpose(const std::string& s) {
-  for (const Transpose v : {Transpose::naive, Transpose::shared, Transpose::padded})
-    if (transpose_name(v) == s) return v;
-  throw UsageError(fmt::format("parameter 'variant': '{}' is not naive, shared or padded", s));
-}
-
 Trial transpose_trial(const Params& p, GroupCache& cache) {
-  const Transpose v = parse_transpose(param_str(p, "variant"));
+  const TransposeKernel& k = transpose_kernels().find(p);
   const int n = static_cast<int>(param_int(p, "n"));
   const int rows = n, cols = n + 1;  // not square: a wrong index shows
   const std::size_t count = static_cast<std::size_t>(rows) * static_cast<std::size_t>(cols);
@@ -119,8 +89,8 @@ Trial transpose_trial(const Params& p, GroupCache& cache) {
   Trial t;
   t.timer = cuda_event_timer();
   t.reset = poison_and_flush(out);
-  t.run = [v, in, out, rows, cols] {
-    transpose(v, in->device.get(), out->get(), rows, cols, nullptr);
+  t.run = [launch = k.launch, in, out, rows, cols] {
+    launch(in->device.get(), out->get(), rows, cols, nullptr);
   };
   t.check = [in, out, rows, cols]() -> std::string {
     const std::vector<float> got = to_host(*out);
@@ -134,7 +104,7 @@ Trial transpose_trial(const Params& p, GroupCache& cache) {
   t.work.items = static_cast<double>(count);
   t.work.bytes = 2.0 * static_cast<double>(count) * sizeof(float);
   t.bound = gpu_bound(t.work.bytes, Peak::none);
-  note_occupancy(t, transpose_occupancy(v));
+  note_occupancy(t, k.occupancy);
   return t;
 }
 
@@ -150,7 +120,7 @@ const bool registered_reduction = register_experiment({
     .id = "ch04/reduction",
     .chapter = "04-gpu-kernels",
     .title = "Sum of n floats on the GPU: five versions and CUB, bytes read per second",
-    .axes = {{.name = "variant", .values = kReduceVariants},
+    .axes = {reduce_kernels().axis("ch04/reduction"),
              {.name = "n",
               .values = {"16M", "64M", "256M"},
               .quick = {"64M"},
@@ -197,7 +167,7 @@ const bool registered_memory = register_experiment({
     .id = "ch04/memory",
     .chapter = "04-gpu-kernels",
     .title = "Memory access on the GPU: vector add (grid-stride), coalesced and strided copies",
-    .axes = {{.name = "variant", .values = {"vector_add", "copy_coalesced", "copy_strided"}},
+    .axes = {memory_kernels().axis("ch04/memory"),
              {.name = "n",
               .values = {"16M", "64M", "256M"},
               .quick = {"64M"},
@@ -242,7 +212,7 @@ const bool registered_transpose = register_experiment({
     .id = "ch04/transpose",
     .chapter = "04-gpu-kernels",
     .title = "Transpose on the GPU: naive, through a shared-memory tile, through a padded tile",
-    .axes = {{.name = "variant", .values = {"naive", "shared", "padded"}},
+    .axes = {transpose_kernels().axis("ch04/transpose"),
              {.name = "n",
               .values = {"2048", "4096", "8192"},
               .quick = {"4096"},

@@ -1,5 +1,5 @@
 // Chapter 04's GEMM experiments (GPU; left out with their reason where no device is):
-//   ch04/gemm           square single-precision GEMM: v1-v4 (kernels.hpp) and cuBLAS, FLOP/s
+//   ch04/gemm           square single-precision GEMM: v1-v4 and cuBLAS (kernel_tables.hpp), FLOP/s
 //   ch04/gemm_mixed     FP16 inputs, FP32 accumulation: WMMA (v5) and cublasGemmEx, FLOP/s and
 //                       the relative error against the float64 product (metric rel_error)
 // Both check the product on the CPU (OpenBLAS) after the warm-up and after timing.
@@ -14,6 +14,7 @@
 
 #include "concurdl/gpu/device.hpp"
 #include "concurdl/gpu/index.hpp"
+#include "concurdl/gpu/kernel_tables.hpp"
 #include "concurdl/gpu/reference.hpp"
 #include "concurdl/harness/errors.hpp"
 #include "concurdl/harness/experiment.hpp"
@@ -30,26 +31,18 @@ namespace {
 
 #if CONCURDL_HAVE_CUDA
 
-Gemm parse_gemm(const std::string& s) {
-  for (int v = 0; v <= static_cast<int>(Gemm::cublas); ++v)
-    if (gemm_name(static_cast<Gemm>(v)) == s) return static_cast<Gemm>(v);
-  throw UsageError(fmt::format("parameter 'variant': '{}' is not a GEMM version", s));
-}
-
 Trial gemm_trial(const Params& p, GroupCache& cache) {
-  const Gemm v = parse_gemm(param_str(p, "variant"));
-  Trial t = device_gemm_trial(
-      cache, static_cast<int>(param_int(p, "n")),
-      [v](const float* a, const float* b, float* c, int n) { gemm(v, a, b, c, n, n, n, nullptr); });
-  note_occupancy(t, gemm_occupancy(v));
+  const GemmKernel& k = gemm_kernels().find(p);
+  Trial t = device_gemm_trial(cache, static_cast<int>(param_int(p, "n")),
+                              [launch = k.launch](const float* a, const float* b, float* c, int n) {
+                                launch(a, b, c, n, n, n, nullptr);
+                              });
+  note_occupancy(t, k.occupancy);
   return t;
 }
 
 Trial gemm_mixed_trial(const Params& p, GroupCache& cache) {
-  const std::string name = param_str(p, "variant");
-  if (name != "v5_wmma" && name != "cublas_fp16")
-    throw UsageError(fmt::format("parameter 'variant': '{}' is not v5_wmma or cublas_fp16", name));
-  const GemmMixed v = name == "v5_wmma" ? GemmMixed::v5_wmma : GemmMixed::cublas_fp16;
+  const GemmMixedKernel& k = gemm_mixed_kernels().find(p);
   const int n = static_cast<int>(param_int(p, "n"));
   if (n % 16) throw UsageError(fmt::format("parameter 'n': {} is not a multiple of 16", n));
   struct Inputs {
@@ -84,8 +77,8 @@ Trial gemm_mixed_trial(const Params& p, GroupCache& cache) {
   Trial t;
   t.timer = cuda_event_timer();
   t.reset = poison_and_flush(out);
-  t.run = [v, inputs, out, n] {
-    gemm_mixed(v, inputs->ha.get(), inputs->hb.get(), out->get(), n, n, n, nullptr);
+  t.run = [launch = k.launch, inputs, out, n] {
+    launch(inputs->ha.get(), inputs->hb.get(), out->get(), n, n, n, nullptr);
   };
   t.observe = [measure_error, error](Sample& s) {
     measure_error();
@@ -103,7 +96,7 @@ Trial gemm_mixed_trial(const Params& p, GroupCache& cache) {
   t.work.flops = 2.0 * nd * nd * nd;
   t.work.bytes = (2.0 + 2.0 + 4.0) * nd * nd;  // A and B in FP16, C in FP32
   t.bound = gpu_bound(t.work.bytes, Peak::tensor);
-  note_occupancy(t, gemm_mixed_occupancy(v));
+  note_occupancy(t, k.occupancy);
   return t;
 }
 
@@ -119,9 +112,7 @@ const bool registered_gemm = register_experiment({
     .chapter = "04-gpu-kernels",
     .title = "Single-precision GEMM on the GPU: naive, coalesced, shared tiles, register blocking "
              "and cuBLAS",
-    .axes = {{.name = "variant",
-              .values = {"v1_naive", "v2_coalesced", "v3_shared_tiles", "v4_register_blocking",
-                         "cublas"}},
+    .axes = {gemm_kernels().axis("ch04/gemm"),
              {.name = "n",
               .values = {"1024", "2048", "4096"},
               .quick = {"2048"},
@@ -160,7 +151,7 @@ const bool registered_gemm_mixed = register_experiment({
     .chapter = "04-gpu-kernels",
     .title = "Mixed-precision GEMM (FP16 in, FP32 accumulated) on the tensor cores: WMMA and "
              "cuBLAS, with the error against the FP32 product",
-    .axes = {{.name = "variant", .values = {"v5_wmma", "cublas_fp16"}},
+    .axes = {gemm_mixed_kernels().axis("ch04/gemm_mixed"),
              {.name = "n",
               .values = {"2048", "4096", "8192"},
               .quick = {"4096"},

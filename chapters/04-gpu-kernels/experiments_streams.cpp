@@ -11,6 +11,7 @@
 
 #include "concurdl/gpu/device.hpp"
 #include "concurdl/gpu/index.hpp"
+#include "concurdl/gpu/kernel_tables.hpp"
 #include "concurdl/gpu/reference.hpp"
 #include "concurdl/harness/errors.hpp"
 #include "concurdl/harness/experiment.hpp"
@@ -28,17 +29,9 @@ namespace {
 #if CONCURDL_HAVE_CUDA
 
 Trial streams_trial(const Params& p, GroupCache& cache) {
-  const std::string name = param_str(p, "variant");
-  Transfer v = Transfer::pageable_sync;
-  if (name == "pinned_sync")
-    v = Transfer::pinned_sync;
-  else if (name == "pinned_streams")
-    v = Transfer::pinned_streams;
-  else if (name != "pageable_sync")
-    throw UsageError(fmt::format(
-        "parameter 'variant': '{}' is not pageable_sync, pinned_sync or pinned_streams", name));
+  const TransferSchedule& schedule = transfers().find(p);
   const auto n = static_cast<std::size_t>(param_int(p, "n"));
-  const int chunks = v == Transfer::pinned_streams ? static_cast<int>(param_int(p, "chunks")) : 1;
+  const int chunks = schedule.chunked ? static_cast<int>(param_int(p, "chunks")) : 1;
   struct Buffers {
     std::vector<float> host_in, want;
     PinnedBuffer pin_in, pin_out;
@@ -53,7 +46,7 @@ Trial streams_trial(const Params& p, GroupCache& cache) {
       cache.get<std::shared_ptr<Buffers>>("buffers", [&] { return std::make_shared<Buffers>(n); });
   auto b = buffers;
   auto out = std::make_shared<std::vector<float>>(n);  // the pageable output, this config's own
-  const bool pinned = v != Transfer::pageable_sync;
+  const bool pinned = schedule.pinned;
   Trial t;  // host timer: the round trip, copies included, is what is measured
   t.reset = [b, out, pinned] {
     if (pinned)
@@ -61,10 +54,9 @@ Trial streams_trial(const Params& p, GroupCache& cache) {
     else
       std::fill(out->begin(), out->end(), -1.0f);
   };
-  t.run = [v, b, out, n, chunks, pinned] {
-    copy_compute_copy(v, pinned ? b->pin_in.get() : b->host_in.data(),
-                      pinned ? b->pin_out.get() : out->data(), b->d_in.get(), b->d_out.get(), n,
-                      chunks);
+  t.run = [round_trip = schedule.round_trip, b, out, n, chunks, pinned] {
+    round_trip(pinned ? b->pin_in.get() : b->host_in.data(),
+               pinned ? b->pin_out.get() : out->data(), b->d_in.get(), b->d_out.get(), n, chunks);
   };
   t.check = [b, out, pinned]() -> std::string {
     const float* got = pinned ? b->pin_out.get() : out->data();
@@ -84,13 +76,16 @@ Trial streams_trial(const Params&, GroupCache&) { throw UsageError(gpu_unavailab
 
 #endif
 
+// The schedules without chunks: one copy each way, so the `chunks` axis means nothing to them.
+bool whole(const TransferSchedule& s) { return !s.chunked; }
+
 const bool registered_streams = register_experiment({
     .id = "ch04/streams",
     .chapter = "04-gpu-kernels",
     .title = "Copy in, kernel, copy out: pageable vs pinned host memory, one stream vs chunks on "
              "several streams",
     .axes =
-        {{.name = "variant", .values = {"pageable_sync", "pinned_sync", "pinned_streams"}},
+        {transfers().axis("ch04/streams"),
          {.name = "chunks", .values = {"4"}, .kind = AxisKind::count, .max = 1024, .smoke = {"2"}},
          {.name = "n",
           .values = {"256M"},
@@ -99,8 +94,7 @@ const bool registered_streams = register_experiment({
           .max = kMaxElements,
           .smoke = {"1M"}}},
     .baseline = {{"variant", "pageable_sync"}},
-    .inapplicable = {{{{"variant", "pageable_sync"}}, {"chunks"}},
-                     {{{"variant", "pinned_sync"}}, {"chunks"}}},
+    .inapplicable = transfers().inapplicable(whole, {"chunks"}),
     .interleave = {"variant", "chunks"},
     .repetitions = 11,
     .warmup = 2,

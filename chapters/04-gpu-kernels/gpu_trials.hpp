@@ -30,9 +30,7 @@
 namespace concurdl::gpu {
 
 inline constexpr std::int64_t kMaxElements = std::int64_t{1} << 30;
-inline constexpr std::size_t kStride = 32;  // floats between the reads of neighbouring threads
-
-// An odd n: gcd(n, kStride) = 1, so the strided copy reads every element once.
+// An odd n: gcd(n, kStride) = 1 (index.hpp), so the strided copy reads every element once.
 inline std::size_t odd(std::size_t n) { return n | 1; }
 
 // ‖got − want‖ / ‖want‖ (Frobenius), in double; `want` in float or double.
@@ -82,17 +80,18 @@ inline Trial::Bound gpu_bound(double bytes, Peak peak) {
   return b;
 }
 
-// The kernel's occupancy in the trial's notes: computed (roofline.hpp, with the reason) and as
-// the runtime gives it; the peers' kernels are theirs.
-inline void note_occupancy(Trial& t, const std::optional<KernelOccupancy>& k) {
-  if (!k) {
+// The kernel's occupancy in the trial's notes (its row's query): computed (roofline.hpp, with
+// the reason) and as the runtime gives it; the peers' kernels are theirs (no query).
+inline void note_occupancy(Trial& t, OccupancyQuery* query) {
+  if (query == nullptr) {
     t.notes["occupancy"] = "the library chooses its kernels and their launches";
     return;
   }
-  const Occupancy o = occupancy(device_sm_limits(), k->resources);
+  const KernelOccupancy k = query();
+  const Occupancy o = occupancy(device_sm_limits(), k.resources);
   t.notes["occupancy"] = fmt::format(
       "{}; {} registers a thread, {} bytes of shared memory a block; the runtime: {} blocks",
-      o.describe(), k->resources.registers, k->resources.shared_bytes, k->runtime_blocks);
+      o.describe(), k.resources.registers, k.resources.shared_bytes, k.runtime_blocks);
 }
 
 // A buffer of twice the L2's size, written before each timed repetition: what the kernel reads

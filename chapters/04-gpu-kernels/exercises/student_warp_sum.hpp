@@ -39,7 +39,7 @@ CDL_HD inline float student_thread_sum([[maybe_unused]] const float* in,
 // waiting (on the GPU: undefined behaviour; in the tests: a deadlock, reported as one).
 //
 // Hints: log2(32) = 5 shuffles suffice. Think about: how many shared-memory accesses and
-// __syncthreads() v3's tree (kernels.hpp) spends on the same 32 values, and why a shuffle needs
+// __syncthreads() v3's tree (reduce.cu) spends on the same 32 values, and why a shuffle needs
 // neither.
 #if defined(__CUDACC__)
 #pragma nv_exec_check_disable

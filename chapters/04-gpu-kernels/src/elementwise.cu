@@ -1,7 +1,5 @@
-// Element-wise kernels: vector add with a grid-stride loop, a coalesced and a strided copy.
-#include <stdexcept>
-#include <string>
-
+// Element-wise kernels: vector add with a grid-stride loop, a coalesced and a strided copy; the
+// kernels, then each one's launcher and occupancy query (launchers.hpp).
 #include "concurdl/gpu/index.hpp"
 #include "concurdl/gpu/kernels.hpp"
 #include "occupancy.cuh"
@@ -41,27 +39,24 @@ unsigned blocks_for(std::size_t n) {
 
 }  // namespace
 
-void vector_add(const float* a, const float* b, float* c, std::size_t n, cudaStream_t stream) {
-  vector_add_kernel<<<blocks_for(n), kBlock, 0, stream>>>(a, b, c, n);
+void vector_add(const float* a, const float* b, float* out, std::size_t n, cudaStream_t stream) {
+  vector_add_kernel<<<blocks_for(n), kBlock, 0, stream>>>(a, b, out, n);
   CDL_CUDA_CHECK(cudaGetLastError());
 }
+KernelOccupancy vector_add_occupancy() { return query_occupancy(vector_add_kernel, kBlock); }
 
-void copy_coalesced(const float* in, float* out, std::size_t n, cudaStream_t stream) {
-  copy_coalesced_kernel<<<blocks_for(n), kBlock, 0, stream>>>(in, out, n);
+void copy_coalesced(const float* a, const float*, float* out, std::size_t n, cudaStream_t stream) {
+  copy_coalesced_kernel<<<blocks_for(n), kBlock, 0, stream>>>(a, out, n);
   CDL_CUDA_CHECK(cudaGetLastError());
 }
+KernelOccupancy copy_coalesced_occupancy() {
+  return query_occupancy(copy_coalesced_kernel, kBlock);
+}
 
-void copy_strided(const float* in, float* out, std::size_t n, std::size_t stride,
-                  cudaStream_t stream) {
-  copy_strided_kernel<<<blocks_for(n), kBlock, 0, stream>>>(in, out, n, stride);
+void copy_strided(const float* a, const float*, float* out, std::size_t n, cudaStream_t stream) {
+  copy_strided_kernel<<<blocks_for(n), kBlock, 0, stream>>>(a, out, n, kStride);
   CDL_CUDA_CHECK(cudaGetLastError());
 }
-
-KernelOccupancy elementwise_occupancy(std::string_view kernel) {
-  if (kernel == "vector_add") return query_occupancy(vector_add_kernel, kBlock);
-  if (kernel == "copy_coalesced") return query_occupancy(copy_coalesced_kernel, kBlock);
-  if (kernel == "copy_strided") return query_occupancy(copy_strided_kernel, kBlock);
-  throw std::invalid_argument("elementwise_occupancy: no kernel '" + std::string(kernel) + "'");
-}
+KernelOccupancy copy_strided_occupancy() { return query_occupancy(copy_strided_kernel, kBlock); }
 
 }  // namespace concurdl::gpu

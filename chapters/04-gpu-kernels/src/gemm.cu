@@ -1,5 +1,6 @@
-// The GEMM versions (gemm_tiles.hpp has each thread's work; kernels.hpp what each changes) and
-// cuBLAS, the peer. Row-major throughout.
+// The GEMM versions and cuBLAS, the peer: the kernels, then each one's launcher and occupancy
+// query (launchers.hpp; gemm_tiles.hpp has each thread's work, the rows of gemm_kernels() and
+// gemm_mixed_kernels() in kernel_tables.cpp what each changes). Row-major throughout.
 #include <cublas_v2.h>
 #include <cuda_fp16.h>
 #include <mma.h>
@@ -96,83 +97,86 @@ cublasHandle_t cublas() {
   return handle;
 }
 
+unsigned blocks(int extent, int tile) {
+  return static_cast<unsigned>(
+      ceil_div(static_cast<std::size_t>(extent > 0 ? extent : 1), static_cast<std::size_t>(tile)));
+}
+
+// The FP16 versions' shapes: whole 16 x 16 x 16 steps.
+void check_multiples_of_16(int m, int n, int k) {
+  if (m % kWmma || n % kWmma || k % kWmma)
+    throw std::invalid_argument("gemm_mixed: m, n and k must be multiples of 16");
+}
+
 }  // namespace
 
-std::string_view gemm_name(Gemm v) {
-  switch (v) {
-    case Gemm::v1_naive:
-      return "v1_naive";
-    case Gemm::v2_coalesced:
-      return "v2_coalesced";
-    case Gemm::v3_shared_tiles:
-      return "v3_shared_tiles";
-    case Gemm::v4_register_blocking:
-      return "v4_register_blocking";
-    case Gemm::cublas:
-      return "cublas";
-  }
-  return "?";
-}
-
-void gemm(Gemm v, const float* a, const float* b, float* c, int m, int n, int k,
-          cudaStream_t stream) {
-  const GemmShape s{m, n, k};
-  const auto blocks = [](int extent, int tile) {
-    return static_cast<unsigned>(ceil_div(static_cast<std::size_t>(extent > 0 ? extent : 1),
-                                          static_cast<std::size_t>(tile)));
-  };
-  switch (v) {
-    case Gemm::v1_naive:
-      gemm_v1<<<dim3(blocks(m, 32), blocks(n, 32)), dim3(32, 32), 0, stream>>>(a, b, c, s);
-      break;
-    case Gemm::v2_coalesced:
-      gemm_v2<<<dim3(blocks(n, kV2Tile), blocks(m, kV2Tile)), kV2Tile * kV2Tile, 0, stream>>>(a, b,
-                                                                                              c, s);
-      break;
-    case Gemm::v3_shared_tiles:
-      gemm_v3<<<dim3(blocks(n, kV3Tile), blocks(m, kV3Tile)), dim3(kV3Tile, kV3Tile), 0, stream>>>(
-          a, b, c, s);
-      break;
-    case Gemm::v4_register_blocking:
-      gemm_v4<<<dim3(blocks(n, kBN), blocks(m, kBM)), kV4Threads, 0, stream>>>(a, b, c, s);
-      break;
-    case Gemm::cublas: {
-      // cuBLAS is column-major: a row-major C = A B is the column-major Cᵀ = Bᵀ Aᵀ, which is
-      // B and A as they lie in memory, swapped.
-      const float one = 1.0f, zero = 0.0f;
-      check_cublas(cublasSetStream(cublas(), stream), "cublasSetStream");
-      check_cublas(
-          cublasSgemm(cublas(), CUBLAS_OP_N, CUBLAS_OP_N, n, m, k, &one, b, n, a, k, &zero, c, n),
-          "cublasSgemm");
-      return;
-    }
-  }
+void gemm_v1_naive(const float* a, const float* b, float* c, int m, int n, int k,
+                   cudaStream_t stream) {
+  gemm_v1<<<dim3(blocks(m, 32), blocks(n, 32)), dim3(32, 32), 0, stream>>>(a, b, c,
+                                                                           GemmShape{m, n, k});
   CDL_CUDA_CHECK(cudaGetLastError());
 }
+KernelOccupancy gemm_v1_naive_occupancy() { return query_occupancy(gemm_v1, 32 * 32); }
 
-std::optional<KernelOccupancy> gemm_occupancy(Gemm v) {
-  switch (v) {
-    case Gemm::v1_naive:
-      return query_occupancy(gemm_v1, 32 * 32);
-    case Gemm::v2_coalesced:
-      return query_occupancy(gemm_v2, kV2Tile * kV2Tile);
-    case Gemm::v3_shared_tiles:
-      return query_occupancy(gemm_v3, kV3Tile * kV3Tile);
-    case Gemm::v4_register_blocking:
-      return query_occupancy(gemm_v4, kV4Threads);
-    case Gemm::cublas:
-      break;
-  }
-  return std::nullopt;
+void gemm_v2_coalesced(const float* a, const float* b, float* c, int m, int n, int k,
+                       cudaStream_t stream) {
+  gemm_v2<<<dim3(blocks(n, kV2Tile), blocks(m, kV2Tile)), kV2Tile * kV2Tile, 0, stream>>>(
+      a, b, c, GemmShape{m, n, k});
+  CDL_CUDA_CHECK(cudaGetLastError());
+}
+KernelOccupancy gemm_v2_coalesced_occupancy() {
+  return query_occupancy(gemm_v2, kV2Tile * kV2Tile);
 }
 
-std::optional<KernelOccupancy> gemm_mixed_occupancy(GemmMixed v) {
-  if (v == GemmMixed::v5_wmma) return query_occupancy(gemm_wmma, 32);
-  return std::nullopt;
+void gemm_v3_shared_tiles(const float* a, const float* b, float* c, int m, int n, int k,
+                          cudaStream_t stream) {
+  gemm_v3<<<dim3(blocks(n, kV3Tile), blocks(m, kV3Tile)), dim3(kV3Tile, kV3Tile), 0, stream>>>(
+      a, b, c, GemmShape{m, n, k});
+  CDL_CUDA_CHECK(cudaGetLastError());
+}
+KernelOccupancy gemm_v3_shared_tiles_occupancy() {
+  return query_occupancy(gemm_v3, kV3Tile * kV3Tile);
 }
 
-std::string_view gemm_mixed_name(GemmMixed v) {
-  return v == GemmMixed::v5_wmma ? "v5_wmma" : "cublas_fp16";
+void gemm_v4_register_blocking(const float* a, const float* b, float* c, int m, int n, int k,
+                               cudaStream_t stream) {
+  gemm_v4<<<dim3(blocks(n, kBN), blocks(m, kBM)), kV4Threads, 0, stream>>>(a, b, c,
+                                                                           GemmShape{m, n, k});
+  CDL_CUDA_CHECK(cudaGetLastError());
+}
+KernelOccupancy gemm_v4_register_blocking_occupancy() {
+  return query_occupancy(gemm_v4, kV4Threads);
+}
+
+void gemm_cublas(const float* a, const float* b, float* c, int m, int n, int k,
+                 cudaStream_t stream) {
+  // cuBLAS is column-major: a row-major C = A B is the column-major Cᵀ = Bᵀ Aᵀ, which is B and
+  // A as they lie in memory, swapped.
+  const float one = 1.0f, zero = 0.0f;
+  check_cublas(cublasSetStream(cublas(), stream), "cublasSetStream");
+  check_cublas(
+      cublasSgemm(cublas(), CUBLAS_OP_N, CUBLAS_OP_N, n, m, k, &one, b, n, a, k, &zero, c, n),
+      "cublasSgemm");
+}
+
+void gemm_v5_wmma(const void* a, const void* b, float* c, int m, int n, int k,
+                  cudaStream_t stream) {
+  check_multiples_of_16(m, n, k);
+  gemm_wmma<<<dim3(static_cast<unsigned>(n / kWmma), static_cast<unsigned>(m / kWmma)), 32, 0,
+              stream>>>(static_cast<const __half*>(a), static_cast<const __half*>(b), c, m, n, k);
+  CDL_CUDA_CHECK(cudaGetLastError());
+}
+KernelOccupancy gemm_v5_wmma_occupancy() { return query_occupancy(gemm_wmma, 32); }
+
+void gemm_cublas_fp16(const void* a, const void* b, float* c, int m, int n, int k,
+                      cudaStream_t stream) {
+  check_multiples_of_16(m, n, k);
+  const float one = 1.0f, zero = 0.0f;
+  check_cublas(cublasSetStream(cublas(), stream), "cublasSetStream");
+  check_cublas(
+      cublasGemmEx(cublas(), CUBLAS_OP_N, CUBLAS_OP_N, n, m, k, &one, b, CUDA_R_16F, n, a,
+                   CUDA_R_16F, k, &zero, c, CUDA_R_32F, n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+      "cublasGemmEx");
 }
 
 void to_half(const float* in, void* out, std::size_t n, cudaStream_t stream) {
@@ -180,26 +184,6 @@ void to_half(const float* in, void* out, std::size_t n, cudaStream_t stream) {
       static_cast<unsigned>(grid_blocks(n, 256, static_cast<std::size_t>(sm_count()) * 16));
   to_half_kernel<<<blocks, 256, 0, stream>>>(in, static_cast<__half*>(out), n);
   CDL_CUDA_CHECK(cudaGetLastError());
-}
-
-void gemm_mixed(GemmMixed v, const void* a, const void* b, float* c, int m, int n, int k,
-                cudaStream_t stream) {
-  if (m % kWmma || n % kWmma || k % kWmma)
-    throw std::invalid_argument("gemm_mixed: m, n and k must be multiples of 16");
-  const auto* ah = static_cast<const __half*>(a);
-  const auto* bh = static_cast<const __half*>(b);
-  if (v == GemmMixed::v5_wmma) {
-    gemm_wmma<<<dim3(static_cast<unsigned>(n / kWmma), static_cast<unsigned>(m / kWmma)), 32, 0,
-                stream>>>(ah, bh, c, m, n, k);
-    CDL_CUDA_CHECK(cudaGetLastError());
-    return;
-  }
-  const float one = 1.0f, zero = 0.0f;
-  check_cublas(cublasSetStream(cublas(), stream), "cublasSetStream");
-  check_cublas(
-      cublasGemmEx(cublas(), CUBLAS_OP_N, CUBLAS_OP_N, n, m, k, &one, bh, CUDA_R_16F, n, ah,
-                   CUDA_R_16F, k, &zero, c, CUDA_R_32F, n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
-      "cublasGemmEx");
 }
 
 }  // namespace concurdl::gpu

@@ -1,7 +1,7 @@
-// The reduction, five versions and CUB (kernels.hpp lists what each changes). One block size
-// (256) throughout; v2-v4 give each thread one element, v5 many.
+// The reduction, five versions and CUB: the kernels, then each one's launcher and occupancy query
+// (launchers.hpp; the rows of reduce_kernels() in kernel_tables.cpp say what each changes). One
+// block size (256) throughout; v1-v4 give each thread one element, v5 many.
 #include <cub/device/device_reduce.cuh>
-#include <stdexcept>
 
 #include "concurdl/gpu/index.hpp"
 #include "concurdl/gpu/kernels.hpp"
@@ -83,24 +83,72 @@ __global__ void v5_multi_element(const float* in, std::size_t n, float* out) {
   if (threadIdx.x == 0) atomicAdd(out, total);
 }
 
+// Every version zeroes the sum it adds into, on the stream; v1-v4 then launch one thread per
+// element (`kernel` launched through its pointer, as any __global__ function can be).
+void zero_sum(float* d_out, cudaStream_t stream) {
+  CDL_CUDA_CHECK(cudaMemsetAsync(d_out, 0, sizeof(float), stream));
+}
+
+using SumKernel = void(const float*, std::size_t, float*);
+
+void one_element_each(SumKernel* kernel, const float* d_in, std::size_t n, float* d_out,
+                      cudaStream_t stream) {
+  zero_sum(d_out, stream);
+  if (n == 0) return;
+  kernel<<<static_cast<unsigned>(ceil_div(n, kBlock)), kBlock, 0, stream>>>(d_in, n, d_out);
+  CDL_CUDA_CHECK(cudaGetLastError());
+}
+
 }  // namespace
 
-std::string_view reduce_name(Reduce v) {
-  switch (v) {
-    case Reduce::v1_atomic_global:
-      return "v1_atomic_global";
-    case Reduce::v2_tree_divergent:
-      return "v2_tree_divergent";
-    case Reduce::v3_sequential:
-      return "v3_sequential";
-    case Reduce::v4_warp_shuffle:
-      return "v4_warp_shuffle";
-    case Reduce::v5_multi_element:
-      return "v5_multi_element";
-    case Reduce::cub:
-      return "cub";
-  }
-  return "?";
+void reduce_v1_atomic_global(const float* d_in, std::size_t n, float* d_out, void*, std::size_t,
+                             cudaStream_t stream) {
+  one_element_each(v1_atomic_global, d_in, n, d_out, stream);
+}
+KernelOccupancy reduce_v1_atomic_global_occupancy() {
+  return query_occupancy(v1_atomic_global, kBlock);
+}
+
+void reduce_v2_tree_divergent(const float* d_in, std::size_t n, float* d_out, void*, std::size_t,
+                              cudaStream_t stream) {
+  one_element_each(v2_tree_divergent, d_in, n, d_out, stream);
+}
+KernelOccupancy reduce_v2_tree_divergent_occupancy() {
+  return query_occupancy(v2_tree_divergent, kBlock);
+}
+
+void reduce_v3_sequential(const float* d_in, std::size_t n, float* d_out, void*, std::size_t,
+                          cudaStream_t stream) {
+  one_element_each(v3_sequential, d_in, n, d_out, stream);
+}
+KernelOccupancy reduce_v3_sequential_occupancy() { return query_occupancy(v3_sequential, kBlock); }
+
+void reduce_v4_warp_shuffle(const float* d_in, std::size_t n, float* d_out, void*, std::size_t,
+                            cudaStream_t stream) {
+  one_element_each(v4_warp_shuffle, d_in, n, d_out, stream);
+}
+KernelOccupancy reduce_v4_warp_shuffle_occupancy() {
+  return query_occupancy(v4_warp_shuffle, kBlock);
+}
+
+void reduce_v5_multi_element(const float* d_in, std::size_t n, float* d_out, void*, std::size_t,
+                             cudaStream_t stream) {
+  zero_sum(d_out, stream);
+  if (n == 0) return;
+  // Enough blocks to fill every SM several times over, no more: each thread then sums
+  // n / (blocks x 256) elements before any synchronisation.
+  const auto blocks =
+      static_cast<unsigned>(grid_blocks(n, kBlock, static_cast<std::size_t>(sm_count()) * 8));
+  v5_multi_element<<<blocks, kBlock, 0, stream>>>(d_in, n, d_out);
+  CDL_CUDA_CHECK(cudaGetLastError());
+}
+KernelOccupancy reduce_v5_multi_element_occupancy() {
+  return query_occupancy(v5_multi_element, kBlock);
+}
+
+void reduce_cub(const float* d_in, std::size_t n, float* d_out, void* d_scratch,
+                std::size_t scratch_bytes, cudaStream_t stream) {
+  CDL_CUDA_CHECK(cub::DeviceReduce::Sum(d_scratch, scratch_bytes, d_in, d_out, n, stream));
 }
 
 std::size_t reduce_scratch_bytes(std::size_t n) {
@@ -108,60 +156,6 @@ std::size_t reduce_scratch_bytes(std::size_t n) {
   CDL_CUDA_CHECK(cub::DeviceReduce::Sum(nullptr, bytes, static_cast<const float*>(nullptr),
                                         static_cast<float*>(nullptr), n));
   return bytes;
-}
-
-void reduce_sum(Reduce v, const float* d_in, std::size_t n, float* d_out, void* d_scratch,
-                std::size_t scratch_bytes, cudaStream_t stream) {
-  if (v == Reduce::cub) {
-    CDL_CUDA_CHECK(cub::DeviceReduce::Sum(d_scratch, scratch_bytes, d_in, d_out, n, stream));
-    return;
-  }
-  CDL_CUDA_CHECK(cudaMemsetAsync(d_out, 0, sizeof(float), stream));
-  if (n == 0) return;
-  const auto one_each = static_cast<unsigned>(ceil_div(n, kBlock));
-  switch (v) {
-    case Reduce::v1_atomic_global:
-      v1_atomic_global<<<one_each, kBlock, 0, stream>>>(d_in, n, d_out);
-      break;
-    case Reduce::v2_tree_divergent:
-      v2_tree_divergent<<<one_each, kBlock, 0, stream>>>(d_in, n, d_out);
-      break;
-    case Reduce::v3_sequential:
-      v3_sequential<<<one_each, kBlock, 0, stream>>>(d_in, n, d_out);
-      break;
-    case Reduce::v4_warp_shuffle:
-      v4_warp_shuffle<<<one_each, kBlock, 0, stream>>>(d_in, n, d_out);
-      break;
-    case Reduce::v5_multi_element: {
-      // Enough blocks to fill every SM several times over, no more: each thread then sums
-      // n / (blocks x 256) elements before any synchronisation.
-      const auto blocks =
-          static_cast<unsigned>(grid_blocks(n, kBlock, static_cast<std::size_t>(sm_count()) * 8));
-      v5_multi_element<<<blocks, kBlock, 0, stream>>>(d_in, n, d_out);
-      break;
-    }
-    case Reduce::cub:
-      break;
-  }
-  CDL_CUDA_CHECK(cudaGetLastError());
-}
-
-std::optional<KernelOccupancy> reduce_occupancy(Reduce v) {
-  switch (v) {
-    case Reduce::v1_atomic_global:
-      return query_occupancy(v1_atomic_global, kBlock);
-    case Reduce::v2_tree_divergent:
-      return query_occupancy(v2_tree_divergent, kBlock);
-    case Reduce::v3_sequential:
-      return query_occupancy(v3_sequential, kBlock);
-    case Reduce::v4_warp_shuffle:
-      return query_occupancy(v4_warp_shuffle, kBlock);
-    case Reduce::v5_multi_element:
-      return query_occupancy(v5_multi_element, kBlock);
-    case Reduce::cub:
-      break;
-  }
-  return std::nullopt;
 }
 
 int sm_count() {

@@ -1,6 +1,6 @@
 // Host <-> device transfers around a kernel: synchronous from pageable memory, synchronous from
 // pinned memory, and pipelined over chunks on several streams from pinned memory, so that one
-// chunk's copy in, another's kernel and a third's copy out overlap (kernels.hpp: Transfer).
+// chunk's copy in, another's kernel and a third's copy out overlap (launchers.hpp: RoundTrip).
 #include <stdexcept>
 #include <vector>
 
@@ -34,29 +34,18 @@ PinnedBuffer::~PinnedBuffer() {
   if (p_) cudaFreeHost(p_);
 }
 
-std::string_view transfer_name(Transfer v) {
-  switch (v) {
-    case Transfer::pageable_sync:
-      return "pageable_sync";
-    case Transfer::pinned_sync:
-      return "pinned_sync";
-    case Transfer::pinned_streams:
-      return "pinned_streams";
-  }
-  return "?";
+void round_trip_sync(const float* host_in, float* host_out, float* d_in, float* d_out,
+                     std::size_t n, int) {
+  // One copy in, the kernel, one copy out, each waiting for the one before. From pageable
+  // memory the driver stages every copy through a pinned buffer of its own, in pieces.
+  CDL_CUDA_CHECK(cudaMemcpy(d_in, host_in, n * sizeof(float), cudaMemcpyHostToDevice));
+  affine(d_in, d_out, n, nullptr);
+  CDL_CUDA_CHECK(cudaMemcpy(host_out, d_out, n * sizeof(float), cudaMemcpyDeviceToHost));
 }
 
-void copy_compute_copy(Transfer v, const float* host_in, float* host_out, float* d_in, float* d_out,
-                       std::size_t n, int chunks) {
-  if (v != Transfer::pinned_streams) {
-    // One copy in, the kernel, one copy out, each waiting for the one before. From pageable
-    // memory the driver stages every copy through a pinned buffer of its own, in pieces.
-    CDL_CUDA_CHECK(cudaMemcpy(d_in, host_in, n * sizeof(float), cudaMemcpyHostToDevice));
-    affine(d_in, d_out, n, nullptr);
-    CDL_CUDA_CHECK(cudaMemcpy(host_out, d_out, n * sizeof(float), cudaMemcpyDeviceToHost));
-    return;
-  }
-  if (chunks < 1) throw std::invalid_argument("copy_compute_copy: at least one chunk");
+void round_trip_streams(const float* host_in, float* host_out, float* d_in, float* d_out,
+                        std::size_t n, int chunks) {
+  if (chunks < 1) throw std::invalid_argument("round_trip_streams: at least one chunk");
   std::vector<cudaStream_t> streams(static_cast<std::size_t>(chunks));
   for (auto& s : streams) CDL_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   const std::size_t per = ceil_div(n, static_cast<std::size_t>(chunks));

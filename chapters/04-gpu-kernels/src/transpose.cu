@@ -1,5 +1,6 @@
-// Matrix transposes: naive, through a shared-memory tile, and through a padded tile
-// (index.hpp has the thread-to-element arithmetic, tested on the CPU).
+// Matrix transposes: naive, through a shared-memory tile, and through a padded tile; the
+// kernels, then each one's launcher and occupancy query (launchers.hpp). index.hpp has the
+// thread-to-element arithmetic, tested on the CPU.
 #include "concurdl/gpu/index.hpp"
 #include "concurdl/gpu/kernels.hpp"
 #include "occupancy.cuh"
@@ -10,7 +11,9 @@ namespace {
 
 constexpr int kT = kTransposeTile, kR = kTransposeRows;
 
-__global__ void transpose_naive(const float* in, float* out, int rows, int cols) {
+using TileKernel = void(const float*, float*, int, int);
+
+__global__ void transpose_naive_kernel(const float* in, float* out, int rows, int cols) {
   for (int j = 0; j < kT / kR; ++j) {
     const TransposeStep s = transpose_step(blockIdx.x, blockIdx.y, threadIdx.x, threadIdx.y, j);
     // Reads along a row (coalesced); writes down a column of out: 32 rows apart per warp.
@@ -20,7 +23,7 @@ __global__ void transpose_naive(const float* in, float* out, int rows, int cols)
 }
 
 template <int Pitch>
-__global__ void transpose_tiled(const float* in, float* out, int rows, int cols) {
+__global__ void transpose_tiled_kernel(const float* in, float* out, int rows, int cols) {
   __shared__ float tile[kT * Pitch];
   for (int j = 0; j < kT / kR; ++j) {
     const TransposeStep s = transpose_step(blockIdx.x, blockIdx.y, threadIdx.x, threadIdx.y, j);
@@ -36,48 +39,36 @@ __global__ void transpose_tiled(const float* in, float* out, int rows, int cols)
   }
 }
 
-}  // namespace
-
-std::string_view transpose_name(Transpose v) {
-  switch (v) {
-    case Transpose::naive:
-      return "naive";
-    case Transpose::shared:
-      return "shared";
-    case Transpose::padded:
-      return "padded";
-  }
-  return "?";
-}
-
-KernelOccupancy transpose_occupancy(Transpose v) {
-  switch (v) {
-    case Transpose::naive:
-      return query_occupancy(transpose_naive, kT * kR);
-    case Transpose::shared:
-      return query_occupancy(transpose_tiled<kT>, kT * kR);
-    case Transpose::padded:
-      break;
-  }
-  return query_occupancy(transpose_tiled<kT + 1>, kT * kR);
-}
-
-void transpose(Transpose v, const float* in, float* out, int rows, int cols, cudaStream_t stream) {
+// One thread block per 32 x 32 tile of the input, 32 x 8 threads (index.hpp).
+void launch_tiles(TileKernel* kernel, const float* in, float* out, int rows, int cols,
+                  cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>(ceil_div(cols > 0 ? cols : 1, kT)),
                   static_cast<unsigned>(ceil_div(rows > 0 ? rows : 1, kT)));
-  const dim3 block(kT, kR);
-  switch (v) {
-    case Transpose::naive:
-      transpose_naive<<<grid, block, 0, stream>>>(in, out, rows, cols);
-      break;
-    case Transpose::shared:
-      transpose_tiled<kT><<<grid, block, 0, stream>>>(in, out, rows, cols);
-      break;
-    case Transpose::padded:
-      transpose_tiled<kT + 1><<<grid, block, 0, stream>>>(in, out, rows, cols);
-      break;
-  }
+  kernel<<<grid, dim3(kT, kR), 0, stream>>>(in, out, rows, cols);
   CDL_CUDA_CHECK(cudaGetLastError());
+}
+
+}  // namespace
+
+void transpose_naive(const float* in, float* out, int rows, int cols, cudaStream_t stream) {
+  launch_tiles(transpose_naive_kernel, in, out, rows, cols, stream);
+}
+KernelOccupancy transpose_naive_occupancy() {
+  return query_occupancy(transpose_naive_kernel, kT * kR);
+}
+
+void transpose_shared(const float* in, float* out, int rows, int cols, cudaStream_t stream) {
+  launch_tiles(transpose_tiled_kernel<kT>, in, out, rows, cols, stream);
+}
+KernelOccupancy transpose_shared_occupancy() {
+  return query_occupancy(transpose_tiled_kernel<kT>, kT * kR);
+}
+
+void transpose_padded(const float* in, float* out, int rows, int cols, cudaStream_t stream) {
+  launch_tiles(transpose_tiled_kernel<kT + 1>, in, out, rows, cols, stream);
+}
+KernelOccupancy transpose_padded_occupancy() {
+  return query_occupancy(transpose_tiled_kernel<kT + 1>, kT * kR);
 }
 
 }  // namespace concurdl::gpu

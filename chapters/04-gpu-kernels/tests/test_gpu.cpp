@@ -15,6 +15,7 @@
 #include "../gpu_trials.hpp"
 #include "concurdl/gpu/device.hpp"
 #include "concurdl/gpu/index.hpp"
+#include "concurdl/gpu/kernel_tables.hpp"
 #include "concurdl/gpu/kernels.hpp"
 #include "concurdl/gpu/reference.hpp"
 
@@ -44,13 +45,12 @@ TEST_F(Gpu, EveryReductionVersionSumsLikeTheCpu) {
     DeviceBuffer<float> out(1);
     const std::size_t scratch_bytes = reduce_scratch_bytes(n);
     DeviceBuffer<char> scratch(scratch_bytes);
-    for (int v = 0; v <= static_cast<int>(Reduce::cub); ++v) {
-      const auto version = static_cast<Reduce>(v);
-      reduce_sum(version, d.get(), n, out.get(), scratch.get(), scratch_bytes, nullptr);
+    for (const ReduceKernel& k : reduce_kernels()) {
+      k.launch(d.get(), n, out.get(), scratch.get(), scratch_bytes, nullptr);
       CDL_CUDA_CHECK(cudaDeviceSynchronize());
       const float got = to_host(out)[0];
       EXPECT_EQ(static_cast<double>(got), sum_ref(x))
-          << reduce_name(version) << ", n " << n << " (small integers: exact in any order)";
+          << k.name << ", n " << n << " (small integers: exact in any order)";
     }
   }
 }
@@ -61,14 +61,11 @@ TEST_F(Gpu, VectorAddAndBothCopiesEqualTheirReferences) {
     const DeviceBuffer<float> da = to_device(a), db = to_device(b);
     DeviceBuffer<float> dc(n);
     std::vector<float> want(n);
-    vector_add(da.get(), db.get(), dc.get(), n, nullptr);
-    vector_add_ref(a, b, want);
-    EXPECT_EQ(to_host(dc), want) << "vector_add, n " << n;
-    copy_coalesced(da.get(), dc.get(), n, nullptr);
-    EXPECT_EQ(to_host(dc), a) << "copy_coalesced, n " << n;
-    copy_strided(da.get(), dc.get(), n, 32, nullptr);
-    copy_strided_ref(a, want, 32);
-    EXPECT_EQ(to_host(dc), want) << "copy_strided, n " << n;
+    for (const MemoryKernel& k : memory_kernels()) {
+      k.launch(da.get(), db.get(), dc.get(), n, nullptr);
+      k.reference(a, b, want);
+      EXPECT_EQ(to_host(dc), want) << k.name << ", n " << n;
+    }
   }
 }
 
@@ -81,12 +78,11 @@ TEST_F(Gpu, EveryGemmVersionGivesTheCpusProduct) {
     const std::vector<float> want = gemm_ref(a, b, m, n, k);
     const DeviceBuffer<float> da = to_device(a), db = to_device(b);
     DeviceBuffer<float> dc(want.size());
-    for (int v = 0; v <= static_cast<int>(Gemm::cublas); ++v) {
+    for (const GemmKernel& v : gemm_kernels()) {
       CDL_CUDA_CHECK(cudaMemset(dc.get(), 0xff, want.size() * sizeof(float)));
-      gemm(static_cast<Gemm>(v), da.get(), db.get(), dc.get(), m, n, k, nullptr);
+      v.launch(da.get(), db.get(), dc.get(), m, n, k, nullptr);
       CDL_CUDA_CHECK(cudaDeviceSynchronize());
-      EXPECT_EQ(to_host(dc), want)
-          << gemm_name(static_cast<Gemm>(v)) << " " << m << " x " << n << " x " << k;
+      EXPECT_EQ(to_host(dc), want) << v.name << " " << m << " x " << n << " x " << k;
     }
   }
 }
@@ -101,11 +97,11 @@ TEST_F(Gpu, EveryTransposeGivesTheTranspose) {
       for (int c = 0; c < cols; ++c) want[c * rows + r] = in[r * cols + c];
     const DeviceBuffer<float> d = to_device(in);
     DeviceBuffer<float> out(in.size());
-    for (const Transpose v : {Transpose::naive, Transpose::shared, Transpose::padded}) {
+    for (const TransposeKernel& v : transpose_kernels()) {
       CDL_CUDA_CHECK(cudaMemset(out.get(), 0xff, in.size() * sizeof(float)));
-      transpose(v, d.get(), out.get(), rows, cols, nullptr);
+      v.launch(d.get(), out.get(), rows, cols, nullptr);
       CDL_CUDA_CHECK(cudaDeviceSynchronize());
-      EXPECT_EQ(to_host(out), want) << transpose_name(v) << " " << rows << " x " << cols;
+      EXPECT_EQ(to_host(out), want) << v.name << " " << rows << " x " << cols;
     }
   }
 }
@@ -121,15 +117,16 @@ TEST_F(Gpu, MixedPrecisionGemmsGiveTheProductOfSmallIntegers) {
     to_half(da.get(), ha.get(), a.size(), nullptr);
     to_half(db.get(), hb.get(), b.size(), nullptr);
     DeviceBuffer<float> dc(want.size());
-    for (const GemmMixed v : {GemmMixed::v5_wmma, GemmMixed::cublas_fp16}) {
+    for (const GemmMixedKernel& v : gemm_mixed_kernels()) {
       CDL_CUDA_CHECK(cudaMemset(dc.get(), 0xff, want.size() * sizeof(float)));
-      gemm_mixed(v, ha.get(), hb.get(), dc.get(), m, n, k, nullptr);
+      v.launch(ha.get(), hb.get(), dc.get(), m, n, k, nullptr);
       CDL_CUDA_CHECK(cudaDeviceSynchronize());
-      EXPECT_EQ(to_host(dc), want) << gemm_mixed_name(v) << " " << m << " x " << n << " x " << k;
+      EXPECT_EQ(to_host(dc), want) << v.name << " " << m << " x " << n << " x " << k;
     }
   }
-  EXPECT_THROW(gemm_mixed(GemmMixed::v5_wmma, nullptr, nullptr, nullptr, 15, 16, 16, nullptr),
-               std::invalid_argument);
+  for (const GemmMixedKernel& v : gemm_mixed_kernels())
+    EXPECT_THROW(v.launch(nullptr, nullptr, nullptr, 15, 16, 16, nullptr), std::invalid_argument)
+        << v.name;
 }
 
 TEST_F(Gpu, EveryTransferScheduleComputesTheSameResult) {
@@ -140,16 +137,16 @@ TEST_F(Gpu, EveryTransferScheduleComputesTheSameResult) {
     PinnedBuffer pin_in(n), pin_out(n);
     std::copy(x.begin(), x.end(), pin_in.get());
     DeviceBuffer<float> d_in(n), d_out(n);
-    std::vector<float> out(n, -1.0f);
-    copy_compute_copy(Transfer::pageable_sync, x.data(), out.data(), d_in.get(), d_out.get(), n, 1);
-    EXPECT_EQ(out, want) << "pageable_sync, n " << n;
-    for (const int chunks : {1, 3, 4}) {
-      std::fill(pin_out.get(), pin_out.get() + n, -1.0f);
-      copy_compute_copy(chunks == 1 ? Transfer::pinned_sync : Transfer::pinned_streams,
-                        pin_in.get(), pin_out.get(), d_in.get(), d_out.get(), n, chunks);
-      EXPECT_EQ(std::vector<float>(pin_out.get(), pin_out.get() + n), want)
-          << chunks << " chunks, n " << n;
-    }
+    std::vector<float> out(n);
+    for (const TransferSchedule& s : transfers())
+      for (const int chunks : s.chunked ? std::vector<int>{1, 3, 4} : std::vector<int>{1}) {
+        float* host_out = s.pinned ? pin_out.get() : out.data();
+        std::fill(host_out, host_out + n, -1.0f);
+        s.round_trip(s.pinned ? pin_in.get() : x.data(), host_out, d_in.get(), d_out.get(), n,
+                     chunks);
+        EXPECT_EQ(std::vector<float>(host_out, host_out + n), want)
+            << s.name << ", " << chunks << " chunks, n " << n;
+      }
   }
 }
 
@@ -158,22 +155,22 @@ TEST_F(Gpu, EveryTransferScheduleComputesTheSameResult) {
 namespace {
 
 // What occupancy() computes from a kernel's resources is what the runtime answers, for every
-// kernel of the chapter (a wrong allocation unit or a forgotten reserved kilobyte shows here).
+// kernel of the chapter with an occupancy query (a wrong allocation unit or a forgotten reserved
+// kilobyte shows here).
+template <class Table>
+void add_queries(const Table& table, std::vector<std::pair<std::string, KernelOccupancy>>& out) {
+  for (const auto& row : table)
+    if (row.occupancy != nullptr) out.emplace_back(std::string(row.name), row.occupancy());
+}
+
 TEST_F(Gpu, TheOccupancyArithmeticAgreesWithTheRuntime) {
   const SmLimits sm = device_sm_limits();
   std::vector<std::pair<std::string, KernelOccupancy>> kernels;
-  for (int v = 0; v < static_cast<int>(Reduce::cub); ++v)
-    kernels.emplace_back(reduce_name(static_cast<Reduce>(v)),
-                         *reduce_occupancy(static_cast<Reduce>(v)));
-  for (int v = 0; v < static_cast<int>(Gemm::cublas); ++v)
-    kernels.emplace_back(gemm_name(static_cast<Gemm>(v)), *gemm_occupancy(static_cast<Gemm>(v)));
-  kernels.emplace_back("v5_wmma", *gemm_mixed_occupancy(GemmMixed::v5_wmma));
-  for (const Transpose v : {Transpose::naive, Transpose::shared, Transpose::padded})
-    kernels.emplace_back(transpose_name(v), transpose_occupancy(v));
-  for (const char* k : {"vector_add", "copy_coalesced", "copy_strided"})
-    kernels.emplace_back(k, elementwise_occupancy(k));
-  EXPECT_FALSE(reduce_occupancy(Reduce::cub).has_value());
-  EXPECT_FALSE(gemm_occupancy(Gemm::cublas).has_value());
+  add_queries(reduce_kernels(), kernels);
+  add_queries(gemm_kernels(), kernels);
+  add_queries(gemm_mixed_kernels(), kernels);
+  add_queries(transpose_kernels(), kernels);
+  add_queries(memory_kernels(), kernels);
   for (const auto& [name, k] : kernels) {
     const Occupancy o = occupancy(sm, k.resources);
     EXPECT_EQ(o.blocks, k.runtime_blocks)

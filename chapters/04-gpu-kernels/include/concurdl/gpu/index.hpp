@@ -42,6 +42,9 @@ CDL_HD constexpr std::size_t grid_stride_count(std::size_t first, std::size_t st
   return first >= n ? 0 : (n - first - 1) / stride + 1;
 }
 
+// Floats between the reads of neighbouring threads in the strided copy (copy_strided).
+inline constexpr std::size_t kStride = 32;
+
 // The strided copy reads element strided_source(i) for output i: consecutive threads read
 // elements `stride` apart (every access of a warp in another 32-byte sector), wrapping around
 // n. A permutation of [0, n) when gcd(stride, n) = 1 (the experiment picks n odd and stride a
