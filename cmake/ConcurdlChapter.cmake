@@ -1,20 +1,30 @@
-# concurdl_add_chapter(NN-topic SOURCES ... [CUDA_SOURCES ...] [TESTS ...] [RACE_DEMOS ...]
-#                      [LIBS ...] [LABELS ...] [REQUIRES cap ...] [OPTIONAL cap ...])
+# concurdl_add_chapter(NN-topic SOURCES ... EXPERIMENTS ... [CUDA_SOURCES ...] [TESTS ...]
+#                      [RACE_DEMOS ...] [LIBS ...] [EXPERIMENT_LIBS ...] [CHAPTERS NN ...]
+#                      [LABELS ...] [REQUIRES cap ...] [OPTIONAL cap ...])
 #
 # Capabilities (cap): cuda, nccl, mpi, uring. REQUIRES: the chapter is built only where all of
 # them were found (the configure summary says which chapter was left out and why). OPTIONAL:
 # the chapter builds either way and links each one where found. Either way every chapter target
 # gets CONCURDL_HAVE_CUDA/NCCL/MPI/URING defined as 1 or 0 (per target, not globally), so code
 # tests `#if CONCURDL_HAVE_MPI`. CUDA_SOURCES (.cu) are compiled only where CUDA was found.
+# CHAPTERS: the earlier chapters whose code this one uses (05 for 06 and 07, 01 for 08); the
+# chapter is left out, and said so, where one of them is not built.
 #
 # One call per chapter. It makes:
-#   concurdl_chNN   an OBJECT library with the chapter's sources and experiments.cpp; object
-#                   files (not a static archive) so that the static registrations in
-#                   experiments.cpp are never dropped by the linker. The `concurdl` program
-#                   links every chapter's objects.
-#   chNN_tests      the chapter's GoogleTest binary (reference and student implementations
-#                   through one typed suite); each test gets a timeout and the labels
-#                   chNN + LABELS. `concurdl exercise chNN` runs this binary.
+#   concurdl_chNN   the code students read (SOURCES, CUDA_SOURCES): a static library, which
+#                   later chapters (CHAPTERS) and the tests link; an interface library where the
+#                   code is all headers. Its include directories: include/ and the chapter
+#                   folder (the stubs are "exercises/student_*.hpp"). Nothing in it registers
+#                   itself: a static library drops what nothing calls.
+#   concurdl_chNN_experiments  what registers itself with the program at static
+#                   initialisation (EXPERIMENTS: experiments, exercises, micro-benchmarks, the
+#                   train command's backends and modes, commands), with the libraries only they
+#                   need (EXPERIMENT_LIBS: a peer such as Gloo): an OBJECT library, so that the
+#                   linker keeps every registration. The `concurdl` program links every
+#                   chapter's.
+#   chNN_tests      the chapter's GoogleTest binary, on concurdl_chNN alone (reference and
+#                   student implementations through one typed suite); each test gets a timeout
+#                   and the labels chNN + LABELS. `concurdl exercise chNN` runs this binary.
 #   chNN_race_demos deliberate data-race demonstrations (RACE_DEMOS sources), labelled
 #                   race-demo so that the tsan test preset leaves them out.
 set_property(GLOBAL PROPERTY CONCURDL_CHAPTER_TARGETS "")
@@ -51,10 +61,15 @@ endfunction()
 
 function(concurdl_add_chapter folder)
   cmake_parse_arguments(CH "" ""
-    "SOURCES;CUDA_SOURCES;TESTS;RACE_DEMOS;LIBS;LABELS;REQUIRES;OPTIONAL" ${ARGN})
+    "SOURCES;EXPERIMENTS;CUDA_SOURCES;TESTS;RACE_DEMOS;LIBS;EXPERIMENT_LIBS;CHAPTERS;LABELS;REQUIRES;OPTIONAL"
+    ${ARGN})
   string(REGEX MATCH "^[0-9]+" num "${folder}")
   if(num STREQUAL "")
     message(FATAL_ERROR "concurdl_add_chapter(${folder}): the folder must be named NN-topic")
+  endif()
+  if(NOT CH_EXPERIMENTS)
+    message(FATAL_ERROR "concurdl_add_chapter(${folder}): a chapter registers its experiments "
+                        "(EXPERIMENTS experiments.cpp ...)")
   endif()
   set(missing "")
   foreach(cap IN LISTS CH_REQUIRES)
@@ -62,6 +77,14 @@ function(concurdl_add_chapter folder)
     string(TOUPPER ${cap} CAP)
     if(NOT CONCURDL_HAVE_${CAP})
       list(APPEND missing ${cap})
+    endif()
+  endforeach()
+  set(uses "")
+  foreach(earlier IN LISTS CH_CHAPTERS)
+    if(TARGET concurdl_ch${earlier})
+      list(APPEND uses concurdl_ch${earlier})
+    else()
+      list(APPEND missing "chapter ${earlier}")
     endif()
   endforeach()
   if(missing)
@@ -75,23 +98,34 @@ function(concurdl_add_chapter folder)
   if(CONCURDL_HAVE_CUDA)
     list(APPEND sources ${CH_CUDA_SOURCES})
   endif()
-  add_library(${target} OBJECT ${sources})
-  target_include_directories(${target} PUBLIC ${CMAKE_CURRENT_SOURCE_DIR}/include)
-  target_link_libraries(${target} PUBLIC concurdl::harness ${CH_LIBS})
+  if(sources)
+    add_library(${target} STATIC ${sources})
+    set(scope PUBLIC)
+    concurdl_warnings(${target})
+  else()
+    add_library(${target} INTERFACE)
+    set(scope INTERFACE)
+  endif()
+  target_include_directories(${target} ${scope} ${CMAKE_CURRENT_SOURCE_DIR}/include
+                             ${CMAKE_CURRENT_SOURCE_DIR})
+  target_link_libraries(${target} ${scope} concurdl::harness ${uses} ${CH_LIBS})
   foreach(cap cuda nccl mpi uring)
     string(TOUPPER ${cap} CAP)
     if(CONCURDL_HAVE_${CAP} AND (cap IN_LIST CH_REQUIRES OR cap IN_LIST CH_OPTIONAL))
       concurdl_capability_libs(${cap} libs)
-      target_link_libraries(${target} PUBLIC ${libs})
+      target_link_libraries(${target} ${scope} ${libs})
     endif()
     if(CONCURDL_HAVE_${CAP})
-      target_compile_definitions(${target} PUBLIC CONCURDL_HAVE_${CAP}=1)
+      target_compile_definitions(${target} ${scope} CONCURDL_HAVE_${CAP}=1)
     else()
-      target_compile_definitions(${target} PUBLIC CONCURDL_HAVE_${CAP}=0)
+      target_compile_definitions(${target} ${scope} CONCURDL_HAVE_${CAP}=0)
     endif()
   endforeach()
-  concurdl_warnings(${target})
-  set_property(GLOBAL APPEND PROPERTY CONCURDL_CHAPTER_TARGETS ${target})
+
+  add_library(${target}_experiments OBJECT ${CH_EXPERIMENTS})
+  target_link_libraries(${target}_experiments PUBLIC ${target} ${CH_EXPERIMENT_LIBS})
+  concurdl_warnings(${target}_experiments)
+  set_property(GLOBAL APPEND PROPERTY CONCURDL_CHAPTER_TARGETS ${target}_experiments)
   set_property(GLOBAL APPEND PROPERTY CONCURDL_CHAPTERS ${folder})
 
   if(CH_TESTS AND CONCURDL_TESTS)

@@ -62,7 +62,7 @@ std::unique_ptr<Loader> make(const RecordStore& store, const LoaderOptions& opt)
   return std::make_unique<L>(store, opt);
 }
 
-const LoaderKind kLoaderRows[] = {
+constexpr LoaderKind kLoaderRows[] = {
     {{"sync", "no concurrency: read and decode a batch when asked; epoch = io + compute"},
      true,
      false,
@@ -100,7 +100,7 @@ const LoaderKind kLoaderRows[] = {
 }  // namespace
 
 const VariantTable<LoaderKind>& loader_kinds() {
-  static const VariantTable table{kLoaderRows, "loader"};
+  static constexpr VariantTable table{kLoaderRows, "loader"};
   return table;
 }
 

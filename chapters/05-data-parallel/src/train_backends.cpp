@@ -1,7 +1,10 @@
-// The data-parallel backends of `concurdl train --ranks N --backend NAME` (distributed_train.hpp):
+// The data-parallel backends of `concurdl train --ranks N --backend NAME` (distributed_train.hpp),
+// which train_registration.cpp registers with the program:
 //   threads  N rank threads in this process (run_threads), one compute thread each
 //   mpi      this process is one of N ranks under mpirun (the command launched it)
 //   nccl     not for this trainer: it keeps the MLP on the CPU (a clear usage error)
+#include "concurdl/dp/train_backends.hpp"
+
 #include <fmt/format.h>
 
 #include <cmath>
@@ -103,61 +106,39 @@ void run_on_mpi(const nn::DistributedOptions& o, const nn::TrainConfig& c, const
 }
 #endif
 
-// OpenMPI waits for a message by polling without ever giving up its core, unless it counts
-// more ranks than cores itself (it does not see other processes). On a 2-core machine that
-// also runs anything else, a rank spinning in MPI_Allreduce takes the core from the rank it
-// waits for: measured on the shared 2-vCPU VM (2 epochs of 60000 images, 2 ranks, compute
-// threads already 1 per rank), 48-55K samples/s spinning against 65-70K yielding, threads
-// backend 66-89K in the same minutes. So `concurdl train` asks OpenMPI to yield when idle,
-// unless the user set it: here, before main, so that it holds both in the process that
-// starts mpirun (the ranks inherit the environment) and in ranks started by a user's own
-// mpirun or srun (MPI_Init reads it later). Only for the train command: the collectives
-// experiments of `concurdl run` measure latency and keep OpenMPI's default.
-bool is_train_command() {
-  std::ifstream f("/proc/self/cmdline", std::ios::binary);
-  const std::string cmdline((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-  const std::size_t end0 = cmdline.find('\0');
-  if (end0 == std::string::npos) return false;
-  const std::size_t end1 = cmdline.find('\0', end0 + 1);
-  return cmdline.substr(end0 + 1, end1 == std::string::npos ? end1 : end1 - end0 - 1) == "train";
-}
+}  // namespace
 
-const bool yield_when_idle = [] {
-  if (is_train_command()) ::setenv("OMPI_MCA_mpi_yield_when_idle", "1", /*overwrite=*/0);
-  return true;
-}();
-
-const bool registered = [] {
-  nn::register_distributed_backend(
+std::vector<nn::DistributedBackend> train_backends() {
+  std::vector<nn::DistributedBackend> out;
+  out.push_back(
       {.name = "threads",
        .what = "ranks are threads of this process (shared memory), one compute thread each",
        .missing = [] { return std::string(); },
        .check = [](const nn::DistributedOptions& o,
                    const nn::TrainConfig&) { (void)options_of(o); },
        .run = &run_on_threads});
-  nn::register_distributed_backend(
-      {.name = "mpi",
-       .what = "ranks are processes under mpirun (launched for you), MpiCommunicator",
-       .missing = []() -> std::string {
-         if (!CONCURDL_HAVE_MPI)
-           return "--backend mpi: this concurdl was built without MPI (apt-get install "
-                  "libopenmpi-dev openmpi-bin, then configure again)";
-         return "";
-       },
-       .check = [](const nn::DistributedOptions& o,
-                   const nn::TrainConfig&) { (void)options_of(o); },
-       .mpi_launch = true,
-       .run =
-           [](const nn::DistributedOptions& o, const nn::TrainConfig& c, const nn::Dataset& d,
-              const nn::RankLoop& loop) {
+  out.push_back({.name = "mpi",
+                 .what = "ranks are processes under mpirun (launched for you), MpiCommunicator",
+                 .missing = []() -> std::string {
+                   if (!CONCURDL_HAVE_MPI)
+                     return "--backend mpi: this concurdl was built without MPI (apt-get install "
+                            "libopenmpi-dev openmpi-bin, then configure again)";
+                   return "";
+                 },
+                 .check = [](const nn::DistributedOptions& o,
+                             const nn::TrainConfig&) { (void)options_of(o); },
+                 .mpi_launch = true,
+                 .run =
+                     [](const nn::DistributedOptions& o, const nn::TrainConfig& c,
+                        const nn::Dataset& d, const nn::RankLoop& loop) {
 #if CONCURDL_HAVE_MPI
-             run_on_mpi(o, c, d, loop);
+                       run_on_mpi(o, c, d, loop);
 #else
-             (void)o, (void)c, (void)d, (void)loop;
-             throw UsageError("--backend mpi: this concurdl was built without MPI");
+                       (void)o, (void)c, (void)d, (void)loop;
+                       throw UsageError("--backend mpi: this concurdl was built without MPI");
 #endif
-           }});
-  nn::register_distributed_backend(
+                     }});
+  out.push_back(
       {.name = "nccl",
        .what = "one rank per GPU with NCCL: not for this trainer, which keeps the MLP on the CPU",
        .missing = []() -> std::string {
@@ -172,9 +153,7 @@ const bool registered = [] {
               const nn::RankLoop&) {
              throw UsageError("--backend nccl: needs the model on a GPU (not implemented)");
            }});
-  return true;
-}();
-
-}  // namespace
+  return out;
+}
 
 }  // namespace concurdl::dp

@@ -228,49 +228,4 @@ void PipelineTrainer::resume(const std::filesystem::path& checkpoint) {
   state_ = loaded;
 }
 
-namespace {
-
-// The pipeline's options from `concurdl train`'s, or a UsageError naming the one it cannot run.
-PipelineOptions pipeline_options(const nn::DistributedOptions& o, const nn::TrainConfig& c) {
-  if (o.backend != "threads")
-    throw UsageError(fmt::format(
-        "--pipeline: runs its stages as threads of this process (--backend threads), not "
-        "--backend {}",
-        o.backend));
-  const std::size_t layers = c.spec.widths.size() - 1;
-  if (o.ranks > kMaxStages || static_cast<std::size_t>(o.ranks) > layers)
-    throw UsageError(fmt::format(
-        "--pipeline {}: the model {} has {} layers; a stage needs one at least (at most {} "
-        "stages)",
-        o.ranks, c.spec.describe(), layers, kMaxStages));
-  PipelineOptions p;
-  p.stages = o.ranks;
-  p.micro_batches = o.micro_batches > 0 ? o.micro_batches : 4;
-  if (p.micro_batches > c.batch)
-    throw UsageError(
-        fmt::format("--micro-batches {}: more than the batch's {} rows", p.micro_batches, c.batch));
-  const std::string sched = o.schedule.empty() ? "1f1b" : o.schedule;
-  const auto parsed = parse_schedule(sched);
-  if (!parsed)
-    throw UsageError(
-        fmt::format("--schedule: unknown schedule '{}' (known: naive, gpipe, 1f1b)", sched));
-  p.schedule = *parsed;
-  return p;
-}
-
-const bool registered = nn::register_training_mode(
-    {.name = "pipeline",
-     .what = "pipeline parallelism (chapter 06): the layers cut into --pipeline P stages, "
-             "--micro-batches M, --schedule naive|gpipe|1f1b",
-     .check = [](const nn::DistributedOptions& o,
-                 const nn::TrainConfig& c) { (void)pipeline_options(o, c); },
-     .run =
-         [](const nn::DistributedOptions& o, const nn::TrainConfig& c, const nn::Dataset& train,
-            const nn::RankLoop& loop) {
-           PipelineTrainer t(c, train, pipeline_options(o, c));
-           loop(t);
-         }});
-
-}  // namespace
-
 }  // namespace concurdl::mp

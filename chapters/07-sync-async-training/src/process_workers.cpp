@@ -19,7 +19,6 @@
 #include <stdexcept>
 
 #include "concurdl/data/idx.hpp"
-#include "concurdl/harness/commands.hpp"
 #include "concurdl/harness/errors.hpp"
 #include "concurdl/kernels/gemm.hpp"
 #include "concurdl/kernels/threads.hpp"
@@ -431,12 +430,5 @@ int ps_worker_main(const std::vector<std::string>& args) {
     if (!send_all(fd, &r, sizeof r) || !send_all(fd, grads.data(), grads.size_bytes())) return 0;
   }
 }
-
-namespace {
-const bool registered_worker = register_command(
-    {"ps-worker",
-     "(internal) one worker process of `concurdl train --mode ps-async --backend processes`",
-     &ps_worker_main});
-}  // namespace
 
 }  // namespace concurdl::asgd

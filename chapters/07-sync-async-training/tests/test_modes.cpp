@@ -15,12 +15,23 @@
 #include <vector>
 
 #include "concurdl/asgd/async_trainer.hpp"
+#include "concurdl/dp/train_backends.hpp"
 #include "concurdl/harness/testing.hpp"
 #include "concurdl/nn/checkpoint.hpp"
 #include "concurdl/nn/distributed_train.hpp"
 #include "test_util.hpp"
 
 namespace {
+
+// Chapter 05's threads backend, as `concurdl train --backend threads` runs it (the tests link
+// chapter 05's code, not the program's registrations).
+const concurdl::nn::DistributedBackend* threads_backend() {
+  static const std::vector<concurdl::nn::DistributedBackend> backends =
+      concurdl::dp::train_backends();
+  for (const concurdl::nn::DistributedBackend& b : backends)
+    if (b.name == "threads") return &b;
+  return nullptr;
+}
 
 using namespace concurdl::asgd;
 using ch07_test::problem;
@@ -158,7 +169,7 @@ TEST(Modes, AStragglerTakesFewerBatchesUnderAParameterServer) {
 // changes, a synchronous run.
 TEST(Modes, SyncWithAStragglerEqualsOneTrainerWithTheWholeBatch) {
   within_seconds(kDeadline, [&] {
-    const nn::DistributedBackend* b = nn::find_distributed_backend("threads");
+    const nn::DistributedBackend* b = threads_backend();
     ASSERT_NE(b, nullptr);
     nn::DistributedOptions d;
     d.ranks = 2;
@@ -186,7 +197,7 @@ TEST(Modes, SyncWithAStragglerEqualsOneTrainerWithTheWholeBatch) {
 
 TEST(Modes, SyncStopsWithTheFailedRanksMessage) {
   within_seconds(kDeadline, [&] {
-    const nn::DistributedBackend* b = nn::find_distributed_backend("threads");
+    const nn::DistributedBackend* b = threads_backend();
     nn::DistributedOptions d;
     d.ranks = 2;
     d.fail_worker = 1;
@@ -225,7 +236,7 @@ TEST(Modes, CheckpointsResumeTheirModeAndRefuseAnothersByName) {
       EXPECT_EQ(other.parameters(), before) << "a refused checkpoint changes nothing";
     }
     // And the synchronous trainer refuses it too.
-    const nn::DistributedBackend* b = nn::find_distributed_backend("threads");
+    const nn::DistributedBackend* b = threads_backend();
     nn::DistributedOptions d;
     d.ranks = 2;
     EXPECT_THROW(b->run(d, small_config(4), problem(), [&](nn::RankTrainer& t) { t.resume(ck); }),

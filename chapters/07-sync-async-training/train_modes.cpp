@@ -4,6 +4,7 @@
 
 #include "concurdl/asgd/async_trainer.hpp"
 #include "concurdl/asgd/process_workers.hpp"
+#include "concurdl/harness/commands.hpp"
 #include "concurdl/harness/errors.hpp"
 #include "concurdl/nn/distributed_train.hpp"
 
@@ -78,6 +79,13 @@ const bool registered = [] {
            }});
   return true;
 }();
+
+// The worker processes of --backend processes are this program started again as
+// `concurdl ps-worker`.
+const bool registered_worker = register_command(
+    {"ps-worker",
+     "(internal) one worker process of `concurdl train --mode ps-async --backend processes`",
+     &ps_worker_main});
 
 }  // namespace
 
