@@ -50,7 +50,7 @@ TEST_P(Readme, VariantTablesAreTheProgramsTables) {
 
 INSTANTIATE_TEST_SUITE_P(Chapters, Readme,
                          ::testing::Values("01-threads", "02-locks", "03-async-io",
-                                           "04-gpu-kernels", "05-data-parallel"),
+                                           "04-gpu-kernels", "05-data-parallel", "08-dataflow"),
                          [](const auto& info) {
                            std::string n = info.param;
                            return n.substr(0, 2);

@@ -84,12 +84,7 @@ Trial executor_trial(const Params& p, GroupCache& cache) {
   const auto side = static_cast<std::size_t>(param_int(p, "side"));
   const auto width = static_cast<std::size_t>(param_int(p, "width"));
   const auto depth = static_cast<std::size_t>(param_int(p, "depth"));
-  auto exec = std::shared_ptr<Executor>(make_executor(name, threads));
-  if (!exec)
-    throw UsageError(
-        fmt::format("parameter 'executor': '{}' is not sequential, parallel or "
-                    "tbb_flow",
-                    name));
+  auto exec = std::shared_ptr<Executor>(executor_kinds().find(name).make(threads));
   auto shared = std::shared_ptr<GraphCase>(
       &cache.get<GraphCase>("graph", [&] { return make_case(shape, side, width, depth); }),
       [](GraphCase*) {});
@@ -118,7 +113,7 @@ const bool registered_executors = register_experiment({
     .title = "Graph executors: sequential, parallel (dependency counts on the stealing pool) and "
              "oneTBB's flow graph, on wide and deep graphs of GEMM + ReLU nodes",
     .axes = {{.name = "graph", .values = {"wide", "deep", "mlp"}},
-             {.name = "executor", .values = {"sequential", "parallel", "tbb_flow"}},
+             executor_kinds().axis("ch08/executors"),
              {.name = "threads",
               .values = {"1", "2", "4"},
               .kind = AxisKind::count,

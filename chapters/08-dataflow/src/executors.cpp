@@ -9,7 +9,9 @@
 
 #include <atomic>
 #include <exception>
+#include <memory>
 #include <optional>
+#include <type_traits>
 
 #include "concurdl/harness/trace.hpp"
 #include "concurdl/threads/stealing_pool.hpp"
@@ -140,13 +142,35 @@ class OwningParallel final : public Executor {
   ParallelExecutor exec_;
 };
 
+template <class E>
+std::unique_ptr<Executor> make(int threads) {
+  if constexpr (std::is_constructible_v<E, int>)
+    return std::make_unique<E>(threads);
+  else
+    return std::make_unique<E>();
+}
+
+constexpr ExecutorKind kExecutorRows[] = {
+    {{"sequential", "one thread, the nodes in a topological order (Kahn's): the baseline"},
+     &make<SequentialExecutor>},
+    {{"parallel",
+      "per node an atomic count of inputs not yet computed; ready nodes run on chapter 01's "
+      "work-stealing pool, a chain staying on one thread"},
+     &make<OwningParallel>},
+    {{"tbb_flow", "the same graph as a oneTBB flow graph, a continue_node per node: the peer"},
+     &make<TbbFlowExecutor>},
+};
+
 }  // namespace
 
+const VariantTable<ExecutorKind>& executor_kinds() {
+  static constexpr VariantTable table{kExecutorRows, "executor"};
+  return table;
+}
+
 std::unique_ptr<Executor> make_executor(std::string_view name, int threads) {
-  if (name == "sequential") return std::make_unique<SequentialExecutor>();
-  if (name == "parallel") return std::make_unique<OwningParallel>(threads);
-  if (name == "tbb_flow") return std::make_unique<TbbFlowExecutor>(threads);
-  return nullptr;
+  const ExecutorKind* k = executor_kinds().lookup(name);
+  return k == nullptr ? nullptr : k->make(threads);
 }
 
 }  // namespace concurdl::df

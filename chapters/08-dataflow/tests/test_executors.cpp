@@ -68,7 +68,7 @@ TEST_P(Executors, ACycleIsRefusedNamingANodeOnIt) {
 }
 
 INSTANTIATE_TEST_SUITE_P(All, Executors,
-                         ::testing::Combine(::testing::Values("sequential", "parallel", "tbb_flow"),
+                         ::testing::Combine(::testing::ValuesIn(executor_kinds().names()),
                                             ::testing::Values(1, 2, 4, 8)),
                          [](const auto& info) {
                            return std::get<0>(info.param) + "_" +

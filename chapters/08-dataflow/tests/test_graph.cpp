@@ -120,7 +120,7 @@ TEST(GraphMlp, GradientsAreKernelsNnsUnderEveryExecutor) {
   for (std::size_t i = 0; i < rows; ++i) labels[i] = static_cast<std::uint8_t>((i * 7) % 10);
   model.forward_backward(x.data(), labels.data(), rows);
   const MlpGraph mg = record_mlp(model, x.data(), labels.data(), rows);
-  for (const std::string name : {"sequential", "parallel", "tbb_flow"}) {
+  for (const std::string& name : executor_kinds().names()) {
     // libtbb synchronises where ThreadSanitizer cannot see (the flow graph runs in the other
     // builds).
     if (concurdl::testing::kThreadSanitizer && name == "tbb_flow") continue;
@@ -161,7 +161,7 @@ TEST(GraphMlp, TrainingOnTheGraphGivesNnsParameters) {
         want.forward_backward(x.data() + s * rows * 20, labels.data() + s * rows, rows));
     sgd.step(want.parameters(), want.gradients());
   }
-  for (const std::string name : {"sequential", "parallel", "tbb_flow"}) {
+  for (const std::string& name : executor_kinds().names()) {
     if (concurdl::testing::kThreadSanitizer && name == "tbb_flow") continue;
     for (const Fusion fusion : {Fusion::epilogues, Fusion::none}) {
       const std::string what =

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "concurdl/df/graph.hpp"
+#include "concurdl/harness/variants.hpp"
 #include "concurdl/threads/stealing_pool.hpp"
 
 namespace concurdl::df {
@@ -68,8 +69,15 @@ class TbbFlowExecutor final : public Executor {
   std::unique_ptr<Arena> arena_;
 };
 
-// "sequential", "parallel" (on a StealingPool of `threads`), "tbb_flow"; nullptr for another
-// name. The executor owns its pool.
+// The executors, a row each (the experiments' `executor` axis, the tests, `concurdl list` and the
+// README's table iterate over it): `make` builds one with `threads` threads, owning its pool.
+// Adding an executor is its class and one row.
+struct ExecutorKind : VariantInfo {
+  std::unique_ptr<Executor> (*make)(int threads) = nullptr;
+};
+const VariantTable<ExecutorKind>& executor_kinds();
+
+// The row named `name`'s executor; nullptr for another name.
 std::unique_ptr<Executor> make_executor(std::string_view name, int threads);
 
 }  // namespace concurdl::df
