@@ -187,7 +187,8 @@ PipelineStepResult pipeline_step(dp::Communicator& comm, nn::Mlp& model,
     const auto iu = static_cast<std::size_t>(i);
     const dp::Block mb = dp::block_of(rows, m, i);
     if (op > 0) {  // forward of micro-batch i
-      const float* in = x + mb.offset * widths[0];
+      // Only the first stage holds the input: another's x is null, and null + offset is UB.
+      const float* in = first_stage ? x + mb.offset * widths[0] : nullptr;
       if (!first_stage) {
         inputs[iu].resize(mb.count * in_w);
         receive(comm, s - 1, inputs[iu], i, poll);
