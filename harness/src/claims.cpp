@@ -11,7 +11,7 @@
 #include <map>
 #include <sstream>
 
-#include "concurdl/build_info.hpp"
+#include "claims_detail.hpp"
 #include "concurdl/harness/records.hpp"
 #include "concurdl/harness/runner.hpp"
 
@@ -36,7 +36,6 @@ const char* to_string(Claim::Kind k) { return k == Claim::Kind::law ? "law" : "m
 namespace {
 
 using json = nlohmann::json;
-namespace fs = std::filesystem;
 
 // Why the claim does not apply on the machine or profile the run had, or "".
 std::string inapplicable_because(const Claim& c, const json& prov) {
@@ -126,10 +125,8 @@ std::string claim_reference_text(double reference, const std::string& unit) {
                                : claim_value_text(reference, unit);
 }
 
-namespace {
+namespace claims_detail {
 
-// A claim judged on `run`, without its reference value (which is itself judged on the
-// reference runs).
 ClaimResult judge_claim(const Experiment& e, const Claim& c, const RunFile& run) {
   ClaimResult out;
   out.experiment = e.id;
@@ -225,41 +222,10 @@ ClaimResult judge_claim(const Experiment& e, const Claim& c, const RunFile& run)
   return out;
 }
 
-// "experiment claim_id" -> the value its reference run measured.
-std::map<std::string, double> read_reference_values() {
-  std::map<std::string, double> out;
-  const fs::path root = fs::path(build::source_dir) / "results" / "reference";
-  const auto take = [&](const char* name, bool gpu_claims_only) {
-    RunFile f;
-    try {
-      f = load_run(root / name);
-    } catch (const std::exception&) {
-      return;  // not there (a program away from its sources) or unreadable: not measured
-    }
-    for (const Experiment& e : experiments())
-      for (const Claim& c : e.claims) {
-        if (gpu_claims_only && !c.needs_gpu) continue;
-        const ClaimResult r = judge_claim(e, c, f);
-        if (r.value) out[e.id + " " + c.id] = *r.value;
-      }
-  };
-  for (const char* name : kReferenceRuns) take(name, false);
-  // The claims that need a GPU come from the GPU's run; its CPU references (ch04/cpu_reference,
-  // on that machine's CPU) are not the reference machine's.
-  take(kReferenceGpuRun, true);
-  return out;
-}
-
-}  // namespace
-
-double claim_reference(const std::string& experiment, const std::string& claim_id) {
-  static const std::map<std::string, double> values = read_reference_values();
-  const auto it = values.find(experiment + " " + claim_id);
-  return it == values.end() ? std::numeric_limits<double>::quiet_NaN() : it->second;
-}
+}  // namespace claims_detail
 
 ClaimResult evaluate_claim(const Experiment& e, const Claim& c, const RunFile& run) {
-  ClaimResult out = judge_claim(e, c, run);
+  ClaimResult out = claims_detail::judge_claim(e, c, run);
   out.reference = claim_reference(e.id, c.id);
   return out;
 }
