@@ -13,15 +13,17 @@
 # One call per chapter. It makes:
 #   concurdl_chNN   the code students read (SOURCES, CUDA_SOURCES): a static library, which
 #                   later chapters (CHAPTERS) and the tests link; an interface library where the
-#                   code is all headers. Its include directories: include/ and the chapter
-#                   folder (the stubs are "exercises/student_*.hpp"). Nothing in it registers
-#                   itself: a static library drops what nothing calls.
+#                   code is all headers. It links concurdl::core, not the harness, so the code
+#                   students read cannot include the harness's headers (the build says so). Its
+#                   include directories: include/ and the chapter folder (the stubs are
+#                   "exercises/student_*.hpp"). Nothing in it registers itself: a static
+#                   library drops what nothing calls.
 #   concurdl_chNN_experiments  what registers itself with the program at static
 #                   initialisation (EXPERIMENTS: experiments, exercises, micro-benchmarks, the
-#                   train command's backends and modes, commands), with the libraries only they
-#                   need (EXPERIMENT_LIBS: a peer such as Gloo): an OBJECT library, so that the
-#                   linker keeps every registration. The `concurdl` program links every
-#                   chapter's.
+#                   train command's backends and modes, commands), with the harness and the
+#                   libraries only they need (EXPERIMENT_LIBS: a peer such as Gloo): an OBJECT
+#                   library, so that the linker keeps every registration. The `concurdl`
+#                   program links every chapter's.
 #   chNN_tests      the chapter's GoogleTest binary, on concurdl_chNN alone (reference and
 #                   student implementations through one typed suite); each test gets a timeout
 #                   and the labels chNN + LABELS. `concurdl exercise chNN` runs this binary.
@@ -56,6 +58,35 @@ function(concurdl_capability_libs cap out)
     set(${out} CUDA::cudart PARENT_SCOPE)
   else()
     message(FATAL_ERROR "concurdl_add_chapter: unknown capability '${cap}' (cuda, nccl, mpi, uring)")
+  endif()
+endfunction()
+
+# concurdl_add_mpi_test(NAME name TARGET exe RANKS n [ARGS arg ...] [LABELS label ...]
+#                       [TIMEOUT s] [WRAPPER cmd ...] [SKIP_REGULAR_EXPRESSION re])
+# A test that runs `exe` on n MPI ranks as the launcher does: mpiexec -n n with
+# CONCURDL_MPIEXEC_PREFLAGS (--allow-run-as-root by default, for root) and OpenMPI's
+# oversubscription on (4 ranks on a 2-core machine). ARGS go to the program. WRAPPER is a
+# command the whole mpiexec line is passed to (a script that checks how the job ends). The test
+# claims n processors, so that ctest -j counts the ranks; TIMEOUT: CONCURDL_TEST_TIMEOUT unless
+# given.
+function(concurdl_add_mpi_test)
+  cmake_parse_arguments(T "" "NAME;TARGET;RANKS;TIMEOUT;SKIP_REGULAR_EXPRESSION"
+                        "ARGS;LABELS;WRAPPER" ${ARGN})
+  if(NOT T_NAME OR NOT T_TARGET OR NOT T_RANKS)
+    message(FATAL_ERROR "concurdl_add_mpi_test: NAME, TARGET and RANKS are required")
+  endif()
+  if(NOT T_TIMEOUT)
+    set(T_TIMEOUT ${CONCURDL_TEST_TIMEOUT})
+  endif()
+  separate_arguments(preflags UNIX_COMMAND "${CONCURDL_MPIEXEC_PREFLAGS}")
+  add_test(NAME ${T_NAME}
+           COMMAND ${T_WRAPPER} ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${T_RANKS} ${preflags}
+                   ${MPIEXEC_PREFLAGS} $<TARGET_FILE:${T_TARGET}> ${T_ARGS} ${MPIEXEC_POSTFLAGS})
+  set_tests_properties(${T_NAME} PROPERTIES LABELS "${T_LABELS}" PROCESSORS ${T_RANKS}
+                       TIMEOUT ${T_TIMEOUT} ENVIRONMENT "OMPI_MCA_rmaps_base_oversubscribe=1")
+  if(T_SKIP_REGULAR_EXPRESSION)
+    set_tests_properties(${T_NAME} PROPERTIES
+                         SKIP_REGULAR_EXPRESSION "${T_SKIP_REGULAR_EXPRESSION}")
   endif()
 endfunction()
 
@@ -108,7 +139,7 @@ function(concurdl_add_chapter folder)
   endif()
   target_include_directories(${target} ${scope} ${CMAKE_CURRENT_SOURCE_DIR}/include
                              ${CMAKE_CURRENT_SOURCE_DIR})
-  target_link_libraries(${target} ${scope} concurdl::harness ${uses} ${CH_LIBS})
+  target_link_libraries(${target} ${scope} concurdl::core ${uses} ${CH_LIBS})
   foreach(cap cuda nccl mpi uring)
     string(TOUPPER ${cap} CAP)
     if(CONCURDL_HAVE_${CAP} AND (cap IN_LIST CH_REQUIRES OR cap IN_LIST CH_OPTIONAL))
@@ -123,7 +154,7 @@ function(concurdl_add_chapter folder)
   endforeach()
 
   add_library(${target}_experiments OBJECT ${CH_EXPERIMENTS})
-  target_link_libraries(${target}_experiments PUBLIC ${target} ${CH_EXPERIMENT_LIBS})
+  target_link_libraries(${target}_experiments PUBLIC concurdl::harness ${target} ${CH_EXPERIMENT_LIBS})
   concurdl_warnings(${target}_experiments)
   set_property(GLOBAL APPEND PROPERTY CONCURDL_CHAPTER_TARGETS ${target}_experiments)
   set_property(GLOBAL APPEND PROPERTY CONCURDL_CHAPTERS ${folder})

@@ -10,7 +10,7 @@
 #include <utility>
 #include <vector>
 
-#include "concurdl/harness/errors.hpp"
+#include "concurdl/core/errors.hpp"
 #include "concurdl/harness/exercise.hpp"
 #include "concurdl/harness/experiment.hpp"
 #include "concurdl/harness/runner.hpp"

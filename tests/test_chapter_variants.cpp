@@ -17,10 +17,11 @@
 #include <vector>
 
 #include "concurdl/build_info.hpp"
+#include "concurdl/core/variants.hpp"
 #include "concurdl/harness/exercise.hpp"
 #include "concurdl/harness/experiment.hpp"
 #include "concurdl/harness/runner.hpp"
-#include "concurdl/harness/variants.hpp"
+#include "concurdl/harness/variant_docs.hpp"
 #include "readme_capabilities.hpp"
 
 namespace {

@@ -13,7 +13,7 @@
 #include "cli_fixture.hpp"
 #include "concurdl/build_info.hpp"
 #include "concurdl/harness/records.hpp"
-#include "concurdl/harness/trace.hpp"
+#include "concurdl/harness/trace_files.hpp"
 
 namespace fs = std::filesystem;
 using concurdl::load_run;

@@ -5,7 +5,7 @@
 
 #include <string>
 
-#include "concurdl/harness/errors.hpp"
+#include "concurdl/core/errors.hpp"
 
 #if CONCURDL_HAVE_CUDA
 #include <cuda_runtime.h>
@@ -16,7 +16,7 @@
 #include <nccl.h>
 #endif
 #if CONCURDL_HAVE_MPI
-#include "concurdl/harness/ranks_mpi.hpp"
+#include "concurdl/core/ranks_mpi.hpp"
 #endif
 
 using concurdl::LibraryError;

@@ -1,7 +1,7 @@
 #include <gtest/gtest.h>
 
-#include "concurdl/harness/errors.hpp"
-#include "concurdl/harness/params.hpp"
+#include "concurdl/core/errors.hpp"
+#include "concurdl/core/params.hpp"
 
 using namespace concurdl;
 

@@ -11,7 +11,7 @@
 #include <random>
 #include <thread>
 
-#include "concurdl/harness/errors.hpp"
+#include "concurdl/core/errors.hpp"
 #include "concurdl/harness/records.hpp"
 
 using namespace concurdl;

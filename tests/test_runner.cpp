@@ -8,8 +8,8 @@
 #include <map>
 #include <mutex>
 
+#include "concurdl/core/errors.hpp"
 #include "concurdl/harness/calibrate.hpp"
-#include "concurdl/harness/errors.hpp"
 #include "concurdl/harness/runner.hpp"
 
 using namespace concurdl;

@@ -7,7 +7,7 @@
 #include <fstream>
 #include <memory>
 
-#include "concurdl/harness/errors.hpp"
+#include "concurdl/core/errors.hpp"
 #include "concurdl/harness/records.hpp"
 #include "concurdl/harness/runner.hpp"
 

@@ -7,8 +7,9 @@
 #include <string>
 #include <vector>
 
-#include "concurdl/harness/errors.hpp"
-#include "concurdl/harness/variants.hpp"
+#include "concurdl/core/errors.hpp"
+#include "concurdl/core/variants.hpp"
+#include "concurdl/harness/variant_docs.hpp"
 
 namespace {
 

@@ -30,9 +30,9 @@
 #include <thread>
 #include <vector>
 
+#include "concurdl/core/variants.hpp"
 #include "concurdl/harness/exercise.hpp"
 #include "concurdl/harness/experiment.hpp"
-#include "concurdl/harness/variants.hpp"
 #include "concurdl/threads/stealing_pool.hpp"
 #include "concurdl/threads/thread_pool.hpp"
 #include "exercises/student_pool.hpp"

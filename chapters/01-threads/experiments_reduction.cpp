@@ -34,12 +34,12 @@
 #include <string_view>
 #include <vector>
 
+#include "concurdl/core/errors.hpp"
+#include "concurdl/core/variants.hpp"
 #include "concurdl/harness/calibrate.hpp"
 #include "concurdl/harness/cpu_topology.hpp"
-#include "concurdl/harness/errors.hpp"
 #include "concurdl/harness/exercise.hpp"
 #include "concurdl/harness/experiment.hpp"
-#include "concurdl/harness/variants.hpp"
 #include "concurdl/threads/omp_team.hpp"
 #include "concurdl/threads/reduction.hpp"
 #include "exercises/student_sum.hpp"

@@ -10,10 +10,10 @@
 #include <string_view>
 #include <vector>
 
-#include "concurdl/harness/errors.hpp"
+#include "concurdl/core/errors.hpp"
+#include "concurdl/core/params.hpp"
+#include "concurdl/core/variants.hpp"
 #include "concurdl/harness/experiment.hpp"
-#include "concurdl/harness/params.hpp"
-#include "concurdl/harness/variants.hpp"
 #include "concurdl/locks/lock_variants.hpp"
 
 namespace concurdl::locks::experiments {

@@ -14,7 +14,7 @@
 #include <optional>
 #include <string>
 
-#include "concurdl/harness/errors.hpp"
+#include "concurdl/core/errors.hpp"
 #include "concurdl/harness/experiment.hpp"
 #include "concurdl/locks/litmus.hpp"
 

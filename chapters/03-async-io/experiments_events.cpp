@@ -27,9 +27,9 @@
 #include "concurdl/async_io/event_loop.hpp"
 #include "concurdl/async_io/future.hpp"
 #include "concurdl/async_io/uring.hpp"
-#include "concurdl/harness/errors.hpp"
+#include "concurdl/core/errors.hpp"
+#include "concurdl/core/variants.hpp"
 #include "concurdl/harness/experiment.hpp"
-#include "concurdl/harness/variants.hpp"
 
 namespace {
 

@@ -13,9 +13,9 @@
 #include <string>
 #include <vector>
 
+#include "concurdl/core/errors.hpp"
 #include "concurdl/gpu/device.hpp"
 #include "concurdl/gpu/reference.hpp"
-#include "concurdl/harness/errors.hpp"
 #include "concurdl/harness/exercise.hpp"
 #include "concurdl/harness/experiment.hpp"
 #include "gpu_trials.hpp"

@@ -16,11 +16,11 @@
 #include <string>
 #include <vector>
 
+#include "concurdl/core/errors.hpp"
 #include "concurdl/gpu/device.hpp"
 #include "concurdl/gpu/index.hpp"
 #include "concurdl/gpu/kernel_tables.hpp"
 #include "concurdl/gpu/reference.hpp"
-#include "concurdl/harness/errors.hpp"
 #include "concurdl/harness/experiment.hpp"
 #include "concurdl/harness/records.hpp"
 #include "gpu_trials.hpp"

@@ -19,13 +19,13 @@
 #include <thread>
 #include <vector>
 
+#include "concurdl/core/errors.hpp"
+#include "concurdl/core/variants.hpp"
 #include "concurdl/dp/algorithms.hpp"
 #include "concurdl/dp/communicator.hpp"
 #include "concurdl/dp/threads_backend.hpp"
-#include "concurdl/harness/errors.hpp"
 #include "concurdl/harness/experiment.hpp"
 #include "concurdl/harness/records.hpp"
-#include "concurdl/harness/variants.hpp"
 
 #if CONCURDL_HAVE_MPI
 #include <unistd.h>
@@ -33,8 +33,8 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include "concurdl/core/ranks_mpi.hpp"
 #include "concurdl/dp/mpi_backend.hpp"
-#include "concurdl/harness/ranks_mpi.hpp"
 #endif
 
 #if CONCURDL_HAVE_GLOO

@@ -7,9 +7,9 @@
 #include <string>
 #include <vector>
 
+#include "concurdl/core/variants.hpp"
 #include "concurdl/dp/algorithms.hpp"
 #include "concurdl/harness/experiment.hpp"
-#include "concurdl/harness/variants.hpp"
 
 namespace concurdl::dp::collectives {
 

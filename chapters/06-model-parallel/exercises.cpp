@@ -20,8 +20,8 @@
 #include <string>
 #include <vector>
 
+#include "concurdl/core/errors.hpp"
 #include "concurdl/dp/threads_backend.hpp"
-#include "concurdl/harness/errors.hpp"
 #include "concurdl/harness/exercise.hpp"
 #include "concurdl/harness/experiment.hpp"
 #include "concurdl/kernels/gemm.hpp"

@@ -18,12 +18,12 @@
 #include <string>
 #include <vector>
 
+#include "concurdl/core/errors.hpp"
+#include "concurdl/core/trace.hpp"
 #include "concurdl/dp/cost_model.hpp"
 #include "concurdl/dp/threads_backend.hpp"
-#include "concurdl/harness/errors.hpp"
 #include "concurdl/harness/experiment.hpp"
 #include "concurdl/harness/records.hpp"
-#include "concurdl/harness/trace.hpp"
 #include "concurdl/kernels/threads.hpp"
 #include "concurdl/mp/pipeline.hpp"
 #include "concurdl/mp/pipeline_trainer.hpp"

@@ -13,9 +13,9 @@
 #include <string>
 #include <vector>
 
+#include "concurdl/core/errors.hpp"
 #include "concurdl/dp/cost_model.hpp"
 #include "concurdl/dp/threads_backend.hpp"
-#include "concurdl/harness/errors.hpp"
 #include "concurdl/harness/experiment.hpp"
 #include "concurdl/harness/records.hpp"
 #include "concurdl/kernels/threads.hpp"

@@ -2,7 +2,7 @@
 // (kernels/nn/distributed_train.hpp), registered with the program.
 #include <fmt/format.h>
 
-#include "concurdl/harness/errors.hpp"
+#include "concurdl/core/errors.hpp"
 #include "concurdl/mp/pipeline_trainer.hpp"
 #include "concurdl/nn/distributed_train.hpp"
 

@@ -21,7 +21,7 @@
 
 #include "concurdl/asgd/hogwild.hpp"
 #include "concurdl/asgd/parameter_server.hpp"
-#include "concurdl/harness/errors.hpp"
+#include "concurdl/core/errors.hpp"
 #include "concurdl/harness/exercise.hpp"
 #include "concurdl/harness/experiment.hpp"
 #include "concurdl/nn/sgd.hpp"

@@ -19,8 +19,8 @@
 #include <vector>
 
 #include "concurdl/asgd/async_trainer.hpp"
+#include "concurdl/core/errors.hpp"
 #include "concurdl/data/idx.hpp"
-#include "concurdl/harness/errors.hpp"
 #include "concurdl/harness/experiment.hpp"
 #include "concurdl/harness/records.hpp"
 #include "concurdl/nn/distributed_train.hpp"

@@ -4,8 +4,8 @@
 
 #include "concurdl/asgd/async_trainer.hpp"
 #include "concurdl/asgd/process_workers.hpp"
+#include "concurdl/core/errors.hpp"
 #include "concurdl/harness/commands.hpp"
-#include "concurdl/harness/errors.hpp"
 #include "concurdl/nn/distributed_train.hpp"
 
 namespace concurdl::asgd {

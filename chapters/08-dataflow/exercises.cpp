@@ -18,10 +18,10 @@
 #include <string>
 #include <vector>
 
+#include "concurdl/core/errors.hpp"
 #include "concurdl/df/executors.hpp"
 #include "concurdl/df/fusion.hpp"
 #include "concurdl/df/graph.hpp"
-#include "concurdl/harness/errors.hpp"
 #include "concurdl/harness/exercise.hpp"
 #include "concurdl/harness/experiment.hpp"
 #include "concurdl/kernels/threads.hpp"

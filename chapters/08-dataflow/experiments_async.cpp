@@ -16,9 +16,9 @@
 #include <string>
 #include <vector>
 
+#include "concurdl/core/errors.hpp"
 #include "concurdl/df/async_engine.hpp"
 #include "concurdl/df/graph.hpp"
-#include "concurdl/harness/errors.hpp"
 #include "concurdl/harness/experiment.hpp"
 #include "concurdl/harness/records.hpp"
 #include "concurdl/kernels/threads.hpp"

@@ -17,10 +17,10 @@
 #include <string>
 #include <vector>
 
+#include "concurdl/core/errors.hpp"
 #include "concurdl/data/idx.hpp"
 #include "concurdl/df/executors.hpp"
 #include "concurdl/df/mlp_graph.hpp"
-#include "concurdl/harness/errors.hpp"
 #include "concurdl/harness/experiment.hpp"
 #include "concurdl/harness/records.hpp"
 #include "concurdl/kernels/threads.hpp"

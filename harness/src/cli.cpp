@@ -19,16 +19,16 @@
 
 #include "cli_detail.hpp"
 #include "concurdl/build_info.hpp"
+#include "concurdl/core/errors.hpp"
+#include "concurdl/core/ranks.hpp"
 #include "concurdl/harness/calibrate.hpp"
 #include "concurdl/harness/claims.hpp"
 #include "concurdl/harness/compare.hpp"
 #include "concurdl/harness/cpu_info.hpp"
-#include "concurdl/harness/errors.hpp"
 #include "concurdl/harness/exercise.hpp"
 #include "concurdl/harness/noise.hpp"
 #include "concurdl/harness/openblas_env.hpp"
 #include "concurdl/harness/provenance.hpp"
-#include "concurdl/harness/ranks.hpp"
 #include "concurdl/harness/report.hpp"
 #include "concurdl/harness/runner.hpp"
 #include "list.hpp"
@@ -39,64 +39,6 @@ namespace concurdl {
 namespace fs = std::filesystem;
 
 namespace cli_detail {
-
-Profile parse_profile(const std::string& s) {
-  if (s == "quick") return Profile::quick;
-  if (s == "full") return Profile::full;
-  if (s == "smoke") return Profile::smoke;
-  throw UsageError(fmt::format("--profile: '{}' is not a profile (quick, full or smoke)", s));
-}
-
-// The most timed repetitions --repeat takes: each is a whole run of the configuration.
-constexpr int kMaxRepeat = 1000;
-
-// Counts in [1, most], e.g. "1,2,4"; the message names the flag, the value and the range.
-std::vector<std::string> parse_counts(const std::string& flag, const std::string& text,
-                                      std::int64_t most) {
-  std::vector<std::string> out = split_list(text, flag);
-  for (const auto& v : out) {
-    if (v.find_first_not_of("0123456789") != std::string::npos)
-      throw UsageError(fmt::format("{}: '{}' is not a count (need an integer >= 1)", flag, v));
-    // Digits only: compared as text past 18 digits, so no value overflows.
-    const std::size_t first = std::min(v.find_first_not_of('0'), v.size());
-    const std::string digits = v.substr(first);
-    if (digits.empty())
-      throw UsageError(fmt::format("{}: '{}' is not a count (need an integer >= 1)", flag, v));
-    if (digits.size() > 18 || std::stoll(digits) > most)
-      throw UsageError(fmt::format("{}: '{}' is more than {}, the most it takes", flag, v, most));
-  }
-  return out;
-}
-
-RunOptions make_options(const Args& a) {
-  RunOptions opt;
-  opt.profile = parse_profile(a.profile);
-  if (!a.threads.empty()) opt.threads = parse_counts("--threads", a.threads, kMaxThreads);
-  if (!a.ranks.empty()) opt.ranks = parse_counts("--ranks", a.ranks, kMaxThreads);
-  if (!a.repeat.empty()) {
-    const auto reps = parse_counts("--repeat", a.repeat, kMaxRepeat);
-    if (reps.size() != 1)
-      throw UsageError(fmt::format("--repeat: '{}' is not one count", a.repeat));
-    opt.repeat = std::stoi(reps[0]);
-  }
-  for (const auto& kv : a.set) {
-    const auto eq = kv.find('=');
-    if (eq == std::string::npos || eq == 0 || eq + 1 == kv.size())
-      throw UsageError(fmt::format("--set: '{}' is not key=value", kv));
-    opt.set[kv.substr(0, eq)] = split_list(kv.substr(eq + 1), "--set " + kv.substr(0, eq));
-  }
-  // Two flags for one axis: the one that would win silently is a usage error instead.
-  auto once = [&](const char* axis, bool flag_given) {
-    if (flag_given && opt.set.count(axis))
-      throw UsageError(fmt::format("--{0} and --set {0}=... both give the {0}: give one", axis));
-  };
-  once("threads", opt.threads.has_value());
-  once("ranks", opt.ranks.has_value());
-  if (!a.hostfile.empty() && !fs::is_regular_file(a.hostfile))
-    throw UsageError(fmt::format("--hostfile: '{}' is not a readable file", a.hostfile));
-  opt.progress = !a.quiet;
-  return opt;
-}
 
 // A chapter's experiments: those across MPI ranks (Experiment::mpi) with --ranks, the others
 // without it.
@@ -294,14 +236,14 @@ int cmd_check(const Args& a) {
 }
 
 void add_run_flags(CLI::App* app, Args& a) {
-  app->add_option("--profile", a.profile,
+  app->add_option("--profile", a.run.profile,
                   "quick (default), full, or smoke (every configuration once, smallest sizes)");
-  app->add_option("--threads", a.threads, "thread counts to sweep, e.g. 1,2,4,8");
-  app->add_option("--repeat", a.repeat, "timed repetitions per configuration");
-  app->add_option("--set", a.set, "override a parameter axis: key=v1,v2 (repeatable)")
+  app->add_option("--threads", a.run.threads, "thread counts to sweep, e.g. 1,2,4,8");
+  app->add_option("--repeat", a.run.repeat, "timed repetitions per configuration");
+  app->add_option("--set", a.run.set, "override a parameter axis: key=v1,v2 (repeatable)")
       ->allow_extra_args(false);  // one key=value per --set, so targets may follow
   app->add_option("--out", a.out, "parent directory of the run directory (default results/runs)");
-  app->add_flag("--quiet", a.quiet, "no progress line");
+  app->add_flag("--quiet", a.run.quiet, "no progress line");
 }
 
 }  // namespace cli_detail
@@ -325,11 +267,11 @@ int cli_main(int argc, char** argv) {
   run->add_option("targets", a.targets,
                   "chapters (ch01, 01-threads) or experiment ids (ch01/sum_memory_bound)");
   add_run_flags(run, a);
-  run->add_option("--ranks", a.ranks,
+  run->add_option("--ranks", a.run.ranks,
                   "run the experiments across MPI ranks under mpirun: rank counts to sweep, e.g. 2 "
                   "or 1,2,4 (mpirun starts the largest)");
-  run->add_option("--hostfile", a.hostfile, "MPI hostfile for multi-node runs (with --ranks)");
-  run->add_option("--transport", a.transport,
+  run->add_option("--hostfile", a.run.hostfile, "MPI hostfile for multi-node runs (with --ranks)");
+  run->add_option("--transport", a.run.transport,
                   "how MPI ranks on one machine talk (with --ranks): auto (Open MPI's choice), "
                   "shm (shared memory) or tcp (the network stack, as between machines)");
   run->add_flag("--no-calibrate", a.no_calibrate, "skip measuring the machine's ceilings first");
@@ -385,13 +327,13 @@ int cli_main(int argc, char** argv) {
   exercise->add_option("--out", a.out,
                        "save the attempt as a run under DIR (tests, verdicts, ratios, machine) "
                        "for the class report");
-  exercise->add_option("--repeat", a.repeat, "timed repetitions");
-  exercise->add_option("--profile", a.profile, "quick (default), full or smoke");
+  exercise->add_option("--repeat", a.run.repeat, "timed repetitions");
+  exercise->add_option("--profile", a.run.profile, "quick (default), full or smoke");
   exercise->add_flag("--no-timing", a.no_timing, "tests only");
   exercise->add_flag("--no-build", a.no_build,
                      "do not rebuild the chapter's tests and concurdl first (a program older "
                      "than the chapter's sources is then refused)");
-  exercise->add_flag("--quiet", a.quiet, "no progress line");
+  exercise->add_flag("--quiet", a.run.quiet, "no progress line");
 
   // Registered commands parse their own arguments: everything after the name, --help included.
   std::vector<std::pair<const Command*, CLI::App*>> extra;
@@ -418,11 +360,13 @@ int cli_main(int argc, char** argv) {
     if (*list) return cmd_list(a);
     if (*run) {
       if (!a.resume.empty()) return resume_run(a, argc);
-      if (auto launched = launch_ranks(a, argc, argv)) return *launched;
-      return measure(command, select(a.targets, ranks::initialized()), a, !a.no_calibrate);
+      const RunRequest req = parse_run_request(a.run);
+      if (auto launched = launch_ranks(a, req, argc, argv)) return *launched;
+      return measure(command, select(a.targets, ranks::initialized()), a, req, !a.no_calibrate);
     }
     if (*calibrate)
-      return measure(command, chapter_experiments(kCalibrationChapter, false), a, false);
+      return measure(command, chapter_experiments(kCalibrationChapter, false), a,
+                     parse_run_request(a.run), false);
     if (*report) return cmd_report(a);
     if (*check) return cmd_check(a);
     if (*compare) return cmd_compare(a);

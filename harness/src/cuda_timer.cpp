@@ -3,10 +3,9 @@
 
 #include <cuda_runtime.h>
 
-#include <filesystem>
 #include <string>
 
-#include "concurdl/harness/errors.hpp"
+#include "concurdl/core/errors.hpp"
 
 namespace concurdl {
 
@@ -46,27 +45,6 @@ class CudaEventTimer final : public Timer {
 
 std::shared_ptr<Timer> cuda_event_timer(cudaStream_t stream) {
   return std::make_shared<CudaEventTimer>(stream);
-}
-
-bool cuda_device_available(std::string* why) {
-  int n = 0;
-  const cudaError_t rc = cudaGetDeviceCount(&n);
-  // Without a GPU the runtime says 35 (insufficient driver), not 100 (no device): either way.
-  // Said plainly where the machine simply has no NVIDIA driver (no /proc/driver/nvidia): the
-  // runtime's own words, "CUDA driver version is insufficient", read as a version problem.
-  if (rc != cudaSuccess || n == 0) {
-    const bool driver = std::filesystem::exists("/proc/driver/nvidia/version");
-    if (why) {
-      if (n == 0 && rc == cudaSuccess)
-        *why = "no CUDA device";
-      else if (!driver && (rc == cudaErrorInsufficientDriver || rc == cudaErrorNoDevice))
-        *why = "no CUDA device: this machine has no NVIDIA GPU (no device, no driver)";
-      else
-        *why = std::string("no CUDA device: ") + cudaGetErrorString(rc);
-    }
-    return false;
-  }
-  return true;
 }
 
 }  // namespace concurdl

@@ -21,8 +21,8 @@
 
 #include "cli_detail.hpp"
 #include "concurdl/build_info.hpp"
+#include "concurdl/core/errors.hpp"
 #include "concurdl/harness/cpu_info.hpp"
-#include "concurdl/harness/errors.hpp"
 #include "concurdl/harness/exercise.hpp"
 #include "concurdl/harness/provenance.hpp"
 #include "concurdl/harness/stats.hpp"
@@ -219,7 +219,7 @@ std::optional<int> bring_up_to_date(const Args& a, const std::vector<const Exerc
     ::stat("/proc/self/exe", &before);
     std::vector<std::string> cmd = {build::cmake_command, "--build", tree.string(), "--target"};
     cmd.insert(cmd.end(), targets.begin(), targets.end());
-    if (!a.quiet)
+    if (!a.run.quiet)
       std::fprintf(stderr, "concurdl: bringing %s up to date (cmake --build %s)\n",
                    fmt::format("{}", fmt::join(targets, ", ")).c_str(), tree.string().c_str());
     const std::string log = (fs::temp_directory_path() / "concurdl-exercise-build.log").string();
@@ -284,7 +284,8 @@ int cmd_exercise(const Args& a) {
     mine = named;
   }
   if (const auto stop = bring_up_to_date(a, mine, *c)) return *stop;
-  RunOptions opt = make_options(a);
+  const RunRequest req = parse_run_request(a.run);
+  RunOptions opt = req.options;
   const std::string rerun =
       fmt::format("concurdl exercise {} --repeat 20", fmt::join(a.targets, " "));
   std::vector<Attempt> attempts;
@@ -358,7 +359,7 @@ int cmd_exercise(const Args& a) {
     f.command = {"concurdl", "exercise"};
     f.command.insert(f.command.end(), a.targets.begin(), a.targets.end());
     f.provenance = collect_provenance();
-    f.provenance["profile"] = a.profile;
+    f.provenance["profile"] = profile_name(opt.profile);
     f.provenance["finished"] = utc_now_iso();
     f.exercises = json::array();
     for (Attempt& at : attempts) {

@@ -9,7 +9,7 @@
 #include <map>
 #include <mutex>
 
-#include "concurdl/harness/errors.hpp"
+#include "concurdl/core/errors.hpp"
 #include "concurdl/harness/runner.hpp"
 
 namespace concurdl {

@@ -8,10 +8,11 @@
 #include <algorithm>
 
 #include "concurdl/build_info.hpp"
-#include "concurdl/harness/errors.hpp"
+#include "concurdl/core/errors.hpp"
+#include "concurdl/core/variants.hpp"
 #include "concurdl/harness/exercise.hpp"
 #include "concurdl/harness/experiment.hpp"
-#include "concurdl/harness/variants.hpp"
+#include "concurdl/harness/variant_docs.hpp"
 
 namespace concurdl {
 

@@ -16,7 +16,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "concurdl/harness/errors.hpp"
+#include "concurdl/core/errors.hpp"
 
 namespace concurdl {
 

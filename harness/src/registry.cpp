@@ -2,7 +2,6 @@
 // experiments.cpp (object libraries, so the linker keeps them).
 #include <fmt/format.h>
 #include <fmt/ranges.h>
-#include <sched.h>
 
 #include <algorithm>
 #include <cctype>
@@ -10,43 +9,10 @@
 #include <stdexcept>
 #include <thread>
 
-#include "concurdl/harness/errors.hpp"
+#include "concurdl/core/errors.hpp"
 #include "concurdl/harness/experiment.hpp"
 
 namespace concurdl {
-
-void check_axis_value(const Axis& a, std::string_view text) {
-  check_value(a.name, a.kind, text);
-  if (a.kind == AxisKind::text) {
-    if (a.check) return a.check(text);
-    for (const auto* list : {&a.values, &a.quick, &a.smoke})
-      if (std::find(list->begin(), list->end(), text) != list->end()) return;
-    throw UsageError(fmt::format("parameter '{}': unknown value '{}' (known: {})", a.name, text,
-                                 fmt::join(a.values, ", ")));
-  }
-  if (a.max == 0 && !a.min) return;
-  bool above = false, below = false;
-  if (a.kind == AxisKind::real) {
-    const double v = parse_real(a.name, text);
-    above = a.max != 0 && v > static_cast<double>(a.max);
-    below = a.min && v < static_cast<double>(*a.min);
-  } else {
-    const std::int64_t v =
-        a.kind == AxisKind::integer ? parse_integer(a.name, text) : parse_size(a.name, text);
-    above = a.max != 0 && v > a.max;
-    below = a.min && v < *a.min;
-  }
-  if (above)
-    throw UsageError(
-        fmt::format("parameter '{}': '{}' is more than {}, the most this experiment "
-                    "takes",
-                    a.name, text, a.max));
-  if (below)
-    throw UsageError(
-        fmt::format("parameter '{}': '{}' is less than {}, the least this "
-                    "experiment takes",
-                    a.name, text, *a.min));
-}
 
 namespace {
 
@@ -204,17 +170,6 @@ const ChapterInfo* find_chapter(const std::string& name) {
     if (numeric && all_digits(num) && strip_zeros(num) == strip_zeros(digits)) return &c;
   }
   return nullptr;
-}
-
-unsigned hardware_threads() {
-  // The CPUs this process may run on (taskset, cgroups' cpusets, a batch scheduler's binding),
-  // not every CPU the machine has.
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0)
-    return static_cast<unsigned>(CPU_COUNT(&set));
-  const unsigned n = std::thread::hardware_concurrency();
-  return n == 0 ? 1 : n;
 }
 
 namespace {

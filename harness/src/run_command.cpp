@@ -12,13 +12,13 @@
 
 #include "cli_detail.hpp"
 #include "concurdl/build_info.hpp"
+#include "concurdl/core/errors.hpp"
+#include "concurdl/core/ranks.hpp"
 #include "concurdl/harness/calibrate.hpp"
 #include "concurdl/harness/claims.hpp"
 #include "concurdl/harness/cli.hpp"
-#include "concurdl/harness/errors.hpp"
 #include "concurdl/harness/noise.hpp"
 #include "concurdl/harness/provenance.hpp"
-#include "concurdl/harness/ranks.hpp"
 
 namespace concurdl::cli_detail {
 
@@ -53,8 +53,8 @@ void warn_cores_short(const Calibration& c) {
 // With a.continue_run (from `--resume DIR`) the run goes on in DIR: configurations already
 // recorded there are not measured again, and the rest are appended in the same order.
 int measure(const std::vector<std::string>& command, const std::vector<const Experiment*>& selected,
-            const Args& a, bool calibrate_first) {
-  RunOptions opt = make_options(a);
+            const Args& a, const RunRequest& req, bool calibrate_first) {
+  RunOptions opt = req.options;
   const bool across_ranks = ranks::initialized();
   // Under --ranks every rank measures; rank 0 alone shows progress and writes the run.
   const bool writer = ranks::world_rank() == 0;
@@ -96,9 +96,9 @@ int measure(const std::vector<std::string>& command, const std::vector<const Exp
     f.concurdl_version = build::version;
     f.command = command;
     f.provenance = collect_provenance();
-    if (!a.hostfile.empty()) f.provenance["hostfile"] = fs::absolute(a.hostfile).string();
+    if (!req.hostfile.empty()) f.provenance["hostfile"] = fs::absolute(req.hostfile).string();
     if (across_ranks) f.provenance["mpi_world_size"] = ranks::world_size();
-    f.provenance["profile"] = a.profile;
+    f.provenance["profile"] = profile_name(opt.profile);
     const fs::path root = a.out.empty() ? fs::path("results/runs") : fs::path(a.out);
     if (writer) dir = make_run_dir(root, f.provenance["host"].get<std::string>(), short_commit());
   }
@@ -106,7 +106,7 @@ int measure(const std::vector<std::string>& command, const std::vector<const Exp
     nlohmann::json list = nlohmann::json::array();
     for (const auto& [e, why] : skipped) {
       list.push_back({{"experiment", e->id}, {"reason", why}});
-      if (writer && !a.quiet)
+      if (writer && !req.quiet)
         std::fprintf(stderr, "concurdl: skipped %s: %s\n", e->id.c_str(), why.c_str());
     }
     f.provenance["skipped_experiments"] = std::move(list);
@@ -191,7 +191,7 @@ int measure(const std::vector<std::string>& command, const std::vector<const Exp
   save();
   if (!a.no_report) report_run(f, dir);
   print_invalid(f.records);
-  if (!claims.empty() && !a.quiet)
+  if (!claims.empty() && !req.quiet)
     std::fprintf(stderr, "\nWhat this run shows (the lessons' claims):\n%s\n",
                  claims_text(claims).c_str());
   std::cout << dir.string() << std::endl;
@@ -200,35 +200,23 @@ int measure(const std::vector<std::string>& command, const std::vector<const Exp
 
 // `concurdl run --ranks N`: outside an MPI launch, start one (mpirun -np N concurdl run ...)
 // and return its exit status; inside one, join it. Bad input fails here, before mpirun starts.
-std::optional<int> launch_ranks(const Args& a, int argc, char** argv) {
-  if (a.transport != "auto" && a.transport != "shm" && a.transport != "tcp")
-    throw UsageError(fmt::format("--transport: '{}' is not auto, shm or tcp", a.transport));
-  if (a.ranks.empty()) {
-    if (!a.hostfile.empty()) throw UsageError("--hostfile: only with --ranks N");
-    if (a.transport != "auto") throw UsageError("--transport: only with --ranks N");
-    return std::nullopt;
-  }
+std::optional<int> launch_ranks(const Args& a, const RunRequest& req, int argc, char** argv) {
+  if (req.ranks.empty()) return std::nullopt;
   // Open MPI's byte transfer layers, through its environment (mpirun passes it to every rank,
   // and the provenance records it): tcp forces the network path even between processes of one
   // machine, shm the shared-memory one (vader). Both need the ob1 messaging layer, which uses
   // them (another, such as UCX, would pick its own transport).
-  if (a.transport != "auto") {
+  if (req.transport != Transport::automatic) {
     ::setenv("OMPI_MCA_pml", "ob1", 1);
-    ::setenv("OMPI_MCA_btl", a.transport == "tcp" ? "tcp,self" : "vader,self", 1);
+    ::setenv("OMPI_MCA_btl", req.transport == Transport::tcp ? "tcp,self" : "vader,self", 1);
   }
-  const std::vector<std::string> counts = parse_counts("--ranks", a.ranks, kMaxThreads);
-  if (!ranks::built())
-    throw UsageError(
-        "--ranks: this concurdl was built without MPI (apt-get install libopenmpi-dev "
-        "openmpi-bin, then configure again)");
-  int most = 1;
-  for (const auto& c : counts) most = std::max(most, std::stoi(c));
-  expand(select(a.targets, true), make_options(a));
+  expand(select(a.targets, true), req.options);  // bad input fails before mpirun starts
+  const int most = req.most_ranks();
   if (!ranks::launched_by_mpi())
-    return ranks::launch(most, a.hostfile, std::vector<std::string>(argv + 1, argv + argc));
+    return ranks::launch(most, req.hostfile, std::vector<std::string>(argv + 1, argv + argc));
   ranks::init();
   if (ranks::world_size() < most)
-    throw UsageError(fmt::format("--ranks {}: this MPI launch has only {} rank(s)", a.ranks,
+    throw UsageError(fmt::format("--ranks {}: this MPI launch has only {} rank(s)", a.run.ranks,
                                  ranks::world_size()));
   return std::nullopt;
 }

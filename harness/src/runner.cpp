@@ -19,12 +19,12 @@
 #include <limits>
 #include <set>
 
+#include "concurdl/core/errors.hpp"
+#include "concurdl/core/ranks.hpp"
 #include "concurdl/harness/calibrate.hpp"
-#include "concurdl/harness/errors.hpp"
 #include "concurdl/harness/gbench.hpp"
 #include "concurdl/harness/noise.hpp"
-#include "concurdl/harness/ranks.hpp"
-#include "concurdl/harness/trace.hpp"
+#include "concurdl/harness/trace_files.hpp"
 #include "runner_detail.hpp"
 
 namespace concurdl {
@@ -344,7 +344,7 @@ std::vector<Record> run_configs(
           s.record.notes = s.trial.notes;
         });
         if (e->mpi) {
-          s.trial.timer = ranks::max_over_ranks(s.trial.timer ? s.trial.timer : host_timer());
+          s.trial.timer = max_over_ranks_timer(s.trial.timer ? s.trial.timer : host_timer());
           s.across_ranks = true;
         }
         s.timer = s.trial.timer ? s.trial.timer.get() : host_timer().get();

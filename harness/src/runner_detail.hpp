@@ -6,13 +6,18 @@
 
 #include <exception>
 #include <filesystem>
+#include <memory>
 #include <vector>
 
-#include "concurdl/harness/errors.hpp"
+#include "concurdl/core/errors.hpp"
 #include "concurdl/harness/noise.hpp"
 #include "concurdl/harness/runner.hpp"
 
 namespace concurdl::runner_detail {
+
+// Wraps a timer for an experiment across MPI ranks: barrier, the inner timer on each rank, then
+// the max over the current Group's ranks (rank_timer.cpp).
+std::shared_ptr<Timer> max_over_ranks_timer(std::shared_ptr<Timer> inner);
 
 struct Slot {
   const Config* config = nullptr;

@@ -8,7 +8,7 @@
 #include <cstdio>
 #include <set>
 
-#include "concurdl/harness/errors.hpp"
+#include "concurdl/core/errors.hpp"
 #include "concurdl/harness/runner.hpp"
 
 namespace concurdl {

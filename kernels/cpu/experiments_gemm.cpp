@@ -19,9 +19,9 @@
 #include <string>
 #include <vector>
 
-#include "concurdl/harness/errors.hpp"
+#include "concurdl/core/errors.hpp"
+#include "concurdl/core/variants.hpp"
 #include "concurdl/harness/experiment.hpp"
-#include "concurdl/harness/variants.hpp"
 #include "concurdl/kernels/gemm.hpp"
 #include "concurdl/kernels/reference.hpp"
 #include "concurdl/kernels/threads.hpp"

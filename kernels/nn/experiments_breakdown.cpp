@@ -22,10 +22,10 @@
 #include <string>
 #include <vector>
 
+#include "concurdl/core/errors.hpp"
+#include "concurdl/core/trace.hpp"
 #include "concurdl/data/idx.hpp"
-#include "concurdl/harness/errors.hpp"
 #include "concurdl/harness/experiment.hpp"
-#include "concurdl/harness/trace.hpp"
 #include "concurdl/kernels/gemm.hpp"
 #include "concurdl/kernels/threads.hpp"
 #include "concurdl/nn/step_phases.hpp"

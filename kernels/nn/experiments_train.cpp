@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "concurdl/core/errors.hpp"
 #include "concurdl/data/idx.hpp"
-#include "concurdl/harness/errors.hpp"
 #include "concurdl/harness/experiment.hpp"
 #include "concurdl/harness/stats.hpp"
 #include "concurdl/kernels/gemm.hpp"

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "concurdl/harness/trace.hpp"
+#include "concurdl/harness/trace_files.hpp"
 #include "train_record.hpp"
 
 namespace concurdl::nn {

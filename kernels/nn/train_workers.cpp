@@ -9,7 +9,7 @@
 #include <filesystem>
 #include <utility>
 
-#include "concurdl/harness/errors.hpp"
+#include "concurdl/core/errors.hpp"
 #include "train_args.hpp"
 
 namespace concurdl::nn {

@@ -14,12 +14,12 @@
 #include <thread>
 #include <vector>
 
+#include "concurdl/core/errors.hpp"
+#include "concurdl/core/ranks.hpp"
 #include "concurdl/harness/cli.hpp"
-#include "concurdl/harness/errors.hpp"
 #include "concurdl/harness/exercise.hpp"
 #include "concurdl/harness/experiment.hpp"
 #include "concurdl/harness/gbench.hpp"
-#include "concurdl/harness/ranks.hpp"
 #include "toy_sum.hpp"
 
 namespace {

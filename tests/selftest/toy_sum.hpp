@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <thread>
 
-#include "concurdl/harness/errors.hpp"
+#include "concurdl/core/errors.hpp"
 
 namespace toy {
 

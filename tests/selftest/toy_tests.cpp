@@ -3,7 +3,7 @@
 // tests run it through `concurdl-selftest exercise 99` and check the verdicts.
 #include <gtest/gtest.h>
 
-#include "concurdl/harness/testing.hpp"
+#include "concurdl/core/testing.hpp"
 #include "toy_sum.hpp"
 
 template <int K>

@@ -24,7 +24,7 @@
 #include <utility>
 #include <vector>
 
-#include "concurdl/harness/errors.hpp"
+#include "concurdl/core/errors.hpp"
 
 namespace concurdl::threads {
 

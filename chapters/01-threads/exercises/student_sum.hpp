@@ -12,7 +12,7 @@
 #include <thread>
 #include <vector>
 
-#include "concurdl/harness/errors.hpp"
+#include "concurdl/core/errors.hpp"
 #include "concurdl/threads/reduction.hpp"
 
 namespace concurdl::threads {

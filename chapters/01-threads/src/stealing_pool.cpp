@@ -5,7 +5,7 @@
 #include <stdexcept>
 #include <thread>
 
-#include "concurdl/harness/hardware.hpp"
+#include "concurdl/core/hardware.hpp"
 
 namespace concurdl::threads {
 

@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "concurdl/harness/testing.hpp"
+#include "concurdl/core/testing.hpp"
 #include "concurdl/threads/ping_pong.hpp"
 #include "concurdl/threads/processes.hpp"
 

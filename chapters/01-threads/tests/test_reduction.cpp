@@ -22,7 +22,7 @@
 #include <vector>
 
 #include "../exercises/student_sum.hpp"
-#include "concurdl/harness/testing.hpp"
+#include "concurdl/core/testing.hpp"
 #include "concurdl/threads/reduction.hpp"
 
 namespace {

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "concurdl/harness/testing.hpp"
+#include "concurdl/core/testing.hpp"
 #include "concurdl/threads/schedule.hpp"
 
 namespace {

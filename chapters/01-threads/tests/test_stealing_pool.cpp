@@ -22,7 +22,7 @@
 #include <utility>
 #include <vector>
 
-#include "concurdl/harness/testing.hpp"
+#include "concurdl/core/testing.hpp"
 #include "concurdl/threads/stealing_pool.hpp"
 
 namespace {

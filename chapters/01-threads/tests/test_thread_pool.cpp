@@ -22,7 +22,7 @@
 #include <vector>
 
 #include "../exercises/student_pool.hpp"
-#include "concurdl/harness/testing.hpp"
+#include "concurdl/core/testing.hpp"
 #include "concurdl/threads/thread_pool.hpp"
 
 namespace {

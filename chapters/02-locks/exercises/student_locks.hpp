@@ -9,7 +9,7 @@
 #include <atomic>
 #include <cstdint>
 
-#include "concurdl/harness/errors.hpp"
+#include "concurdl/core/errors.hpp"
 #include "concurdl/locks/spin.hpp"
 
 namespace concurdl::locks {

@@ -13,7 +13,7 @@
 #include <stdexcept>
 #include <utility>
 
-#include "concurdl/harness/errors.hpp"
+#include "concurdl/core/errors.hpp"
 
 namespace concurdl::locks {
 

@@ -11,7 +11,7 @@
 #include <optional>
 #include <utility>
 
-#include "concurdl/harness/errors.hpp"
+#include "concurdl/core/errors.hpp"
 #include "concurdl/locks/treiber_stack.hpp"
 
 namespace concurdl::locks {

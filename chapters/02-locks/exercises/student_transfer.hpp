@@ -8,7 +8,7 @@
 
 #include <cstdint>
 
-#include "concurdl/harness/errors.hpp"
+#include "concurdl/core/errors.hpp"
 #include "concurdl/locks/hazards.hpp"
 
 namespace concurdl::locks {

@@ -11,7 +11,7 @@
 #include <thread>
 #include <vector>
 
-#include "concurdl/harness/hardware.hpp"
+#include "concurdl/core/hardware.hpp"
 
 namespace concurdl::locks {
 

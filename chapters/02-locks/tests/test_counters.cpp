@@ -9,7 +9,7 @@
 #include <string>
 #include <string_view>
 
-#include "concurdl/harness/testing.hpp"
+#include "concurdl/core/testing.hpp"
 #include "concurdl/locks/counters.hpp"
 #include "concurdl/locks/queue_variants.hpp"  // kThreadSanitizer
 

@@ -12,7 +12,7 @@
 #include <string>
 
 #include "../exercises/student_transfer.hpp"
-#include "concurdl/harness/testing.hpp"
+#include "concurdl/core/testing.hpp"
 #include "concurdl/locks/hazards.hpp"
 #include "concurdl/locks/queue_variants.hpp"  // kThreadSanitizer
 

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "concurdl/harness/testing.hpp"
+#include "concurdl/core/testing.hpp"
 #include "concurdl/locks/litmus.hpp"
 #include "concurdl/locks/queue_variants.hpp"  // kThreadSanitizer
 

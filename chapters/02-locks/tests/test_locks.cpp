@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "../exercises/student_locks.hpp"
-#include "concurdl/harness/testing.hpp"
+#include "concurdl/core/testing.hpp"
 #include "concurdl/locks/lock_variants.hpp"
 #include "concurdl/locks/queue_variants.hpp"  // kThreadSanitizer
 #include "concurdl/locks/spinlocks.hpp"

@@ -21,7 +21,7 @@
 
 #include "../exercises/student_queue.hpp"
 #include "../exercises/student_stack.hpp"
-#include "concurdl/harness/testing.hpp"
+#include "concurdl/core/testing.hpp"
 #include "concurdl/locks/message_passing.hpp"
 #include "concurdl/locks/queue_variants.hpp"
 

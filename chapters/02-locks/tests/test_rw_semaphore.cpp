@@ -17,7 +17,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "concurdl/harness/testing.hpp"
+#include "concurdl/core/testing.hpp"
 #include "concurdl/locks/queue_variants.hpp"  // kThreadSanitizer
 #include "concurdl/locks/rw_lock.hpp"
 #include "concurdl/locks/semaphore_pool.hpp"

@@ -15,7 +15,7 @@
 #include <string_view>
 #include <vector>
 
-#include "concurdl/harness/testing.hpp"
+#include "concurdl/core/testing.hpp"
 #include "concurdl/locks/scheduling.hpp"
 
 namespace {

@@ -29,7 +29,7 @@
 #include <thread>
 
 #include "concurdl/async_io/loader.hpp"
-#include "concurdl/harness/errors.hpp"
+#include "concurdl/core/errors.hpp"
 
 namespace concurdl::async_io {
 

@@ -26,7 +26,7 @@
 #include <mutex>
 #include <optional>
 
-#include "concurdl/harness/errors.hpp"
+#include "concurdl/core/errors.hpp"
 
 namespace concurdl::async_io {
 

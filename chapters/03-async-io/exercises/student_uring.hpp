@@ -21,7 +21,7 @@
 #include <span>
 
 #include "concurdl/async_io/uring.hpp"
-#include "concurdl/harness/errors.hpp"
+#include "concurdl/core/errors.hpp"
 
 namespace concurdl::async_io {
 

@@ -5,8 +5,8 @@
 #include <stdexcept>
 
 #include "concurdl/async_io/sampler.hpp"
+#include "concurdl/core/trace.hpp"
 #include "concurdl/data/records.hpp"
-#include "concurdl/harness/trace.hpp"
 
 namespace concurdl::async_io {
 

@@ -1,6 +1,6 @@
 #include "concurdl/async_io/loaders_uring.hpp"
 
-#include "concurdl/harness/trace.hpp"
+#include "concurdl/core/trace.hpp"
 
 #if CONCURDL_HAVE_URING
 

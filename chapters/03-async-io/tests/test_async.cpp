@@ -15,7 +15,7 @@
 
 #include "concurdl/async_io/event_loop.hpp"
 #include "concurdl/async_io/future.hpp"
-#include "concurdl/harness/testing.hpp"
+#include "concurdl/core/testing.hpp"
 
 namespace {
 

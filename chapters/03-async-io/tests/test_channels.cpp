@@ -15,7 +15,7 @@
 
 #include "concurdl/async_io/channel.hpp"
 #include "concurdl/async_io/sampler.hpp"
-#include "concurdl/harness/testing.hpp"
+#include "concurdl/core/testing.hpp"
 #include "exercises/student_reorder.hpp"
 
 namespace {

@@ -19,7 +19,7 @@
 #include "concurdl/async_io/loaders.hpp"
 #include "concurdl/async_io/loaders_uring.hpp"
 #include "concurdl/async_io/uring.hpp"
-#include "concurdl/harness/testing.hpp"
+#include "concurdl/core/testing.hpp"
 #include "exercises/student_prefetch.hpp"
 #include "exercises/student_reorder.hpp"
 #include "test_util.hpp"

@@ -21,7 +21,7 @@
 #include "concurdl/async_io/store.hpp"
 #include "concurdl/async_io/throttle.hpp"
 #include "concurdl/async_io/uring.hpp"
-#include "concurdl/harness/testing.hpp"
+#include "concurdl/core/testing.hpp"
 #include "exercises/student_uring.hpp"
 #include "test_util.hpp"
 

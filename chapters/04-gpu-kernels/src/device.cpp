@@ -4,12 +4,12 @@
 #include <algorithm>
 #include <stdexcept>
 
-#include "concurdl/harness/errors.hpp"
+#include "concurdl/core/errors.hpp"
 
 #if CONCURDL_HAVE_CUDA
 #include <cuda_runtime_api.h>
 
-#include "concurdl/harness/cuda_timer.hpp"
+#include "concurdl/core/cuda_device.hpp"
 #endif
 
 namespace concurdl::gpu {

@@ -17,10 +17,10 @@
 
 #include "../exercises/student_tiled_gemm.hpp"
 #include "../exercises/student_warp_sum.hpp"
+#include "concurdl/core/testing.hpp"
 #include "concurdl/gpu/gemm_tiles.hpp"
 #include "concurdl/gpu/index.hpp"
 #include "concurdl/gpu/reference.hpp"
-#include "concurdl/harness/testing.hpp"
 #include "tile_sim.hpp"
 #include "warp_sim.hpp"
 

@@ -12,8 +12,8 @@
 #include <thread>
 #include <vector>
 
+#include "concurdl/core/errors.hpp"
 #include "concurdl/gpu/index.hpp"
-#include "concurdl/harness/errors.hpp"
 
 namespace concurdl::gpu::sim {
 

@@ -14,8 +14,8 @@
 #include <thread>
 #include <vector>
 
+#include "concurdl/core/errors.hpp"
 #include "concurdl/dp/data_parallel.hpp"
-#include "concurdl/harness/errors.hpp"
 
 namespace concurdl::dp {
 

@@ -7,9 +7,9 @@
 
 #include <span>
 
+#include "concurdl/core/errors.hpp"
 #include "concurdl/dp/algorithms.hpp"
 #include "concurdl/dp/communicator.hpp"
-#include "concurdl/harness/errors.hpp"
 
 namespace concurdl::dp {
 

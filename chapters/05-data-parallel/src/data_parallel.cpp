@@ -10,8 +10,8 @@
 #include <cstring>
 #include <stdexcept>
 
-#include "concurdl/harness/errors.hpp"
-#include "concurdl/harness/trace.hpp"
+#include "concurdl/core/errors.hpp"
+#include "concurdl/core/trace.hpp"
 #include "concurdl/nn/checkpoint.hpp"
 #include "concurdl/nn/random.hpp"
 

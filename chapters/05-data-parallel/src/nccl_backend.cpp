@@ -7,7 +7,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "concurdl/harness/errors.hpp"
+#include "concurdl/core/errors.hpp"
 
 namespace concurdl::dp {
 namespace {

@@ -17,12 +17,12 @@
 #include <stdexcept>
 #include <string>
 
+#include "concurdl/core/errors.hpp"
+#include "concurdl/core/ranks.hpp"
+#include "concurdl/core/trace.hpp"
 #include "concurdl/dp/data_parallel.hpp"
 #include "concurdl/dp/mpi_backend.hpp"
 #include "concurdl/dp/threads_backend.hpp"
-#include "concurdl/harness/errors.hpp"
-#include "concurdl/harness/ranks.hpp"
-#include "concurdl/harness/trace.hpp"
 #include "concurdl/kernels/threads.hpp"
 #include "concurdl/nn/distributed_train.hpp"
 

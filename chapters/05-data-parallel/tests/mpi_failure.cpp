@@ -12,9 +12,9 @@
 #include <string>
 #include <vector>
 
+#include "concurdl/core/ranks.hpp"
 #include "concurdl/dp/algorithms.hpp"
 #include "concurdl/dp/mpi_backend.hpp"
-#include "concurdl/harness/ranks.hpp"
 
 int main(int argc, char** argv) {
   const std::string how = argc > 1 ? argv[1] : "throw";

@@ -15,11 +15,11 @@
 #include <vector>
 
 #include "collective_checks.hpp"
+#include "concurdl/core/ranks.hpp"
+#include "concurdl/core/ranks_mpi.hpp"
 #include "concurdl/dp/algorithms.hpp"
 #include "concurdl/dp/mpi_backend.hpp"
 #include "concurdl/dp/nccl_backend.hpp"
-#include "concurdl/harness/ranks.hpp"
-#include "concurdl/harness/ranks_mpi.hpp"
 
 namespace {
 

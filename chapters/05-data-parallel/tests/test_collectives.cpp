@@ -13,9 +13,9 @@
 #include <vector>
 
 #include "collective_checks.hpp"
+#include "concurdl/core/testing.hpp"
 #include "concurdl/dp/algorithms.hpp"
 #include "concurdl/dp/threads_backend.hpp"
-#include "concurdl/harness/testing.hpp"
 
 namespace {
 

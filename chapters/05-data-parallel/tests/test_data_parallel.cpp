@@ -18,9 +18,9 @@
 #include <vector>
 
 #include "../exercises/student_bucket.hpp"
+#include "concurdl/core/testing.hpp"
 #include "concurdl/dp/data_parallel.hpp"
 #include "concurdl/dp/threads_backend.hpp"
-#include "concurdl/harness/testing.hpp"
 #include "concurdl/kernels/threads.hpp"
 
 namespace {
@@ -35,33 +35,7 @@ constexpr int kDeadline = 60;
 // map. 98 does not divide by any global batch below, so the epoch's last batch is short (and
 // at 4 ranks x 6 some ranks get no rows of it).
 const nn::Dataset& data() {
-  static const nn::Dataset d = [] {
-    nn::Dataset s;
-    s.n = 98;
-    s.dim = 32;
-    s.classes = 10;
-    s.x.resize(s.n * s.dim);
-    s.y.resize(s.n);
-    std::uint32_t state = 12345;
-    auto next = [&] {
-      state = state * 1664525u + 1013904223u;
-      return static_cast<float>(state >> 8) * 0x1.0p-23f - 1.0f;
-    };
-    for (float& v : s.x) v = next();
-    std::vector<float> w(s.dim * s.classes);
-    for (float& v : w) v = next();
-    for (std::size_t i = 0; i < s.n; ++i) {
-      std::size_t best = 0;
-      float best_v = -1e30f;
-      for (std::size_t c = 0; c < s.classes; ++c) {
-        float acc = 0;
-        for (std::size_t k = 0; k < s.dim; ++k) acc += s.x[i * s.dim + k] * w[k * s.classes + c];
-        if (acc > best_v) best_v = acc, best = c;
-      }
-      s.y[i] = static_cast<std::uint8_t>(best);
-    }
-    return s;
-  }();
+  static const nn::Dataset d = nn::linear_problem(98, 32, 10, 12345);
   return d;
 }
 

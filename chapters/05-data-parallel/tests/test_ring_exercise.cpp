@@ -12,9 +12,9 @@
 
 #include "../exercises/student_ring.hpp"
 #include "collective_checks.hpp"
+#include "concurdl/core/testing.hpp"
 #include "concurdl/dp/algorithms.hpp"
 #include "concurdl/dp/threads_backend.hpp"
-#include "concurdl/harness/testing.hpp"
 
 namespace {
 

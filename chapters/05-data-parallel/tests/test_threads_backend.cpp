@@ -16,8 +16,8 @@
 #include <thread>
 #include <vector>
 
+#include "concurdl/core/testing.hpp"
 #include "concurdl/dp/threads_backend.hpp"
-#include "concurdl/harness/testing.hpp"
 
 namespace {
 

@@ -10,7 +10,7 @@
 #include <stdexcept>
 #include <vector>
 
-#include "concurdl/harness/errors.hpp"
+#include "concurdl/core/errors.hpp"
 
 namespace concurdl::mp {
 

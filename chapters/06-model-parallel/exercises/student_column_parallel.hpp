@@ -10,8 +10,8 @@
 #include <span>
 #include <stdexcept>
 
+#include "concurdl/core/errors.hpp"
 #include "concurdl/dp/communicator.hpp"
-#include "concurdl/harness/errors.hpp"
 #include "concurdl/kernels/gemm.hpp"
 #include "concurdl/mp/tensor_parallel.hpp"
 

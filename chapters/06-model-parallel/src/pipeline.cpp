@@ -8,8 +8,8 @@
 #include <stdexcept>
 #include <thread>
 
+#include "concurdl/core/trace.hpp"
 #include "concurdl/dp/algorithms.hpp"
-#include "concurdl/harness/trace.hpp"
 
 namespace concurdl::mp {
 

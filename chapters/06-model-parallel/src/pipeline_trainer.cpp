@@ -8,9 +8,9 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "concurdl/core/errors.hpp"
+#include "concurdl/core/trace.hpp"
 #include "concurdl/dp/threads_backend.hpp"
-#include "concurdl/harness/errors.hpp"
-#include "concurdl/harness/trace.hpp"
 #include "concurdl/kernels/threads.hpp"
 #include "concurdl/nn/checkpoint.hpp"
 #include "concurdl/nn/random.hpp"

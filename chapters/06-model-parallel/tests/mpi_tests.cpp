@@ -11,9 +11,9 @@
 #include <cstdint>
 #include <vector>
 
+#include "concurdl/core/ranks.hpp"
+#include "concurdl/core/ranks_mpi.hpp"
 #include "concurdl/dp/mpi_backend.hpp"
-#include "concurdl/harness/ranks.hpp"
-#include "concurdl/harness/ranks_mpi.hpp"
 #include "concurdl/kernels/threads.hpp"
 #include "concurdl/mp/pipeline.hpp"
 #include "concurdl/mp/tensor_parallel.hpp"

@@ -24,8 +24,8 @@
 
 #include "../exercises/student_1f1b.hpp"
 #include "../exercises/student_column_parallel.hpp"
+#include "concurdl/core/testing.hpp"
 #include "concurdl/dp/threads_backend.hpp"
-#include "concurdl/harness/testing.hpp"
 #include "concurdl/kernels/threads.hpp"
 #include "concurdl/mp/pipeline.hpp"
 #include "concurdl/mp/tensor_parallel.hpp"

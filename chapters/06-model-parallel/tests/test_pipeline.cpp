@@ -10,8 +10,8 @@
 #include <tuple>
 #include <vector>
 
+#include "concurdl/core/testing.hpp"
 #include "concurdl/dp/threads_backend.hpp"
-#include "concurdl/harness/testing.hpp"
 #include "concurdl/kernels/threads.hpp"
 #include "concurdl/mp/pipeline.hpp"
 #include "concurdl/nn/mlp.hpp"
@@ -90,7 +90,7 @@ INSTANTIATE_TEST_SUITE_P(All, PipelineSchedules,
                                                               Schedule::one_f_one_b),
                                             ::testing::Values(1, 2, 3, 4)),
                          [](const auto& info) {
-                           std::string n = schedule_name(std::get<0>(info.param));
+                           std::string n(schedule_name(std::get<0>(info.param)));
                            return n + "_p" + std::to_string(std::get<1>(info.param));
                          });
 

@@ -19,10 +19,10 @@
 #include <tuple>
 #include <vector>
 
+#include "concurdl/core/errors.hpp"
+#include "concurdl/core/testing.hpp"
 #include "concurdl/dp/threads_backend.hpp"
-#include "concurdl/harness/errors.hpp"
-#include "concurdl/harness/testing.hpp"
-#include "concurdl/harness/trace.hpp"
+#include "concurdl/harness/trace_files.hpp"
 #include "concurdl/kernels/threads.hpp"
 #include "concurdl/mp/pipeline_trainer.hpp"
 #include "concurdl/nn/trainer.hpp"
@@ -39,19 +39,7 @@ namespace fs = std::filesystem;
 constexpr int kDeadline = 120;
 
 // 57 rows of 6 features in 5 classes: batches of 10 end with a short one of 7.
-nn::Dataset toy_data() {
-  nn::Dataset d;
-  d.n = 57;
-  d.dim = 6;
-  d.classes = 5;
-  std::uint32_t seed = 11;
-  for (std::size_t i = 0; i < d.n * d.dim; ++i) {
-    seed = seed * 1664525u + 1013904223u;
-    d.x.push_back(static_cast<float>(seed >> 8) * 0x1.0p-23f - 1.0f);
-  }
-  for (std::size_t i = 0; i < d.n; ++i) d.y.push_back(static_cast<std::uint8_t>((i * 7) % 5));
-  return d;
-}
+nn::Dataset toy_data() { return nn::linear_problem(57, 6, 5, 11); }
 
 nn::TrainConfig toy_config() {
   nn::TrainConfig c;
@@ -116,7 +104,7 @@ INSTANTIATE_TEST_SUITE_P(All, PipelineTrain,
                                                               Schedule::one_f_one_b),
                                             ::testing::Values(1, 2, 3, 4)),
                          [](const auto& info) {
-                           std::string n = schedule_name(std::get<0>(info.param));
+                           std::string n(schedule_name(std::get<0>(info.param)));
                            return n + "_p" + std::to_string(std::get<1>(info.param));
                          });
 

@@ -10,8 +10,8 @@
 #include <stdexcept>
 #include <vector>
 
+#include "concurdl/core/testing.hpp"
 #include "concurdl/dp/threads_backend.hpp"
-#include "concurdl/harness/testing.hpp"
 #include "concurdl/kernels/threads.hpp"
 #include "concurdl/mp/tensor_parallel.hpp"
 #include "concurdl/nn/mlp.hpp"

@@ -11,7 +11,7 @@
 #include <span>
 #include <stdexcept>
 
-#include "concurdl/harness/errors.hpp"
+#include "concurdl/core/errors.hpp"
 #include "concurdl/nn/sgd.hpp"
 
 namespace concurdl::asgd {

@@ -14,7 +14,7 @@
 #include <stdexcept>
 #include <vector>
 
-#include "concurdl/harness/errors.hpp"
+#include "concurdl/core/errors.hpp"
 #include "concurdl/nn/sgd.hpp"
 
 namespace concurdl::asgd {

@@ -13,7 +13,7 @@
 #include <stdexcept>
 #include <vector>
 
-#include "concurdl/harness/errors.hpp"
+#include "concurdl/core/errors.hpp"
 
 namespace concurdl::asgd {
 

@@ -18,8 +18,8 @@
 #include <limits>
 #include <stdexcept>
 
+#include "concurdl/core/errors.hpp"
 #include "concurdl/data/idx.hpp"
-#include "concurdl/harness/errors.hpp"
 #include "concurdl/kernels/gemm.hpp"
 #include "concurdl/kernels/threads.hpp"
 #include "concurdl/nn/checkpoint.hpp"

@@ -10,7 +10,7 @@
 #include <thread>
 #include <vector>
 
-#include "concurdl/harness/testing.hpp"
+#include "concurdl/core/testing.hpp"
 
 namespace ch07_exercises {
 

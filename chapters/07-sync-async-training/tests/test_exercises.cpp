@@ -30,7 +30,7 @@
 #include "../exercises/student_ps.hpp"
 #include "concurdl/asgd/hogwild.hpp"
 #include "concurdl/asgd/parameter_server.hpp"
-#include "concurdl/harness/testing.hpp"
+#include "concurdl/core/testing.hpp"
 #include "concurdl/nn/sgd.hpp"
 #include "exercise_util.hpp"
 

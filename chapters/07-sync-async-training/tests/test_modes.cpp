@@ -15,8 +15,8 @@
 #include <vector>
 
 #include "concurdl/asgd/async_trainer.hpp"
+#include "concurdl/core/testing.hpp"
 #include "concurdl/dp/train_backends.hpp"
-#include "concurdl/harness/testing.hpp"
 #include "concurdl/nn/checkpoint.hpp"
 #include "concurdl/nn/distributed_train.hpp"
 #include "test_util.hpp"

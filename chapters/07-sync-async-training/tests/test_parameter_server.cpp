@@ -16,7 +16,7 @@
 
 #include "concurdl/asgd/hogwild.hpp"
 #include "concurdl/asgd/parameter_server.hpp"
-#include "concurdl/harness/testing.hpp"
+#include "concurdl/core/testing.hpp"
 #include "concurdl/nn/sgd.hpp"
 
 namespace {

@@ -11,9 +11,9 @@
 #include <string_view>
 #include <vector>
 
+#include "concurdl/core/errors.hpp"
 #include "concurdl/df/executors.hpp"
 #include "concurdl/df/graph.hpp"
-#include "concurdl/harness/errors.hpp"
 #include "concurdl/threads/stealing_pool.hpp"
 
 namespace concurdl::df {

@@ -8,8 +8,8 @@
 #include <span>
 #include <utility>
 
+#include "concurdl/core/errors.hpp"
 #include "concurdl/df/graph.hpp"
-#include "concurdl/harness/errors.hpp"
 
 namespace concurdl::df {
 

@@ -8,8 +8,8 @@
 #include <thread>
 #include <utility>
 
-#include "concurdl/harness/hardware.hpp"
-#include "concurdl/harness/trace.hpp"
+#include "concurdl/core/hardware.hpp"
+#include "concurdl/core/trace.hpp"
 
 namespace concurdl::df {
 

@@ -13,7 +13,7 @@
 #include <optional>
 #include <type_traits>
 
-#include "concurdl/harness/trace.hpp"
+#include "concurdl/core/trace.hpp"
 #include "concurdl/threads/stealing_pool.hpp"
 
 namespace concurdl::df {

@@ -17,9 +17,9 @@
 #include <thread>
 #include <vector>
 
+#include "concurdl/core/testing.hpp"
 #include "concurdl/df/async_engine.hpp"
 #include "concurdl/df/graph.hpp"
-#include "concurdl/harness/testing.hpp"
 #include "concurdl/kernels/threads.hpp"
 
 namespace {

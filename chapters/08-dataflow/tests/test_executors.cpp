@@ -18,10 +18,10 @@
 #include <string>
 #include <vector>
 
+#include "concurdl/core/testing.hpp"
 #include "concurdl/df/executors.hpp"
 #include "concurdl/df/fusion.hpp"
 #include "concurdl/df/graph.hpp"
-#include "concurdl/harness/testing.hpp"
 #include "concurdl/kernels/threads.hpp"
 #include "executor_checks.hpp"
 

@@ -9,11 +9,11 @@
 #include <string>
 #include <vector>
 
+#include "concurdl/core/testing.hpp"
 #include "concurdl/df/executors.hpp"
 #include "concurdl/df/fusion.hpp"
 #include "concurdl/df/graph.hpp"
 #include "concurdl/df/mlp_graph.hpp"
-#include "concurdl/harness/testing.hpp"
 #include "concurdl/kernels/threads.hpp"
 #include "concurdl/nn/mlp.hpp"
 

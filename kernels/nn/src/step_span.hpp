@@ -1,4 +1,4 @@
-// A span of the training step on the trace's timeline (harness/trace.hpp), named after the phase
+// A span of the training step on the trace's timeline (core/trace.hpp), named after the phase
 // it times ("l0_fwd_gemm", "loss", "sgd"), category "step": what kernels/train_breakdown adds up
 // per phase. Recorded only while step_phase_spans() is on and a trace records; otherwise it
 // costs two relaxed loads and builds no name. Internal to concurdl_nn.
@@ -9,7 +9,7 @@
 #include <cstddef>
 #include <optional>
 
-#include "concurdl/harness/trace.hpp"
+#include "concurdl/core/trace.hpp"
 #include "concurdl/nn/step_phases.hpp"
 
 namespace concurdl::nn {

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "concurdl/harness/trace.hpp"
+#include "concurdl/core/trace.hpp"
 #include "concurdl/kernels/ops.hpp"
 #include "concurdl/kernels/threads.hpp"
 #include "concurdl/nn/mlp.hpp"

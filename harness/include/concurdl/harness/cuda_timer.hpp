@@ -9,15 +9,12 @@
 
 #include <memory>
 
+#include "concurdl/core/cuda_device.hpp"
 #include "concurdl/harness/experiment.hpp"
 
 namespace concurdl {
 
 // Throws LibraryError when the events cannot be created (no device, for one).
 std::shared_ptr<Timer> cuda_event_timer(cudaStream_t stream = nullptr);
-
-// Whether a CUDA device can be used here, and if not why ("no CUDA device: CUDA driver version
-// is insufficient for CUDA runtime version", error 35 on a machine without a GPU).
-bool cuda_device_available(std::string* why = nullptr);
 
 }  // namespace concurdl

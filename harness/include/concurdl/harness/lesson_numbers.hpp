@@ -36,7 +36,7 @@
 #include <string>
 #include <vector>
 
-#include "concurdl/harness/params.hpp"
+#include "concurdl/core/params.hpp"
 #include "concurdl/harness/records.hpp"
 
 namespace concurdl {

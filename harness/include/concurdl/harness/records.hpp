@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "concurdl/harness/params.hpp"
+#include "concurdl/core/params.hpp"
 #include "concurdl/harness/stats.hpp"
 
 namespace concurdl {

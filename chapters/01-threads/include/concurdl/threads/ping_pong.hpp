@@ -28,7 +28,7 @@
 #include <string_view>
 #include <thread>
 
-#include "concurdl/harness/hardware.hpp"
+#include "concurdl/core/hardware.hpp"
 #include "concurdl/threads/processes.hpp"
 
 namespace concurdl::threads {

@@ -39,8 +39,8 @@
 #include <utility>
 #include <vector>
 
-#include "concurdl/harness/hardware.hpp"
-#include "concurdl/harness/variants.hpp"
+#include "concurdl/core/hardware.hpp"
+#include "concurdl/core/variants.hpp"
 
 extern char** environ;
 

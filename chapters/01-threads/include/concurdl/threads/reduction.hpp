@@ -41,8 +41,8 @@
 #include <utility>
 #include <vector>
 
-#include "concurdl/harness/hardware.hpp"
-#include "concurdl/harness/variants.hpp"
+#include "concurdl/core/hardware.hpp"
+#include "concurdl/core/variants.hpp"
 #include "concurdl/threads/thread_pool.hpp"
 
 namespace concurdl::threads {
@@ -157,7 +157,7 @@ struct alignas(Align) Slot {
   double value = 0.0;
 };
 
-// The cache line to pad to: 64 bytes (concurdl/harness/hardware.hpp says why not
+// The cache line to pad to: 64 bytes (concurdl/core/hardware.hpp says why not
 // std::hardware_destructive_interference_size).
 using concurdl::kCacheLine;
 

@@ -20,7 +20,7 @@
 #include <string_view>
 #include <vector>
 
-#include "concurdl/harness/variants.hpp"
+#include "concurdl/core/variants.hpp"
 #include "concurdl/threads/thread_pool.hpp"
 
 namespace concurdl::threads {

@@ -54,7 +54,7 @@
 #include <utility>
 #include <vector>
 
-#include "concurdl/harness/hardware.hpp"
+#include "concurdl/core/hardware.hpp"
 
 namespace concurdl::threads {
 

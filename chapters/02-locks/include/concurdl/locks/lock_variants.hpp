@@ -28,7 +28,7 @@
 #include <thread>
 #include <vector>
 
-#include "concurdl/harness/variants.hpp"
+#include "concurdl/core/variants.hpp"
 #include "concurdl/locks/spin.hpp"
 #include "concurdl/locks/spinlocks.hpp"
 

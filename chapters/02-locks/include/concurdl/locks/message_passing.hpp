@@ -24,7 +24,7 @@
 #include <utility>
 #include <vector>
 
-#include "concurdl/harness/variants.hpp"
+#include "concurdl/core/variants.hpp"
 #include "concurdl/locks/blocking_queue.hpp"
 #include "concurdl/locks/lock_variants.hpp"
 

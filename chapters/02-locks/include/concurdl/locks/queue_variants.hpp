@@ -28,7 +28,8 @@
 #include <thread>
 #include <vector>
 
-#include "concurdl/harness/variants.hpp"
+#include "concurdl/core/sanitizers.hpp"
+#include "concurdl/core/variants.hpp"
 #include "concurdl/locks/blocking_queue.hpp"
 #include "concurdl/locks/lock_variants.hpp"
 #include "concurdl/locks/ring_queue.hpp"
@@ -43,17 +44,7 @@ namespace concurdl::locks {
 //     synchronisation and reports races that are not there;
 //   - moodycamel::ConcurrentQueue publishes its slots with std::atomic_thread_fence, which TSan
 //     does not model: it reports the fenced plain accesses as races.
-#if defined(__SANITIZE_THREAD__)
-inline constexpr bool kThreadSanitizer = true;
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-inline constexpr bool kThreadSanitizer = true;
-#else
-inline constexpr bool kThreadSanitizer = false;
-#endif
-#else
-inline constexpr bool kThreadSanitizer = false;
-#endif
+using ::concurdl::kThreadSanitizer;  // sanitizers.hpp
 
 inline constexpr std::uint64_t tagged_item(std::uint32_t producer, std::uint32_t seq) {
   return (static_cast<std::uint64_t>(producer) << 32) | seq;

@@ -23,7 +23,7 @@
 #include <thread>
 #include <vector>
 
-#include "concurdl/harness/variants.hpp"
+#include "concurdl/core/variants.hpp"
 #include "concurdl/locks/lock_variants.hpp"
 #include "concurdl/locks/spin.hpp"
 

@@ -34,7 +34,7 @@
 #include <thread>
 #include <vector>
 
-#include "concurdl/harness/variants.hpp"
+#include "concurdl/core/variants.hpp"
 
 namespace concurdl::locks {
 

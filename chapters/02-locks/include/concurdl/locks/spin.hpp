@@ -11,7 +11,7 @@
 #include <functional>
 #include <thread>
 
-#include "concurdl/harness/hardware.hpp"
+#include "concurdl/core/hardware.hpp"
 
 namespace concurdl::locks {
 

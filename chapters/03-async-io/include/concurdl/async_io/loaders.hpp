@@ -29,8 +29,8 @@
 #include "concurdl/async_io/channel.hpp"
 #include "concurdl/async_io/loader.hpp"
 #include "concurdl/async_io/uring.hpp"
-#include "concurdl/harness/trace.hpp"
-#include "concurdl/harness/variants.hpp"
+#include "concurdl/core/trace.hpp"
+#include "concurdl/core/variants.hpp"
 
 namespace concurdl::async_io {
 

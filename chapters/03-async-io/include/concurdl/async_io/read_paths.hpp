@@ -22,7 +22,7 @@
 #include <vector>
 
 #include "concurdl/async_io/uring.hpp"
-#include "concurdl/harness/variants.hpp"
+#include "concurdl/core/variants.hpp"
 
 namespace concurdl::async_io {
 

@@ -15,7 +15,7 @@
 #include <sys/uio.h>
 #endif
 
-#include "concurdl/harness/variants.hpp"
+#include "concurdl/core/variants.hpp"
 
 namespace concurdl::async_io {
 

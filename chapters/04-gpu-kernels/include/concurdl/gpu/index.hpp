@@ -6,7 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "concurdl/harness/errors.hpp"
+#include "concurdl/core/errors.hpp"
 
 #if defined(__CUDACC__)
 #define CDL_HD __host__ __device__

@@ -1,4 +1,4 @@
-// Chapter 04's kernels as variant tables (harness/variants.hpp): a row per kernel, simplest
+// Chapter 04's kernels as variant tables (core/variants.hpp): a row per kernel, simplest
 // first, with its name, one line of what it changes, its launch and its occupancy query
 // (launchers.hpp, defined beside the kernel in src/*.cu). The experiments take their variant
 // axes from the tables and call the row they find; the tests run every row; `concurdl list` and
@@ -12,8 +12,8 @@
 
 #include <span>
 
+#include "concurdl/core/variants.hpp"
 #include "concurdl/gpu/launchers.hpp"
-#include "concurdl/harness/variants.hpp"
 
 namespace concurdl::gpu {
 

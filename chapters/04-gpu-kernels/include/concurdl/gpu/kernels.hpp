@@ -9,8 +9,8 @@
 #include <cstddef>
 #include <utility>
 
+#include "concurdl/core/errors.hpp"
 #include "concurdl/gpu/launchers.hpp"
-#include "concurdl/harness/errors.hpp"
 
 namespace concurdl::gpu {
 

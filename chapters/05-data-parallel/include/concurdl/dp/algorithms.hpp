@@ -29,8 +29,8 @@
 #include <cstddef>
 #include <span>
 
+#include "concurdl/core/variants.hpp"
 #include "concurdl/dp/communicator.hpp"
-#include "concurdl/harness/variants.hpp"
 
 namespace concurdl::dp {
 

@@ -14,8 +14,8 @@
 
 #if CONCURDL_HAVE_MPI
 
+#include "concurdl/core/ranks_mpi.hpp"
 #include "concurdl/dp/communicator.hpp"
-#include "concurdl/harness/ranks_mpi.hpp"
 
 namespace concurdl::dp {
 

@@ -21,8 +21,8 @@
 #include <cuda_runtime.h>
 #include <nccl.h>
 
+#include "concurdl/core/ranks_mpi.hpp"
 #include "concurdl/dp/communicator.hpp"
-#include "concurdl/harness/ranks_mpi.hpp"
 
 namespace concurdl::dp {
 

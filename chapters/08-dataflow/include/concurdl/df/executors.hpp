@@ -21,8 +21,8 @@
 #include <string_view>
 #include <vector>
 
+#include "concurdl/core/variants.hpp"
 #include "concurdl/df/graph.hpp"
-#include "concurdl/harness/variants.hpp"
 #include "concurdl/threads/stealing_pool.hpp"
 
 namespace concurdl::df {

@@ -19,7 +19,7 @@
 #include <string_view>
 #include <vector>
 
-#include "concurdl/harness/variants.hpp"
+#include "concurdl/core/variants.hpp"
 #include "concurdl/kernels/cost.hpp"
 
 namespace concurdl::kernels {

@@ -35,4 +35,10 @@ inline float normalise_pixel(std::uint8_t p, float scale, float shift) {
 // keeps the bytes too (Dataset::pixels).
 Dataset to_dataset(const data::LabelledImages& images, std::size_t limit = 0);
 
+// A small learnable problem, for tests and examples that must not need Fashion-MNIST: n samples
+// of `dim` features uniform in [-1, 1), each labelled with the argmax of a fixed random linear
+// map of its features to `classes` scores (so a linear model can fit it exactly). The same seed
+// gives the same data set, bit for bit, on every machine.
+Dataset linear_problem(std::size_t n, std::size_t dim, std::size_t classes, std::uint32_t seed);
+
 }  // namespace concurdl::nn

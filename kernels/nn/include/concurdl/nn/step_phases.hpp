@@ -2,7 +2,7 @@
 // gather, each layer's GEMMs, bias + ReLU, the loss, ReLU', bias gradients, SGD), what
 // kernels/train_breakdown adds up. Off unless asked for, so that the timelines of chapters 05,
 // 06 and 08, which record their own spans around whole layers and steps, stay as they are.
-// Spans are recorded only while a trace records too (harness/trace.hpp).
+// Spans are recorded only while a trace records too (core/trace.hpp).
 #pragma once
 
 namespace concurdl::nn {

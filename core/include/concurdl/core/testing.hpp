@@ -18,24 +18,13 @@
 #include <thread>
 #include <utility>
 
-#include "concurdl/harness/errors.hpp"
+#include "concurdl/core/errors.hpp"
+#include "concurdl/core/sanitizers.hpp"
 
 namespace concurdl::testing {
 
-// Whether this build runs under ThreadSanitizer. Code that synchronises inside a library not
-// built with it (oneTBB's libtbb) cannot be checked there: TSan reports races it cannot see
-// are ordered. Such tests skip under it, saying so, and run in the other builds.
-#if defined(__SANITIZE_THREAD__)
-inline constexpr bool kThreadSanitizer = true;
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-inline constexpr bool kThreadSanitizer = true;
-#else
-inline constexpr bool kThreadSanitizer = false;
-#endif
-#else
-inline constexpr bool kThreadSanitizer = false;
-#endif
+// Whether this build runs under ThreadSanitizer (sanitizers.hpp).
+using ::concurdl::kThreadSanitizer;
 
 // Runs f and fails fast with a message if it does not finish within `seconds`: a hang (a lost
 // wake-up, a pipe never closed, a child never reaped) must fail in seconds, not wait for CTest's
@@ -67,7 +56,7 @@ template <class Scenario>
     std::string what;
   };
   auto out = std::make_shared<Outcome>();
-  std::thread([out, scenario = std::move(scenario)]() mutable {
+  std::thread worker([out, scenario = std::move(scenario)]() mutable {
     bool not_implemented = false, failed = false;
     std::string what;
     try {
@@ -90,12 +79,19 @@ template <class Scenario>
       out->what = std::move(what);
     }
     out->cv.notify_all();
-  }).detach();
-  std::unique_lock lock(out->m);
-  if (!out->cv.wait_for(lock, std::chrono::seconds(seconds), [&] { return out->done; }))
-    return ::testing::AssertionFailure()
-           << "did not finish within " << seconds
-           << " s: a deadlock or a lost wake-up (its thread is left behind)";
+  });
+  {
+    std::unique_lock lock(out->m);
+    if (!out->cv.wait_for(lock, std::chrono::seconds(seconds), [&] { return out->done; })) {
+      worker.detach();
+      return ::testing::AssertionFailure()
+             << "did not finish within " << seconds
+             << " s: a deadlock or a lost wake-up (its thread is left behind)";
+    }
+  }
+  // Finished: joined, so that what the thread keeps per thread (GoogleTest's trace stack, set
+  // by an assertion in the scenario) is freed before the test ends, not found by LeakSanitizer.
+  worker.join();
   if (out->not_implemented) throw ::concurdl::NotImplemented(out->what);
   if (out->failed) return ::testing::AssertionFailure() << "threw: " << out->what;
   return ::testing::AssertionSuccess();

@@ -1,5 +1,5 @@
 // Parameter parsing with errors that name the parameter and the value.
-#include "concurdl/harness/params.hpp"
+#include "concurdl/core/params.hpp"
 
 #include <fmt/format.h>
 
@@ -7,7 +7,7 @@
 #include <cmath>
 #include <limits>
 
-#include "concurdl/harness/errors.hpp"
+#include "concurdl/core/errors.hpp"
 
 namespace concurdl {
 

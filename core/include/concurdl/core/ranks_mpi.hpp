@@ -5,7 +5,7 @@
 #define OMPI_SKIP_MPICXX 1  // the C API is all the suite uses; the C++ bindings need libmpi_cxx
 #include <mpi.h>
 
-#include "concurdl/harness/ranks.hpp"
+#include "concurdl/core/ranks.hpp"
 
 namespace concurdl::ranks {
 

@@ -1,11 +1,16 @@
-// Two facts about the hardware that every spinning or padding piece of the suite needs, written
-// once: the cache-line size to pad to, and how to tell the core "I am spinning".
+// Facts about the hardware that the suite needs in many places, written once: how many hardware
+// threads this process may use, the cache-line size to pad to, and how to tell the core "I am
+// spinning".
 #pragma once
 
 #include <cstddef>
 #include <thread>
 
 namespace concurdl {
+
+// The hardware threads this process may run on: the size of its CPU affinity mask (taskset,
+// cgroups' cpusets, a batch scheduler's binding), not every CPU the machine has. At least 1.
+unsigned hardware_threads();
 
 // A cache line is 64 bytes on current x86 and most Arm cores. std::hardware_destructive_
 // interference_size says the same, but GCC warns that its value may change between compiler

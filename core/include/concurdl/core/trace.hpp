@@ -1,14 +1,12 @@
-// Timelines: spans of work recorded per thread (or rank), off unless asked for, written as Chrome
-// trace JSON (opens in https://ui.perfetto.dev or chrome://tracing) and drawn by gnuplot as a
-// Gantt chart beside the other figures, so that what a schedule does — the pipeline's bubble,
-// an all-reduce overlapping backward, a loader's prefetch — is seen, not only computed.
+// Timelines: spans of work recorded per thread (or rank), off unless asked for, so that what a
+// schedule does — the pipeline's bubble, an all-reduce overlapping backward, a loader's prefetch
+// — is seen, not only computed. The harness writes them down (harness/trace_files.hpp: Chrome
+// trace JSON and a Gantt chart); the recorder here is what the training hot path links.
 //
 //   trace::Recorder::global().start();         // `--trace`: recording on from here
 //   { trace::Span s("F3", "forward"); ... }     // a span on this thread's track
 //   trace::set_track("stage 1");                // name this thread's track (its row)
 //   auto events = trace::Recorder::global().stop();   // every span since start()
-//   trace::write_chrome_trace("t.json", events, {{"experiment", "ch06/pipeline"}});
-//   trace::render_gantt(events, figures_dir, "pipeline_gantt", "GPipe, p = 2, m = 4", warning);
 //
 // Cost: when recording is off, a Span is one atomic load (acquire: a plain load on x86). When on,
 // it reads the clock twice and appends to a buffer of its thread's own (no lock on the way; the
@@ -90,23 +88,6 @@ class Span {
   std::chrono::steady_clock::time_point begin_;
   int depth_ = 0;
 };
-
-// Chrome trace JSON (the "traceEvents" form): one complete event ("ph":"X") per span, a thread
-// name per track, and `metadata` under "otherData" (with the dropped count). Atomic write.
-void write_chrome_trace(const std::filesystem::path& path, const std::vector<Event>& events,
-                        const std::map<std::string, std::string>& metadata,
-                        std::size_t dropped = 0);
-
-// Reads back what write_chrome_trace wrote (for tests and `concurdl report`): the complete
-// events, with their track names. std::runtime_error naming the file on anything else.
-std::vector<Event> read_chrome_trace(const std::filesystem::path& path);
-
-// A Gantt chart of the spans: one row per track, one box per outermost span, coloured by
-// category; STEM.dat and STEM.gp always, STEM.svg and STEM.png when gnuplot runs (warning says
-// why not otherwise). Spans deeper than `max_depth` are left out of the picture.
-void render_gantt(const std::vector<Event>& events, const std::filesystem::path& dir,
-                  const std::string& stem, const std::string& title, std::string& warning,
-                  int max_depth = 0);
 
 // A window of the timeline a Gantt chart can show: from the start of the first track's
 // (skip + 1)-th outermost span (depth 0: a step) to the end of the (skip + count)-th, with every

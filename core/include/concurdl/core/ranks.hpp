@@ -1,6 +1,6 @@
-// Ranks: experiments whose workers are processes under MPI. The harness owns the launch and
-// the bookkeeping; a chapter's communicator (chapter 05) takes the configuration's MPI_Comm
-// from ranks_mpi.hpp.
+// Ranks: experiments whose workers are processes under MPI. This is the launch and the
+// bookkeeping (the harness's runner times each sample as the max over the ranks); a chapter's
+// communicator (chapter 05) takes the configuration's MPI_Comm from ranks_mpi.hpp.
 //
 //   concurdl run --ranks 2 calibrate/rank_pingpong
 //
@@ -18,8 +18,6 @@
 #include <optional>
 #include <string>
 #include <vector>
-
-#include "concurdl/harness/experiment.hpp"
 
 namespace concurdl::ranks {
 
@@ -63,8 +61,5 @@ double max_over(double mine);  // max
 std::vector<std::string> gather_text(const std::string& mine);
 // A world barrier that sleeps between polls instead of spinning a core.
 void polite_barrier();
-
-// Wraps a timer: barrier, the inner timer on each rank, then the max over the Group's ranks.
-std::shared_ptr<Timer> max_over_ranks(std::shared_ptr<Timer> inner);
 
 }  // namespace concurdl::ranks
