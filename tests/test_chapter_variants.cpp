@@ -51,7 +51,9 @@ TEST_P(Readme, VariantTablesAreTheProgramsTables) {
 
 INSTANTIATE_TEST_SUITE_P(Chapters, Readme,
                          ::testing::Values("01-threads", "02-locks", "03-async-io",
-                                           "04-gpu-kernels", "05-data-parallel", "08-dataflow"),
+                                           "04-gpu-kernels", "05-data-parallel",
+                                           "06-model-parallel", "07-sync-async-training",
+                                           "08-dataflow"),
                          [](const auto& info) {
                            std::string n = info.param;
                            return n.substr(0, 2);

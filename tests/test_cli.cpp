@@ -126,7 +126,7 @@ TEST_F(Cli, AbsurdValuesAreUsageErrorsNamingTheLimit) {
 // open axis's own parse.
 TEST_F(Cli, UnknownTextValuesAreRefusedBeforeCalibrating) {
   expect_usage_error(run("run ch06/pipeline --set schedule=zigzag", CONCURDL_BIN),
-                     "parameter 'schedule': unknown value 'zigzag' (known: naive, gpipe, 1f1b)");
+                     "parameter 'schedule': unknown schedule 'zigzag' (known: naive, gpipe, 1f1b)");
   expect_usage_error(run("run ch01/sum_memory_bound --set variant=v99", CONCURDL_BIN),
                      "parameter 'variant': unknown variant 'v99'");
   expect_usage_error(run("run ch07/training --set straggler=3y", CONCURDL_BIN),

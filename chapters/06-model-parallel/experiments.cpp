@@ -46,8 +46,7 @@ using detail::pseudo_random;
 constexpr int kStepsPerSample = 4;  // pipeline steps per sample, after one not counted
 
 double bubble_model(const std::string& schedule, double p, double m) {
-  if (p <= 1) return 0;
-  return schedule == "naive" ? (p - 1) / p : (p - 1) / (m + p - 1);
+  return kSchedules.find(schedule).bubble(p, m);
 }
 
 // ---- ch06/pipeline ----------------------------------------------------------------------------
@@ -61,11 +60,7 @@ struct PipelineData {
 };
 
 Trial pipeline_trial(const Params& p, GroupCache& cache) {
-  const std::string schedule_text = param_str(p, "schedule");
-  const auto schedule = parse_schedule(schedule_text);
-  if (!schedule)
-    throw UsageError(
-        fmt::format("parameter 'schedule': '{}' is not naive, gpipe or 1f1b", schedule_text));
+  const Schedule schedule = kSchedules.find(p).schedule;
   const int stages = static_cast<int>(param_int(p, "stages"));
   const auto m = static_cast<std::size_t>(param_int(p, "micro_batches"));
   const auto width = static_cast<std::size_t>(param_int(p, "width"));
@@ -116,7 +111,7 @@ Trial pipeline_trial(const Params& p, GroupCache& cache) {
   st->workspaces.resize(static_cast<std::size_t>(stages));
 
   Trial t;
-  t.measure = [st, data, stages, m, rows, schedule = *schedule]() -> Sample {
+  t.measure = [st, data, stages, m, rows, schedule]() -> Sample {
     kernels::ComputeThreadsScope one(1);  // one compute thread per worker
     dp::run_threads(stages, [&](dp::Communicator& comm) {
       const int s = comm.rank();
@@ -250,7 +245,7 @@ const bool registered_pipeline = register_experiment({
     .chapter = "06-model-parallel",
     .title = "Pipeline parallelism: one training step of a 16-layer MLP over p stages, m "
              "micro-batches, naive / GPipe / 1F1B: step time, bubble, activations held",
-    .axes = {{.name = "schedule", .values = {"naive", "gpipe", "1f1b"}},
+    .axes = {kSchedules.axis("ch06/pipeline"),
              {.name = "stages",
               .values = {"1", "2", "4"},
               .kind = AxisKind::count,

@@ -1,6 +1,7 @@
 // `concurdl train --pipeline P`: the pipeline as one of the train command's training modes
 // (kernels/nn/distributed_train.hpp), registered with the program.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "concurdl/core/errors.hpp"
 #include "concurdl/mp/pipeline_trainer.hpp"
@@ -32,8 +33,8 @@ PipelineOptions pipeline_options(const nn::DistributedOptions& o, const nn::Trai
   const std::string sched = o.schedule.empty() ? "1f1b" : o.schedule;
   const auto parsed = parse_schedule(sched);
   if (!parsed)
-    throw UsageError(
-        fmt::format("--schedule: unknown schedule '{}' (known: naive, gpipe, 1f1b)", sched));
+    throw UsageError(fmt::format("--schedule: unknown schedule '{}' (known: {})", sched,
+                                 fmt::join(kSchedules.names(Offer::all), ", ")));
   p.schedule = *parsed;
   return p;
 }

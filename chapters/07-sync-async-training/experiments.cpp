@@ -143,9 +143,7 @@ const std::vector<Metric> kMetrics = {
 
 Trial training_trial(const Params& p, GroupCache& cache) {
   Setup s;
-  s.mode = param_str(p, "mode");
-  if (s.mode != "sync" && !is_async_mode(s.mode))
-    throw UsageError(fmt::format("parameter 'mode': unknown mode '{}'", s.mode));
+  s.mode = std::string(kModes.find(p).name);
   s.workers = static_cast<int>(param_int(p, "workers"));
   s.straggler = p.count("straggler") ? straggler_factor(param_str(p, "straggler")) : 1.0;
   s.images = static_cast<std::size_t>(param_int(p, "images"));
@@ -212,12 +210,6 @@ Trial training_trial(const Params& p, GroupCache& cache) {
   return t;
 }
 
-std::vector<std::string> mode_names() {
-  std::vector<std::string> v = {"sync"};
-  for (const ModeInfo& m : async_modes()) v.emplace_back(m.name);
-  return v;
-}
-
 std::vector<std::string> epochs_upto(int n) {
   std::vector<std::string> v;
   for (int e = 1; e <= n; ++e) v.push_back(std::to_string(e));
@@ -229,7 +221,7 @@ const bool registered = register_experiment({
     .chapter = "07-sync-async-training",
     .title = "Synchronous vs asynchronous training: test accuracy per epoch, against samples and "
              "against time; samples/s; time to the target accuracy; with and without a straggler",
-    .axes = {{.name = "mode", .values = mode_names()},
+    .axes = {kModes.axis("ch07/training"),
              {.name = "workers",
               .values = {"1", "2", "4"},
               .quick = {"1", "2"},

@@ -13,7 +13,7 @@ namespace concurdl::asgd {
 namespace {
 
 AsyncOptions options_of(const std::string& mode, const nn::DistributedOptions& o) {
-  const bool ps = mode == "ps-async" || mode == "ps-ssp";
+  const bool ps = kModes.find(mode).parameter_server;
   if (o.backend != "threads" && !(ps && o.backend == "processes"))
     throw UsageError(fmt::format(
         "--mode {}: runs its workers as threads of this process (--backend threads){}; across "
@@ -42,11 +42,12 @@ AsyncOptions options_of(const std::string& mode, const nn::DistributedOptions& o
 }
 
 const bool registered = [] {
-  for (const ModeInfo& m : async_modes()) {
-    const std::string name = m.name;
+  for (const ModeRow& m : kModes) {
+    if (m.mode == Mode::sync) continue;  // chapter 05's, registered there
+    const std::string name(m.name);
     nn::register_training_mode(
         {.name = name,
-         .what = m.what,
+         .what = std::string(m.what),
          .check = [name](const nn::DistributedOptions& o,
                          const nn::TrainConfig&) { (void)options_of(name, o); },
          .run =

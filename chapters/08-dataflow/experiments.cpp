@@ -319,9 +319,7 @@ std::vector<std::pair<Op, float>> chain_of(std::size_t k) {
 }
 
 Trial fusion_trial(const Params& p, GroupCache& cache) {
-  const std::string variant = param_str(p, "variant");
-  if (variant != "unfused" && variant != "fused")
-    throw UsageError(fmt::format("parameter 'variant': '{}' is not unfused or fused", variant));
+  const ChainRun& how = kChainRuns.find(p);
   const auto k = static_cast<std::size_t>(param_int(p, "k"));
   const auto n = static_cast<std::size_t>(param_int(p, "n"));
   struct Arrays {
@@ -348,21 +346,8 @@ Trial fusion_trial(const Params& p, GroupCache& cache) {
   const auto chain = chain_of(k);
   auto result = std::make_shared<const float*>(nullptr);
   Trial t;
-  t.run = [arr, chain, n, variant, result] {
-    if (variant == "fused") {
-      apply_chain(chain, arr->x.data(), arr->a.data(), n);
-      *result = arr->a.data();
-      return;
-    }
-    // k passes, each reading the previous one's output: x -> a -> b -> a ...
-    const float* src = arr->x.data();
-    float* dst = arr->a.data();
-    for (const auto& [op, alpha] : chain) {
-      apply_op(op, alpha, src, dst, n);
-      src = dst;
-      dst = dst == arr->a.data() ? arr->b.data() : arr->a.data();
-    }
-    *result = src;
+  t.run = [arr, chain, n, run = how.run, result] {
+    *result = run(chain, arr->x.data(), arr->a.data(), arr->b.data(), n);
   };
   t.check = [arr, result, n]() -> std::string {
     if (*result == nullptr) return "";
@@ -372,7 +357,7 @@ Trial fusion_trial(const Params& p, GroupCache& cache) {
                            arr->want[i]);
     return "";
   };
-  const double passes = variant == "fused" ? 1.0 : static_cast<double>(k);
+  const auto passes = static_cast<double>(how.passes(k));
   t.work.items = static_cast<double>(n);
   t.work.bytes = passes * 2.0 * static_cast<double>(n) * sizeof(float);
   return t;
@@ -382,7 +367,7 @@ const bool registered_fusion = register_experiment({
     .id = "ch08/fusion",
     .chapter = "08-dataflow",
     .title = "Fusion: a chain of k element-wise ops as k passes over memory vs one fused pass",
-    .axes = {{.name = "variant", .values = {"unfused", "fused"}},
+    .axes = {kChainRuns.axis("ch08/fusion"),
              {.name = "k",
               .values = {"1", "2", "4", "8", "16"},
               .kind = AxisKind::count,

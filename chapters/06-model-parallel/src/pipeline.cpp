@@ -51,17 +51,13 @@ void check_micro_batches(std::size_t m, std::size_t rows) {
 }
 }  // namespace
 
-const char* schedule_name(Schedule s) {
-  switch (s) {
-    case Schedule::naive:
-      return "naive";
-    case Schedule::gpipe:
-      return "gpipe";
-    case Schedule::one_f_one_b:
-      return "1f1b";
-  }
-  return "?";
+const ScheduleRow& schedule_row(Schedule s) {
+  for (const ScheduleRow& r : kSchedules)
+    if (r.schedule == s) return r;
+  throw std::logic_error("a schedule without its row in kScheduleRows");
 }
+
+std::string_view schedule_name(Schedule s) { return schedule_row(s).name; }
 
 std::vector<std::size_t> stage_boundaries(std::size_t layers, int stages) {
   if (stages < 1 || static_cast<std::size_t>(stages) > layers)

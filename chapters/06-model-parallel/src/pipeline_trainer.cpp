@@ -18,9 +18,8 @@
 namespace concurdl::mp {
 
 std::optional<Schedule> parse_schedule(std::string_view name) {
-  if (name == "naive") return Schedule::naive;
-  if (name == "gpipe") return Schedule::gpipe;
-  if (name == "1f1b" || name == "one_f_one_b") return Schedule::one_f_one_b;
+  if (name == "one_f_one_b") return Schedule::one_f_one_b;  // the enumerator's name, too
+  if (const ScheduleRow* r = kSchedules.lookup(name)) return r->schedule;
   return std::nullopt;
 }
 

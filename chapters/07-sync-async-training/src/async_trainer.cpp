@@ -36,23 +36,9 @@ class WorkerFailed : public std::runtime_error {
 
 }  // namespace
 
-const std::vector<ModeInfo>& async_modes() {
-  static const std::vector<ModeInfo> modes = {
-      {"ps-async",
-       "parameter server: every pushed gradient applied at once, workers never wait (stale "
-       "gradients)"},
-      {"ps-ssp",
-       "parameter server, stale-synchronous: a worker whose clock (its steps) is more than "
-       "--staleness clocks ahead of the slowest worker's waits"},
-      {"hogwild", "no server: workers update one shared copy without locks (relaxed atomics)"},
-      {"local-sgd", "replicas train alone and average every --local-steps steps (all-reduce)"}};
-  return modes;
-}
-
 bool is_async_mode(const std::string& name) {
-  for (const ModeInfo& m : async_modes())
-    if (name == m.name) return true;
-  return false;
+  const ModeRow* r = kModes.lookup(name);
+  return r != nullptr && r->mode != Mode::sync;
 }
 
 // One worker's replica and scratch, kept across epochs.
@@ -103,6 +89,8 @@ AsyncTrainer::AsyncTrainer(nn::TrainConfig config, const nn::Dataset& train, Asy
     : config_(std::move(config)), train_(train), options_(std::move(options)) {
   if (!is_async_mode(options_.mode))
     throw std::invalid_argument("AsyncTrainer: unknown mode '" + options_.mode + "'");
+  const ModeRow& row = *kModes.lookup(options_.mode);
+  mode_ = row.mode;
   if (options_.workers < 1 || options_.workers > kMaxWorkers)
     throw std::invalid_argument(fmt::format("AsyncTrainer: workers must be in 1..{}", kMaxWorkers));
   if (config_.batch == 0) throw std::invalid_argument("AsyncTrainer: batch size 0");
@@ -117,9 +105,9 @@ AsyncTrainer::AsyncTrainer(nn::TrainConfig config, const nn::Dataset& train, Asy
     workers_.push_back(std::make_unique<Worker>(config_, train_.dim));
   eval_model_ = std::make_unique<nn::Mlp>(config_.spec, config_.seed, config_.gemm);
   const std::span<const float> initial = workers_[0]->model.parameters();
-  if (options_.mode == "ps-async" || options_.mode == "ps-ssp") {
+  if (row.parameter_server) {
     server_ = std::make_unique<ParameterServer>(initial, config_.sgd, options_.servers);
-  } else if (options_.mode == "hogwild") {
+  } else if (mode_ == Mode::hogwild) {
     shared_params_.assign(initial.begin(), initial.end());
     shared_vel_.assign(initial.size(), 0.0f);
   }
@@ -134,8 +122,8 @@ AsyncTrainer::~AsyncTrainer() = default;
 
 std::string AsyncTrainer::describe() const {
   std::string extra;
-  if (options_.mode == "ps-ssp") extra = fmt::format(", staleness bound {}", options_.staleness);
-  if (options_.mode == "local-sgd") extra = fmt::format(", average every {}", options_.local_steps);
+  if (mode_ == Mode::ps_ssp) extra = fmt::format(", staleness bound {}", options_.staleness);
+  if (mode_ == Mode::local_sgd) extra = fmt::format(", average every {}", options_.local_steps);
   if (server_ && options_.servers > 1) extra += fmt::format(", {} server shards", options_.servers);
   for (const auto& [w, f] : options_.stragglers)
     extra += fmt::format(", worker {} {}x slower", w, f);
@@ -162,9 +150,9 @@ nn::EpochResult AsyncTrainer::run_epoch(
   EpochSums sums;
   sums.steps = (train_.n + config_.batch - 1) / config_.batch;
   const auto start = Clock::now();
-  if (options_.mode == "hogwild")
+  if (mode_ == Mode::hogwild)
     run_hogwild(sums, lr);
-  else if (options_.mode == "local-sgd")
+  else if (mode_ == Mode::local_sgd)
     run_local_sgd(sums, lr);
   else
     run_ps(sums, lr);
@@ -193,7 +181,7 @@ nn::EpochResult AsyncTrainer::run_epoch(
     r.accuracy = static_cast<double>(correct) / static_cast<double>(r.samples);
   }
   state_.step +=
-      options_.mode == "local-sgd" ? (sums.steps + workers_.size() - 1) / workers_.size() : steps;
+      mode_ == Mode::local_sgd ? (sums.steps + workers_.size() - 1) / workers_.size() : steps;
   ++state_.epoch;
   report_epoch(on_progress, state_, sums.steps, r);
   return r;
@@ -202,7 +190,7 @@ nn::EpochResult AsyncTrainer::run_epoch(
 // ps-async and ps-ssp: pull, compute, push, as long as there are batches.
 void AsyncTrainer::run_ps(EpochSums& sums, float lr) {
   server_->set_lr(lr);
-  const bool ssp = options_.mode == "ps-ssp";
+  const bool ssp = mode_ == Mode::ps_ssp;
   SspClock clock(static_cast<int>(workers_.size()), static_cast<std::uint64_t>(options_.staleness));
   for (std::size_t w = 0; w < workers_.size(); ++w)
     if (lost_[w]) clock.leave(static_cast<int>(w));
@@ -307,7 +295,7 @@ std::vector<float> AsyncTrainer::parameters() const {
     server_->read_state(p, v);
     return p;
   }
-  if (options_.mode == "hogwild") return shared_params_;
+  if (mode_ == Mode::hogwild) return shared_params_;
   const auto p = workers_[0]->model.parameters();  // local-sgd: averaged at the epoch's end
   return {p.begin(), p.end()};
 }
@@ -361,7 +349,7 @@ void AsyncTrainer::save(const std::filesystem::path& checkpoint) const {
   save_global(checkpoint, config_, state_, [&](std::span<float> p, std::span<float> v) {
     if (server_) {
       server_->read_state(p, v);
-    } else if (options_.mode == "hogwild") {
+    } else if (mode_ == Mode::hogwild) {
       std::copy(shared_params_.begin(), shared_params_.end(), p.begin());
       std::copy(shared_vel_.begin(), shared_vel_.end(), v.begin());
     } else {  // local-sgd: the averaged replica and worker 0's momentum
@@ -378,7 +366,7 @@ void AsyncTrainer::resume(const std::filesystem::path& checkpoint) {
       [&](std::span<const float> p, std::span<const float> v, const nn::TrainState& st) {
         if (server_) {
           server_->write_state(p, v, st.step);
-        } else if (options_.mode == "hogwild") {
+        } else if (mode_ == Mode::hogwild) {
           std::copy(p.begin(), p.end(), shared_params_.begin());
           std::copy(v.begin(), v.end(), shared_vel_.begin());
         } else {
@@ -392,10 +380,10 @@ void AsyncTrainer::resume(const std::filesystem::path& checkpoint) {
 
 std::map<std::string, double> AsyncTrainer::epoch_metrics() const {
   std::map<std::string, double> m;
-  if (options_.mode != "local-sgd") {
+  if (mode_ != Mode::local_sgd) {
     staleness_.add_to(m);
   }
-  if (options_.mode == "ps-ssp") {
+  if (mode_ == Mode::ps_ssp) {
     m["ssp_waits"] = static_cast<double>(ssp_waits_);
     m["ssp_max_lead"] = static_cast<double>(ssp_max_lead_);
   }

@@ -91,10 +91,12 @@ struct ProcessPsTrainer::Worker {
 ProcessPsTrainer::ProcessPsTrainer(nn::TrainConfig config, const nn::Dataset& train,
                                    AsyncOptions options, WorkerLaunch launch)
     : config_(std::move(config)), train_(train), options_(std::move(options)) {
-  if (options_.mode != "ps-async" && options_.mode != "ps-ssp")
+  const ModeRow* row = kModes.lookup(options_.mode);
+  if (row == nullptr || !row->parameter_server)
     throw UsageError(fmt::format(
         "--backend processes: runs the parameter-server modes (ps-async, ps-ssp), not {}",
         options_.mode));
+  mode_ = row->mode;
   if (options_.workers < 1 || options_.workers > kMaxWorkers)
     throw std::invalid_argument(
         fmt::format("ProcessPsTrainer: workers must be in 1..{}", kMaxWorkers));
@@ -195,7 +197,7 @@ int ProcessPsTrainer::workers_alive() const {
 
 std::string ProcessPsTrainer::describe() const {
   std::string extra;
-  if (options_.mode == "ps-ssp") extra = fmt::format(", staleness bound {}", options_.staleness);
+  if (mode_ == Mode::ps_ssp) extra = fmt::format(", staleness bound {}", options_.staleness);
   for (const auto& [w, f] : options_.stragglers)
     extra += fmt::format(", worker {} {}x slower", w, f);
   return fmt::format("mode {}, {} worker process{} (sockets), batch {} per push{}", options_.mode,
@@ -215,7 +217,7 @@ nn::EpochResult ProcessPsTrainer::run_epoch(
     w->loss_sum = 0;
     w->correct = w->rows = w->batches = 0;
   }
-  const bool ssp = options_.mode == "ps-ssp";
+  const bool ssp = mode_ == Mode::ps_ssp;
   std::vector<float> buffer(server_->size());
   std::size_t applied = 0;
   const auto start = Clock::now();
@@ -344,7 +346,7 @@ std::map<std::string, double> ProcessPsTrainer::epoch_metrics() const {
   staleness_.add_to(m);
   m["workers_lost"] = static_cast<double>(static_cast<int>(workers_.size()) - workers_alive());
   m["batches_requeued"] = static_cast<double>(requeued_);
-  if (options_.mode == "ps-ssp") m["ssp_max_lead"] = static_cast<double>(ssp_max_lead_);
+  if (mode_ == Mode::ps_ssp) m["ssp_max_lead"] = static_cast<double>(ssp_max_lead_);
   const auto [lo, hi] = std::minmax_element(batches_.begin(), batches_.end());
   m["batches_min"] = static_cast<double>(*lo);
   m["batches_max"] = static_cast<double>(*hi);

@@ -439,6 +439,24 @@ void apply_chain(std::span<const std::pair<Op, float>> chain, const float* in, f
   }
 }
 
+const float* run_unfused(std::span<const std::pair<Op, float>> chain, const float* in, float* a,
+                         float* b, std::size_t n) {
+  const float* src = in;
+  float* dst = a;
+  for (const auto& [op, alpha] : chain) {
+    apply_op(op, alpha, src, dst, n);
+    src = dst;
+    dst = dst == a ? b : a;
+  }
+  return src;
+}
+
+const float* run_fused(std::span<const std::pair<Op, float>> chain, const float* in, float* a,
+                       float* /*b*/, std::size_t n) {
+  apply_chain(chain, in, a, n);
+  return a;
+}
+
 void Eager::compute(NodeId n) {
   const Node& node = g_.node(n);
   std::vector<const Tensor*> in;

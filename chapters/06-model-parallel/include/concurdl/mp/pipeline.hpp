@@ -32,15 +32,59 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
+#include "concurdl/core/variants.hpp"
 #include "concurdl/dp/communicator.hpp"
 #include "concurdl/nn/mlp.hpp"
 
 namespace concurdl::mp {
 
 enum class Schedule { naive, gpipe, one_f_one_b };
-const char* schedule_name(Schedule s);  // "naive", "gpipe", "1f1b"
+
+// The bubble's share of a stage's step in the idealised model (every F and B one time slot,
+// messages free), p stages and m micro-batches: one micro-batch in the pipe at a time keeps p - 1
+// of every p slots idle whatever m; filling the pipe with m micro-batches leaves p - 1 idle slots
+// at its start and end out of m + p - 1 (GPipe [Huang et al. 2019], 1F1B [Narayanan et al.
+// 2019, 2021] alike).
+constexpr double bubble_one_at_a_time(double p, double /*m*/) { return p <= 1 ? 0 : (p - 1) / p; }
+constexpr double bubble_fill_drain(double p, double m) {
+  return p <= 1 ? 0 : (p - 1) / (m + p - 1);
+}
+
+// The schedules, a row each: the `schedule` axis of ch06/pipeline, `concurdl train --schedule`,
+// the tests and the README's table come from it.
+struct ScheduleRow : VariantInfo {
+  Schedule schedule;
+  double (*bubble)(double p, double m);  // the model's bubble fraction
+};
+inline constexpr ScheduleRow kScheduleRows[] = {
+    {{"naive",
+      "F0 B0 F1 B1 ...: one micro-batch in the pipe at a time, so one stage works while the others "
+      "wait; the bubble stays (p - 1) / p whatever m, and a stage holds 1 micro-batch's "
+      "activations"},
+     Schedule::naive,
+     &bubble_one_at_a_time},
+    {{"gpipe",
+      "GPipe [1]: all m forwards, then all backwards (the last micro-batch's first): the "
+      "micro-batches fill the pipe, the bubble falls to (p - 1) / (m + p - 1), and a stage holds "
+      "all m micro-batches' activations"},
+     Schedule::gpipe,
+     &bubble_fill_drain},
+    {{"1f1b",
+      "1F1B [2, 3]: p - s - 1 warm-up forwards on stage s, then one forward and one backward in "
+      "turn, then the rest: the same bubble as GPipe, with at most min(m, p - s) micro-batches' "
+      "activations held"},
+     Schedule::one_f_one_b,
+     &bubble_fill_drain},
+};
+inline constexpr VariantTable kSchedules{kScheduleRows, "schedule"};
+
+// "naive", "gpipe", "1f1b": the row's name.
+std::string_view schedule_name(Schedule s);
+// The row of schedule `s`.
+const ScheduleRow& schedule_row(Schedule s);
 
 // Layer boundaries of `stages` contiguous stages of `layers` layers (stages + 1 entries, the
 // first 0 and the last `layers`), as even as the counts allow. std::invalid_argument when there

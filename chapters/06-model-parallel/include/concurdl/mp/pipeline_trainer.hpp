@@ -35,7 +35,7 @@ struct PipelineOptions {
   Schedule schedule = Schedule::one_f_one_b;
 };
 
-// "naive", "gpipe", "1f1b" (also "one_f_one_b"); nullopt otherwise.
+// A row of kSchedules by name ("naive", "gpipe", "1f1b"; also "one_f_one_b"); nullopt otherwise.
 std::optional<Schedule> parse_schedule(std::string_view name);
 
 class PipelineTrainer final : public nn::RankTrainer {

@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "concurdl/asgd/parameter_server.hpp"
+#include "concurdl/core/variants.hpp"
 #include "concurdl/nn/distributed_train.hpp"
 #include "concurdl/nn/trainer.hpp"
 
@@ -42,7 +43,7 @@ inline constexpr int kDefaultLocalSteps = 8;  // local-sgd's H
 inline constexpr int kMaxWorkers = 256;
 
 struct AsyncOptions {
-  std::string mode = "ps-async";  // ps-async, ps-ssp, hogwild, local-sgd
+  std::string mode = "ps-async";  // a row of kModes other than sync
   int workers = 2;
   int staleness = kDefaultStaleness;
   int local_steps = kDefaultLocalSteps;
@@ -56,12 +57,44 @@ struct AsyncOptions {
   std::uint64_t fail_after = 0;
 };
 
-// The modes this trainer runs, with a line each (for --help and the lesson's table).
-struct ModeInfo {
-  const char* name;
-  const char* what;
+// The training modes chapter 07 compares, a row each, simplest first: the `mode` axis of
+// ch07/training, the train command's --mode, the tests and the README's table come from it.
+// `sync` is chapter 05's data parallelism (the baseline); the others are this trainer's.
+enum class Mode { sync, ps_async, ps_ssp, hogwild, local_sgd };
+struct ModeRow : VariantInfo {
+  Mode mode;
+  bool parameter_server;  // updates go through a ParameterServer (--backend processes runs these)
 };
-const std::vector<ModeInfo>& async_modes();
+inline constexpr ModeRow kModeRows[] = {
+    {{"sync",
+      "every worker an identical replica: a gradient on b rows, an all-reduce, the same SGD step "
+      "everywhere (chapter 05); every worker waits for every other, every step"},
+     Mode::sync,
+     false},
+    {{"ps-async",
+      "a parameter server: pull (copy and version), gradient, push, and the server applies it at "
+      "once; nobody waits, and gradients are stale"},
+     Mode::ps_async,
+     true},
+    {{"ps-ssp",
+      "the same, stale-synchronous: a worker whose clock (its finished steps) is more than "
+      "--staleness s clocks ahead of the slowest worker's waits for it"},
+     Mode::ps_ssp,
+     true},
+    {{"hogwild",
+      "no server: the workers read and update one shared copy with relaxed atomic loads and "
+      "stores, no lock; nobody waits"},
+     Mode::hogwild,
+     false},
+    {{"local-sgd",
+      "every worker trains its own replica with its own momentum; every --local-steps H steps "
+      "the replicas' parameters are averaged (an all-reduce), and everyone waits there"},
+     Mode::local_sgd,
+     false},
+};
+inline constexpr VariantTable kModes{kModeRows, "mode"};
+
+// Whether `name` is one of this trainer's modes (a row of kModes other than sync).
 bool is_async_mode(const std::string& name);
 
 // What the asynchronous trainers (AsyncTrainer, ProcessPsTrainer) share.
@@ -123,6 +156,7 @@ class AsyncTrainer final : public nn::RankTrainer {
   nn::TrainConfig config_;
   const nn::Dataset& train_;
   AsyncOptions options_;
+  Mode mode_ = Mode::ps_async;  // options_.mode's row
   nn::TrainState state_;
   std::vector<std::uint32_t> order_;
   std::vector<std::unique_ptr<Worker>> workers_;

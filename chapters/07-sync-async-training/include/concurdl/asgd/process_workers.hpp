@@ -69,6 +69,7 @@ class ProcessPsTrainer final : public nn::RankTrainer {
   nn::TrainConfig config_;
   const nn::Dataset& train_;
   AsyncOptions options_;
+  Mode mode_ = Mode::ps_async;  // options_.mode's row
   nn::TrainState state_;
   std::unique_ptr<ParameterServer> server_;
   std::vector<std::unique_ptr<Worker>> workers_;

@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "concurdl/core/variants.hpp"
 #include "concurdl/df/graph.hpp"
 
 namespace concurdl::df {
@@ -34,6 +35,34 @@ struct FusedGraph {
 void apply_op(Op op, float alpha, const float* in, float* out, std::size_t n);
 void apply_chain(std::span<const std::pair<Op, float>> chain, const float* in, float* out,
                  std::size_t n);
+
+// The two ways to run a chain over n floats, a row each (ch08/fusion's `variant` axis). `run`
+// reads `in` and writes a and/or b (scratch arrays of n floats each) and returns the array that
+// holds the result; `passes` is how many times it reads and writes the n floats for k ops.
+struct ChainRun : VariantInfo {
+  const float* (*run)(std::span<const std::pair<Op, float>> chain, const float* in, float* a,
+                      float* b, std::size_t n);
+  std::size_t (*passes)(std::size_t k);
+};
+// k passes, each over the previous one's output: in -> a -> b -> a ...
+const float* run_unfused(std::span<const std::pair<Op, float>> chain, const float* in, float* a,
+                         float* b, std::size_t n);
+// One pass: apply_chain from in to a.
+const float* run_fused(std::span<const std::pair<Op, float>> chain, const float* in, float* a,
+                       float* b, std::size_t n);
+inline constexpr ChainRun kChainRunRows[] = {
+    {{"unfused",
+      "one node per op: k passes over memory, each reading the previous pass's output (2k n "
+      "floats moved)"},
+     &run_unfused,
+     [](std::size_t k) { return k; }},
+    {{"fused",
+      "the chain as one node: each element goes through the k ops in a register, one pass over "
+      "memory (2n floats moved whatever k)"},
+     &run_fused,
+     [](std::size_t) { return std::size_t{1}; }},
+};
+inline constexpr VariantTable kChainRuns{kChainRunRows};
 
 // Every maximal chain of two or more unary element-wise nodes, each but the last with exactly
 // one consumer (the next), becomes one fused node; everything else is copied. GraphError as

@@ -18,6 +18,7 @@
 #include <memory>
 #include <vector>
 
+#include "concurdl/core/variants.hpp"
 #include "concurdl/df/executors.hpp"
 #include "concurdl/df/graph.hpp"
 #include "concurdl/nn/mlp.hpp"
@@ -56,8 +57,23 @@ void gather_gradients(const MlpGraph& m, const std::vector<Tensor>& values, nn::
 // were three nodes; backward, a matmul_relu_grad where there were two. The same bits.
 MlpGraph fuse_epilogues(MlpGraph m);
 
-// What GraphTrainer does to the recorded graph before running it.
+// What GraphTrainer does to the recorded graph before running it, a row each (ch08/mlp_train's
+// `fusion` axis).
 enum class Fusion { none, epilogues };
+struct FusionRow : VariantInfo {
+  Fusion fusion;
+};
+inline constexpr FusionRow kFusionRows[] = {
+    {{"epilogues",
+      "bias and ReLU moved into the GEMM before them, ReLU' into the GEMM after (fuse_epilogues), "
+      "as nn's layers do"},
+     Fusion::epilogues},
+    {{"none",
+      "the graph as recorded: bias, ReLU and ReLU' nodes of their own, a pass over memory "
+      "each"},
+     Fusion::none},
+};
+inline constexpr VariantTable kFusions{kFusionRows, "fusion"};
 
 // Training on the graph: each step feeds a batch, runs the recorded graph (by default with its
 // epilogues fused) on `exec` and takes nn's SGD step straight from the gradients the graph holds,
