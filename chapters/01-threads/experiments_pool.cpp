@@ -357,29 +357,19 @@ const bool registered = [] {
             .min_cpus = 2}},
   });
 
-  register_exercise({
-      .id = "1.3",
-      .chapter = "01-threads",
-      .title = "thread pool: submit and wait_all",
-      .test_binary = "ch01_tests",
-      .test_filter = "PoolTyped/student.*",
-      .timing = exercise_timing(
-          {.title = "thread pool: student vs reference, a batch of tiny tasks",
-           .axes = {{"task", {"tiny"}}, {"tasks", {"20K"}, {"5K"}, AxisKind::size, kMaxTasks}},
-           .prepare = exercise_pool_trial}),
-      .questions =
-          {"Your pool ran the batch of tiny tasks in {student} against the reference's {reference} "
-           "at {configuration} ({cost}, interval {cost_ci}). Divide by the number of tasks: how "
-           "many nanoseconds per task, and where do they go (the mutex, the condition-variable "
-           "wake-up, the packaged_task and its future)?",
-           "Run `concurdl run ch01/task_overhead --threads 2` and quote the time per tiny task of "
-           "v1_thread_per_task, v2_pool and v5_stealing_pool (the time of the 10K tasks / 10K). "
-           "Why is creating a thread per task so much dearer than handing a task to a running "
-           "worker, and what does the StealingPool remove from v2's path?",
-           "Why does wait_all() wait for pending_ == 0 and not for an empty queue, and why does "
-           "submit() call notify_one after unlocking mu_?"},
-  });
   return true;
 }();
 
 }  // namespace
+
+// The timed half of exercise 1.3 (exercise_timings.hpp).
+namespace concurdl::threads::exercise_timings {
+
+Experiment pool() {
+  return exercise_timing(
+      {.title = "thread pool: student vs reference, a batch of tiny tasks",
+       .axes = {{"task", {"tiny"}}, {"tasks", {"20K"}, {"5K"}, AxisKind::size, kMaxTasks}},
+       .prepare = exercise_pool_trial});
+}
+
+}  // namespace concurdl::threads::exercise_timings

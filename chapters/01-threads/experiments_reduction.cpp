@@ -12,8 +12,8 @@
 //                           machine has them; "os" leaves the placing to the scheduler): why the
 //                           false-sharing penalty differs from machine to machine
 // Two experiments, not one with a "work" axis, because each has its own ceiling (peak FLOP/s,
-// memory bandwidth) and its own sizes. Exercises 1.1 and 1.2 (exercises/student_sum.hpp) are
-// registered here with their timings against the reference.
+// memory bandwidth) and its own sizes. The timings of exercises 1.1 and 1.2
+// (exercises/student_sum.hpp) against the reference are built here; exercises.cpp registers them.
 //   concurdl run ch01/sum_compute_bound ch01/sum_memory_bound ch01/false_sharing
 //   concurdl run ch01/false_sharing_placement
 //   concurdl exercise ch01
@@ -394,49 +394,24 @@ const bool registered = [] {
                    .y = "speedup"}},
   });
 
-  const SumFn v7 = threads::kSumVariants.find("v7_local_sums").fn;
-  const SumFn v3 = threads::kSumVariants.find("v3_padded_partials").fn;
-  register_exercise(
-      {.id = "1.1",
-       .chapter = "01-threads",
-       .title = "parallel sum with std::thread",
-       .test_binary = "ch01_tests",
-       .test_filter = "ReductionEx1_1/*",
-       .timing =
-           sum_exercise_timing("std::thread sum, student vs v7_local_sums",
-                               &threads::student_thread_sum, v7, SumKind::compute_bound, "2M"),
-       .questions = {"Your std::thread sum took {student} against v7_local_sums' {reference} at "
-                     "{configuration}: a cost of {cost}, 95% interval {cost_ci}. If you are "
-                     "slower, what does your version do per call or per element that v7 does not "
-                     "(extra threads, a shared or adjacent accumulator, copies)?",
-                     "Run `concurdl run ch01/sum_compute_bound --threads 1,2,4` and quote "
-                     "v7_local_sums' speedup at 2 and at 4 threads. Why does it stop growing once "
-                     "threads outnumber the CPUs of {machine}?",
-                     "Why must each thread add into a variable of its own rather than `+=` into "
-                     "one shared double, when the tests may pass either way? Say what "
-                     "ThreadSanitizer reports and what the shared version can lose."}});
-  register_exercise(
-      {.id = "1.2",
-       .chapter = "01-threads",
-       .title = "fix the false sharing",
-       .test_binary = "ch01_tests",
-       .test_filter = "ReductionEx1_2/*",
-       .timing = sum_exercise_timing("per-thread slots, student vs v3_padded_partials",
-                                     &threads::student_padded_sum, v3, SumKind::memory_bound, "4M"),
-       .questions = {
-           "Your padded sum took {student} against v3_padded_partials' {reference} at "
-           "{configuration} ({cost}, interval {cost_ci}). What are sizeof(StudentSlot) and "
-           "alignof(StudentSlot) now, and how many threads' slots share one 64-byte line?",
-           "Run `concurdl run ch01/false_sharing --threads 2,4` and quote v3_padded_partials' "
-           "speedup over v2_adjacent_partials at 2 and at 4 threads. Explain the 2-thread number "
-           "with cache-line ownership (MESI): what must happen to the line before a core can write "
-           "its slot when the other core wrote last?",
-           "Why does the gap change when threads outnumber cores (4 threads on 2 CPUs)? Run "
-           "`concurdl run ch01/false_sharing_placement`: which placements does {machine} offer "
-           "(the records' placements_unavailable note says why one is missing), and what is "
-           "v3's speedup over v2 in each? Explain the difference with where the line has to "
-           "go (one core's L1, a shared L3, another L3)."}});
   return true;
 }();
 
 }  // namespace
+
+// The timed halves of exercises 1.1 and 1.2 (exercise_timings.hpp).
+namespace concurdl::threads::exercise_timings {
+
+Experiment thread_sum() {
+  const SumFn v7 = threads::kSumVariants.find("v7_local_sums").fn;
+  return sum_exercise_timing("std::thread sum, student vs v7_local_sums",
+                             &threads::student_thread_sum, v7, SumKind::compute_bound, "2M");
+}
+
+Experiment padded_sum() {
+  const SumFn v3 = threads::kSumVariants.find("v3_padded_partials").fn;
+  return sum_exercise_timing("per-thread slots, student vs v3_padded_partials",
+                             &threads::student_padded_sum, v3, SumKind::memory_bound, "4M");
+}
+
+}  // namespace concurdl::threads::exercise_timings

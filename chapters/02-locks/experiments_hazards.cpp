@@ -4,7 +4,7 @@
 //                  fixes when their work is done. Each check asserts the outcome the lesson
 //                  promises (deadlock detected with a cycle; fix finished; money conserved;
 //                  livelock made no progress; randomised backoff did).
-// Exercise 2.4 (exercises/student_transfer.hpp) is registered here with its timing.
+// The timing of exercise 2.4 (exercises/student_transfer.hpp) is built here (exercises.cpp).
 //   concurdl run ch02/hazards
 #include <fmt/format.h>
 
@@ -150,28 +150,20 @@ const bool registered = [] {
             .unit = "s"}},
   });
 
-  register_exercise(
-      {.id = "2.4",
-       .chapter = "02-locks",
-       .title = "fix the deadlock",
-       .test_binary = "ch02_tests",
-       .test_filter = "TransferEx2_4/*",
-       .timing = exercise_timing(
-           {.title = "deadlock-free transfers, student vs std::scoped_lock",
-            // per thread, a lock pair each: 2^30 take minutes
-            .axes = {{"transfers", {"20000"}, {"5000"}, AxisKind::count, std::int64_t{1} << 30}},
-            .prepare = transfer_exercise_trial}),
-       .questions = {"Your transfers took {student} against std::scoped_lock's {reference} at "
-                     "{configuration} ({cost}, interval {cost_ci}). Which of the four conditions "
-                     "for deadlock (mutual exclusion, hold and wait, no preemption, circular wait) "
-                     "does your fix break, and how?",
-                     "Run `concurdl run ch02/hazards` and quote the times of deadlock_naive and "
-                     "deadlock_scoped_lock. What does the first one measure, and why does it take "
-                     "two transfers in opposite directions to deadlock?",
-                     "If you ordered the two locks yourself: by what, why does that order not "
-                     "depend on the direction of the transfer, and what does it rule out? (If you "
-                     "used std::scoped_lock: what does it do when its second lock is busy?)"}});
   return true;
 }();
 
 }  // namespace
+
+// The timed halves of exercises built here (exercise_timings.hpp).
+namespace concurdl::locks::exercise_timings {
+
+Experiment transfers() {
+  return exercise_timing(
+      {.title = "deadlock-free transfers, student vs std::scoped_lock",
+       // per thread, a lock pair each: 2^30 take minutes
+       .axes = {{"transfers", {"20000"}, {"5000"}, AxisKind::count, std::int64_t{1} << 30}},
+       .prepare = transfer_exercise_trial});
+}
+
+}  // namespace concurdl::locks::exercise_timings

@@ -10,7 +10,8 @@
 // Each run lasts a fixed time (duration_ms) rather than a fixed number of acquisitions, so an
 // oversubscribed spinlock stays bounded in time. Each run checks mutual exclusion: a plain
 // counter incremented under the lock must equal the acquisitions counted.
-// Exercises 2.1 and 2.2 (exercises/student_locks.hpp) are registered here with their timings.
+// The timings of exercises 2.1 and 2.2 (exercises/student_locks.hpp) are built here
+// (exercises.cpp).
 //   concurdl run ch02/lock_throughput ch02/rw_lock
 #include <fmt/format.h>
 
@@ -232,45 +233,21 @@ const bool registered = [] {
       .figures = rw_figures,
   });
 
-  register_exercise(
-      {.id = "2.1",
-       .chapter = "02-locks",
-       .title = "TTAS lock with exponential backoff",
-       .test_binary = "ch02_tests",
-       .test_filter = "LockEx2_1/*",
-       .timing = lock_exercise_timing<TtasBackoffLock, StudentTtasBackoffLock>(
-           "TTAS + backoff, student vs v3_ttas_backoff"),
-       .questions = {
-           "Your lock made {student} acquisitions against the reference's {reference} at "
-           "{configuration}, 100 ns critical sections: a cost of {cost} (the reference's "
-           "throughput over yours), interval {cost_ci}. Which of your operations are acquire, "
-           "which release, which relaxed, and what breaks if unlock()'s store is relaxed?",
-           "Time your lock again with the backoff taken out (plain TTAS) and quote both costs. "
-           "What happens at every release without backoff (how many waiters try to take the line "
-           "exclusively at once), and what does backoff change?",
-           "Run `concurdl run ch02/lock_throughput --set cs=100ns --threads 2,4` and quote the "
-           "acquisitions/s of v2_ttas, v3_ttas_backoff and std_mutex at 2 and 4 threads. Why does "
-           "spinning cost more once threads outnumber cores, and what does std_mutex do "
-           "instead?"}});
-  register_exercise(
-      {.id = "2.2",
-       .chapter = "02-locks",
-       .title = "ticket lock",
-       .test_binary = "ch02_tests",
-       .test_filter = "LockEx2_2/*:TicketFifo/student.*",
-       .timing =
-           lock_exercise_timing<TicketLock, StudentTicketLock>("ticket lock, student vs v4_ticket"),
-       .questions = {
-           "Your ticket lock made {student} acquisitions against the reference's {reference} at "
-           "{configuration} ({cost}, interval {cost_ci}). Why does unlock() need no "
-           "read-modify-write on serving_, and which memory order does its store need?",
-           "Run `concurdl run ch02/lock_throughput --set cs=100ns --threads 2,4,8` and quote "
-           "v4_ticket's acquisitions/s and Jain's index (the fairness_* charts) at 2 and at 4 "
-           "threads. Why is it perfectly fair while every thread has a core?",
-           "Why does the ticket lock's throughput collapse once threads outnumber cores (who holds "
-           "the next ticket, and where is that thread?), while std_mutex and TTAS do not "
-           "collapse?"}});
   return true;
 }();
 
 }  // namespace
+
+// The timed halves of exercises built here (exercise_timings.hpp).
+namespace concurdl::locks::exercise_timings {
+
+Experiment ttas_backoff() {
+  return lock_exercise_timing<TtasBackoffLock, StudentTtasBackoffLock>(
+      "TTAS + backoff, student vs v3_ttas_backoff");
+}
+
+Experiment ticket() {
+  return lock_exercise_timing<TicketLock, StudentTicketLock>("ticket lock, student vs v4_ticket");
+}
+
+}  // namespace concurdl::locks::exercise_timings

@@ -6,7 +6,8 @@
 //   ch02/stack_throughput  push/pop pairs per second, mutex stack vs Treiber stack
 //   ch02/message_passing   a histogram kept under a lock vs by one owner thread fed through a
 //                          channel, per item and in batches; checked against the serial one
-// Exercises 2.3 (blocking queue) and 2.5 (Treiber stack) are registered here with timings.
+// The timings of exercises 2.3 (blocking queue) and 2.5 (Treiber stack) are built here
+// (exercises.cpp).
 //   concurdl run ch02/queue_throughput ch02/stack_throughput ch02/message_passing
 #include <fmt/format.h>
 
@@ -198,64 +199,36 @@ const bool registered = [] {
                    .y_label = "items/s (log)"}},
   });
 
-  register_exercise(
-      {.id = "2.3",
-       .chapter = "02-locks",
-       .title = "bounded blocking queue",
-       .test_binary = "ch02_tests",
-       .test_filter = "QueueEx2_3/*:BlockingQueueTyped/student.*",
-       .timing = exercise_timing(
-           {.title = "blocking queue, student vs v1_blocking_queue",
-            .axes = {{"items", {"200K"}, {"100K"}, AxisKind::size, kMaxItems},
-                     {"capacity", {"1024"}, {}, AxisKind::size, kMaxCapacity}},
-            .prepare =
-                [](Impl impl, const Params& p, GroupCache&) {
-                  const MpmcFn fn =
-                      impl == Impl::student
-                          ? &run_mpmc<BlockingAdapter<StudentBlockingQueue<std::uint64_t>>>
-                          : &run_mpmc<BlockingAdapter<BoundedBlockingQueue<std::uint64_t>>>;
-                  return mpmc_trial(fn, true, p);
-                }}),
-       .questions = {
-           "Your queue moved the items in {student} against the reference's {reference} at "
-           "{configuration} ({cost}, interval {cost_ci}). At capacity 1024, is the time spent "
-           "mostly waiting for room or items, or handing the one mutex back and forth? Say what in "
-           "your code tells you.",
-           "Why wait with the predicate form of wait() (name both reasons: spurious wake-ups, and "
-           "a wake-up whose item another consumer took first), and why must close() notify_all on "
-           "both condition variables?",
-           "Run `concurdl run ch02/queue_throughput --threads 2,8` and quote v1_blocking_queue and "
-           "v2_ring_queue at 2 and at 8 threads. Why does the one-mutex queue slow down with more "
-           "threads than cores, and what does the capacity bound do to a producer that outruns the "
-           "consumers (back-pressure)?"}});
-  register_exercise(
-      {.id = "2.5",
-       .chapter = "02-locks",
-       .title = "Treiber stack push and pop",
-       .test_binary = "ch02_tests",
-       .test_filter = "StackEx2_5/*",
-       .timing =
-           exercise_timing({.title = "Treiber stack, student vs reference",
-                            .axes = {{"rounds", {"50K"}, {"10K"}, AxisKind::size, kMaxRounds}},
-                            .prepare =
-                                [](Impl impl, const Params& p, GroupCache&) {
-                                  const StackFn fn =
-                                      impl == Impl::student
-                                          ? &run_stack<StudentTreiberStack<std::uint64_t>>
-                                          : &run_stack<TreiberStack<std::uint64_t>>;
-                                  return stack_run_trial(fn, p);
-                                }}),
-       .questions = {
-           "Your stack took {student} against the reference's {reference} at {configuration} "
-           "({cost}, interval {cost_ci}). Why may pop() give the node back to the pool only after "
-           "its CAS has won?",
-           "What goes wrong if the CAS does not bump the tag? Describe the ABA interleaving step "
-           "by step (which thread is preempted where, which node comes back), and say whether the "
-           "churn test caught it when you tried.",
-           "Run `concurdl run ch02/stack_throughput --threads 1,2,8` and quote treiber_stack and "
-           "locked_stack at 1, 2 and 8 threads. Lock-free guarantees progress, not speed: explain "
-           "your numbers with what a failed CAS costs on one contended line."}});
   return true;
 }();
 
 }  // namespace
+
+// The timed halves of exercises built here (exercise_timings.hpp).
+namespace concurdl::locks::exercise_timings {
+
+Experiment blocking_queue() {
+  return exercise_timing(
+      {.title = "blocking queue, student vs v1_blocking_queue",
+       .axes = {{"items", {"200K"}, {"100K"}, AxisKind::size, kMaxItems},
+                {"capacity", {"1024"}, {}, AxisKind::size, kMaxCapacity}},
+       .prepare = [](Impl impl, const Params& p, GroupCache&) {
+         const MpmcFn fn = impl == Impl::student
+                               ? &run_mpmc<BlockingAdapter<StudentBlockingQueue<std::uint64_t>>>
+                               : &run_mpmc<BlockingAdapter<BoundedBlockingQueue<std::uint64_t>>>;
+         return mpmc_trial(fn, true, p);
+       }});
+}
+
+Experiment treiber_stack() {
+  return exercise_timing({.title = "Treiber stack, student vs reference",
+                          .axes = {{"rounds", {"50K"}, {"10K"}, AxisKind::size, kMaxRounds}},
+                          .prepare = [](Impl impl, const Params& p, GroupCache&) {
+                            const StackFn fn = impl == Impl::student
+                                                   ? &run_stack<StudentTreiberStack<std::uint64_t>>
+                                                   : &run_stack<TreiberStack<std::uint64_t>>;
+                            return stack_run_trial(fn, p);
+                          }});
+}
+
+}  // namespace concurdl::locks::exercise_timings

@@ -265,29 +265,31 @@ Trial exercise_trial(Impl impl, const Params& p, GroupCache& cache, bool prefetc
   return loader_trial(s, std::move(loader), prefetch_exercise ? compute_per_batch(s, p) : 0);
 }
 
+// Simulated storage: every read waits this long, so a second per read is already absurd.
+Axis latency_axis(std::vector<std::string> values, std::vector<std::string> quick) {
+  return Axis{.name = "latency_us",
+              .values = std::move(values),
+              .quick = std::move(quick),
+              .kind = AxisKind::real,
+              .max = 1'000'000,
+              .min = 0};
+}
+
+// Compute per batch as a multiple of the I/O: beyond 1000x the loader is invisible.
+Axis compute_ratio(std::vector<std::string> values, std::vector<std::string> quick) {
+  return Axis{.name = "compute_ratio",
+              .values = std::move(values),
+              .quick = std::move(quick),
+              .kind = AxisKind::real,
+              .max = kMaxComputeRatio,
+              .min = 0};
+}
+
 const bool registered = [] {
   // A data set of 16M records of 784 bytes is 13 GiB on disk; a batch can be no larger.
   const Axis records{"records", {"4096"}, {"2048"}, AxisKind::size, kMaxRecords};
   const Axis batch{"batch", {"64"}, {}, AxisKind::count, kMaxRecords};
-  // Simulated storage: every read waits this long, so a second per read is already absurd.
-  auto latency_axis = [](std::vector<std::string> values, std::vector<std::string> quick) {
-    return Axis{.name = "latency_us",
-                .values = std::move(values),
-                .quick = std::move(quick),
-                .kind = AxisKind::real,
-                .max = 1'000'000,
-                .min = 0};
-  };
   const Axis latency = latency_axis({"50", "200"}, {"50"});
-  // Compute per batch as a multiple of the I/O: beyond 1000x the loader is invisible.
-  auto compute_ratio = [](std::vector<std::string> values, std::vector<std::string> quick) {
-    return Axis{.name = "compute_ratio",
-                .values = std::move(values),
-                .quick = std::move(quick),
-                .kind = AxisKind::real,
-                .max = kMaxComputeRatio,
-                .min = 0};
-  };
 
   const Metric io_s{"io_s", "s", true,
                     "the group's serial I/O time per epoch: the sync loader without compute"};
@@ -413,53 +415,37 @@ const bool registered = [] {
                   .unit = "×"}},
   });
 
-  // 3.1: one prefetching loader (no workers) with compute = io; 3.3: N workers, no compute.
-  auto loader_exercise = [&](const char* title, bool prefetch) {
-    return exercise_timing({.title = title,
-                            .threads_axis = prefetch ? "" : "workers",
-                            .axes = {compute_ratio({prefetch ? "1" : "0"}, {}),
-                                     latency_axis({"50"}, {}),
-                                     {"records", {"2048"}, {"1024"}, AxisKind::size, kMaxRecords},
-                                     batch},
-                            .prepare = [prefetch](Impl impl, const Params& p, GroupCache& c) {
-                              return exercise_trial(impl, p, c, prefetch);
-                            }});
-  };
-  register_exercise(
-      {.id = "3.1",
-       .chapter = "03-async-io",
-       .title = "prefetching loader with a bounded queue",
-       .test_binary = "ch03_tests",
-       .test_filter = "LoaderTyped/student_prefetch.*",
-       .timing = loader_exercise("prefetching loader, student vs reference, compute = io", true),
-       .questions = {
-           "Your loader's epoch took {student} against the reference's {reference} at "
-           "{configuration} ({cost}, interval {cost_ci}). Run `concurdl run ch03/loader_epoch "
-           "--set compute_ratio=1` and quote the sync and prefetch epochs and prefetch's "
-           "overlap_efficiency: why is the epoch about max(io, compute) and not io + compute?",
-           "Why does produce() make a batch without holding mu_? What would the epoch be if it "
-           "held the lock while reading, and why?",
-           "What does the bound `prefetch` buy (back-pressure: how far ahead the producer can get, "
-           "and so memory)? When would a deeper queue shorten the epoch, and when not?"}});
-  register_exercise(
-      {.id = "3.3",
-       .chapter = "03-async-io",
-       .title = "ordered delivery from N workers (reorder buffer)",
-       .test_binary = "ch03_tests",
-       .test_filter = "ReorderTyped/student.*:LoaderTyped/student_ordered.*",
-       .timing =
-           loader_exercise("ordered worker loader, student vs reference reorder buffer", false),
-       .questions = {
-           "Your ordered loader delivered the epoch in {student} against the reference's "
-           "{reference} at {configuration} ({cost}, interval {cost_ci}). Run `concurdl run "
-           "ch03/loader_workers --set workers=1,2,4,8` and quote workers_ordered and "
-           "workers_unordered at each worker count: why do more workers than CPUs still help here?",
-           "Why can the worker holding batch `next` never be blocked by the window, and why does "
-           "that rule out a deadlock however the workers are scheduled?",
-           "What does ordered delivery cost when one batch in a window is slow (head-of-line "
-           "blocking), and what happens to memory and to the workers while the reorder buffer "
-           "waits for it?"}});
   return true;
 }();
 
 }  // namespace
+
+// The timed halves of exercises 3.1 and 3.3 (exercise_timings.hpp).
+namespace concurdl::async_io::exercise_timings {
+
+namespace {
+
+// 3.1: one prefetching loader (no workers) with compute = io; 3.3: N workers, no compute.
+Experiment loader_exercise(const char* title, bool prefetch) {
+  return exercise_timing({.title = title,
+                          .threads_axis = prefetch ? "" : "workers",
+                          .axes = {compute_ratio({prefetch ? "1" : "0"}, {}),
+                                   latency_axis({"50"}, {}),
+                                   {"records", {"2048"}, {"1024"}, AxisKind::size, kMaxRecords},
+                                   {"batch", {"64"}, {}, AxisKind::count, kMaxRecords}},
+                          .prepare = [prefetch](Impl impl, const Params& p, GroupCache& c) {
+                            return exercise_trial(impl, p, c, prefetch);
+                          }});
+}
+
+}  // namespace
+
+Experiment prefetch() {
+  return loader_exercise("prefetching loader, student vs reference, compute = io", true);
+}
+
+Experiment reorder() {
+  return loader_exercise("ordered worker loader, student vs reference reorder buffer", false);
+}
+
+}  // namespace concurdl::async_io::exercise_timings

@@ -323,40 +323,24 @@ const bool registered = [] {
             .unit = "×"}},
   });
 
-  std::vector<std::string> uring_questions = {
-      "Your batched read took {student} against the reference's {reference} at {configuration} "
-      "({cost}, interval {cost_ci}). Run `concurdl run ch03/read_throughput --set request=64K` and "
-      "quote uring at qd=8 against pread at qd=1 from the page cache: does depth help there, and "
-      "where does the time go when no device is involved?",
-      "Quote the same pair from `concurdl run ch03/read_direct --set request=64K` (O_DIRECT: every "
-      "read reaches the device). Why do reads in flight pay off when each read waits for the "
-      "device, and what bounds the gain?",
-      "Why may your function not throw while reads are still in flight, and what must it do with a "
-      "short read (0 < res < asked) and with res == 0?"};
+  return true;
+}();
+
+}  // namespace
+
+// The timed half of exercise 3.2 (exercise_timings.hpp).
 #if CONCURDL_HAVE_URING
-  register_exercise({.id = "3.2",
-                     .chapter = "03-async-io",
-                     .title = "batched io_uring read",
-                     .test_binary = "ch03_tests",
-                     .test_filter = "UringBatch/student.*",
-                     .timing = exercise_timing(
-                         {.title = "batched io_uring read, student vs reference, 64 KiB pieces "
+namespace concurdl::async_io::exercise_timings {
+
+Experiment uring_read() {
+  return exercise_timing({.title = "batched io_uring read, student vs reference, 64 KiB pieces "
                                    "at depth 8, page cache",
                           .threads_axis = "",
                           .axes = {{"qd", {"8"}, {}, AxisKind::count, kMaxDepth},
                                    {"request", {"64K"}, {}, AxisKind::size, kMaxRequest},
                                    {"file", {"64M"}, {"16M"}, AxisKind::size, kMaxFile}},
-                          .prepare = exercise_uring_trial}),
-                     .questions = uring_questions});
-#else
-  register_exercise({.id = "3.2",
-                     .chapter = "03-async-io",
-                     .title = "batched io_uring read (needs liburing; skipped in this build)",
-                     .test_binary = "ch03_tests",
-                     .test_filter = "UringBatch/student.*",
-                     .questions = uring_questions});
-#endif
-  return true;
-}();
+                          .prepare = exercise_uring_trial});
+}
 
-}  // namespace
+}  // namespace concurdl::async_io::exercise_timings
+#endif

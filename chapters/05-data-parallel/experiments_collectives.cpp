@@ -115,27 +115,14 @@ const bool registered = [] {
             .min_cpus = 2}},
   });
 #endif
-  register_exercise(
-      {.id = "5.1",
-       .chapter = "05-data-parallel",
-       .title = "ring all-reduce over send/recv",
-       .test_binary = "ch05_tests",
-       .test_filter = "Ring/RingEx5_1.*/student_*",
-       .timing = ring_exercise_timing(),
-       .questions = {
-           "Your ring took {student} per all-reduce against v4_ring's {reference} at "
-           "{configuration} (a cost of {cost}, 95% interval {cost_ci}). How many bytes does each "
-           "rank send, and how many times does each byte cross memory, in your version and in "
-           "v4_ring (count the copies into scratch and the adds)?",
-           "Run `concurdl run ch05/allreduce --set algorithm=v2_tree,v4_ring` on {machine} and "
-           "quote algbw and busbw of v2_tree and v4_ring at 64 MiB for 2 and 4 ranks. Why is "
-           "busbw, not algbw, the number to compare with the calibrated memory bandwidth, and why "
-           "does the ring's busbw hardly depend on the rank count while the tree's falls?",
-           "In the same run, find the size below which v4_ring is slower than v2_tree (or "
-           "v3_halving_doubling). Explain it with the alpha-beta model: how many messages does "
-           "each send, and what do the fitted alpha and beta in the report's projection notes "
-           "predict for 1024 ranks?"}});
   return true;
 }();
 
 }  // namespace
+
+// The timed halves of exercises built here (exercise_timings.hpp).
+namespace concurdl::dp::exercise_timings {
+
+Experiment ring() { return ring_exercise_timing(); }
+
+}  // namespace concurdl::dp::exercise_timings

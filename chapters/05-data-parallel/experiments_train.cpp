@@ -443,62 +443,48 @@ const bool registered = [] {
                    .series = "overlap"}},
   });
 
-  register_exercise(
-      {.id = "5.2",
-       .chapter = "05-data-parallel",
-       .title = "bucketed gradient all-reduce with overlap",
-       .test_binary = "ch05_tests",
-       .test_filter = "DdpEx5_2/*",
-       .timing = exercise_timing(
-           {.title = "bucketed overlapped all-reduce, student vs OverlapSync",
-            .threads_axis = "",
-            .axes = {ranks_axis({"2"}),
-                     {.name = "bucket_kb",
-                      .values = {"0"},
-                      .kind = AxisKind::integer,
-                      .max = 1 << 20,
-                      .min = 0}},
-            .metrics = kStepMetrics,
-            .prepare =
-                [](Impl impl, const Params& p, GroupCache& cache) {
-                  const int ranks = static_cast<int>(param_int(p, "ranks"));
-                  DataParallelOptions opt;
-                  opt.overlap = true;
-                  opt.bucket_bytes = static_cast<std::size_t>(param_int(p, "bucket_kb")) << 10;
-                  if (impl == Impl::student)
-                    opt.make_sync = [](Communicator& c, std::span<float> g,
-                                       std::vector<std::size_t> off, std::size_t bytes,
-                                       AllReduceFn f,
-                                       AlgoOptions o) -> std::unique_ptr<GradientSync> {
-                      return std::make_unique<StudentBucketSync>(c, g, std::move(off), bytes, f, o);
-                    };
-                  auto data = images(cache);
-                  auto st = std::make_shared<RunState>();
-                  Trial t;
-                  t.work.items =
-                      static_cast<double>(steps_for(64 * static_cast<std::size_t>(ranks))) * 64.0 *
-                      ranks;
-                  t.reset = [] { kernels::settle_runtime(kernels::ThreadRuntime::openblas); };
-                  t.measure = [=] { return measure_ours(*data, ranks, 64, opt, *st); };
-                  t.check = [st] { return check_run(*st); };
-                  return t;
-                }}),
-       .questions = {
-           "Your bucketed all-reduce took {student} for 19200 samples against OverlapSync's "
-           "{reference} at {configuration} on {machine}: a cost of {cost} (95% interval "
-           "{cost_ci}). Where does your version wait that the reference does not (a lock held "
-           "across reduce(), a thread started per step, a wake-up per layer)?",
-           "Run `concurdl run ch05/dp_train` and quote step_compute_s, step_comm_s and "
-           "overlap_hidden at 2 ranks with overlap off and on. Which layer's gradient finishes "
-           "last in backward, how much of the bytes is it, and so how much of the all-reduce "
-           "can overlap hide in this MLP at best? When can overlap hide nothing at all?",
-           "Run `concurdl run ch05/dp_buckets` and compare 0, 128 and 1024 KiB with overlap on. "
-           "Why do PyTorch DDP and Horovod reduce buckets rather than one tensor at a time or "
-           "the whole gradient at once? Say what a bucket that is too small costs (the α of "
-           "every message) and what one that is too large costs (it starts late)."}});
   return true;
 }();
 
 }  // namespace
 
 }  // namespace concurdl::dp
+
+// The timed halves of exercises built here (exercise_timings.hpp).
+namespace concurdl::dp::exercise_timings {
+
+Experiment bucketed() {
+  return exercise_timing(
+      {.title = "bucketed overlapped all-reduce, student vs OverlapSync",
+       .threads_axis = "",
+       .axes = {ranks_axis({"2"}),
+                {.name = "bucket_kb",
+                 .values = {"0"},
+                 .kind = AxisKind::integer,
+                 .max = 1 << 20,
+                 .min = 0}},
+       .metrics = kStepMetrics,
+       .prepare = [](Impl impl, const Params& p, GroupCache& cache) {
+         const int ranks = static_cast<int>(param_int(p, "ranks"));
+         DataParallelOptions opt;
+         opt.overlap = true;
+         opt.bucket_bytes = static_cast<std::size_t>(param_int(p, "bucket_kb")) << 10;
+         if (impl == Impl::student)
+           opt.make_sync = [](Communicator& c, std::span<float> g, std::vector<std::size_t> off,
+                              std::size_t bytes, AllReduceFn f,
+                              AlgoOptions o) -> std::unique_ptr<GradientSync> {
+             return std::make_unique<StudentBucketSync>(c, g, std::move(off), bytes, f, o);
+           };
+         auto data = images(cache);
+         auto st = std::make_shared<RunState>();
+         Trial t;
+         t.work.items =
+             static_cast<double>(steps_for(64 * static_cast<std::size_t>(ranks))) * 64.0 * ranks;
+         t.reset = [] { kernels::settle_runtime(kernels::ThreadRuntime::openblas); };
+         t.measure = [=] { return measure_ours(*data, ranks, 64, opt, *st); };
+         t.check = [st] { return check_run(*st); };
+         return t;
+       }});
+}
+
+}  // namespace concurdl::dp::exercise_timings

@@ -1,0 +1,60 @@
+// Chapter 05's exercises (exercises/exercises.md), graded by `concurdl exercise ch05 [5.1 5.2]`:
+// the tests first, then the student's code timed against the reference in one process,
+// interleaved. Each timing is built beside the experiment that measures its reference
+// (exercise_timings.hpp):
+//   5.1 ring all-reduce over send/recv               vs v4_ring
+//   5.2 bucketed gradient all-reduce with overlap    vs the reference
+#include "concurdl/harness/exercise.hpp"
+#include "exercise_timings.hpp"
+
+namespace concurdl::dp {
+
+namespace {
+
+const bool registered = [] {
+  register_exercise(
+      {.id = "5.1",
+       .chapter = "05-data-parallel",
+       .title = "ring all-reduce over send/recv",
+       .test_binary = "ch05_tests",
+       .test_filter = "Ring/RingEx5_1.*/student_*",
+       .timing = exercise_timings::ring(),
+       .questions = {
+           "Your ring took {student} per all-reduce against v4_ring's {reference} at "
+           "{configuration} (a cost of {cost}, 95% interval {cost_ci}). How many bytes does each "
+           "rank send, and how many times does each byte cross memory, in your version and in "
+           "v4_ring (count the copies into scratch and the adds)?",
+           "Run `concurdl run ch05/allreduce --set algorithm=v2_tree,v4_ring` on {machine} and "
+           "quote algbw and busbw of v2_tree and v4_ring at 64 MiB for 2 and 4 ranks. Why is "
+           "busbw, not algbw, the number to compare with the calibrated memory bandwidth, and why "
+           "does the ring's busbw hardly depend on the rank count while the tree's falls?",
+           "In the same run, find the size below which v4_ring is slower than v2_tree (or "
+           "v3_halving_doubling). Explain it with the alpha-beta model: how many messages does "
+           "each send, and what do the fitted alpha and beta in the report's projection notes "
+           "predict for 1024 ranks?"}});
+  register_exercise(
+      {.id = "5.2",
+       .chapter = "05-data-parallel",
+       .title = "bucketed gradient all-reduce with overlap",
+       .test_binary = "ch05_tests",
+       .test_filter = "DdpEx5_2/*",
+       .timing = exercise_timings::bucketed(),
+       .questions = {
+           "Your bucketed all-reduce took {student} for 19200 samples against OverlapSync's "
+           "{reference} at {configuration} on {machine}: a cost of {cost} (95% interval "
+           "{cost_ci}). Where does your version wait that the reference does not (a lock held "
+           "across reduce(), a thread started per step, a wake-up per layer)?",
+           "Run `concurdl run ch05/dp_train` and quote step_compute_s, step_comm_s and "
+           "overlap_hidden at 2 ranks with overlap off and on. Which layer's gradient finishes "
+           "last in backward, how much of the bytes is it, and so how much of the all-reduce "
+           "can overlap hide in this MLP at best? When can overlap hide nothing at all?",
+           "Run `concurdl run ch05/dp_buckets` and compare 0, 128 and 1024 KiB with overlap on. "
+           "Why do PyTorch DDP and Horovod reduce buckets rather than one tensor at a time or "
+           "the whole gradient at once? Say what a bucket that is too small costs (the α of "
+           "every message) and what one that is too large costs (it starts late)."}});
+  return true;
+}();
+
+}  // namespace
+
+}  // namespace concurdl::dp
