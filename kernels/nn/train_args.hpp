@@ -1,10 +1,12 @@
-// `concurdl train`'s flags as parsed (train_command.cpp), and what the ones about several workers
+// `concurdl train`'s flags as parsed (train_options.cpp), and what the ones about several workers
 // resolve to (train_workers.cpp): chapter 05's data-parallel backends and chapter 07's modes.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <filesystem>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -55,5 +57,13 @@ struct TrainWorkers {
   DistributedOptions options;
 };
 TrainWorkers resolve_workers(TrainArgs& a, const std::function<bool(const char*)>& given);
+
+// The flags (train_options.cpp): nullopt after --help; UsageError naming the flag whose value
+// is out of its range, or CLI11's one line for an unknown flag.
+std::optional<TrainArgs> parse_train_args(const std::vector<std::string>& args);
+// The model's configuration the flags give (architecture, batch, SGD, threads, GEMM).
+TrainConfig make_config(const TrainArgs& a);
+// UsageError naming `flag` when the directory that would hold `p` does not exist.
+void check_writable_parent(const std::string& flag, const std::filesystem::path& p);
 
 }  // namespace concurdl::nn

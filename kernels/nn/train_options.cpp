@@ -1,0 +1,235 @@
+// `concurdl train`'s flags: declared for CLI11, parsed, and each checked against its range,
+// before anything is loaded (train_args.hpp). The run itself is train_command.cpp's.
+#include <fmt/format.h>
+
+#include <CLI/CLI.hpp>
+#include <charconv>
+#include <cstdint>
+#include <filesystem>
+#include <iostream>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "concurdl/core/errors.hpp"
+#include "concurdl/kernels/threads.hpp"
+#include "concurdl/nn/trainer.hpp"
+#include "train_args.hpp"
+#include "train_record.hpp"
+
+namespace concurdl::nn {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// A flag's value outside its range: the message names the flag and the value.
+template <class T>
+void require(bool ok, const char* flag, const T& value, const char* need) {
+  if (!ok) throw UsageError(fmt::format("{}: '{}' is not allowed ({})", flag, value, need));
+}
+
+// What one run may hold, so that an absurd --arch or --batch is a usage error rather than a
+// failed allocation: 2^28 parameters (1 GiB of floats; 3 GiB with the gradients and the
+// momentum), and a step's activations, batch x the sum of the widths, 2^32 floats (16 GiB).
+// Widths of at most 2^20 and 1024 layers keep the products below from overflowing.
+constexpr std::uint64_t kMaxWidth = 1u << 20, kMaxLayers = 1024;
+constexpr std::uint64_t kMaxParameters = std::uint64_t{1} << 28;
+constexpr std::uint64_t kMaxActivations = std::uint64_t{1} << 32;
+
+void check_size(const MlpSpec& spec, const std::string& arch, std::size_t batch) {
+  if (spec.widths.size() > kMaxLayers)
+    throw UsageError(fmt::format("--arch: '{}' has {} layers; at most {}", arch, spec.widths.size(),
+                                 kMaxLayers));
+  std::uint64_t parameters = 0, units = 0;
+  for (std::size_t i = 0; i < spec.widths.size(); ++i) {
+    const std::uint64_t w = spec.widths[i];
+    if (w > kMaxWidth)
+      throw UsageError(
+          fmt::format("--arch: '{}' has a layer {} wide; at most {}", arch, w, kMaxWidth));
+    units += w;
+    if (i > 0) parameters += spec.widths[i - 1] * w + w;  // weights and biases
+  }
+  if (parameters > kMaxParameters)
+    throw UsageError(fmt::format("--arch: '{}' has {} parameters; at most {} (2^28)", arch,
+                                 parameters, kMaxParameters));
+  if (batch * units > kMaxActivations)
+    throw UsageError(fmt::format(
+        "--batch: {} rows of the {} units of '{}' are {} activations a step; at most {} (2^32)",
+        batch, units, arch, batch * units, kMaxActivations));
+}
+
+
+// A whole-number flag: digits only (CLI11 would read "-1" into an unsigned as 2^64 - 1, and
+// --epochs -1 would train for ever), within [lo, hi]. The message names the value and the range;
+// CLI11 prefixes the flag.
+CLI::Validator whole_number(std::uint64_t lo, std::uint64_t hi) {
+  return CLI::Validator(
+      [lo, hi](std::string& text) -> std::string {
+        std::uint64_t v = 0;
+        const char* end = text.data() + text.size();
+        const auto [stop, ec] = std::from_chars(text.data(), end, v);  // digits only, no sign
+        if (text.empty() || ec != std::errc{} || stop != end || v < lo || v > hi)
+          return fmt::format("'{}' is not allowed (need a whole number in [{}, {}])", text, lo, hi);
+        return {};
+      },
+      "INT", "whole_number");
+}
+
+// The options of one run, model and data first: what `concurdl train --help` lists.
+void add_model_options(CLI::App& app, TrainArgs& a) {
+  app.add_option("--epochs", a.epochs, "epochs to reach (a resumed run continues to this count)")
+      ->check(whole_number(1, kMaxTrainEpochs));
+  app.add_option("--batch", a.batch, "mini-batch size (at most the training images)")
+      ->check(whole_number(1, 1u << 30));
+  app.add_option("--lr", a.lr, "learning rate of the first epoch");
+  app.add_option("--lr-decay", a.lr_decay, "epoch e runs at lr * decay^e (1: constant)");
+  app.add_option("--momentum", a.momentum, "SGD momentum");
+  app.add_option("--weight-decay", a.weight_decay, "L2 weight decay");
+  app.add_option("--threads", a.threads,
+                 "compute threads (GEMM, element-wise ops); default: all (with --ranks: the "
+                 "cores / ranks per MPI rank, 1 per thread rank)")
+      ->check(whole_number(1, kMaxThreads));
+  app.add_option("--seed", a.seed, "initialisation and shuffling seed")
+      ->check(whole_number(0, UINT64_MAX));
+  app.add_option("--arch", a.arch, "layer widths, e.g. 784-256-128-10");
+  app.add_option("--gemm", a.gemm,
+                 "GEMM: openblas (default) or the suite's v1_naive .. v4_register");
+  app.add_option("--train-limit", a.train_limit, "train on the first N images only (0: all 60000)")
+      ->check(whole_number(0, data::kFashionMnistTrain));
+  app.add_option("--test-limit", a.test_limit, "evaluate on the first N test images (0: all 10000)")
+      ->check(whole_number(0, data::kFashionMnistTest));
+  app.add_option("--data", a.data,
+                 "Fashion-MNIST directory (default $CONCURDL_FASHION_MNIST or Debian's)");
+  app.add_option("--checkpoint", a.checkpoint, "write a checkpoint here after every epoch");
+  app.add_option("--resume", a.resume, "continue from this checkpoint");
+  app.add_option("--out", a.out, "parent directory of the run directory (default results/runs)");
+  app.add_flag("--no-report", a.no_report, "write results.json only");
+  app.add_flag("--quiet", a.quiet, "no progress on stderr");
+}
+
+// The options of a distributed run (chapters 05-07): ranks, backend, mode, pipeline.
+void add_distributed_options(CLI::App& app, TrainArgs& a) {
+  app.add_option("--ranks", a.ranks,
+                 "data-parallel ranks (chapter 05); --batch is then the per-rank batch")
+      ->check(whole_number(1, kMaxThreads));
+  app.add_option("--backend", a.backend,
+                 "with --ranks: threads (default), mpi or nccl; processes for --mode ps-async "
+                 "and ps-ssp (worker processes)");
+  app.add_option("--bucket-mb", a.bucket_mb,
+                 "with --ranks: all-reduce the gradients in buckets of at least this many MiB "
+                 "(0: one per layer; default 0.125)")
+      ->check(CLI::Range(0.0, 1024.0));
+  app.add_flag("--overlap", a.overlap,
+               "with --ranks: all-reduce finished buckets while backward goes on");
+  app.add_option("--allreduce", a.allreduce,
+                 "with --ranks: native (default) or a hand-written all-reduce (v4_ring, ...)");
+  app.add_option("--hostfile", a.hostfile, "with --backend mpi: MPI hostfile (several machines)");
+  app.add_option("--mode", a.mode,
+                 "with --ranks: sync (all-reduce, default), ps-async, ps-ssp, hogwild or "
+                 "local-sgd (chapter 07)");
+  app.add_option("--straggler", a.stragglers,
+                 "with --ranks: RANK:FACTOR makes that worker's compute FACTOR times slower "
+                 "(repeatable)");
+  app.add_option("--staleness", a.staleness, "--mode ps-ssp: the staleness bound s (default 4)")
+      ->check(whole_number(0, 1u << 20));
+  app.add_option("--local-steps", a.local_steps,
+                 "--mode local-sgd: steps between averages H (default 8)")
+      ->check(whole_number(1, 1u << 20));
+  app.add_option("--servers", a.servers, "--mode ps-*: parameter-server shards (default 1)")
+      ->check(whole_number(1, 1024));
+  app.add_option("--fail-worker", a.fail_worker,
+                 "with --ranks: RANK:STEP makes that worker fail after STEP steps (asynchronous "
+                 "modes drop it and go on; sync stops)");
+  app.add_option("--pipeline", a.pipeline,
+                 "pipeline parallelism (chapter 06): the layers cut into P stages, one thread "
+                 "each; --batch is the whole batch, cut into micro-batches")
+      ->check(whole_number(1, kMaxThreads));
+  app.add_option("--micro-batches", a.micro_batches,
+                 "with --pipeline: micro-batches per batch (default 4)")
+      ->check(whole_number(1, 1u << 14));
+  app.add_option("--schedule", a.schedule, "with --pipeline: naive, gpipe or 1f1b (default 1f1b)");
+  app.add_flag("--trace", a.trace,
+               "record the run's timeline (its first 200000 spans): trace.json (Perfetto, "
+               "chrome://tracing) and a Gantt chart of two steps in figures/timeline.svg");
+}
+
+}  // namespace
+
+TrainConfig make_config(const TrainArgs& a) {
+  require(a.epochs >= 1, "--epochs", a.epochs, "need >= 1");
+  require(a.batch >= 1, "--batch", a.batch, "need >= 1");
+  require(std::isfinite(a.lr) && a.lr > 0, "--lr", a.lr, "need > 0");
+  require(std::isfinite(a.momentum) && a.momentum >= 0 && a.momentum < 1, "--momentum", a.momentum,
+          "need 0 <= momentum < 1");
+  require(std::isfinite(a.weight_decay) && a.weight_decay >= 0, "--weight-decay", a.weight_decay,
+          "need >= 0");
+  require(std::isfinite(a.lr_decay) && a.lr_decay > 0 && a.lr_decay <= 1, "--lr-decay", a.lr_decay,
+          "need 0 < decay <= 1");
+  require(a.threads >= 1, "--threads", a.threads, "need >= 1");
+  // The training set is the data set's 60000 images or the first --train-limit of them (the
+  // loader checks the count), so a batch larger than it is known before anything is loaded.
+  const std::size_t train_images = a.train_limit == 0 ? data::kFashionMnistTrain : a.train_limit;
+  if (a.batch > train_images)
+    throw UsageError(fmt::format("--batch: {} is more than the {} training images{}", a.batch,
+                                 train_images, a.train_limit == 0 ? "" : " (--train-limit)"));
+  if (a.ranks > 1 && a.batch * a.ranks > train_images)
+    throw UsageError(
+        fmt::format("--batch: {} per rank x {} ranks is more than the {} training images{}",
+                    a.batch, a.ranks, train_images, a.train_limit == 0 ? "" : " (--train-limit)"));
+  TrainConfig c;
+  try {
+    c.spec = MlpSpec::parse(a.arch);
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(fmt::format("--arch: '{}': {}", a.arch, e.what()));
+  }
+  const std::size_t in = data::kFashionMnistSide * data::kFashionMnistSide;
+  if (c.spec.widths.front() != in || c.spec.widths.back() != data::kFashionMnistClasses)
+    throw UsageError(fmt::format(
+        "--arch: '{}' must start with {} (28 x 28 pixels) and end with {} (the classes)", a.arch,
+        in, data::kFashionMnistClasses));
+  check_size(c.spec, a.arch, a.batch);
+  if (!kernels::parse_gemm_version(a.gemm, c.gemm)) {
+    std::vector<std::string> names;
+    for (auto v : kernels::gemm_versions()) names.emplace_back(kernels::gemm_version_name(v));
+    throw UsageError(
+        fmt::format("--gemm: '{}' is not a GEMM version ({})", a.gemm, fmt::join(names, ", ")));
+  }
+  c.batch = a.batch;
+  c.sgd = {a.lr, a.momentum, a.weight_decay};
+  c.lr_decay = a.lr_decay;
+  c.seed = a.seed;
+  c.threads = a.threads;
+  return c;
+}
+
+void check_writable_parent(const std::string& flag, const fs::path& p) {
+  const fs::path parent = p.has_parent_path() ? p.parent_path() : fs::path(".");
+  if (!fs::is_directory(parent))
+    throw UsageError(
+        fmt::format("{}: '{}': directory '{}' does not exist", flag, p.string(), parent.string()));
+}
+
+// Step 1: the command line into TrainArgs; nothing when it asked for --help (printed).
+std::optional<TrainArgs> parse_train_args(const std::vector<std::string>& args) {
+  TrainArgs a;
+  CLI::App app{"concurdl train: the MLP on Fashion-MNIST, recorded and charted", "concurdl train"};
+  add_model_options(app, a);
+  add_distributed_options(app, a);
+  std::vector<std::string> reversed(args.rbegin(), args.rend());  // CLI11 takes them reversed
+  try {
+    app.parse(reversed);
+  } catch (const CLI::CallForHelp&) {
+    std::cout << app.help();
+    return std::nullopt;
+  } catch (const CLI::ParseError& e) {
+    throw UsageError(fmt::format("train: {} (concurdl train --help shows the usage)", e.what()));
+  }
+  a.threads_given = app.count("--threads") > 0;
+  a.given.clear();
+  for (const CLI::Option* o : app.get_options())
+    if (o->count() > 0) a.given.push_back(o->get_name());
+  return a;
+}
+
+}  // namespace concurdl::nn
