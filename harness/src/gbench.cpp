@@ -10,7 +10,6 @@
 #include <mutex>
 
 #include "concurdl/core/errors.hpp"
-#include "concurdl/harness/runner.hpp"
 
 namespace concurdl {
 

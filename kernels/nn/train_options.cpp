@@ -59,7 +59,6 @@ void check_size(const MlpSpec& spec, const std::string& arch, std::size_t batch)
         batch, units, arch, batch * units, kMaxActivations));
 }
 
-
 // A whole-number flag: digits only (CLI11 would read "-1" into an unsigned as 2^64 - 1, and
 // --epochs -1 would train for ever), within [lo, hi]. The message names the value and the range;
 // CLI11 prefixes the flag.
