@@ -88,7 +88,7 @@ RunResult train_once(const Setup& s, const nn::Dataset& train, const nn::Dataset
       out.epochs.push_back({ev.accuracy, ev.loss, elapsed, seen, t.epoch_metrics()});
     }
   };
-  if (s.mode == "sync") {
+  if (kModes.find(s.mode).mode == Mode::sync) {  // chapter 05's all-reduce, not this trainer
     const nn::DistributedBackend* b = nn::find_distributed_backend("threads");
     if (b == nullptr) throw std::runtime_error("the threads data-parallel backend is missing");
     b->run(dist, config, train, loop);
