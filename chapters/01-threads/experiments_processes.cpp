@@ -14,6 +14,7 @@
 #include "concurdl/harness/experiment.hpp"
 #include "concurdl/threads/ping_pong.hpp"
 #include "concurdl/threads/processes.hpp"
+#include "concurdl/threads/spawn_cost.hpp"
 
 namespace {
 

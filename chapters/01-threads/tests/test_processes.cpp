@@ -18,6 +18,7 @@
 #include "concurdl/core/testing.hpp"
 #include "concurdl/threads/ping_pong.hpp"
 #include "concurdl/threads/processes.hpp"
+#include "concurdl/threads/spawn_cost.hpp"
 
 namespace {
 
