@@ -4,6 +4,7 @@
 // (exercise_timings.hpp):
 //   5.1 ring all-reduce over send/recv               vs v4_ring
 //   5.2 bucketed gradient all-reduce with overlap    vs the reference
+//   5.3 ZeRO-2 steps from reduce-scatter, all-gather  vs zero_reduce_layer / zero_update_layer
 #include "concurdl/harness/exercise.hpp"
 #include "exercise_timings.hpp"
 
@@ -52,6 +53,26 @@ const bool registered = [] {
            "Why do PyTorch DDP and Horovod reduce buckets rather than one tensor at a time or "
            "the whole gradient at once? Say what a bucket that is too small costs (the α of "
            "every message) and what one that is too large costs (it starts late)."}});
+  register_exercise(
+      {.id = "5.3",
+       .chapter = "05-data-parallel",
+       .title = "a ZeRO-2 step from reduce-scatter and all-gather",
+       .test_binary = "ch05_tests",
+       .test_filter = "ZeroEx5_3/*",
+       .timing = exercise_timings::zero2(),
+       .questions = {
+           "Your ZeRO-2 steps took {student} for 19200 samples against the reference's "
+           "{reference} at {configuration} on {machine} (a cost of {cost}, 95% interval "
+           "{cost_ci}). How many bytes does each rank send per step in your version, and how "
+           "many would it send if step 1 were an all-reduce and step 2 only the update?",
+           "Run `concurdl run ch05/zero` and quote, at 2 and 4 ranks, state_bytes and "
+           "sent_bytes_per_step for stages 0 to 3 beside their models. Which term of ZeRO's "
+           "4Ψ + 4Ψ + 4Ψ does each stage divide by N, and why do stages 1 and 2 send no more "
+           "than plain data parallelism while stage 3 sends half as much again?",
+           "In the same run, compare peak_bytes with state_bytes for stage 3 on both "
+           "architectures. What does a rank hold at its peak besides its shards, why does the "
+           "784-256-128-10 MLP gain so little at the peak, and how would you split a model so "
+           "that FSDP's peak falls with N?"}});
   return true;
 }();
 

@@ -40,28 +40,14 @@
 #include "concurdl/kernels/threads.hpp"
 #include "concurdl/nn/torch_peer.hpp"
 #include "exercises/student_bucket.hpp"
+#include "train_trials.hpp"
 
 namespace concurdl::dp {
 
 namespace {
 
-constexpr std::size_t kImages = 6400;
-constexpr int kWarmSteps = 3;
-constexpr std::size_t kSamples = 19200;  // per timed repetition, over all ranks
-// Timed steps of a trial whose global batch is `global_batch` rows.
-int steps_for(std::size_t global_batch) {
-  return static_cast<int>(std::max<std::size_t>(2 * kWarmSteps, kSamples / global_batch));
-}
-constexpr std::int64_t kMaxRanks = 256;  // threads of one process
-
+using namespace train_trials;
 using nn::torch_why_not;
-
-std::shared_ptr<const nn::Dataset> images(GroupCache& cache) {
-  return cache.get<std::shared_ptr<const nn::Dataset>>("fashion-mnist:6400", [] {
-    const data::FashionMnist fm = data::load_fashion_mnist();
-    return std::make_shared<const nn::Dataset>(nn::to_dataset(fm.train, kImages));
-  });
-}
 
 constexpr std::size_t kWeakRows = 64;  // rows per rank, weak scaling
 
@@ -311,14 +297,6 @@ std::vector<std::string> trainers() {
   return v;
 }
 
-Axis ranks_axis(std::vector<std::string> values, std::vector<std::string> quick = {}) {
-  return {.name = "ranks",
-          .values = std::move(values),
-          .quick = std::move(quick),
-          .kind = AxisKind::count,
-          .max = kMaxRanks};
-}
-
 const bool registered = [] {
   register_experiment({
       .id = "ch05/dp_train",
@@ -448,10 +426,35 @@ const bool registered = [] {
 
 }  // namespace
 
+namespace train_trials {
+
+int steps_for(std::size_t global_batch) {
+  return static_cast<int>(std::max<std::size_t>(2 * kWarmSteps, kSamples / global_batch));
+}
+
+std::shared_ptr<const nn::Dataset> images(GroupCache& cache) {
+  return cache.get<std::shared_ptr<const nn::Dataset>>("fashion-mnist:6400", [] {
+    const data::FashionMnist fm = data::load_fashion_mnist();
+    return std::make_shared<const nn::Dataset>(nn::to_dataset(fm.train, kImages));
+  });
+}
+
+Axis ranks_axis(std::vector<std::string> values, std::vector<std::string> quick) {
+  return {.name = "ranks",
+          .values = std::move(values),
+          .quick = std::move(quick),
+          .kind = AxisKind::count,
+          .max = kMaxRanks};
+}
+
+}  // namespace train_trials
+
 }  // namespace concurdl::dp
 
 // The timed halves of exercises built here (exercise_timings.hpp).
 namespace concurdl::dp::exercise_timings {
+
+using namespace train_trials;
 
 Experiment bucketed() {
   return exercise_timing(

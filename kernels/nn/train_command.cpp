@@ -242,15 +242,12 @@ class TrainLoop {
     nlohmann::json& training = f_.provenance["training"];
     training = training_provenance(ctx_, plan_.data_dir, a_.resume, a_.checkpoint);
     if (plan_.backend != nullptr) {
-      training["data_parallel"] = {{"ranks", dist.ranks},
-                                   {"backend", dist.backend},
-                                   {"batch_per_rank", a_.batch},
-                                   {"global_batch", plan_.config.batch},
-                                   {"bucket_mb", dist.bucket_mb},
-                                   {"overlap", dist.overlap},
-                                   {"allreduce", dist.allreduce},
-                                   {"trainer", trainer.describe()},
-                                   {"mode", dist.mode}};
+      training["data_parallel"] = {
+          {"ranks", dist.ranks},           {"backend", dist.backend},
+          {"batch_per_rank", a_.batch},    {"global_batch", plan_.config.batch},
+          {"bucket_mb", dist.bucket_mb},   {"overlap", dist.overlap},
+          {"allreduce", dist.allreduce},   {"zero_stage", dist.zero},
+          {"trainer", trainer.describe()}, {"mode", dist.mode}};
       if (!dist.stragglers.empty()) {
         nlohmann::json st = nlohmann::json::object();
         for (const auto& [r, factor] : dist.stragglers) st[std::to_string(r)] = factor;

@@ -121,6 +121,10 @@ void add_distributed_options(CLI::App& app, TrainArgs& a) {
       ->check(CLI::Range(0.0, 1024.0));
   app.add_flag("--overlap", a.overlap,
                "with --ranks: all-reduce finished buckets while backward goes on");
+  app.add_option("--zero", a.zero,
+                 "with --ranks: ZeRO stage 0-3 (shard momentum, + gradients, + parameters: "
+                 "FSDP), ring reduce-scatter / all-gather per layer")
+      ->check(whole_number(0, 3));
   app.add_option("--allreduce", a.allreduce,
                  "with --ranks: native (default) or a hand-written all-reduce (v4_ring, ...)");
   app.add_option("--hostfile", a.hostfile, "with --backend mpi: MPI hostfile (several machines)");

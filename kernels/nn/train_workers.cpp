@@ -84,7 +84,7 @@ TrainWorkers resolve_workers(TrainArgs& a, const std::function<bool(const char*)
   }
   if (a.ranks == 0) {
     for (const char* flag : {"--backend", "--bucket-mb", "--overlap", "--allreduce", "--hostfile",
-                             "--straggler", "--fail-worker", "--mode"})
+                             "--straggler", "--fail-worker", "--mode", "--zero"})
       if (given(flag)) throw UsageError(fmt::format("{}: only with --ranks N", flag));
   }
   if (a.mode != "ps-ssp" && given("--staleness"))
@@ -94,9 +94,15 @@ TrainWorkers resolve_workers(TrainArgs& a, const std::function<bool(const char*)
   if (a.mode.rfind("ps-", 0) != 0 && given("--servers"))
     throw UsageError("--servers: only with --mode ps-async or ps-ssp");
   if (mode != nullptr)
-    for (const char* flag : {"--bucket-mb", "--overlap", "--allreduce", "--hostfile"})
+    for (const char* flag : {"--bucket-mb", "--overlap", "--allreduce", "--hostfile", "--zero"})
       if (given(flag))
         throw UsageError(fmt::format("{}: only with --mode sync (the all-reduce's)", flag));
+  if (given("--zero"))
+    for (const char* flag : {"--bucket-mb", "--allreduce"})
+      if (given(flag))
+        throw UsageError(fmt::format(
+            "{}: not with --zero (ZeRO reduce-scatters and all-gathers each layer on the ring)",
+            flag));
   for (const std::string& s : a.stragglers) {
     const auto [rank, factor] = rank_and_value("--straggler", s, false);
     if (static_cast<std::size_t>(rank) >= a.ranks)
@@ -150,6 +156,7 @@ TrainWorkers resolve_workers(TrainArgs& a, const std::function<bool(const char*)
     dist.backend = a.backend;
     dist.bucket_mb = a.bucket_mb;
     dist.overlap = a.overlap;
+    dist.zero = a.zero;
     dist.allreduce = a.allreduce.empty() ? "native" : a.allreduce;
     // One compute thread per thread rank (the setting is process-wide); an MPI rank gets its
     // share of this machine's cores (shared among the ranks on this machine, not all of them)

@@ -23,6 +23,7 @@
 #include "concurdl/dp/data_parallel.hpp"
 #include "concurdl/dp/mpi_backend.hpp"
 #include "concurdl/dp/threads_backend.hpp"
+#include "concurdl/dp/zero.hpp"
 #include "concurdl/kernels/threads.hpp"
 #include "concurdl/nn/distributed_train.hpp"
 
@@ -52,9 +53,22 @@ DataParallelOptions options_of(const nn::DistributedOptions& o) {
             fmt::format("rank {} failed after {} steps (--fail-worker)", rank, o.fail_after));
     };
   }
+  if (o.zero > 3) throw UsageError(fmt::format("--zero {}: the stages are 0, 1, 2 and 3", o.zero));
   d.algorithm = o.allreduce;
   find_allreduce(d.algorithm);  // a UsageError naming the known ones
   return d;
+}
+
+// The rank's trainer: ZeRO's with --zero, else plain data parallelism.
+std::unique_ptr<nn::RankTrainer> make_trainer(Communicator& comm, const nn::DistributedOptions& o,
+                                              const nn::TrainConfig& c, const nn::Dataset& train,
+                                              const DataParallelOptions& opt) {
+  if (o.zero < 0) return std::make_unique<DataParallelTrainer>(comm, c, train, opt);
+  ZeroOptions z;
+  z.stage = o.zero;
+  z.overlap = opt.overlap;
+  z.after_compute = opt.after_compute;
+  return std::make_unique<ZeroTrainer>(comm, c, train, std::move(z));
 }
 
 void run_on_threads(const nn::DistributedOptions& o, const nn::TrainConfig& c,
@@ -67,8 +81,8 @@ void run_on_threads(const nn::DistributedOptions& o, const nn::TrainConfig& c,
   config.threads = 0;  // leave the setting above alone
   run_threads(o.ranks, [&](Communicator& comm) {
     trace::set_track(fmt::format("rank {}", comm.rank()));
-    DataParallelTrainer t(comm, config, train, opt);
-    loop(t);
+    const std::unique_ptr<nn::RankTrainer> t = make_trainer(comm, o, config, train, opt);
+    loop(*t);
   });
 }
 
@@ -86,8 +100,8 @@ void run_on_mpi(const nn::DistributedOptions& o, const nn::TrainConfig& c, const
   {
     MpiCommunicator comm(MPI_COMM_WORLD);
     try {
-      DataParallelTrainer t(comm, c, train, opt);
-      loop(t);
+      const std::unique_ptr<nn::RankTrainer> t = make_trainer(comm, o, c, train, opt);
+      loop(*t);
       comm.barrier();
       return;
     } catch (const UsageError& e) {

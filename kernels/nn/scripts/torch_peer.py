@@ -7,14 +7,17 @@
                         or, with --compile (PyTorch 2.x), under torch.compile, or
   --ranks N             DistributedDataParallel over N processes with the gloo backend on this
                         machine (torch.multiprocessing spawn, file:// rendezvous), one compute
-                        thread per process: the peer of ch05/dp_train.
+                        thread per process: the peer of ch05/dp_train; or, with --fsdp,
+                        FSDP (fully_shard on each Linear and on the model: parameters,
+                        gradients and momentum sharded, ZeRO stage 3) over the same processes,
+                        the peer of ch05/zero (PyTorch 2.6 or later).
 
 Times `--repeat` windows of `--steps` steps each after `--warmup` steps and prints one JSON line
 on stdout:
 
   {"samples_per_s": ..., "ranks": N, "threads": T, "batch_per_rank": b, "global_batch": N*b,
    "steps": s, "seconds": [one per window], "torch": "2.x", "backend": "gloo" | "plain",
-   "compiled": true | false (--plain)}
+   "compiled": true | false (--plain), "fsdp": true | false}
 
   /usr/bin/python3 kernels/nn/scripts/torch_peer.py --ranks 2 --batch 64
   /usr/bin/python3 kernels/nn/scripts/torch_peer.py --plain --threads 1 --batch 64
@@ -140,7 +143,16 @@ def worker(rank, args, init_file, out_queue):
     x, y = load(args)
     torch.manual_seed(1)
     model = make_model()
-    ddp = nn.parallel.DistributedDataParallel(model, bucket_cap_mb=args.bucket_mb)
+    if args.fsdp:
+        # FSDP2: each Linear its own unit (all-gathered before its forward and its backward,
+        # freed after, gradients reduce-scattered), then the root for what is left.
+        from torch.distributed.fsdp import fully_shard
+        for layer in model:
+            if isinstance(layer, nn.Linear):
+                fully_shard(layer)
+        ddp = fully_shard(model)
+    else:
+        ddp = nn.parallel.DistributedDataParallel(model, bucket_cap_mb=args.bucket_mb)
     opt = torch.optim.SGD(ddp.parameters(), lr=0.02, momentum=0.9, weight_decay=5e-4)
     loss_fn = nn.CrossEntropyLoss()
     g = torch.Generator().manual_seed(1)
@@ -156,7 +168,7 @@ def worker(rank, args, init_file, out_queue):
         cursor[0] = first + gb
         opt.zero_grad(set_to_none=True)
         loss = loss_fn(ddp(x[idx]), y[idx])
-        loss.backward()  # DDP all-reduces the gradient buckets during backward
+        loss.backward()  # DDP all-reduces the buckets during backward; FSDP reduce-scatters
         opt.step()
         return float(loss)
 
@@ -179,6 +191,8 @@ def main():
     p.add_argument("--repeat", type=int, default=5, help="timed windows")
     p.add_argument("--images", type=int, default=6400, help="first N training images (0: all)")
     p.add_argument("--bucket-mb", type=float, default=25.0, help="DDP bucket_cap_mb")
+    p.add_argument("--fsdp", action="store_true",
+                   help="FSDP (fully_shard per Linear) instead of DDP (PyTorch 2.6 or later)")
     p.add_argument("--data", default="", help="Fashion-MNIST directory")
     args = p.parse_args()
     if min(args.ranks, args.threads, args.batch, args.steps, args.repeat) < 1:
@@ -191,6 +205,14 @@ def main():
         print(json.dumps({"skipped": f"{sys.executable} has no torch ({e}); "
                                      "apt-get install python3-torch"}))
         return 3
+    if args.fsdp:
+        try:
+            from torch.distributed.fsdp import fully_shard  # noqa: F401
+        except Exception as e:  # ImportError, or a torch that fails to import FSDP at all
+            print(json.dumps({"skipped": f"{sys.executable}: PyTorch {torch.__version__} has no "
+                                         f"FSDP2 fully_shard ({type(e).__name__}: {e}); PyTorch "
+                                         "2.6 or later has it"}))
+            return 3
     if args.plain:
         r = plain(args)
         best = sorted(r["seconds"])[len(r["seconds"]) // 2]
@@ -212,7 +234,7 @@ def main():
     print(json.dumps({"samples_per_s": gb * args.steps / best, "ranks": args.ranks,
                       "threads": 1, "batch_per_rank": args.batch, "global_batch": gb, "steps": args.steps,
                       "seconds": seconds, "torch": r["torch"], "backend": "gloo",
-                      "bucket_cap_mb": args.bucket_mb}))
+                      "bucket_cap_mb": args.bucket_mb, "fsdp": bool(args.fsdp)}))
     return 0
 
 

@@ -95,15 +95,67 @@ Mlp::Mlp(MlpSpec spec, std::uint64_t seed, kernels::GemmVersion gemm)
 LayerView Mlp::layer(std::size_t l) {
   if (l >= layers()) throw std::out_of_range("Mlp::layer: no layer " + std::to_string(l));
   const std::size_t in = spec_.widths[l], out = spec_.widths[l + 1];
-  float* base = params_.data() + offsets_[l];
+  float* base = const_cast<float*>(weights(l));
   return {{base, out, in, in}, {base + out * in, out}};
 }
 
 LayerView Mlp::layer_gradient(std::size_t l) {
   if (l >= layers()) throw std::out_of_range("Mlp::layer_gradient: no layer " + std::to_string(l));
   const std::size_t in = spec_.widths[l], out = spec_.widths[l + 1];
-  float* base = grads_.data() + offsets_[l];
+  float* base = gradient_of(l);
   return {{base, out, in, in}, {base + out * in, out}};
+}
+
+void Mlp::release_parameters() {
+  params_ = kernels::LineVector<float>();
+  bound_params_.assign(layers(), nullptr);
+}
+
+void Mlp::release_gradients() {
+  grads_ = kernels::LineVector<float>();
+  bound_grads_.assign(layers(), nullptr);
+}
+
+void Mlp::bind_layer_parameters(std::size_t l, float* params) {
+  if (bound_params_.empty())
+    throw std::logic_error(
+        "Mlp::bind_layer_parameters: the model owns its parameters "
+        "(release_parameters() first)");
+  if (l >= layers())
+    throw std::out_of_range("Mlp::bind_layer_parameters: no layer " + std::to_string(l));
+  bound_params_[l] = params;
+}
+
+void Mlp::bind_layer_gradients(std::size_t l, float* grads) {
+  if (bound_grads_.empty())
+    throw std::logic_error(
+        "Mlp::bind_layer_gradients: the model owns its gradients "
+        "(release_gradients() first)");
+  if (l >= layers())
+    throw std::out_of_range("Mlp::bind_layer_gradients: no layer " + std::to_string(l));
+  bound_grads_[l] = grads;
+}
+
+const float* Mlp::weights(std::size_t l) const {
+  if (bound_params_.empty()) return params_.data() + offsets_[l];
+  if (bound_params_[l] == nullptr)
+    throw std::logic_error("Mlp: layer " + std::to_string(l) +
+                           "'s parameters are released and not bound");
+  return bound_params_[l];
+}
+
+float* Mlp::gradient_of(std::size_t l) {
+  if (bound_grads_.empty()) return grads_.data() + offsets_[l];
+  if (bound_grads_[l] == nullptr)
+    throw std::logic_error("Mlp: layer " + std::to_string(l) +
+                           "'s gradients are released and not bound");
+  return bound_grads_[l];
+}
+
+std::size_t Activations::bytes() const {
+  std::size_t floats = delta_[0].capacity() + delta_[1].capacity();
+  for (const kernels::LineVector<float>& o : outputs_) floats += o.capacity();
+  return floats * sizeof(float);
 }
 
 const float* Activations::output(std::size_t l) const {
@@ -201,7 +253,7 @@ void Mlp::backward(std::size_t first, std::size_t last, Activations& a, const fl
   for (std::size_t l = last; l-- > first;) {
     const std::size_t in = spec_.widths[l], out = spec_.widths[l + 1];
     const float* w = weights(l);
-    float* gw = grads_.data() + offsets_[l];
+    float* gw = gradient_of(l);
     const float* in_act = l == a.first_ ? a.input_ : a.output(l - 1);
     // The layer's own gradients, and with `fuse` its update: the weights' inside their GEMM,
     // then the biases' (sgd_update, as Sgd::step does it).
@@ -211,7 +263,7 @@ void Mlp::backward(std::size_t first, std::size_t last, Activations& a, const fl
         kernels::GemmSgd update;  // beta is 0 when fused: backward refuses accumulate with it
         if (fuse != nullptr) {
           const SgdOptions& o = fuse->options();
-          update = {.params = params_.data() + offsets_[l],
+          update = {.params = params_.data() + offsets_[l],  // fused: own storage (train_step)
                     .velocity = fuse->velocity().data() + offsets_[l],
                     .lr = o.lr,
                     .momentum = o.momentum,
@@ -292,6 +344,8 @@ float Mlp::forward_backward(const float* x, const std::uint8_t* labels, std::siz
 
 float Mlp::train_step(const float* x, const std::uint8_t* labels, std::size_t batch, Sgd& opt,
                       std::size_t* correct) {
+  if (!bound_params_.empty() || !bound_grads_.empty())
+    throw std::logic_error("Mlp::train_step: the fused update needs the model's own storage");
   if (opt.velocity().size() != params_.size())
     throw std::invalid_argument("Mlp::train_step: the optimiser holds " +
                                 std::to_string(opt.velocity().size()) + " velocities for " +

@@ -33,7 +33,9 @@
 //   need host memory.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
+#include <cstdint>
 #include <cstring>
 #include <functional>
 #include <memory>
@@ -131,10 +133,17 @@ class Communicator {
   virtual MemorySpace memory() const { return MemorySpace::host; }
   virtual void barrier() = 0;
 
+  // Bytes this rank has handed to send, isend and sendrecv since construction: the traffic of
+  // the hand-written collectives (algorithms.hpp), counted where it leaves. The native
+  // collectives move their bytes inside the backend (MPI, NCCL, shared memory) and are not
+  // counted. Safe to read from any thread.
+  std::uint64_t bytes_sent() const { return bytes_sent_.load(std::memory_order_relaxed); }
+
   // --- point to point ---
   void send(int dst, std::span<const float> data, int tag) {
     check_peer(dst, false, "send");
     check_tag(tag);
+    count_sent(data.size_bytes());
     do_send(dst, data, tag);
   }
   // Returns the rank the message came from (the one asked for, or the sender for kAnySource).
@@ -146,6 +155,7 @@ class Communicator {
   Request isend(int dst, std::span<const float> data, int tag) {
     check_peer(dst, false, "isend");
     check_tag(tag);
+    count_sent(data.size_bytes());
     return do_isend(dst, data, tag);
   }
   Request irecv(int src, std::span<float> data, int tag) {
@@ -159,6 +169,7 @@ class Communicator {
     check_peer(dst, false, "sendrecv");
     check_peer(src, false, "sendrecv");
     check_tag(tag);
+    count_sent(out.size_bytes());
     do_sendrecv(dst, out, src, in, tag);
   }
 
@@ -293,6 +304,8 @@ class Communicator {
   virtual void do_all_gather(std::span<const float> in, std::span<float> out) = 0;
 
  private:
+  void count_sent(std::size_t bytes) { bytes_sent_.fetch_add(bytes, std::memory_order_relaxed); }
+  std::atomic<std::uint64_t> bytes_sent_{0};
   void check_peer(int peer, bool any_ok, const char* what) const {
     if ((any_ok && peer == kAnySource) || (peer >= 0 && peer < size())) return;
     throw std::invalid_argument(std::string(what) + ": rank " + std::to_string(peer) +

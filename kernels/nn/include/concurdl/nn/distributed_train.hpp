@@ -29,6 +29,7 @@ struct DistributedOptions {
   double bucket_mb = -1;             // < 0: the backend's default; 0: one bucket per layer
   bool overlap = false;              // all-reduce finished buckets while backward goes on
   std::string allreduce = "native";  // an all-reduce algorithm of the backend's table
+  int zero = -1;                     // ZeRO stage 0-3 (chapter 05's sharded trainer); -1: plain
   // Chapter 07: how the workers combine their work (`--mode`); "sync" is the data-parallel
   // all-reduce of the backends above, the others are TrainingModes.
   std::string mode = "sync";

@@ -86,6 +86,9 @@ class Activations {
   const float* output(std::size_t l) const;
   // The range's output (layer last - 1's): what a pipeline stage sends on, or the logits.
   const float* output() const { return output(last_ - 1); }
+  // Bytes these activations hold (outputs and backward's scratch, by capacity): what a memory
+  // account of training counts as activations.
+  std::size_t bytes() const;
 
  private:
   friend class Mlp;
@@ -114,6 +117,18 @@ class Mlp {
   // Where layer l's parameters start in the flat buffers, plus the total at the end
   // (layers() + 1 entries): the natural bucket boundaries for an all-reduce.
   const std::vector<std::size_t>& layer_offsets() const { return offsets_; }
+
+  // ---- storage held elsewhere (chapter 05's sharded trainers, ZeRO) ------------------------
+  // release_parameters() / release_gradients() free the flat buffer (parameters() or
+  // gradients() is then empty) and leave every layer unbound; a layer's parameters or gradients
+  // must then be bound to a caller's buffer (layer_offsets()[l + 1] - layer_offsets()[l] floats,
+  // W then b, as in the flat buffer) before forward or backward touches them, else
+  // std::logic_error naming the layer. nullptr unbinds. The caller keeps the buffer alive while
+  // it is bound. train_step (the fused update) needs the model's own storage.
+  void release_parameters();
+  void release_gradients();
+  void bind_layer_parameters(std::size_t l, float* params);
+  void bind_layer_gradients(std::size_t l, float* grads);
 
   // ---- by layer ---------------------------------------------------------------------------
   // Forward through layers [first, last) (first < last <= layers(), else std::invalid_argument
@@ -178,7 +193,10 @@ class Mlp {
   // backward_layers, and with `fuse` each layer's update (train_step) as its gradient is made.
   void backward(std::size_t first, std::size_t last, Activations& a, const float* dout, float* din,
                 bool accumulate, const std::function<void(std::size_t)>& on_layer_done, Sgd* fuse);
-  const float* weights(std::size_t l) const { return params_.data() + offsets_[l]; }
+  // Layer l's parameters and gradients: in the flat buffers, or where they are bound.
+  const float* weights(std::size_t l) const;
+  float* gradient_of(std::size_t l);
+  std::vector<float*> bound_params_, bound_grads_;  // empty: the flat buffers hold them
 };
 
 }  // namespace concurdl::nn

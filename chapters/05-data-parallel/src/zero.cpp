@@ -1,0 +1,662 @@
+// Sharded data parallelism, ZeRO stages 0-3 (zero.hpp): the memory ledger, the communication
+// queue and one rank's trainer.
+#include "concurdl/dp/zero.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <stdexcept>
+
+#include "concurdl/core/errors.hpp"
+#include "concurdl/core/trace.hpp"
+#include "concurdl/kernels/ops.hpp"
+#include "concurdl/nn/checkpoint.hpp"
+#include "concurdl/nn/random.hpp"
+
+namespace concurdl::dp {
+
+namespace {
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+void raise_to(std::atomic<std::uint64_t>& peak, std::uint64_t value) {
+  std::uint64_t seen = peak.load(std::memory_order_relaxed);
+  while (value > seen && !peak.compare_exchange_weak(seen, value, std::memory_order_relaxed)) {
+  }
+}
+
+const char* stage_words(int stage) {
+  switch (stage) {
+    case 0:
+      return "replicated";
+    case 1:
+      return "momentum sharded";
+    case 2:
+      return "gradients + momentum sharded";
+    default:
+      return "parameters + gradients + momentum sharded (FSDP)";
+  }
+}
+}  // namespace
+
+// --- MemoryLedger ------------------------------------------------------------------------------
+
+void MemoryLedger::add(MemoryKind k, std::size_t bytes) {
+  const auto i = static_cast<std::size_t>(k);
+  raise_to(peak_[i], now_[i].fetch_add(bytes, std::memory_order_relaxed) + bytes);
+  raise_to(peak_total_, total_.fetch_add(bytes, std::memory_order_relaxed) + bytes);
+}
+
+void MemoryLedger::remove(MemoryKind k, std::size_t bytes) {
+  now_[static_cast<std::size_t>(k)].fetch_sub(bytes, std::memory_order_relaxed);
+  total_.fetch_sub(bytes, std::memory_order_relaxed);
+}
+
+MemoryBytes MemoryLedger::current() const {
+  MemoryBytes m;
+  for (std::size_t i = 0; i < kMemoryKinds; ++i)
+    m.bytes[i] = now_[i].load(std::memory_order_relaxed);
+  return m;
+}
+
+MemoryBytes MemoryLedger::peak() const {
+  MemoryBytes m;
+  for (std::size_t i = 0; i < kMemoryKinds; ++i)
+    m.bytes[i] = peak_[i].load(std::memory_order_relaxed);
+  return m;
+}
+
+void MemoryLedger::reset_peak() {
+  for (std::size_t i = 0; i < kMemoryKinds; ++i)
+    peak_[i].store(now_[i].load(std::memory_order_relaxed), std::memory_order_relaxed);
+  peak_total_.store(total_.load(std::memory_order_relaxed), std::memory_order_relaxed);
+}
+
+CountedBuffer::CountedBuffer(CountedBuffer&& other) noexcept
+    : ledger_(other.ledger_), kind_(other.kind_), data_(std::move(other.data_)) {
+  other.data_ = {};
+}
+
+void CountedBuffer::allocate(std::size_t floats) {
+  release();
+  data_.assign(floats, 0.0f);
+  ledger_->add(kind_, data_.capacity() * sizeof(float));
+}
+
+void CountedBuffer::release() {
+  if (data_.capacity() == 0) return;
+  ledger_->remove(kind_, data_.capacity() * sizeof(float));
+  data_ = kernels::LineVector<float>();
+}
+
+ZeroModel zero_model(std::size_t psi, int ranks, int stage) {
+  const double p = static_cast<double>(psi) * sizeof(float);
+  const double n = ranks;
+  ZeroModel m;
+  m.parameters = stage >= 3 ? p / n : p;
+  m.gradients = stage >= 2 ? p / n : p;
+  m.optimizer = stage >= 1 ? p / n : p;
+  m.sent_per_step = (stage >= 3 ? 3.0 : 2.0) * p * (n - 1) / n;
+  return m;
+}
+
+// --- CommQueue --------------------------------------------------------------------------------
+
+CommQueue::CommQueue(bool own_thread, std::string track)
+    : threaded_(own_thread), track_(std::move(track)) {
+  if (threaded_) thread_ = std::thread([this] { worker(); });
+}
+
+CommQueue::~CommQueue() {
+  if (!threaded_) return;
+  {
+    std::lock_guard lock(m_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+}
+
+CommQueue::Ticket CommQueue::submit(std::function<void()> job) {
+  if (!threaded_) {
+    if (error_) std::rethrow_exception(error_);
+    try {
+      job();
+    } catch (...) {
+      error_ = std::current_exception();
+      throw;
+    }
+    return ++submitted_;
+  }
+  Ticket t = 0;
+  {
+    std::lock_guard lock(m_);
+    if (error_) std::rethrow_exception(error_);
+    jobs_.push_back(std::move(job));
+    t = ++submitted_;
+  }
+  cv_.notify_all();
+  return t;
+}
+
+void CommQueue::wait(Ticket t) {
+  if (!threaded_) {
+    if (error_) std::rethrow_exception(error_);
+    return;
+  }
+  std::unique_lock lock(m_);
+  cv_.wait(lock, [&] { return done_ >= t || error_ != nullptr; });
+  if (error_) std::rethrow_exception(error_);
+}
+
+void CommQueue::wait_all() { wait(submitted_); }
+
+void CommQueue::worker() {
+  trace::set_track(track_);
+  std::unique_lock lock(m_);
+  for (;;) {
+    cv_.wait(lock, [&] { return stop_ || !jobs_.empty(); });
+    if (stop_) return;
+    std::function<void()> job = std::move(jobs_.front());
+    jobs_.pop_front();
+    lock.unlock();
+    try {
+      job();
+    } catch (...) {
+      lock.lock();
+      error_ = std::current_exception();
+      cv_.notify_all();
+      return;  // the communicator's state is unknown: no further collectives
+    }
+    lock.lock();
+    ++done_;
+    cv_.notify_all();
+  }
+}
+
+// --- ZeRO-2's steps -----------------------------------------------------------------------------
+
+void zero_reduce_layer(Communicator& comm, std::span<float> whole, std::span<float> grad_shard,
+                       const AlgoOptions& opts) {
+  const Block mine = block_of(whole.size(), comm.size(), comm.rank());
+  if (grad_shard.size() != mine.count)
+    throw std::invalid_argument(
+        fmt::format("zero_reduce_layer: rank {}'s block of {} floats is {}, "
+                    "the shard {}",
+                    comm.rank(), whole.size(), mine.count, grad_shard.size()));
+  reduce_scatter_ring(comm, whole, opts);
+  std::memcpy(grad_shard.data(), whole.data() + mine.offset, mine.count * sizeof(float));
+}
+
+void zero_update_layer(Communicator& comm, std::span<float> params,
+                       std::span<const float> grad_shard, std::span<float> momentum,
+                       const nn::SgdOptions& sgd, const AlgoOptions& opts) {
+  const Block mine = block_of(params.size(), comm.size(), comm.rank());
+  if (grad_shard.size() != mine.count || momentum.size() != mine.count)
+    throw std::invalid_argument(fmt::format(
+        "zero_update_layer: rank {}'s block of {} floats is {}; gradient shard {}, momentum {}",
+        comm.rank(), params.size(), mine.count, grad_shard.size(), momentum.size()));
+  float* p = params.data() + mine.offset;
+  for (std::size_t i = 0; i < mine.count; ++i)
+    kernels::sgd_update(p[i], momentum[i], grad_shard[i], sgd.lr, sgd.momentum, sgd.weight_decay);
+  all_gather_ring(comm, params, opts);
+}
+
+// --- ZeroTrainer --------------------------------------------------------------------------------
+
+ZeroTrainer::ZeroTrainer(Communicator& comm, nn::TrainConfig config, const nn::Dataset& train,
+                         ZeroOptions options)
+    : comm_(comm),
+      config_(std::move(config)),
+      train_(train),
+      options_(std::move(options)),
+      model_(config_.spec, config_.seed, config_.gemm),
+      offsets_(model_.layer_offsets()),
+      velocity_(ledger_, MemoryKind::optimizer),
+      param_shard_(ledger_, MemoryKind::parameters),
+      grad_shard_(ledger_, MemoryKind::gradients),
+      lr_(config_.sgd.lr) {
+  if (options_.stage < 0 || options_.stage > 3)
+    throw UsageError(fmt::format("--zero {}: the stages are 0, 1, 2 and 3", options_.stage));
+  if (!options_.zero2.reduce) options_.zero2.reduce = &zero_reduce_layer;
+  if (!options_.zero2.update) options_.zero2.update = &zero_update_layer;
+  if (config_.batch == 0) throw std::invalid_argument("ZeroTrainer: batch size 0");
+  if (comm_.memory() != MemorySpace::host)
+    throw UsageError(fmt::format(
+        "--zero: the {} backend works on device memory; this trainer runs the MLP on the CPU",
+        comm_.name()));
+  if (train_.dim != config_.spec.widths.front() || train_.classes > config_.spec.widths.back() ||
+      train_.x.size() != train_.n * train_.dim || train_.y.size() != train_.n)
+    throw std::invalid_argument("ZeroTrainer: the data set does not fit the model " +
+                                config_.spec.describe());
+  const int n = size(), r = rank();
+  const std::size_t L = model_.layers();
+  shard_offsets_.push_back(0);
+  for (std::size_t l = 0; l < L; ++l) {
+    Layer layer;
+    layer.offset = offsets_[l];
+    layer.count = offsets_[l + 1] - offsets_[l];
+    layer.mine = block_of(layer.count, n, r);
+    layer.shard_offset = shard_offsets_.back();
+    shard_offsets_.push_back(layer.shard_offset + layer.mine.count);
+    layers_.push_back(layer);
+  }
+  model_param_bytes_ = model_.parameters().size_bytes();
+  model_grad_bytes_ = model_.gradients().size_bytes();
+  ledger_.add(MemoryKind::parameters, model_param_bytes_);
+  ledger_.add(MemoryKind::gradients, model_grad_bytes_);
+  const int stage = options_.stage;
+  velocity_.allocate(stage == 0 ? parameter_count() : shard_count());
+  full_opt_ = std::make_unique<nn::Sgd>(parameter_count(), config_.sgd);
+  if (stage >= 2) {
+    grad_shard_.allocate(shard_count());
+    model_.release_gradients();
+    ledger_.remove(MemoryKind::gradients, model_grad_bytes_);
+    model_grad_bytes_ = 0;
+    for (std::size_t l = 0; l < L; ++l) layer_grad_.emplace_back(ledger_, MemoryKind::gradients);
+  }
+  if (stage >= 3) {
+    param_shard_.allocate(shard_count());
+    for (const Layer& layer : layers_)
+      std::memcpy(param_shard_.data() + layer.shard_offset,
+                  model_.parameters().data() + layer.offset + layer.mine.offset,
+                  layer.mine.count * sizeof(float));
+    // The whole initial model, for an evaluation before the first epoch (as after each one).
+    full_model_ = std::make_unique<nn::Mlp>(config_.spec, config_.seed, config_.gemm);
+    model_.release_parameters();
+    ledger_.remove(MemoryKind::parameters, model_param_bytes_);
+    model_param_bytes_ = 0;
+    for (std::size_t l = 0; l < L; ++l) gathered_.emplace_back(ledger_, MemoryKind::parameters);
+  }
+  acts_.resize(L);
+  state_.seed = config_.seed;
+  state_.mode = "sync";
+  state_.workers = static_cast<std::uint64_t>(size());
+  queue_ =
+      std::make_unique<CommQueue>(options_.overlap && n > 1, fmt::format("rank {} collectives", r));
+  ledger_.reset_peak();
+}
+
+ZeroTrainer::~ZeroTrainer() {
+  queue_.reset();  // its thread may be using the buffers below
+  if (options_.stage >= 3)
+    for (std::size_t l = 0; l < layers_.size(); ++l) model_.bind_layer_parameters(l, nullptr);
+}
+
+std::size_t ZeroTrainer::steps_per_epoch() const {
+  return (train_.n + global_batch() - 1) / global_batch();
+}
+
+std::string ZeroTrainer::describe() const {
+  return fmt::format(
+      "{} rank{} ({}), ZeRO stage {} ({}), ring reduce-scatter / all-gather per layer, batch {} "
+      "per rank ({} global), overlap {}",
+      size(), size() == 1 ? "" : "s", comm_.name(), stage(), stage_words(stage()), config_.batch,
+      global_batch(), options_.overlap ? "on" : "off");
+}
+
+void ZeroTrainer::start_epoch() {
+  if (config_.lr_decay != 1.0f) lr_ = nn::epoch_lr(config_, state_.epoch);
+  nn::epoch_permutation(train_.n, state_.seed, state_.epoch, order_);
+  step_in_epoch_ = 0;
+  epoch_started_ = true;
+}
+
+CommQueue::Ticket ZeroTrainer::gather_layer(std::size_t l) {
+  const Layer& layer = layers_[l];
+  CountedBuffer& buf = gathered_[l];
+  buf.allocate(layer.count);
+  model_.bind_layer_parameters(l, buf.data());
+  return queue_->submit([this, l] {
+    const Layer& ly = layers_[l];
+    trace::Span span(trace::recording() ? fmt::format("all-gather L{}", l) : std::string(),
+                     "all-gather");
+    std::span<float> whole = gathered_[l].span();
+    std::memcpy(whole.data() + ly.mine.offset, param_shard_.data() + ly.shard_offset,
+                ly.mine.count * sizeof(float));
+    all_gather_ring(comm_, whole, options_.algo);
+  });
+}
+
+CommQueue::Ticket ZeroTrainer::reduce_layer(std::size_t l) {
+  return queue_->submit([this, l] {
+    const Layer& ly = layers_[l];
+    const int stage = options_.stage;
+    trace::Span span(trace::recording()
+                         ? fmt::format("{} L{}", stage == 0 ? "all-reduce" : "reduce-scatter", l)
+                         : std::string(),
+                     stage == 0 ? "all-reduce" : "reduce-scatter");
+    if (stage <= 1) {
+      const std::span<float> g = model_.gradients().subspan(ly.offset, ly.count);
+      if (stage == 0)
+        allreduce_ring(comm_, g, g, options_.algo);
+      else
+        reduce_scatter_ring(comm_, g, options_.algo);
+      return;
+    }
+    CountedBuffer& whole = layer_grad_[l];
+    options_.zero2.reduce(comm_, whole.span(),
+                          grad_shard_.span().subspan(ly.shard_offset, ly.mine.count),
+                          options_.algo);
+    whole.release();  // stage 2's point: the layer's whole gradient lives only until here
+  });
+}
+
+void ZeroTrainer::count_activations() {
+  std::size_t bytes =
+      (batch_x_.capacity() + dlogits_.capacity() + delta_[0].capacity() + delta_[1].capacity()) *
+      sizeof(float);
+  for (const nn::Activations& a : acts_) bytes += a.bytes();
+  if (bytes == activation_bytes_) return;
+  ledger_.remove(MemoryKind::activations, activation_bytes_);
+  ledger_.add(MemoryKind::activations, bytes);
+  activation_bytes_ = bytes;
+}
+
+void ZeroTrainer::update() {
+  trace::Span span("sgd (own blocks)", "update");
+  const nn::SgdOptions& o = config_.sgd;
+  const float lr = lr_, mu = o.momentum, wd = o.weight_decay;
+  float* v = velocity_.data();
+  if (options_.stage == 0) {
+    float* p = model_.parameters().data();
+    const float* g = model_.gradients().data();
+    for (std::size_t i = 0; i < parameter_count(); ++i)
+      kernels::sgd_update(p[i], v[i], g[i], lr, mu, wd);
+    return;
+  }
+  if (options_.stage <= 2) {  // update the own block, then all-gather the layer
+    nn::SgdOptions sgd = o;
+    sgd.lr = lr;
+    for (const Layer& ly : layers_) {
+      const std::span<float> grads =
+          options_.stage == 1
+              ? model_.gradients().subspan(ly.offset + ly.mine.offset, ly.mine.count)
+              : grad_shard_.span().subspan(ly.shard_offset, ly.mine.count);
+      const std::span<float> params = model_.parameters().subspan(ly.offset, ly.count);
+      const std::span<float> momentum = velocity_.span().subspan(ly.shard_offset, ly.mine.count);
+      trace::Span gather(trace::recording() ? "update + all-gather" : std::string(), "all-gather");
+      if (options_.stage == 2)
+        options_.zero2.update(comm_, params, grads, momentum, sgd, options_.algo);
+      else
+        zero_update_layer(comm_, params, grads, momentum, sgd, options_.algo);
+    }
+    return;
+  }
+  for (const Layer& ly : layers_) {
+    float* p = param_shard_.data() + ly.shard_offset;  // stage 3: the own block only
+    const float* g = grad_shard_.data() + ly.shard_offset;
+    float* vs = v + ly.shard_offset;
+    for (std::size_t i = 0; i < ly.mine.count; ++i)
+      kernels::sgd_update(p[i], vs[i], g[i], lr, mu, wd);
+  }
+}
+
+ZeroTrainer::StepResult ZeroTrainer::step() {
+  if (!epoch_started_) start_epoch();
+  full_model_.reset();  // the whole state of the last epoch's end is stale from here
+  trace::Span step_span("step", "step");
+  const auto t0 = Clock::now();
+  const std::uint64_t sent0 = comm_.bytes_sent();
+  const std::size_t n = train_.n, dim = train_.dim, classes = config_.spec.widths.back();
+  const std::size_t L = layers_.size();
+  const int stage = options_.stage;
+  const std::size_t first = step_in_epoch_ * global_batch();
+  StepResult r;
+  r.global_rows = std::min(global_batch(), n - first);
+  const Block mine = block_of(r.global_rows, size(), rank());
+  r.rows = mine.count;
+  batch_x_.resize(config_.batch * dim);
+  batch_y_.resize(config_.batch);
+  for (std::size_t i = 0; i < mine.count; ++i) {
+    const std::uint32_t idx = order_[first + mine.offset + i];
+    std::memcpy(batch_x_.data() + i * dim, train_.row(idx), dim * sizeof(float));
+    batch_y_[i] = train_.y[idx];
+  }
+  const bool compute = mine.count > 0;  // else: zeros, but every collective as the others
+
+  // Forward, layer by layer; stage 3 gathers each layer's parameters first (the next one's
+  // while this one computes, with overlap) and frees them after.
+  {
+    trace::Span fwd("forward", "compute");
+    std::vector<CommQueue::Ticket> gathered(L, 0);
+    if (stage >= 3) gathered[0] = gather_layer(0);
+    const float* in = batch_x_.data();
+    for (std::size_t l = 0; l < L; ++l) {
+      if (stage >= 3) {
+        if (l + 1 < L && options_.overlap) gathered[l + 1] = gather_layer(l + 1);
+        queue_->wait(gathered[l]);
+      }
+      if (compute) {
+        model_.forward_layers(l, l + 1, in, mine.count, acts_[l]);
+        in = acts_[l].output();
+      }
+      if (stage >= 3) {
+        model_.bind_layer_parameters(l, nullptr);
+        gathered_[l].release();
+        if (l + 1 < L && !options_.overlap) gathered[l + 1] = gather_layer(l + 1);
+      }
+    }
+  }
+  if (compute) {
+    dlogits_.resize(mine.count * classes);
+    const nn::LossResult lr =
+        nn::softmax_xent_loss(acts_[L - 1].output(), batch_y_.data(), mine.count, classes,
+                              dlogits_.data(), r.global_rows);
+    r.loss_sum = lr.loss * static_cast<double>(mine.count);
+    r.correct = lr.correct;
+  }
+
+  // Backward, from the last layer down; each layer's gradient reduced as soon as it is done.
+  {
+    trace::Span bwd("backward", "compute");
+    std::vector<CommQueue::Ticket> gathered(L, 0);
+    if (stage >= 3) gathered[L - 1] = gather_layer(L - 1);
+    const float* dout = dlogits_.data();
+    std::size_t spare = 0;
+    for (std::size_t l = L; l-- > 0;) {
+      if (stage >= 3) {
+        if (l > 0 && options_.overlap) gathered[l - 1] = gather_layer(l - 1);
+        queue_->wait(gathered[l]);
+      }
+      if (stage >= 2) {
+        layer_grad_[l].allocate(layers_[l].count);  // zeros: a rank without rows adds nothing
+        model_.bind_layer_gradients(l, layer_grad_[l].data());
+      }
+      if (compute) {
+        float* din = nullptr;
+        if (l > 0) {
+          delta_[spare].resize(mine.count * config_.spec.widths[l]);
+          din = delta_[spare].data();
+        }
+        model_.backward_layers(l, l + 1, acts_[l], dout, din);
+        dout = din;
+        spare ^= 1;
+      } else if (stage <= 1) {
+        const std::span<float> g = model_.gradients().subspan(layers_[l].offset, layers_[l].count);
+        std::fill(g.begin(), g.end(), 0.0f);
+      }
+      if (stage >= 2) model_.bind_layer_gradients(l, nullptr);
+      if (stage >= 3) {
+        model_.bind_layer_parameters(l, nullptr);
+        gathered_[l].release();
+        if (l > 0 && !options_.overlap) gathered[l - 1] = gather_layer(l - 1);
+      }
+      reduce_layer(l);
+    }
+  }
+  count_activations();
+  if (options_.after_compute) options_.after_compute(rank(), seconds_since(t0));
+  {
+    trace::Span wait("finish reductions", "wait");
+    queue_->wait_all();
+  }
+  update();  // stages 1-2 all-gather the parameters here, on this thread (the queue is idle)
+  step_bytes_sent_ += comm_.bytes_sent() - sent0;
+  ++steps_counted_;
+  ++state_.step;
+  if (++step_in_epoch_ == steps_per_epoch()) {
+    ++state_.epoch;
+    epoch_started_ = false;
+  }
+  return r;
+}
+
+void ZeroTrainer::consolidate() {
+  const int stage = options_.stage;
+  if (stage >= 3) {
+    full_model_ = std::make_unique<nn::Mlp>(config_.spec, config_.seed, config_.gemm);
+    const std::vector<float> params = gather_parameters();
+    std::copy(params.begin(), params.end(), full_model_->parameters().begin());
+  }
+  std::span<float> v = full_opt_->velocity();
+  if (stage == 0) {
+    std::copy(velocity_.span().begin(), velocity_.span().end(), v.begin());
+    return;
+  }
+  for (const Layer& ly : layers_) {
+    const std::span<float> whole = v.subspan(ly.offset, ly.count);
+    std::memcpy(whole.data() + ly.mine.offset, velocity_.data() + ly.shard_offset,
+                ly.mine.count * sizeof(float));
+    all_gather_ring(comm_, whole, options_.algo);
+  }
+}
+
+std::vector<float> ZeroTrainer::gather_parameters() {
+  queue_->wait_all();
+  std::vector<float> out(parameter_count());
+  if (options_.stage < 3) {
+    std::copy(model_.parameters().begin(), model_.parameters().end(), out.begin());
+    return out;
+  }
+  for (const Layer& ly : layers_) {
+    const std::span<float> whole = std::span<float>(out).subspan(ly.offset, ly.count);
+    std::memcpy(whole.data() + ly.mine.offset, param_shard_.data() + ly.shard_offset,
+                ly.mine.count * sizeof(float));
+    all_gather_ring(comm_, whole, options_.algo);
+  }
+  return out;
+}
+
+nn::EpochResult ZeroTrainer::run_epoch(
+    const std::function<void(const nn::StepProgress&)>& on_progress, std::size_t report_every) {
+  if (epoch_started_ && step_in_epoch_ != 0)
+    throw std::logic_error("ZeroTrainer::run_epoch: an epoch is half done (step())");
+  start_epoch();
+  const auto start = Clock::now();
+  const std::size_t steps = steps_per_epoch();
+  const std::uint64_t epoch = state_.epoch;
+  double epoch_loss = 0, window_loss = 0;
+  std::size_t epoch_correct = 0, window_correct = 0, window_rows = 0, samples = 0;
+  std::vector<float> sums(3);
+  nn::EpochResult result;
+  for (std::size_t s = 0; s < steps; ++s) {
+    const StepResult r = step();
+    window_loss += r.loss_sum;
+    window_correct += r.correct;
+    window_rows += r.rows;
+    samples += r.global_rows;
+    const bool last = s + 1 == steps;
+    if (last || (report_every > 0 && (s + 1) % report_every == 0)) {
+      sums = {static_cast<float>(window_loss), static_cast<float>(window_correct),
+              static_cast<float>(window_rows)};
+      if (size() > 1) comm_.all_reduce(sums);
+      epoch_loss += sums[0];
+      epoch_correct += static_cast<std::size_t>(std::lround(sums[1]));
+      if (on_progress) {
+        nn::StepProgress p;
+        p.epoch = epoch;
+        p.step_in_epoch = s + 1;
+        p.steps_per_epoch = steps;
+        p.step = state_.step;
+        p.loss = sums[2] > 0 ? sums[0] / sums[2] : 0.0;
+        p.accuracy = sums[2] > 0 ? sums[1] / sums[2] : 0.0;
+        p.seconds = seconds_since(start);
+        p.samples = samples;
+        on_progress(p);
+      }
+      window_loss = 0;
+      window_correct = 0;
+      window_rows = 0;
+    }
+  }
+  result.seconds = seconds_since(start);
+  result.samples = train_.n;
+  if (train_.n > 0) {
+    result.loss = epoch_loss / static_cast<double>(train_.n);
+    result.accuracy = static_cast<double>(epoch_correct) / static_cast<double>(train_.n);
+  }
+  consolidate();
+  return result;
+}
+
+nn::EvalResult ZeroTrainer::evaluate(const nn::Dataset& d) {
+  if (options_.stage < 3) return model_.evaluate(d.x.data(), d.y.data(), d.n);
+  if (!full_model_)
+    throw std::logic_error(
+        "ZeroTrainer::evaluate: stage 3 holds the whole model only between "
+        "epochs (after run_epoch)");
+  return full_model_->evaluate(d.x.data(), d.y.data(), d.n);
+}
+
+void ZeroTrainer::save(const std::filesystem::path& checkpoint) const {
+  const nn::Mlp& params = options_.stage >= 3 ? *full_model_ : model_;
+  if (options_.stage >= 3 && !full_model_)
+    throw std::logic_error("ZeroTrainer::save: the whole model is held only between epochs");
+  nn::save_checkpoint(checkpoint, params, *full_opt_, state_);
+}
+
+void ZeroTrainer::resume(const std::filesystem::path& checkpoint) {
+  queue_->wait_all();
+  auto loaded_model = std::make_unique<nn::Mlp>(config_.spec, config_.seed, config_.gemm);
+  auto loaded_opt = std::make_unique<nn::Sgd>(parameter_count(), config_.sgd);
+  nn::TrainState loaded = nn::load_checkpoint(checkpoint, *loaded_model, *loaded_opt, "sync",
+                                              static_cast<std::uint64_t>(size()));
+  const std::span<const float> p = loaded_model->parameters();
+  const std::span<const float> v = loaded_opt->velocity();
+  if (options_.stage < 3) std::copy(p.begin(), p.end(), model_.parameters().begin());
+  if (options_.stage == 0) std::copy(v.begin(), v.end(), velocity_.span().begin());
+  for (const Layer& ly : layers_) {
+    const std::size_t from = ly.offset + ly.mine.offset;
+    if (options_.stage >= 3)
+      std::copy_n(p.begin() + static_cast<std::ptrdiff_t>(from), ly.mine.count,
+                  param_shard_.data() + ly.shard_offset);
+    if (options_.stage >= 1)
+      std::copy_n(v.begin() + static_cast<std::ptrdiff_t>(from), ly.mine.count,
+                  velocity_.data() + ly.shard_offset);
+  }
+  if (options_.stage >= 3) full_model_ = std::move(loaded_model);
+  full_opt_ = std::move(loaded_opt);
+  loaded.mode = "sync";
+  loaded.workers = static_cast<std::uint64_t>(size());
+  state_ = loaded;
+  epoch_started_ = false;
+  step_in_epoch_ = 0;
+}
+
+std::map<std::string, double> ZeroTrainer::epoch_metrics() const {
+  std::map<std::string, double> m;
+  const MemoryBytes now = ledger_.current(), peak = ledger_.peak();
+  const ZeroModel model = zero_model(parameter_count(), size(), stage());
+  for (std::size_t k = 0; k < kMemoryKinds; ++k) {
+    m[fmt::format("{}_bytes", kMemoryKindNames[k])] = static_cast<double>(now.bytes[k]);
+    m[fmt::format("{}_peak_bytes", kMemoryKindNames[k])] = static_cast<double>(peak.bytes[k]);
+  }
+  m["parameters_model_bytes"] = model.parameters;
+  m["gradients_model_bytes"] = model.gradients;
+  m["optimizer_model_bytes"] = model.optimizer;
+  m["zero_stage"] = stage();
+  if (steps_counted_ > 0) {
+    m["sent_bytes_per_step"] =
+        static_cast<double>(step_bytes_sent_) / static_cast<double>(steps_counted_);
+    m["sent_model_bytes_per_step"] = model.sent_per_step;
+  }
+  return m;
+}
+
+}  // namespace concurdl::dp
