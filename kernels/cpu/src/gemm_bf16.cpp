@@ -1,0 +1,351 @@
+// bfloat16 conversions, the AVX512_BF16 check, the BF16 GEMM and the BF16 peak (bf16.hpp).
+//
+// The GEMM is GEMM v4's scheme (gemm_v4.hpp) with VDPBF16PS in place of the FMA: a 14 x 32 tile
+// of C in 28 zmm accumulators, B packed in panels of 32 columns and A in micro-panels of 14 rows,
+// both by pairs along k, because VDPBF16PS multiplies the bfloat16 pair (2i, 2i+1) of one
+// operand with the same pair of the other and adds both products to float32 lane i:
+//   B panel, per k pair q: 32 columns x (B[2q][j], B[2q+1][j])   = 64 bf16 = 2 zmm
+//   A panel, per k pair q: 14 rows, (A[i][2q], A[i][2q+1]) as one 32-bit word, broadcast
+// so acc[r][v] += A pair of row r . B pairs of columns 16v..16v+15, for every q. k is cut into
+// blocks of KC = 512 (an A micro-panel, 14 KiB, stays in L1 while B panels stream past it) and n
+// into blocks of NC = 256 (the packed B block, 256 KiB, in L2); an odd k is padded with a zero.
+// Per k block, A is packed once for all rows; the threads share the packing and split the rows
+// of C. The packing loops are plain scalar code: at n = 1024 they are a few percent of a call.
+#include <immintrin.h>
+
+#include "concurdl/kernels/bf16.hpp"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <stdexcept>
+#include <vector>
+
+#include "concurdl/kernels/threads.hpp"
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__))
+#define CONCURDL_BF16_KERNEL 1
+#define CONCURDL_BF16_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
+#else
+#define CONCURDL_BF16_KERNEL 0
+#endif
+
+namespace concurdl::kernels {
+
+void to_bf16(std::span<const float> in, std::span<bf16> out) {
+  if (in.size() != out.size())
+    throw std::invalid_argument("to_bf16: " + std::to_string(in.size()) + " floats into " +
+                                std::to_string(out.size()) + " bfloat16s");
+  for (std::size_t i = 0; i < in.size(); ++i) out[i] = to_bf16(in[i]);
+}
+
+void from_bf16(std::span<const bf16> in, std::span<float> out) {
+  if (in.size() != out.size())
+    throw std::invalid_argument("from_bf16: " + std::to_string(in.size()) + " bfloat16s into " +
+                                std::to_string(out.size()) + " floats");
+  for (std::size_t i = 0; i < in.size(); ++i) out[i] = from_bf16(in[i]);
+}
+
+namespace {
+
+std::string check_bf16() {
+#if CONCURDL_BF16_KERNEL
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  if (__get_cpuid(0, &a, &b, &c, &d) == 0 || a < 7)
+    return "not on this CPU: it reports no CPUID leaf 7, so no AVX-512";
+  __get_cpuid(1, &a, &b, &c, &d);
+  const unsigned eax1 = a;
+  const unsigned family =
+      ((eax1 >> 8) & 0xf) + (((eax1 >> 8) & 0xf) == 0xf ? (eax1 >> 20) & 0xff : 0);
+  const unsigned model =
+      ((eax1 >> 4) & 0xf) | ((((eax1 >> 8) & 0xf) >= 6 ? (eax1 >> 16) & 0xf : 0) << 4);
+  const std::string cpu =
+      "this CPU (family " + std::to_string(family) + " model " + std::to_string(model) + ")";
+  const bool osxsave = (c & (1u << 27)) != 0;
+  __get_cpuid_count(7, 0, &a, &b, &c, &d);
+  const bool f = (b & (1u << 16)) != 0, bw = (b & (1u << 30)) != 0, vl = (b & (1u << 31)) != 0;
+  __get_cpuid_count(7, 1, &a, &b, &c, &d);
+  const bool bf16 = (a & (1u << 5)) != 0;
+  if (!f || !bw || !vl || !bf16)
+    return "not on this CPU: " + cpu +
+           " has no AVX512_BF16 (VDPBF16PS); Intel Cooper Lake, Sapphire Rapids and later "
+           "Xeons, and AMD Zen 4 and later, have it";
+  if (!osxsave) return "not on this CPU: " + cpu + "'s operating system does not enable XSAVE";
+  unsigned lo = 0, hi = 0;
+  __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+  if ((lo & 0xe6u) != 0xe6u)
+    return "not on this CPU: the operating system does not enable the AVX-512 registers on " + cpu;
+  return "";
+#else
+  return "not in this build: AVX512_BF16 kernels are built for x86-64 with GCC or Clang";
+#endif
+}
+
+void require_bf16(const char* who) {
+  if (!have_bf16()) throw std::runtime_error(std::string(who) + ": " + bf16_why_not());
+}
+
+#if CONCURDL_BF16_KERNEL
+constexpr std::size_t kMR = 14, kNR = 32, kKC = 512, kNC = 256;
+
+// Panel t (kNR columns from j0 + t kNR) of B[p0 .. p0+2 kc2) into dst, by k pairs: per pair q,
+// 32 columns x (B[p][j], B[p+1][j]); columns past nc and rows past k are zero.
+void pack_b_panel(const bf16* b, std::size_t ldb, std::size_t k, std::size_t p0, std::size_t kc2,
+                  std::size_t j0, std::size_t cols, bf16* dst) {
+  for (std::size_t q = 0; q < kc2; ++q) {
+    const std::size_t p = p0 + 2 * q;
+    const bf16* r0 = b + p * ldb + j0;
+    const bf16* r1 = p + 1 < k ? r0 + ldb : nullptr;
+    bf16* out = dst + q * 2 * kNR;
+    if (cols == kNR && r1 != nullptr) {  // the common case: no bounds to check
+      for (std::size_t col = 0; col < kNR; ++col) {
+        out[2 * col] = r0[col];
+        out[2 * col + 1] = r1[col];
+      }
+      continue;
+    }
+    for (std::size_t col = 0; col < kNR; ++col) {
+      out[2 * col] = col < cols ? r0[col] : bf16{0};
+      out[2 * col + 1] = col < cols && r1 != nullptr ? r1[col] : bf16{0};
+    }
+  }
+}
+
+// Rows [i0, i0 + rows) of A[., p0 .. p0+2 kc2) into one micro-panel: per pair q, kMR 32-bit
+// words (A[i][p], A[i][p+1]); rows past `rows` and columns past k are zero.
+void pack_a(const bf16* a, std::size_t lda, std::size_t k, std::size_t i0, std::size_t rows,
+            std::size_t p0, std::size_t kc2, std::uint32_t* dst) {
+  const bool full_k = p0 + 2 * kc2 <= k;
+  for (std::size_t r = 0; r < kMR; ++r) {
+    if (r >= rows) {
+      for (std::size_t q = 0; q < kc2; ++q) dst[q * kMR + r] = 0;
+      continue;
+    }
+    const bf16* row = a + (i0 + r) * lda + p0;
+    if (full_k) {
+      for (std::size_t q = 0; q < kc2; ++q)
+        dst[q * kMR + r] = std::uint32_t{row[2 * q]} | (std::uint32_t{row[2 * q + 1]} << 16);
+      continue;
+    }
+    for (std::size_t q = 0; q < kc2; ++q) {
+      const std::size_t p = p0 + 2 * q;
+      const std::uint32_t lo = p < k ? row[2 * q] : 0u, hi = p + 1 < k ? row[2 * q + 1] : 0u;
+      dst[q * kMR + r] = lo | (hi << 16);
+    }
+  }
+}
+
+// tile (kMR x kNR) of A panel . B panel over kc2 pairs; C's corner at c (rows x cols of it are
+// real): written as beta C + tile when `first` (beta 0: not read), else C += tile.
+CONCURDL_BF16_TARGET void micro_kernel(const std::uint32_t* ap, const bf16* bp, std::size_t kc2,
+                                       float* c, std::size_t ldc, std::size_t rows,
+                                       std::size_t cols, bool first, float beta) {
+  __m512 acc[kMR][2];
+#pragma GCC unroll 14
+  for (std::size_t r = 0; r < kMR; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
+  for (std::size_t q = 0; q < kc2; ++q) {
+    const __m512i b0 = _mm512_loadu_si512(bp + q * 2 * kNR);
+    const __m512i b1 = _mm512_loadu_si512(bp + q * 2 * kNR + kNR);
+    const std::uint32_t* aq = ap + q * kMR;
+#pragma GCC unroll 14
+    for (std::size_t r = 0; r < kMR; ++r) {
+      const __m512i av = _mm512_set1_epi32(static_cast<int>(aq[r]));
+      acc[r][0] = _mm512_dpbf16_ps(acc[r][0], (__m512bh)av, (__m512bh)b0);
+      acc[r][1] = _mm512_dpbf16_ps(acc[r][1], (__m512bh)av, (__m512bh)b1);
+    }
+  }
+  if (rows == kMR && cols == kNR) {
+    const __m512 vb = _mm512_set1_ps(beta);
+    for (std::size_t r = 0; r < kMR; ++r)
+      for (std::size_t v = 0; v < 2; ++v) {
+        float* out = c + r * ldc + v * 16;
+        __m512 x = acc[r][v];
+        if (!first)
+          x = _mm512_add_ps(x, _mm512_loadu_ps(out));
+        else if (beta != 0.0f)
+          x = _mm512_fmadd_ps(vb, _mm512_loadu_ps(out), x);
+        _mm512_storeu_ps(out, x);
+      }
+    return;
+  }
+  alignas(64) float tile[kMR][kNR];
+  for (std::size_t r = 0; r < kMR; ++r) {
+    _mm512_store_ps(&tile[r][0], acc[r][0]);
+    _mm512_store_ps(&tile[r][16], acc[r][1]);
+  }
+  for (std::size_t r = 0; r < rows; ++r)
+    for (std::size_t j = 0; j < cols; ++j) {
+      float& out = c[r * ldc + j];
+      out = !first ? out + tile[r][j] : (beta != 0.0f ? beta * out + tile[r][j] : tile[r][j]);
+    }
+}
+
+CONCURDL_BF16_TARGET double dp_chains(std::size_t iters) {
+  constexpr int kChains = 24;  // as many as the GEMM's tile keeps (28): latency x throughput
+  __m512 acc[kChains];
+  for (int i = 0; i < kChains; ++i) acc[i] = _mm512_set1_ps(static_cast<float>(i));
+  const __m512i a = _mm512_set1_epi32(0x3c003c00);  // (2^-7, 2^-7): the sums stay small
+  const __m512i b = _mm512_set1_epi32(0x3f803f80);  // (1, 1)
+  for (std::size_t it = 0; it < iters; ++it) {
+#pragma GCC unroll 24
+    for (int i = 0; i < kChains; ++i) acc[i] = _mm512_dpbf16_ps(acc[i], (__m512bh)a, (__m512bh)b);
+  }
+  __m512 sum = acc[0];
+  for (int i = 1; i < kChains; ++i) sum = _mm512_add_ps(sum, acc[i]);
+  alignas(64) float lanes[16];
+  _mm512_store_ps(lanes, sum);
+  double total = 0;
+  for (const float x : lanes) total += static_cast<double>(x);
+  return total;
+}
+constexpr double kFlopsPerChainIter = 24 * 64.0;
+#endif
+
+// float32 FMA chains, as wide as the build targets (the compiler vectorises the lanes).
+double fma_chains(std::size_t iters) {
+  constexpr int kChains = 24;
+  constexpr int kWidth = 16;  // one zmm with AVX-512; two ymm, or four xmm, otherwise
+  float acc[kChains][kWidth];
+  for (int i = 0; i < kChains; ++i)
+    for (int l = 0; l < kWidth; ++l) acc[i][l] = static_cast<float>(i + l);
+  const float x = 0.999999f, y = 1e-7f;
+  for (std::size_t it = 0; it < iters; ++it) {
+#pragma GCC unroll 24
+    for (int i = 0; i < kChains; ++i)
+#pragma GCC unroll 16
+      for (int l = 0; l < kWidth; ++l) acc[i][l] = std::fma(acc[i][l], x, y);
+  }
+  double total = 0;
+  for (int i = 0; i < kChains; ++i)
+    for (int l = 0; l < kWidth; ++l) total += static_cast<double>(acc[i][l]);
+  return total;
+}
+constexpr double kFmaFlopsPerIter = 24 * 16 * 2.0;
+
+// flop/s of `chains(iters)` on `threads` threads for about `seconds` (iterations from a probe
+// on one thread), `flops_per_iter` a call's iteration.
+template <class Chains>
+double chains_rate(Chains chains, double flops_per_iter, int threads, double seconds) {
+  threads = std::max(1, threads);
+  using Clock = std::chrono::steady_clock;
+  std::size_t iters = 1 << 12;
+  std::vector<double> sink(static_cast<std::size_t>(threads) * 8, 0.0);  // a line per thread
+  for (;;) {
+    const auto t0 = Clock::now();
+    sink[0] += chains(iters);
+    const double s = std::chrono::duration<double>(Clock::now() - t0).count();
+    if (s > 0.02 || iters > (std::size_t{1} << 34)) {
+      iters = static_cast<std::size_t>(static_cast<double>(iters) * seconds / std::max(s, 1e-9));
+      break;
+    }
+    iters *= 4;
+  }
+  iters = std::max<std::size_t>(iters, 1024);
+  const auto t0 = Clock::now();
+#pragma omp parallel num_threads(threads)
+  {
+#ifdef _OPENMP
+    const auto t = static_cast<std::size_t>(omp_get_thread_num());
+#else
+    const std::size_t t = 0;
+#endif
+    sink[t * 8] += chains(iters);
+  }
+  const double s = std::chrono::duration<double>(Clock::now() - t0).count();
+  if (!(sink[0] == sink[0])) throw std::logic_error("peak: the chains went NaN");
+  return flops_per_iter * static_cast<double>(iters) * threads / s;
+}
+
+}  // namespace
+
+double fp32_peak_flops(int threads, double seconds) {
+  return chains_rate(&fma_chains, kFmaFlopsPerIter, threads, seconds);
+}
+
+const std::string& bf16_why_not() {
+  static const std::string why = check_bf16();
+  return why;
+}
+
+void gemm_bf16(std::size_t m, std::size_t n, std::size_t k, const bf16* a, std::size_t lda,
+               const bf16* b, std::size_t ldb, float beta, float* c, std::size_t ldc) {
+  if (lda < k || ldb < n || ldc < n)
+    throw std::invalid_argument("gemm_bf16: a leading dimension is smaller than its row (lda " +
+                                std::to_string(lda) + ", ldb " + std::to_string(ldb) + ", ldc " +
+                                std::to_string(ldc) + " for m " + std::to_string(m) + ", n " +
+                                std::to_string(n) + ", k " + std::to_string(k) + ")");
+  require_bf16("gemm_bf16");
+  if (m == 0 || n == 0) return;
+#if CONCURDL_BF16_KERNEL
+  if (k == 0) {  // C = beta C
+    for (std::size_t i = 0; i < m; ++i)
+      for (std::size_t j = 0; j < n; ++j)
+        c[i * ldc + j] = beta == 0.0f ? 0.0f : beta * c[i * ldc + j];
+    return;
+  }
+  const std::size_t row_blocks = (m + kMR - 1) / kMR;
+  const int threads = std::max(1, compute_threads());
+  const bool team = threads > 1 && row_blocks > 1;
+  // Per k block: A packed once for every row (row_blocks micro-panels), then per n block the B
+  // panels, and every thread runs its rows' tiles against them.
+  // The packing buffers are the calling thread's, kept between calls: a fresh allocation of
+  // half a megabyte per call is page faults (and, freed again, TLB shootdowns across the team)
+  // that cost as much as a whole call at n = 256.
+  thread_local std::vector<std::uint32_t> apack;
+  thread_local std::vector<bf16> bpack;
+  if (apack.size() < row_blocks * kMR * (kKC / 2)) apack.resize(row_blocks * kMR * (kKC / 2));
+  if (bpack.size() < (kNC / kNR) * kKC * kNR) bpack.resize((kNC / kNR) * kKC * kNR);
+  // Inside the team, the names above would be each worker's own (empty) buffers: use these.
+  std::uint32_t* const ap_all = apack.data();
+  bf16* const bp_all = bpack.data();
+  for (std::size_t p0 = 0; p0 < k; p0 += kKC) {
+    const std::size_t kc = std::min(kKC, k - p0), kc2 = (kc + 1) / 2;
+    const bool first = p0 == 0;
+#pragma omp parallel num_threads(threads) if (team)
+    {
+#pragma omp for schedule(static)
+      for (std::size_t rb = 0; rb < row_blocks; ++rb)
+        pack_a(a, lda, k, rb * kMR, std::min(kMR, m - rb * kMR), p0, kc2, ap_all + rb * kMR * kc2);
+      for (std::size_t j0 = 0; j0 < n; j0 += kNC) {
+        const std::size_t nc = std::min(kNC, n - j0), panels = (nc + kNR - 1) / kNR;
+#pragma omp for schedule(static)
+        for (std::size_t t = 0; t < panels; ++t)
+          pack_b_panel(b, ldb, k, p0, kc2, j0 + t * kNR, std::min(kNR, nc - t * kNR),
+                       bp_all + t * kc2 * 2 * kNR);
+          // (the implicit barrier: every panel is packed before any tile reads it)
+#pragma omp for schedule(static)
+        for (std::size_t rb = 0; rb < row_blocks; ++rb) {
+          const std::size_t i0 = rb * kMR, rows = std::min(kMR, m - i0);
+          for (std::size_t t = 0; t < panels; ++t)
+            micro_kernel(ap_all + rb * kMR * kc2, bp_all + t * kc2 * 2 * kNR, kc2,
+                         c + i0 * ldc + j0 + t * kNR, ldc, rows, std::min(kNR, nc - t * kNR), first,
+                         beta);
+        }
+        // (and here: no thread packs the next block's panels while another still reads these)
+      }
+    }
+  }
+#else
+  (void)a, (void)b, (void)c, (void)beta;
+#endif
+}
+
+double bf16_peak_flops(int threads, double seconds) {
+  require_bf16("bf16_peak_flops");
+#if CONCURDL_BF16_KERNEL
+  return chains_rate(&dp_chains, kFlopsPerChainIter, threads, seconds);
+#else
+  (void)threads, (void)seconds;
+  return 0;
+#endif
+}
+
+}  // namespace concurdl::kernels
