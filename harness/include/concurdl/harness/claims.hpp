@@ -90,11 +90,13 @@ inline constexpr const char* kReferenceCh06Run = "debian12-zen4-2vcpu-e790176/ch
 // CONCURDL_TORCH_PYTHON naming PyTorch 2.15 for the FSDP peer): an experiment added after the
 // sitting above, taken on the same machine from a later clean build.
 inline constexpr const char* kReferenceZeroRun = "debian12-zen4-2vcpu-271a870/ch05-zero";
+// The bfloat16 GEMM (`concurdl run kernels/gemm_bf16 --profile full`), likewise added later.
+inline constexpr const char* kReferenceBf16Run = "debian12-zen4-2vcpu-a09ddf1/gemm-bf16";
 // The runs above in the order a claim's reference is taken from them: a claim measured in two
 // takes the later one's value.
-inline constexpr const char* kReferenceRuns[] = {kReferenceRun,      kReferenceRerun,
-                                                 kReferenceTrainRun, kReferenceCh05MpiRun,
-                                                 kReferenceCh06Run,  kReferenceZeroRun};
+inline constexpr const char* kReferenceRuns[] = {
+    kReferenceRun,     kReferenceRerun,   kReferenceTrainRun, kReferenceCh05MpiRun,
+    kReferenceCh06Run, kReferenceZeroRun, kReferenceBf16Run};
 // Chapter 04's GPU claims (`concurdl run ch04 --profile full`, the device's own experiments and
 // the CPU references beside them), on the first GPU lent to the project.
 inline constexpr const char* kReferenceGpuRun = "ubuntu24-h200-emr16-ch04";
