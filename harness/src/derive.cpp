@@ -68,9 +68,19 @@ void flag_above_ceiling(Record& r, const Calibration& calib, unsigned cpus, bool
     const Experiment* e = find_experiment(r.experiment);
     note(it->second,
          !e || e->ceiling == Ceiling::mem_bandwidth ? "memory bandwidth" : "peak FLOP/s");
-  } else if (auto f = r.derived.find("flops_per_s"); f != r.derived.end() && calib.peak_flops > 0 &&
-                                                     f->second > kTolerance * calib.peak_flops) {
-    note(f->second / calib.peak_flops, "peak FLOP/s");
+  } else if (auto f = r.derived.find("flops_per_s"); f != r.derived.end()) {
+    // A record that measured the peak of its own arithmetic (metric own_peak_flops: bfloat16's
+    // VDPBF16PS, twice float32's FMA) is held to that, not to the calibrated float32 peak.
+    if (const auto own = r.metrics.find("own_peak_flops");
+        own != r.metrics.end() && own->second.stats.median > 0) {
+      if (f->second > kTolerance * own->second.stats.median)
+        r.notes["above_ceiling"] = fmt::format(
+            "{:.2f} x the peak of its own arithmetic measured beside it (own_peak_flops): the "
+            "peak's measurement was disturbed, or the declared work is wrong",
+            f->second / own->second.stats.median);
+    } else if (calib.peak_flops > 0 && f->second > kTolerance * calib.peak_flops) {
+      note(f->second / calib.peak_flops, "peak FLOP/s");
+    }
   }
 }
 }  // namespace
