@@ -89,9 +89,9 @@ inline constexpr const char* kReferenceCh06Run = "debian12-zen4-2vcpu-e790176/ch
 // Chapter 05's sharded data parallelism (`concurdl run ch05/zero --profile full`, with
 // CONCURDL_TORCH_PYTHON naming PyTorch 2.15 for the FSDP peer): an experiment added after the
 // sitting above, taken on the same machine from a later clean build.
-inline constexpr const char* kReferenceZeroRun = "debian12-zen4-2vcpu-271a870/ch05-zero";
+inline constexpr const char* kReferenceZeroRun = "debian12-zen4-2vcpu-bb9537e/ch05-zero";
 // The bfloat16 GEMM (`concurdl run kernels/gemm_bf16 --profile full`), likewise added later.
-inline constexpr const char* kReferenceBf16Run = "debian12-zen4-2vcpu-a09ddf1/gemm-bf16";
+inline constexpr const char* kReferenceBf16Run = "debian12-zen4-2vcpu-c0b81a1/gemm-bf16";
 // The runs above in the order a claim's reference is taken from them: a claim measured in two
 // takes the later one's value.
 inline constexpr const char* kReferenceRuns[] = {
