@@ -292,32 +292,29 @@ DataParallelTrainer::StepResult DataParallelTrainer::step() {
   return r;
 }
 
-nn::EpochResult DataParallelTrainer::run_epoch(
-    const std::function<void(const nn::StepProgress&)>& on_progress, std::size_t report_every) {
-  if (epoch_started_ && step_in_epoch_ != 0)
-    throw std::logic_error("DataParallelTrainer::run_epoch: an epoch is half done (step())");
-  start_epoch();
+nn::EpochResult run_rank_epoch(Communicator& comm, std::size_t steps, std::size_t samples,
+                               std::uint64_t epoch, const std::function<RankStepResult()>& step,
+                               const std::function<std::uint64_t()>& step_count,
+                               const std::function<void(const nn::StepProgress&)>& on_progress,
+                               std::size_t report_every) {
   const auto start = Clock::now();
-  const std::size_t steps = steps_per_epoch();
-  const std::uint64_t epoch = state_.epoch;
   // [loss sum, correct, rows] over the epoch and over the window since the last report; the
-  // window is summed over the ranks at each report: every rank reports at the same steps,
-  // whether or not it has an on_progress (collectives match by order).
+  // window is summed over the ranks at each report.
   double epoch_loss = 0, window_loss = 0;
-  std::size_t epoch_correct = 0, window_correct = 0, window_rows = 0, samples = 0;
+  std::size_t epoch_correct = 0, window_correct = 0, window_rows = 0, done = 0;
   std::vector<float> sums(3);
   nn::EpochResult result;
   for (std::size_t s = 0; s < steps; ++s) {
-    const StepResult r = step();
+    const RankStepResult r = step();
     window_loss += r.loss_sum;
     window_correct += r.correct;
     window_rows += r.rows;
-    samples += r.global_rows;
+    done += r.global_rows;
     const bool last = s + 1 == steps;
     if (last || (report_every > 0 && (s + 1) % report_every == 0)) {
       sums = {static_cast<float>(window_loss), static_cast<float>(window_correct),
               static_cast<float>(window_rows)};
-      if (size() > 1) comm_.all_reduce(sums);
+      if (comm.size() > 1) comm.all_reduce(sums);
       epoch_loss += sums[0];
       epoch_correct += static_cast<std::size_t>(std::lround(sums[1]));
       if (on_progress) {
@@ -325,11 +322,11 @@ nn::EpochResult DataParallelTrainer::run_epoch(
         p.epoch = epoch;
         p.step_in_epoch = s + 1;
         p.steps_per_epoch = steps;
-        p.step = state_.step;
+        p.step = step_count();
         p.loss = sums[2] > 0 ? sums[0] / sums[2] : 0.0;
         p.accuracy = sums[2] > 0 ? sums[1] / sums[2] : 0.0;
         p.seconds = seconds_since(start);
-        p.samples = samples;
+        p.samples = done;
         on_progress(p);
       }
       window_loss = 0;
@@ -338,12 +335,22 @@ nn::EpochResult DataParallelTrainer::run_epoch(
     }
   }
   result.seconds = seconds_since(start);
-  result.samples = train_.n;
-  if (train_.n > 0) {
-    result.loss = epoch_loss / static_cast<double>(train_.n);
-    result.accuracy = static_cast<double>(epoch_correct) / static_cast<double>(train_.n);
+  result.samples = samples;
+  if (samples > 0) {
+    result.loss = epoch_loss / static_cast<double>(samples);
+    result.accuracy = static_cast<double>(epoch_correct) / static_cast<double>(samples);
   }
   return result;
+}
+
+nn::EpochResult DataParallelTrainer::run_epoch(
+    const std::function<void(const nn::StepProgress&)>& on_progress, std::size_t report_every) {
+  if (epoch_started_ && step_in_epoch_ != 0)
+    throw std::logic_error("DataParallelTrainer::run_epoch: an epoch is half done (step())");
+  start_epoch();
+  return run_rank_epoch(
+      comm_, steps_per_epoch(), train_.n, state_.epoch, [this] { return step(); },
+      [this] { return state_.step; }, on_progress, report_every);
 }
 
 nn::EvalResult DataParallelTrainer::evaluate(const nn::Dataset& d) {

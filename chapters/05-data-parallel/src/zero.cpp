@@ -548,50 +548,10 @@ nn::EpochResult ZeroTrainer::run_epoch(
   if (epoch_started_ && step_in_epoch_ != 0)
     throw std::logic_error("ZeroTrainer::run_epoch: an epoch is half done (step())");
   start_epoch();
-  const auto start = Clock::now();
-  const std::size_t steps = steps_per_epoch();
-  const std::uint64_t epoch = state_.epoch;
-  double epoch_loss = 0, window_loss = 0;
-  std::size_t epoch_correct = 0, window_correct = 0, window_rows = 0, samples = 0;
-  std::vector<float> sums(3);
-  nn::EpochResult result;
-  for (std::size_t s = 0; s < steps; ++s) {
-    const StepResult r = step();
-    window_loss += r.loss_sum;
-    window_correct += r.correct;
-    window_rows += r.rows;
-    samples += r.global_rows;
-    const bool last = s + 1 == steps;
-    if (last || (report_every > 0 && (s + 1) % report_every == 0)) {
-      sums = {static_cast<float>(window_loss), static_cast<float>(window_correct),
-              static_cast<float>(window_rows)};
-      if (size() > 1) comm_.all_reduce(sums);
-      epoch_loss += sums[0];
-      epoch_correct += static_cast<std::size_t>(std::lround(sums[1]));
-      if (on_progress) {
-        nn::StepProgress p;
-        p.epoch = epoch;
-        p.step_in_epoch = s + 1;
-        p.steps_per_epoch = steps;
-        p.step = state_.step;
-        p.loss = sums[2] > 0 ? sums[0] / sums[2] : 0.0;
-        p.accuracy = sums[2] > 0 ? sums[1] / sums[2] : 0.0;
-        p.seconds = seconds_since(start);
-        p.samples = samples;
-        on_progress(p);
-      }
-      window_loss = 0;
-      window_correct = 0;
-      window_rows = 0;
-    }
-  }
-  result.seconds = seconds_since(start);
-  result.samples = train_.n;
-  if (train_.n > 0) {
-    result.loss = epoch_loss / static_cast<double>(train_.n);
-    result.accuracy = static_cast<double>(epoch_correct) / static_cast<double>(train_.n);
-  }
-  consolidate();
+  nn::EpochResult result = run_rank_epoch(
+      comm_, steps_per_epoch(), train_.n, state_.epoch, [this] { return step(); },
+      [this] { return state_.step; }, on_progress, report_every);
+  consolidate();  // the whole state, for evaluate and save (a collective: every rank)
   return result;
 }
 

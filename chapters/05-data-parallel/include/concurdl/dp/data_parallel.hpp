@@ -159,6 +159,23 @@ struct DataParallelOptions {
   std::function<void(int rank, double compute_s)> after_compute;
 };
 
+// One rank's share of one global step: its rows, and the sum of its rows' losses.
+struct RankStepResult {
+  std::size_t rows = 0, global_rows = 0, correct = 0;
+  double loss_sum = 0;
+};
+
+// The epoch loop of the data-parallel trainers (plain and ZeRO): `steps` calls of step(); at
+// every report_every-th step and the last, the window's loss, correct and rows summed over the
+// ranks (every rank reports at the same steps, whether or not it has an on_progress:
+// collectives match by order), and on_progress called with them. `epoch` and `step_count` (the
+// trainer's step counter) fill the progress; `samples` is the epoch's.
+nn::EpochResult run_rank_epoch(Communicator& comm, std::size_t steps, std::size_t samples,
+                               std::uint64_t epoch, const std::function<RankStepResult()>& step,
+                               const std::function<std::uint64_t()>& step_count,
+                               const std::function<void(const nn::StepProgress&)>& on_progress,
+                               std::size_t report_every);
+
 // Seconds spent in each part of the steps since the last reset_times(), on this rank.
 struct StepTimes {
   std::size_t steps = 0;
@@ -185,10 +202,7 @@ class DataParallelTrainer final : public nn::RankTrainer {
 
   // One global step (the next batch of the epoch; a new epoch starts after the last). Returns
   // this rank's share: its rows and the sum of its rows' losses.
-  struct StepResult {
-    std::size_t rows = 0, global_rows = 0, correct = 0;
-    double loss_sum = 0;
-  };
+  using StepResult = RankStepResult;
   StepResult step();
 
   nn::EpochResult run_epoch(const std::function<void(const nn::StepProgress&)>& on_progress = {},

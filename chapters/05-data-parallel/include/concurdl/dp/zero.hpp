@@ -52,6 +52,7 @@
 
 #include "concurdl/dp/algorithms.hpp"
 #include "concurdl/dp/communicator.hpp"
+#include "concurdl/dp/data_parallel.hpp"
 #include "concurdl/kernels/aligned.hpp"
 #include "concurdl/nn/distributed_train.hpp"
 #include "concurdl/nn/mlp.hpp"
@@ -202,10 +203,7 @@ class ZeroTrainer final : public nn::RankTrainer {
   std::size_t parameter_count() const { return offsets_.back(); }    // Ψ
   std::size_t shard_count() const { return shard_offsets_.back(); }  // floats rank() owns
 
-  struct StepResult {
-    std::size_t rows = 0, global_rows = 0, correct = 0;
-    double loss_sum = 0;
-  };
+  using StepResult = RankStepResult;  // this rank's share of one global step
   StepResult step();
 
   nn::EpochResult run_epoch(const std::function<void(const nn::StepProgress&)>& on_progress = {},
