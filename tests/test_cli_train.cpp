@@ -71,7 +71,7 @@ TEST_F(Cli, DataParallelTrainRejectsBadFlags) {
             std::string::npos)
       << nccl.err;
   for (const char* flag : {"--backend threads", "--bucket-mb 1", "--overlap", "--allreduce v4_ring",
-                           "--hostfile hosts.txt"})
+                           "--hostfile hosts.txt", "--zero 3"})
     expect_usage_error(
         run(std::string("train ") + flag, bin),
         std::string(flag).substr(0, std::string(flag).find(' ')) + ": only with --ranks N");
@@ -81,6 +81,13 @@ TEST_F(Cli, DataParallelTrainRejectsBadFlags) {
                      concurdl::build::have_mpi ? "--hostfile: 'no-such-hosts.txt' is not a readable"
                                                : "--backend mpi: this concurdl was built without");
 
+  expect_usage_error(run("train --ranks 2 --zero 4", bin), "--zero: '4' is not allowed");
+  expect_usage_error(run("train --ranks 2 --zero 1 --allreduce v4_ring", bin),
+                     "--allreduce: not with --zero");
+  expect_usage_error(run("train --ranks 2 --zero 1 --bucket-mb 1", bin),
+                     "--bucket-mb: not with --zero");
+  expect_usage_error(run("train --ranks 2 --zero 2 --mode hogwild", bin),
+                     "--zero: only with --mode sync");
   expect_usage_error(run("train --mode bogus", bin), "--mode: unknown mode 'bogus'");
   expect_usage_error(run("train --ranks 2 --staleness 3", bin),
                      "--staleness: only with --mode ps-ssp");
