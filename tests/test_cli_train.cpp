@@ -34,6 +34,12 @@ TEST_F(Cli, TrainRejectsBadFlags) {
   expect_usage_error(run("train --arch 784-64-9", bin), "--arch");
   expect_usage_error(run("train --arch 784-x-10", bin), "--arch");
   expect_usage_error(run("train --gemm v9_magic", bin), "v9_magic");
+  expect_usage_error(run("train --precision fp8", bin),
+                     "--precision: precision 'fp8': want fp32, bf16 or fp16");
+  expect_usage_error(run("train --precision bf16 --ranks 2", bin),
+                     "--ranks: not with --precision bf16");
+  expect_usage_error(run("train --precision fp16 --pipeline 2", bin),
+                     "--pipeline: not with --precision fp16");
   expect_usage_error(run("train --lr -1", bin), "--lr");
   expect_usage_error(run("train --momentum 1.5", bin), "--momentum");
   expect_usage_error(run("train --resume no-such.ckpt", bin), "no-such.ckpt");
@@ -202,6 +208,19 @@ TEST_F(Cli, TrainRecordsItsCurveAndResumesToTheSameCheckpoint) {
   ASSERT_EQ(straight.rc, 0) << straight.err;
   EXPECT_EQ(slurp(dir_ / "b.ckpt"), slurp(dir_ / "c.ckpt"));
   EXPECT_NE(slurp(dir_ / "a.ckpt"), slurp(dir_ / "c.ckpt"));
+
+  // 16-bit training: recorded as such, with its skipped steps and (fp16) its loss scale.
+  for (const std::string p : {"bf16", "fp16"}) {
+    const Result mixed = run("train --epochs 1 --precision " + p + common, bin);
+    ASSERT_EQ(mixed.rc, 0) << mixed.err;
+    const RunFile m = load_run(dir_ / mixed.last_line());
+    ASSERT_EQ(m.records.size(), 2u);
+    EXPECT_EQ(m.records[1].params.at("precision"), p);
+    EXPECT_EQ(m.records[1].derived.at("skipped_steps"), 0.0);
+    EXPECT_EQ(m.records[1].derived.count("loss_scale"), p == "fp16" ? 1u : 0u);
+    EXPECT_GT(m.records[1].samples[0], 0.3);
+    EXPECT_EQ(m.provenance.at("training").at("precision"), p);
+  }
 
   // A flipped byte, a truncated file, another architecture: refused, naming the file.
   std::string bytes = slurp(dir_ / "a.ckpt");

@@ -42,6 +42,7 @@ Params curve_params(const TrainRecordContext& c, std::size_t epoch) {
           {"threads", std::to_string(c.config.threads)},
           {"seed", std::to_string(c.config.seed)},
           {"gemm", std::string(kernels::gemm_version_name(c.config.gemm))},
+          {"precision", std::string(describe(c.config.precision))},
           {"train_samples", std::to_string(c.train_samples)},
           {"epoch", std::to_string(epoch)}};
 }
@@ -78,6 +79,8 @@ Record curve_record(const TrainRecordContext& c, std::size_t epoch, const EvalRe
     rec.derived["train_loss"] = r->loss;
     rec.derived["train_accuracy"] = r->accuracy;
     if (r->seconds > 0) rec.derived["samples_per_s"] = static_cast<double>(r->samples) / r->seconds;
+    if (c.config.precision != Precision::fp32)
+      rec.derived["skipped_steps"] = static_cast<double>(r->skipped_steps);
   }
   return rec;
 }
@@ -93,6 +96,8 @@ nlohmann::json training_provenance(const TrainRecordContext& c, const std::files
                       {"seed", c.config.seed},
                       {"threads", c.config.threads},
                       {"gemm", std::string(kernels::gemm_version_name(c.config.gemm))},
+                      {"precision", std::string(describe(c.config.precision))},
+                      {"precision_compute", precision_compute(c.config.precision)},
                       {"train_samples", c.train_samples},
                       {"test_samples", c.test_samples},
                       {"data", std::filesystem::absolute(data).string()},

@@ -25,6 +25,7 @@ struct TrainArgs {
   std::uint64_t seed = 1;
   std::string arch = MlpSpec{}.describe();
   std::string gemm = "openblas";
+  std::string precision = "fp32";  // --precision: fp32, bf16 or fp16
   std::size_t train_limit = 0, test_limit = 0;
   std::string data, checkpoint, resume, out = "results/runs";
   bool no_report = false, quiet = false;

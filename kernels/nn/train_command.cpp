@@ -96,6 +96,10 @@ class LocalTrainer final : public RankTrainer {
   void resume(const std::filesystem::path& checkpoint) override { t_.resume(checkpoint); }
   const TrainState& state() const override { return t_.state(); }
   std::string describe() const override { return "1 rank"; }
+  std::map<std::string, double> epoch_metrics() const override {
+    if (t_.config().precision != Precision::fp16) return {};
+    return {{"loss_scale", static_cast<double>(t_.loss_scaler().scale())}};
+  }
 
  private:
   Trainer t_;

@@ -94,6 +94,9 @@ void add_model_options(CLI::App& app, TrainArgs& a) {
   app.add_option("--arch", a.arch, "layer widths, e.g. 784-256-128-10");
   app.add_option("--gemm", a.gemm,
                  "GEMM: openblas (default) or the suite's v1_naive .. v4_register");
+  app.add_option("--precision", a.precision,
+                 "fp32 (default); bf16 or fp16: 16-bit weights, activations and gradients, "
+                 "float32 master weights and sums (fp16 with a dynamic loss scale)");
   app.add_option("--train-limit", a.train_limit, "train on the first N images only (0: all 60000)")
       ->check(whole_number(0, data::kFashionMnistTrain));
   app.add_option("--test-limit", a.test_limit, "evaluate on the first N test images (0: all 10000)")
@@ -197,6 +200,11 @@ TrainConfig make_config(const TrainArgs& a) {
     for (auto v : kernels::gemm_versions()) names.emplace_back(kernels::gemm_version_name(v));
     throw UsageError(
         fmt::format("--gemm: '{}' is not a GEMM version ({})", a.gemm, fmt::join(names, ", ")));
+  }
+  try {
+    c.precision = parse_precision(a.precision);
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(fmt::format("--precision: {}", e.what()));
   }
   c.batch = a.batch;
   c.sgd = {a.lr, a.momentum, a.weight_decay};

@@ -1,11 +1,14 @@
 // The records `concurdl train` writes (experiment "kernels/train", declared with its figures in
 // experiments_train.cpp): one record per evaluation of the test set, at epoch 0 (before any
 // step) and after every epoch.
-//   params   arch, batch, lr, momentum, weight_decay, threads, seed, gemm, train_samples, epoch
+//   params   arch, batch, lr, momentum, weight_decay, threads, seed, gemm, precision,
+//            train_samples, epoch
 //   metric   test_accuracy (fraction, higher is better), one sample
 //   derived  test_loss, train_loss, train_accuracy (the epoch's running means), elapsed_s
 //            (training time of this run so far, evaluation excluded), samples_per_s (the
-//            epoch's), step (optimiser steps in all)
+//            epoch's), step (optimiser steps in all); with --precision bf16 or fp16,
+//            skipped_steps (the epoch's steps skipped for non-finite gradients) and, for
+//            fp16, loss_scale (the dynamic scale at the epoch's end)
 #pragma once
 
 #include <cstddef>

@@ -97,9 +97,23 @@ void require_bf16(const char* who) {
 constexpr std::size_t kMR = 14, kNR = 32, kKC = 512, kNC = 256;
 
 // Panel t (kNR columns from j0 + t kNR) of B[p0 .. p0+2 kc2) into dst, by k pairs: per pair q,
-// 32 columns x (B[p][j], B[p+1][j]); columns past nc and rows past k are zero.
-void pack_b_panel(const bf16* b, std::size_t ldb, std::size_t k, std::size_t p0, std::size_t kc2,
-                  std::size_t j0, std::size_t cols, bf16* dst) {
+// 32 columns x (B[p][j], B[p+1][j]); columns past nc and rows past k are zero. B[p][j] is
+// b[p ldb + j], or b[j ldb + p] when `tb` (B given as its transpose, n x k: a weight matrix
+// stored out x in, whose pairs along k are then already side by side).
+void pack_b_panel(const bf16* b, std::size_t ldb, bool tb, std::size_t k, std::size_t p0,
+                  std::size_t kc2, std::size_t j0, std::size_t cols, bf16* dst) {
+  if (tb) {
+    for (std::size_t q = 0; q < kc2; ++q) {
+      const std::size_t p = p0 + 2 * q;
+      bf16* out = dst + q * 2 * kNR;
+      for (std::size_t col = 0; col < kNR; ++col) {
+        const bf16* row = b + (j0 + col) * ldb;
+        out[2 * col] = col < cols ? row[p] : bf16{0};
+        out[2 * col + 1] = col < cols && p + 1 < k ? row[p + 1] : bf16{0};
+      }
+    }
+    return;
+  }
   for (std::size_t q = 0; q < kc2; ++q) {
     const std::size_t p = p0 + 2 * q;
     const bf16* r0 = b + p * ldb + j0;
@@ -120,10 +134,26 @@ void pack_b_panel(const bf16* b, std::size_t ldb, std::size_t k, std::size_t p0,
 }
 
 // Rows [i0, i0 + rows) of A[., p0 .. p0+2 kc2) into one micro-panel: per pair q, kMR 32-bit
-// words (A[i][p], A[i][p+1]); rows past `rows` and columns past k are zero.
-void pack_a(const bf16* a, std::size_t lda, std::size_t k, std::size_t i0, std::size_t rows,
-            std::size_t p0, std::size_t kc2, std::uint32_t* dst) {
+// words (A[i][p], A[i][p+1]); rows past `rows` and columns past k are zero. A[i][p] is
+// a[i lda + p], or a[p lda + i] when `ta` (A given as its transpose, k x m: the output
+// gradient in a weight gradient dZ^T X, whose pairs along k are then a row apart).
+void pack_a(const bf16* a, std::size_t lda, bool ta, std::size_t k, std::size_t i0,
+            std::size_t rows, std::size_t p0, std::size_t kc2, std::uint32_t* dst) {
   const bool full_k = p0 + 2 * kc2 <= k;
+  if (ta) {
+    for (std::size_t q = 0; q < kc2; ++q) {
+      const std::size_t p = p0 + 2 * q;
+      const bf16* r0 = a + p * lda + i0;
+      const bf16* r1 = p + 1 < k ? r0 + lda : nullptr;
+      std::uint32_t* out = dst + q * kMR;
+      for (std::size_t r = 0; r < kMR; ++r) {
+        const std::uint32_t lo = r < rows ? r0[r] : 0u;
+        const std::uint32_t hi = r < rows && r1 != nullptr ? r1[r] : 0u;
+        out[r] = lo | (hi << 16);
+      }
+    }
+    return;
+  }
   for (std::size_t r = 0; r < kMR; ++r) {
     if (r >= rows) {
       for (std::size_t q = 0; q < kc2; ++q) dst[q * kMR + r] = 0;
@@ -277,7 +307,14 @@ const std::string& bf16_why_not() {
 
 void gemm_bf16(std::size_t m, std::size_t n, std::size_t k, const bf16* a, std::size_t lda,
                const bf16* b, std::size_t ldb, float beta, float* c, std::size_t ldc) {
-  if (lda < k || ldb < n || ldc < n)
+  gemm_bf16(Trans::no, Trans::no, m, n, k, a, lda, b, ldb, beta, c, ldc);
+}
+
+void gemm_bf16(Trans trans_a, Trans trans_b, std::size_t m, std::size_t n, std::size_t k,
+               const bf16* a, std::size_t lda, const bf16* b, std::size_t ldb, float beta, float* c,
+               std::size_t ldc) {
+  const bool ta = trans_a == Trans::yes, tb = trans_b == Trans::yes;
+  if (lda < (ta ? m : k) || ldb < (tb ? k : n) || ldc < n)
     throw std::invalid_argument("gemm_bf16: a leading dimension is smaller than its row (lda " +
                                 std::to_string(lda) + ", ldb " + std::to_string(ldb) + ", ldc " +
                                 std::to_string(ldc) + " for m " + std::to_string(m) + ", n " +
@@ -313,12 +350,13 @@ void gemm_bf16(std::size_t m, std::size_t n, std::size_t k, const bf16* a, std::
     {
 #pragma omp for schedule(static)
       for (std::size_t rb = 0; rb < row_blocks; ++rb)
-        pack_a(a, lda, k, rb * kMR, std::min(kMR, m - rb * kMR), p0, kc2, ap_all + rb * kMR * kc2);
+        pack_a(a, lda, ta, k, rb * kMR, std::min(kMR, m - rb * kMR), p0, kc2,
+               ap_all + rb * kMR * kc2);
       for (std::size_t j0 = 0; j0 < n; j0 += kNC) {
         const std::size_t nc = std::min(kNC, n - j0), panels = (nc + kNR - 1) / kNR;
 #pragma omp for schedule(static)
         for (std::size_t t = 0; t < panels; ++t)
-          pack_b_panel(b, ldb, k, p0, kc2, j0 + t * kNR, std::min(kNR, nc - t * kNR),
+          pack_b_panel(b, ldb, tb, k, p0, kc2, j0 + t * kNR, std::min(kNR, nc - t * kNR),
                        bp_all + t * kc2 * 2 * kNR);
           // (the implicit barrier: every panel is packed before any tile reads it)
 #pragma omp for schedule(static)

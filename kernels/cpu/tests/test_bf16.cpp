@@ -1,8 +1,9 @@
 // bfloat16 (bf16.hpp): conversions round to nearest even and keep NaN, infinities and zeros; the
 // BF16 GEMM equals a double-precision GEMM of the same bfloat16 inputs within float32 summation
 // error, at shapes that cross its tile, k-block and n-block edges, odd k, strided rows, beta 0
-// (C not read) and not; the same bits on 1 and 2 threads; the peak is positive. Where the CPU has
-// no AVX512_BF16 the GEMM tests skip with the reason, and the kernel throws it.
+// (C not read) and not; transposed operands give the plain call's bits; the same bits on 1 and 2
+// threads; the peak is positive. Where the CPU has no AVX512_BF16 the GEMM tests skip with the
+// reason, and the kernel throws it.
 //   kernels_tests --gtest_filter='Bf16*'
 #include <gtest/gtest.h>
 
@@ -124,6 +125,47 @@ TEST_F(Bf16Gemm, EqualsADoubleGemmOfTheSameInputs) {
         for (std::size_t j = sh.n; j < ldc; ++j)
           EXPECT_EQ(std::memcmp(&c[i * ldc + j], &c0[i * ldc + j], sizeof(float)), 0);
     }
+}
+
+// Transposed operands are packed into the same panels as their plain forms, so every (trans_a,
+// trans_b) gives the plain call's bits, at shapes crossing the tile, k-block and n-block edges.
+TEST_F(Bf16Gemm, TransposedOperandsGiveThePlainCallsBits) {
+  struct Shape {
+    std::size_t m, n, k;
+  };
+  for (const Shape sh :
+       {Shape{1, 1, 1}, Shape{15, 33, 3}, Shape{64, 256, 784}, Shape{29, 300, 1030}})
+    for (const Trans ta : {Trans::no, Trans::yes})
+      for (const Trans tb : {Trans::no, Trans::yes}) {
+        SCOPED_TRACE(std::to_string(sh.m) + "x" + std::to_string(sh.n) + "x" +
+                     std::to_string(sh.k) + (ta == Trans::yes ? " A^T" : "") +
+                     (tb == Trans::yes ? " B^T" : ""));
+        const Operands o = operands(sh.m, sh.n, sh.k, sh.k, sh.n);
+        // A^T stored k x m with lda m + 1, B^T stored n x k with ldb k + 2.
+        const std::size_t lda = ta == Trans::yes ? sh.m + 1 : sh.k;
+        const std::size_t ldb = tb == Trans::yes ? sh.k + 2 : sh.n;
+        std::vector<bf16> a = o.a, b = o.b;
+        if (ta == Trans::yes) {
+          a.assign(sh.k * lda, 0x7fc0);
+          for (std::size_t i = 0; i < sh.m; ++i)
+            for (std::size_t p = 0; p < sh.k; ++p) a[p * lda + i] = o.a[i * sh.k + p];
+        }
+        if (tb == Trans::yes) {
+          b.assign(sh.n * ldb, 0x7fc0);
+          for (std::size_t p = 0; p < sh.k; ++p)
+            for (std::size_t j = 0; j < sh.n; ++j) b[j * ldb + p] = o.b[p * sh.n + j];
+        }
+        std::vector<float> plain(sh.m * sh.n), got(sh.m * sh.n);
+        gemm_bf16(sh.m, sh.n, sh.k, o.a.data(), sh.k, o.b.data(), sh.n, 0.0f, plain.data(), sh.n);
+        gemm_bf16(ta, tb, sh.m, sh.n, sh.k, a.data(), lda, b.data(), ldb, 0.0f, got.data(), sh.n);
+        EXPECT_EQ(std::memcmp(plain.data(), got.data(), plain.size() * sizeof(float)), 0);
+      }
+  std::vector<bf16> a(8), b(8);
+  std::vector<float> c(8);
+  // A^T is k x m: lda must reach m, not k.
+  EXPECT_THROW(
+      gemm_bf16(Trans::yes, Trans::no, 4, 2, 2, a.data(), 2, b.data(), 2, 0.0f, c.data(), 2),
+      std::invalid_argument);
 }
 
 TEST_F(Bf16Gemm, SameBitsOnOneAndTwoThreads) {

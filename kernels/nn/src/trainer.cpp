@@ -51,7 +51,8 @@ Trainer::Trainer(TrainConfig config, const Dataset& train)
     : config_(std::move(config)),
       train_(train),
       model_(config_.spec, config_.seed, config_.gemm),
-      opt_(model_.parameters().size(), config_.sgd) {
+      opt_(model_.parameters().size(), config_.sgd),
+      scaler_(config_.loss_scaler) {
   if (config_.batch == 0) throw std::invalid_argument("Trainer: batch size 0");
   check_dataset("Trainer", train_, config_.spec);
   if (train_.n > std::size_t{UINT32_MAX})
@@ -116,7 +117,20 @@ EpochResult Trainer::run_epoch(const std::function<void(const StepProgress&)>& o
     gather.end();
     std::size_t correct = 0;
     float loss = 0;
-    if (config_.fuse_update) {
+    if (config_.precision != Precision::fp32) {
+      const bool fp16 = config_.precision == Precision::fp16;
+      const Mlp::MixedStep m =
+          model_.forward_backward_mixed(config_.precision, batch_x_.data(), batch_y_.data(), rows,
+                                        fp16 ? scaler_.scale() : 1.0f, &correct);
+      loss = m.loss;
+      const bool apply = fp16 ? scaler_.update(!m.finite) : m.finite;
+      if (apply) {
+        StepSpan sgd("sgd");
+        opt_.step(model_.parameters(), model_.gradients());
+      } else {
+        ++result.skipped_steps;
+      }
+    } else if (config_.fuse_update) {
       loss = model_.train_step(batch_x_.data(), batch_y_.data(), rows, opt_, &correct);
     } else {
       loss = model_.forward_backward(batch_x_.data(), batch_y_.data(), rows, &correct);

@@ -22,6 +22,8 @@
 #include <span>
 #include <string>
 
+#include "concurdl/kernels/gemm.hpp"
+
 namespace concurdl::kernels {
 
 using bf16 = std::uint16_t;  // the bits of a bfloat16
@@ -62,6 +64,13 @@ inline bool have_bf16() { return bf16_why_not().empty(); }
 // leading dimension smaller than its row.
 void gemm_bf16(std::size_t m, std::size_t n, std::size_t k, const bf16* a, std::size_t lda,
                const bf16* b, std::size_t ldb, float beta, float* c, std::size_t ldc);
+// The same with op(A) and op(B), as kernels::gemm takes them: A stored k x m (lda >= m) when
+// trans_a, B stored n x k (ldb >= k) when trans_b. A layer's three GEMMs are (no, yes) forward,
+// (yes, no) for the weight gradient and (no, no) for the input gradient. The transposes cost
+// only in the packing (scalar code, a few percent of a call); the tiles are the same.
+void gemm_bf16(Trans trans_a, Trans trans_b, std::size_t m, std::size_t n, std::size_t k,
+               const bf16* a, std::size_t lda, const bf16* b, std::size_t ldb, float beta, float* c,
+               std::size_t ldc);
 
 // The BF16 peak: flop/s of independent VDPBF16PS chains in registers (no memory traffic) on
 // `threads` threads for about `seconds`, 64 flops an instruction. The ceiling gemm_bf16 is read

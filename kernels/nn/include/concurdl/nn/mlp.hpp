@@ -31,6 +31,7 @@
 
 #include "concurdl/kernels/aligned.hpp"
 #include "concurdl/kernels/gemm.hpp"
+#include "concurdl/nn/precision.hpp"
 #include "concurdl/nn/sgd.hpp"
 #include "concurdl/nn/tensor.hpp"
 
@@ -173,6 +174,32 @@ class Mlp {
   // opt must be sized for parameters() (else std::invalid_argument).
   float train_step(const float* x, const std::uint8_t* labels, std::size_t batch, Sgd& opt,
                    std::size_t* correct = nullptr);
+  // ---- mixed precision (precision.hpp) ----------------------------------------------------
+  struct MixedStep {
+    float loss = 0;      // the batch's mean loss (unscaled)
+    bool finite = true;  // every 16-bit gradient finite: gradients() was written
+  };
+  // Forward and backward on one batch with 16-bit storage in `p` (bf16 or fp16; fp32 is
+  // std::invalid_argument: that is forward_backward). The float32 parameters (the master copy)
+  // are rounded into a 16-bit working copy; every layer's output and every gradient of an
+  // output is held in 16 bits; each GEMM multiplies 16-bit operands and sums in float32
+  // (gemm_bf16 where the CPU has AVX512_BF16, else the operands widened to float32 for
+  // gemm()); bias and ReLU are applied in float32 before the output is rounded; the loss head
+  // runs in float32 on the 16-bit logits. The loss's gradient is multiplied by `loss_scale`
+  // (> 0) before it is rounded to 16 bits, so every gradient below it is scaled too. The weight
+  // and bias gradients are stored in 16 bits (mixed_gradients(), scaled) and checked: when all
+  // are finite, gradients() receives them divided by loss_scale, in float32, and `finite` is
+  // true; else gradients() is left as it was. Needs the model's own storage (not released).
+  // Evaluation (forward, evaluate) reads the float32 master weights.
+  MixedStep forward_backward_mixed(Precision p, const float* x, const std::uint8_t* labels,
+                                   std::size_t batch, float loss_scale,
+                                   std::size_t* correct = nullptr);
+  // The 16-bit gradients of the last forward_backward_mixed, scaled by its loss_scale, laid
+  // out as gradients() (bfloat16 or binary16 bits): what a data-parallel step all-reduces.
+  std::span<const std::uint16_t> mixed_gradients() const { return mixed_.grads; }
+  // Bytes the 16-bit copies hold: parameters, gradients and activations, by capacity.
+  std::size_t mixed_bytes() const;
+
   // Forward only: logits (batch x classes) into `logits`.
   void forward(const float* x, std::size_t batch, float* logits) const;
   // Mean loss and accuracy over n samples, in batches of `batch`.
@@ -197,6 +224,16 @@ class Mlp {
   const float* weights(std::size_t l) const;
   float* gradient_of(std::size_t l);
   std::vector<float*> bound_params_, bound_grads_;  // empty: the flat buffers hold them
+  // forward_backward_mixed's buffers: the 16-bit copies, and float32 scratch (a GEMM's output,
+  // widened operands, the logits).
+  struct Mixed {
+    kernels::LineVector<std::uint16_t> params, grads, input, delta;
+    std::vector<kernels::LineVector<std::uint16_t>> outputs;
+    kernels::LineVector<float> wide, a32, b32, logits, sums;
+  } mixed_;
+  void gemm16(Precision p, kernels::Trans ta, kernels::Trans tb, std::size_t m, std::size_t n,
+              std::size_t k, const std::uint16_t* a, std::size_t lda, const std::uint16_t* b,
+              std::size_t ldb, float* c, std::size_t ldc);
 };
 
 }  // namespace concurdl::nn

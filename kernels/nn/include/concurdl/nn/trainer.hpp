@@ -13,6 +13,7 @@
 #include "concurdl/nn/checkpoint.hpp"
 #include "concurdl/nn/dataset.hpp"
 #include "concurdl/nn/mlp.hpp"
+#include "concurdl/nn/precision.hpp"
 #include "concurdl/nn/sgd.hpp"
 
 namespace concurdl::nn {
@@ -33,6 +34,12 @@ struct TrainConfig {
   // Each weight matrix's update fused into the GEMM that computes its gradient (Mlp::train_step);
   // false: forward_backward, then Sgd::step over the flat buffers. The same bits either way.
   bool fuse_update = true;
+  // The format of a step's tensors (precision.hpp): fp32, or bf16 / fp16 storage with float32
+  // master weights and sums (Mlp::forward_backward_mixed; fuse_update does not apply). fp16
+  // scales the loss dynamically (loss_scaler) and skips a step whose gradients overflowed; bf16
+  // runs at a scale of 1 and skips only a step whose gradients are not finite.
+  Precision precision = Precision::fp32;
+  LossScalerOptions loss_scaler;
 };
 
 // The learning rate of epoch `epoch` under config's schedule (sgd.lr * lr_decay^epoch).
@@ -51,7 +58,8 @@ struct StepProgress {
 struct EpochResult {
   double loss = 0, accuracy = 0;  // means over the epoch's batches (training mode)
   std::size_t samples = 0;
-  double seconds = 0;  // wall time of the epoch's steps (no evaluation)
+  double seconds = 0;             // wall time of the epoch's steps (no evaluation)
+  std::size_t skipped_steps = 0;  // mixed precision: steps skipped for non-finite gradients
 };
 
 class Trainer {
@@ -74,6 +82,9 @@ class Trainer {
   Mlp& model() { return model_; }
   const Mlp& model() const { return model_; }
   Sgd& optimizer() { return opt_; }
+  // fp16's dynamic loss scale (its scale, good steps and skips so far); bf16 and fp32 leave it
+  // at its start. Not in checkpoints: a resumed run starts from the initial scale.
+  const LossScaler& loss_scaler() const { return scaler_; }
   const TrainConfig& config() const { return config_; }
 
  private:
@@ -81,6 +92,7 @@ class Trainer {
   const Dataset& train_;
   Mlp model_;
   Sgd opt_;
+  LossScaler scaler_;
   TrainState state_;
   std::vector<std::uint32_t> order_;
   kernels::LineVector<float> batch_x_;  // on cache lines (aligned.hpp)

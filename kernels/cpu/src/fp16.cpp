@@ -1,0 +1,84 @@
+// binary16 bulk conversions (fp16.hpp): F16C where the CPU has it, the scalar functions otherwise.
+#include "concurdl/kernels/fp16.hpp"
+
+#include <immintrin.h>
+
+#include <stdexcept>
+#include <string>
+
+#if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__))
+#define CONCURDL_F16C_KERNEL 1
+#define CONCURDL_F16C_TARGET __attribute__((target("avx,f16c")))
+#else
+#define CONCURDL_F16C_KERNEL 0
+#endif
+
+namespace concurdl::kernels {
+
+namespace {
+
+void check_sizes(const char* who, std::size_t in, std::size_t out) {
+  if (in != out)
+    throw std::invalid_argument(std::string(who) + ": " + std::to_string(in) + " values into " +
+                                std::to_string(out));
+}
+
+#if CONCURDL_F16C_KERNEL
+CONCURDL_F16C_TARGET void narrow_f16c(const float* in, fp16* out, std::size_t n) {
+  std::size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m128i h = _mm256_cvtps_ph(_mm256_loadu_ps(in + i), _MM_FROUND_TO_NEAREST_INT);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), h);
+  }
+  for (; i < n; ++i) out[i] = to_fp16(in[i]);
+}
+
+CONCURDL_F16C_TARGET void widen_f16c(const fp16* in, float* out, std::size_t n) {
+  std::size_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(out + i,
+                     _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(in + i))));
+  for (; i < n; ++i) out[i] = from_fp16(in[i]);
+}
+#endif
+
+}  // namespace
+
+bool have_f16c() {
+#if CONCURDL_F16C_KERNEL
+  static const bool yes = __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx");
+  return yes;
+#else
+  return false;
+#endif
+}
+
+void to_fp16(std::span<const float> in, std::span<fp16> out) {
+  check_sizes("to_fp16", in.size(), out.size());
+#if CONCURDL_F16C_KERNEL
+  if (have_f16c()) return narrow_f16c(in.data(), out.data(), in.size());
+#endif
+  for (std::size_t i = 0; i < in.size(); ++i) out[i] = to_fp16(in[i]);
+}
+
+void from_fp16(std::span<const fp16> in, std::span<float> out) {
+  check_sizes("from_fp16", in.size(), out.size());
+#if CONCURDL_F16C_KERNEL
+  if (have_f16c()) return widen_f16c(in.data(), out.data(), in.size());
+#endif
+  for (std::size_t i = 0; i < in.size(); ++i) out[i] = from_fp16(in[i]);
+}
+
+bool all_finite_fp16(std::span<const fp16> v) {
+  unsigned bad = 0;  // no early exit: the loop vectorises
+  for (const fp16 h : v) bad |= (h & 0x7c00u) == 0x7c00u ? 1u : 0u;
+  return bad == 0;
+}
+
+bool all_finite_bf16(std::span<const std::uint16_t> v) {
+  unsigned bad = 0;
+  for (const std::uint16_t b : v) bad |= (b & 0x7f80u) == 0x7f80u ? 1u : 0u;
+  return bad == 0;
+}
+
+}  // namespace concurdl::kernels

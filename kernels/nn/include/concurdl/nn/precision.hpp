@@ -1,0 +1,70 @@
+// Mixed-precision training's two decisions: the format a step stores its tensors in, and, for
+// FP16, the dynamic loss scale that keeps its gradients inside that format's range.
+//
+// Micikevicius et al., "Mixed Precision Training" (ICLR 2018): weights, activations and
+// gradients are held in a 16-bit format, products are summed in float32, and a float32 "master"
+// copy of the weights takes the update (a 16-bit weight cannot absorb an update below half its
+// ulp: 2^-11 of itself in FP16, 2^-8 in bfloat16). FP16's range ends at 65504 above and 2^-24
+// below, and small gradients fall off the bottom: the loss is multiplied by a scale S before
+// backward (every gradient is then S times larger), the gradients are divided by S in float32
+// before the update, and a step whose gradients overflowed to infinity or NaN is skipped.
+// bfloat16 (Kalamkar et al., 2019) has float32's exponent range, so it needs no scale.
+//
+// The dynamic scale (as PyTorch's torch.amp.GradScaler keeps it: start at 2^16, halve on an
+// overflow and skip the step, double after 2000 steps in a row without one): S stays near the
+// largest value that does not overflow, wherever the gradients' magnitudes drift.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+
+namespace concurdl::nn {
+
+enum class Precision { fp32, bf16, fp16 };
+
+std::string_view describe(Precision p);  // "fp32", "bf16", "fp16"
+// "fp32" | "bf16" | "fp16"; std::invalid_argument naming the value and the choices otherwise.
+Precision parse_precision(std::string_view text);
+// How a step in `p` computes on this machine, one line: "float32", "bfloat16 products on
+// AVX512_BF16 (VDPBF16PS), float32 sums", or, for 16-bit storage the CPU cannot compute in,
+// "widened to float32 for the GEMMs (...why...)". A record's precision_compute field.
+std::string precision_compute(Precision p);
+
+struct LossScalerOptions {
+  float initial = 65536.0f;  // 2^16
+  float growth = 2.0f;       // after growth_interval good steps in a row
+  float backoff = 0.5f;      // after an overflow
+  std::size_t growth_interval = 2000;
+};
+
+// What a loss scaler carries from step to step.
+struct LossScaleState {
+  float scale = LossScalerOptions{}.initial;
+  std::size_t good_steps = 0;  // steps since the last overflow or growth
+  std::size_t skipped = 0;     // steps skipped for an overflow, in all
+};
+
+// The reference update, after a step's gradients were checked: on an overflow (found_inf),
+// scale *= backoff, good_steps = 0, skipped + 1, and false (skip this step's update); else
+// good_steps + 1, and when it reaches growth_interval, scale *= growth and good_steps = 0; true.
+// The scale never falls below 2^-24 (a smaller one would make every FP16 gradient zero).
+bool update_loss_scale(LossScaleState& s, bool found_inf, const LossScalerOptions& o);
+using LossScaleUpdate = bool (*)(LossScaleState&, bool, const LossScalerOptions&);
+
+class LossScaler {
+ public:
+  explicit LossScaler(LossScalerOptions options = {}, LossScaleUpdate update = &update_loss_scale);
+  float scale() const { return state_.scale; }
+  const LossScaleState& state() const { return state_; }
+  const LossScalerOptions& options() const { return options_; }
+  // After a step's backward: whether to apply its update (see update_loss_scale).
+  bool update(bool found_inf) { return update_(state_, found_inf, options_); }
+
+ private:
+  LossScalerOptions options_;
+  LossScaleUpdate update_;
+  LossScaleState state_;
+};
+
+}  // namespace concurdl::nn
