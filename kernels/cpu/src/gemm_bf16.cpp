@@ -9,7 +9,7 @@
 // so acc[r][v] += A pair of row r . B pairs of columns 16v..16v+15, for every q. k is cut into
 // blocks of KC = 512 (an A micro-panel, 14 KiB, stays in L1 while B panels stream past it) and n
 // into blocks of NC = 256 (the packed B block, 256 KiB, in L2); an odd k is padded with a zero.
-// Per k block, A is packed once for all rows; the threads share the packing and split the rows
+// Per k block, A is packed once for all rows; the threads share the packing and split the tiles
 // of C. The packing loops are plain scalar code: at n = 1024 they are a few percent of a call.
 #include <immintrin.h>
 
@@ -22,6 +22,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <stdexcept>
 #include <vector>
 
@@ -44,7 +45,16 @@ void to_bf16(std::span<const float> in, std::span<bf16> out) {
   if (in.size() != out.size())
     throw std::invalid_argument("to_bf16: " + std::to_string(in.size()) + " floats into " +
                                 std::to_string(out.size()) + " bfloat16s");
-  for (std::size_t i = 0; i < in.size(); ++i) out[i] = to_bf16(in[i]);
+  // to_bf16(float) without its branch, so that the loop vectorises: the same bits.
+  const float* src = in.data();
+  bf16* dst = out.data();
+  for (std::size_t i = 0; i < in.size(); ++i) {
+    std::uint32_t u = 0;
+    std::memcpy(&u, src + i, sizeof u);
+    const std::uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+    const std::uint32_t quiet = (u >> 16) | 0x40u;
+    dst[i] = static_cast<bf16>((u & 0x7fffffffu) > 0x7f800000u ? quiet : rounded);
+  }
 }
 
 void from_bf16(std::span<const bf16> in, std::span<float> out) {
@@ -100,8 +110,68 @@ constexpr std::size_t kMR = 14, kNR = 32, kKC = 512, kNC = 256;
 // 32 columns x (B[p][j], B[p+1][j]); columns past nc and rows past k are zero. B[p][j] is
 // b[p ldb + j], or b[j ldb + p] when `tb` (B given as its transpose, n x k: a weight matrix
 // stored out x in, whose pairs along k are then already side by side).
+// 16 x 16 pairs of bfloat16 (32-bit words): pairs q0 .. q0 + 15 of rows[0 .. 15] into rows of
+// out, ld_out pairs apart: out[q][i] = rows[i][q0 + q]. In registers, unaligned as it comes.
+// (GCC 12 takes the unpacks' undefined pass-through operand for an uninitialised variable.)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+CONCURDL_BF16_TARGET void transpose16(const bf16* const* rows, std::size_t q0, bf16* out,
+                                      std::size_t ld_out) {
+  __m512i r[16], t[16];
+  for (int i = 0; i < 16; ++i) r[i] = _mm512_loadu_si512(rows[i] + 2 * q0);
+  for (int i = 0; i < 8; ++i) {
+    t[2 * i] = _mm512_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
+  }
+  for (int i = 0; i < 4; ++i) {
+    r[4 * i + 0] = _mm512_unpacklo_epi64(t[4 * i + 0], t[4 * i + 2]);
+    r[4 * i + 1] = _mm512_unpackhi_epi64(t[4 * i + 0], t[4 * i + 2]);
+    r[4 * i + 2] = _mm512_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
+    r[4 * i + 3] = _mm512_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
+  }
+  for (int i = 0; i < 2; ++i)
+    for (int j = 0; j < 4; ++j) {
+      t[8 * i + j] = _mm512_shuffle_i32x4(r[8 * i + j], r[8 * i + j + 4], 0x88);
+      t[8 * i + j + 4] = _mm512_shuffle_i32x4(r[8 * i + j], r[8 * i + j + 4], 0xdd);
+    }
+  for (int j = 0; j < 8; ++j) {
+    _mm512_storeu_si512(out + 2 * j * ld_out, _mm512_shuffle_i32x4(t[j], t[j + 8], 0x88));
+    _mm512_storeu_si512(out + 2 * (j + 8) * ld_out, _mm512_shuffle_i32x4(t[j], t[j + 8], 0xdd));
+  }
+}
+#pragma GCC diagnostic pop
+
+// out[2 j] = r0[j], out[2 j + 1] = r1[j] for j < 32: one permutation of the two rows for each
+// half of the output.
+CONCURDL_BF16_TARGET void interleave32(const bf16* r0, const bf16* r1, bf16* out) {
+  alignas(64) static const std::uint16_t lo[32] = {0,  32, 1,  33, 2,  34, 3,  35, 4,  36, 5,
+                                                   37, 6,  38, 7,  39, 8,  40, 9,  41, 10, 42,
+                                                   11, 43, 12, 44, 13, 45, 14, 46, 15, 47};
+  alignas(64) static const std::uint16_t hi[32] = {16, 48, 17, 49, 18, 50, 19, 51, 20, 52, 21,
+                                                   53, 22, 54, 23, 55, 24, 56, 25, 57, 26, 58,
+                                                   27, 59, 28, 60, 29, 61, 30, 62, 31, 63};
+  const __m512i a = _mm512_loadu_si512(r0), b = _mm512_loadu_si512(r1);
+  _mm512_storeu_si512(out, _mm512_permutex2var_epi16(a, _mm512_load_si512(lo), b));
+  _mm512_storeu_si512(out + 32, _mm512_permutex2var_epi16(a, _mm512_load_si512(hi), b));
+}
+
 void pack_b_panel(const bf16* b, std::size_t ldb, bool tb, std::size_t k, std::size_t p0,
                   std::size_t kc2, std::size_t j0, std::size_t cols, bf16* dst) {
+  if (tb && cols == kNR && p0 + 2 * kc2 <= k) {
+    // B^T's rows hold the k pairs side by side: a panel is a 32 x kc2 block of 32-bit words,
+    // transposed 16 x 16 at a time in registers (the scalar loop below is 5x slower, and at
+    // m = 64, a forward pass's batch, packing B is most of the call).
+    const bf16* rows[kNR];
+    for (std::size_t col = 0; col < kNR; ++col) rows[col] = b + (j0 + col) * ldb + p0;
+    std::size_t q = 0;
+    for (; q + 16 <= kc2; q += 16)
+      for (std::size_t half = 0; half < 2; ++half)
+        transpose16(rows + 16 * half, q, dst + 2 * (q * kNR + 16 * half), kNR);
+    for (; q < kc2; ++q)
+      for (std::size_t col = 0; col < kNR; ++col)
+        std::memcpy(dst + 2 * (q * kNR + col), rows[col] + 2 * q, 2 * sizeof(bf16));
+    return;
+  }
   if (tb) {
     for (std::size_t q = 0; q < kc2; ++q) {
       const std::size_t p = p0 + 2 * q;
@@ -119,11 +189,8 @@ void pack_b_panel(const bf16* b, std::size_t ldb, bool tb, std::size_t k, std::s
     const bf16* r0 = b + p * ldb + j0;
     const bf16* r1 = p + 1 < k ? r0 + ldb : nullptr;
     bf16* out = dst + q * 2 * kNR;
-    if (cols == kNR && r1 != nullptr) {  // the common case: no bounds to check
-      for (std::size_t col = 0; col < kNR; ++col) {
-        out[2 * col] = r0[col];
-        out[2 * col + 1] = r1[col];
-      }
+    if (cols == kNR && r1 != nullptr) {  // the common case: two rows interleaved
+      interleave32(r0, r1, out);
       continue;
     }
     for (std::size_t col = 0; col < kNR; ++col) {
@@ -330,7 +397,7 @@ void gemm_bf16(Trans trans_a, Trans trans_b, std::size_t m, std::size_t n, std::
   }
   const std::size_t row_blocks = (m + kMR - 1) / kMR;
   const int threads = std::max(1, compute_threads());
-  const bool team = threads > 1 && row_blocks > 1;
+  const bool team = threads > 1 && (row_blocks > 1 || n > kNR);
   // Per k block: A packed once for every row (row_blocks micro-panels), then per n block the B
   // panels, and every thread runs its rows' tiles against them.
   // The packing buffers are the calling thread's, kept between calls: a fresh allocation of
@@ -359,14 +426,17 @@ void gemm_bf16(Trans trans_a, Trans trans_b, std::size_t m, std::size_t n, std::
           pack_b_panel(b, ldb, tb, k, p0, kc2, j0 + t * kNR, std::min(kNR, nc - t * kNR),
                        bp_all + t * kc2 * 2 * kNR);
           // (the implicit barrier: every panel is packed before any tile reads it)
-#pragma omp for schedule(static)
-        for (std::size_t rb = 0; rb < row_blocks; ++rb) {
-          const std::size_t i0 = rb * kMR, rows = std::min(kMR, m - i0);
-          for (std::size_t t = 0; t < panels; ++t)
+          // The tiles, row block by row block, split evenly in that order: a thread's run of
+          // tiles mostly shares one A micro-panel, and a short C (a batch of 64 rows is 5 row
+          // blocks) still keeps every thread busy.
+#pragma omp for collapse(2) schedule(static)
+        for (std::size_t rb = 0; rb < row_blocks; ++rb)
+          for (std::size_t t = 0; t < panels; ++t) {
+            const std::size_t i0 = rb * kMR, rows = std::min(kMR, m - i0);
             micro_kernel(ap_all + rb * kMR * kc2, bp_all + t * kc2 * 2 * kNR, kc2,
                          c + i0 * ldc + j0 + t * kNR, ldc, rows, std::min(kNR, nc - t * kNR), first,
                          beta);
-        }
+          }
         // (and here: no thread packs the next block's panels while another still reads these)
       }
     }

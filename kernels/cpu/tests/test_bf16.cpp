@@ -63,6 +63,21 @@ TEST(Bf16Convert, EveryBfloat16RoundTripsAndFloatsLoseAtMostHalfAnUlp) {
   EXPECT_THROW(to_bf16(in, std::span<bf16>(mid).first(1)), std::invalid_argument);
 }
 
+TEST(Bf16Convert, TheBulkConversionGivesTheScalarBits) {
+  std::vector<float> in;
+  std::uint64_t state = 4242;
+  for (int i = 0; i < 100003; ++i) {  // every bit pattern's kind: NaNs, infinities, subnormals
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    const auto bits = static_cast<std::uint32_t>(state >> 32);
+    float f = 0;
+    std::memcpy(&f, &bits, sizeof f);
+    in.push_back(f);
+  }
+  std::vector<bf16> bulk(in.size());
+  to_bf16(in, bulk);
+  for (std::size_t i = 0; i < in.size(); ++i) ASSERT_EQ(bulk[i], to_bf16(in[i])) << i;
+}
+
 // A (m x k) and B (k x n) of bfloat16 values drawn in [-1, 1), rows strided by lda / ldb.
 struct Operands {
   std::vector<bf16> a, b;
@@ -141,9 +156,10 @@ TEST_F(Bf16Gemm, TransposedOperandsGiveThePlainCallsBits) {
                      std::to_string(sh.k) + (ta == Trans::yes ? " A^T" : "") +
                      (tb == Trans::yes ? " B^T" : ""));
         const Operands o = operands(sh.m, sh.n, sh.k, sh.k, sh.n);
-        // A^T stored k x m with lda m + 1, B^T stored n x k with ldb k + 2.
+        // A^T stored k x m with lda m + 1, B^T stored n x k with ldb k + 1 (rows at odd offsets:
+        // the pairs the packing reads as 32-bit words are unaligned).
         const std::size_t lda = ta == Trans::yes ? sh.m + 1 : sh.k;
-        const std::size_t ldb = tb == Trans::yes ? sh.k + 2 : sh.n;
+        const std::size_t ldb = tb == Trans::yes ? sh.k + 1 : sh.n;
         std::vector<bf16> a = o.a, b = o.b;
         if (ta == Trans::yes) {
           a.assign(sh.k * lda, 0x7fc0);
