@@ -36,8 +36,12 @@ TEST_F(Cli, TrainRejectsBadFlags) {
   expect_usage_error(run("train --gemm v9_magic", bin), "v9_magic");
   expect_usage_error(run("train --precision fp8", bin),
                      "--precision: precision 'fp8': want fp32, bf16 or fp16");
-  expect_usage_error(run("train --precision bf16 --ranks 2", bin),
-                     "--ranks: not with --precision bf16");
+  expect_usage_error(run("train --precision bf16 --ranks 2 --overlap", bin),
+                     "--overlap: not with --precision bf16");
+  expect_usage_error(run("train --precision bf16 --ranks 2 --zero 1", bin),
+                     "--zero: not with --precision bf16");
+  expect_usage_error(run("train --precision fp16 --ranks 2 --mode hogwild", bin),
+                     "--mode hogwild: not with --precision fp16");
   expect_usage_error(run("train --precision fp16 --pipeline 2", bin),
                      "--pipeline: not with --precision fp16");
   expect_usage_error(run("train --lr -1", bin), "--lr");

@@ -5,6 +5,7 @@
 //   5.1 ring all-reduce over send/recv               vs v4_ring
 //   5.2 bucketed gradient all-reduce with overlap    vs the reference
 //   5.3 ZeRO-2 steps from reduce-scatter, all-gather  vs zero_reduce_layer / zero_update_layer
+//   5.4 a dynamic loss scaler                         tests only (a few flops a step)
 #include "concurdl/harness/exercise.hpp"
 #include "exercise_timings.hpp"
 
@@ -73,6 +74,25 @@ const bool registered = [] {
            "architectures. What does a rank hold at its peak besides its shards, why does the "
            "784-256-128-10 MLP gain so little at the peak, and how would you split a model so "
            "that FSDP's peak falls with N?"}});
+  register_exercise(
+      {.id = "5.4",
+       .chapter = "05-data-parallel",
+       .title = "a dynamic loss scaler",
+       .test_binary = "ch05_tests",
+       .test_filter = "LossScaleEx5_4/*",
+       .questions = {
+           "Run `concurdl run ch05/precision_accuracy` and quote the test accuracy after the "
+           "last epoch for fp32, bf16 and fp16, fp16's loss_scale and skipped_steps. Why does "
+           "fp16 need a loss scale and bf16 none? Name the two FP16 limits a gradient runs into "
+           "(the smallest subnormal and the largest finite value) and which one the scale "
+           "moves it away from.",
+           "Your scaler doubles the scale after growth_interval good steps and halves it on an "
+           "overflow. What happens to the skipped steps over a run if growth_interval were 1, "
+           "and if it were 10^6 while the gradients shrink as training converges? Why is 2000 "
+           "(PyTorch's GradScaler default) a compromise?",
+           "Why do all ranks of a data-parallel run take the same decision to skip a step, "
+           "though only one rank's gradients overflowed? Follow an infinity through "
+           "allreduce_ring_16bit (allreduce16.hpp)."}});
   return true;
 }();
 

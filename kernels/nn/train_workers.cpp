@@ -59,14 +59,19 @@ std::pair<int, double> rank_and_value(const char* flag, const std::string& text,
 TrainWorkers resolve_workers(TrainArgs& a, const std::function<bool(const char*)>& given) {
   const DistributedBackend* backend = nullptr;
   DistributedOptions dist;
-  // Mixed precision is the one trainer's step (Mlp::forward_backward_mixed).
-  if (a.precision != "fp32")
-    for (const char* flag : {"--ranks", "--pipeline", "--mode"})
+  // Mixed precision: one trainer, or data-parallel ranks summing 16-bit gradients in one ring
+  // after backward (DataParallelTrainer).
+  if (a.precision != "fp32") {
+    for (const char* flag : {"--pipeline", "--zero", "--bucket-mb", "--overlap", "--allreduce"})
       if (given(flag))
-        throw UsageError(
-            fmt::format("{}: not with --precision {} (16-bit training runs as one trainer, without "
-                        "--ranks, --pipeline or --mode)",
-                        flag, a.precision));
+        throw UsageError(fmt::format(
+            "{}: not with --precision {} (16-bit training runs as one trainer, or as --ranks N "
+            "summing its 16-bit gradients in one ring after backward)",
+            flag, a.precision));
+    if (given("--mode") && a.mode != "sync")
+      throw UsageError(
+          fmt::format("--mode {}: not with --precision {} (only sync)", a.mode, a.precision));
+  }
   // --pipeline P is the mode "pipeline" on P stage ranks.
   if (a.pipeline > 0) {
     for (const char* flag : {"--ranks", "--mode"})

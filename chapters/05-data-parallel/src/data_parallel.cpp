@@ -12,6 +12,7 @@
 
 #include "concurdl/core/errors.hpp"
 #include "concurdl/core/trace.hpp"
+#include "concurdl/dp/allreduce16.hpp"
 #include "concurdl/nn/checkpoint.hpp"
 #include "concurdl/nn/random.hpp"
 
@@ -170,8 +171,15 @@ DataParallelTrainer::DataParallelTrainer(Communicator& comm, nn::TrainConfig con
       train_(train),
       options_(std::move(options)),
       model_(config_.spec, config_.seed, config_.gemm),
-      opt_(model_.parameters().size(), config_.sgd) {
+      opt_(model_.parameters().size(), config_.sgd),
+      scaler_(config_.loss_scaler, options_.loss_scale_update) {
   if (config_.batch == 0) throw std::invalid_argument("DataParallelTrainer: batch size 0");
+  const bool mixed = config_.precision != nn::Precision::fp32;
+  if (mixed && (options_.overlap || options_.make_sync || options_.algorithm != "native" ||
+                options_.bucket_bytes != kDefaultBucketBytes))
+    throw std::invalid_argument(
+        "DataParallelTrainer: 16-bit precision sums its gradients in one 16-bit ring after "
+        "backward: no buckets, overlap or other all-reduce");
   if (comm_.memory() != MemorySpace::host)
     throw UsageError(fmt::format(
         "data-parallel training: the {} backend all-reduces device memory; this trainer runs "
@@ -182,7 +190,7 @@ DataParallelTrainer::DataParallelTrainer(Communicator& comm, nn::TrainConfig con
     throw std::invalid_argument("DataParallelTrainer: the data set does not fit the model " +
                                 config_.spec.describe());
   const AllReduceFn algo = find_allreduce(options_.algorithm);
-  if (comm_.size() > 1) {
+  if (comm_.size() > 1 && !mixed) {
     std::vector<std::size_t> offsets = model_.layer_offsets();
     if (options_.make_sync)
       sync_ = options_.make_sync(comm_, model_.gradients(), std::move(offsets),
@@ -204,6 +212,12 @@ std::size_t DataParallelTrainer::steps_per_epoch() const {
 }
 
 std::string DataParallelTrainer::describe() const {
+  if (config_.precision != nn::Precision::fp32)
+    return fmt::format(
+        "{} rank{} ({}), batch {} per rank ({} global), {} gradients summed in a "
+        "16-bit ring after backward",
+        size(), size() == 1 ? "" : "s", comm_.name(), config_.batch, global_batch(),
+        nn::describe(config_.precision));
   const std::size_t buckets = sync_ ? sync_->buckets().size() : 0;
   return fmt::format(
       "{} rank{} ({}), batch {} per rank ({} global), all-reduce {} in {} bucket{} of >= {} "
@@ -243,6 +257,27 @@ DataParallelTrainer::StepResult DataParallelTrainer::step() {
     batch_y_[i] = train_.y[idx];
   }
 
+  if (config_.precision != nn::Precision::fp32) {
+    const bool apply = mixed_compute_and_reduce(mine.count, r);
+    if (options_.after_compute)
+      options_.after_compute(rank(), std::chrono::duration<double>(Clock::now() - t0).count());
+    const auto t1 = Clock::now();
+    if (apply) {
+      trace::Span update("sgd", "update");
+      opt_.step(model_.parameters(), model_.gradients());
+    }
+    r.skipped = !apply;
+    ++state_.step;
+    if (++step_in_epoch_ == steps_per_epoch()) {
+      ++state_.epoch;
+      epoch_started_ = false;
+    }
+    times_.steps += 1;
+    times_.compute_s += std::chrono::duration<double>(t1 - t0).count();
+    times_.update_s += seconds_since(t1);
+    times_.total_s += seconds_since(t0);
+    return r;
+  }
   const std::size_t layers = model_.layers();
   const std::function<void(std::size_t)> hook = [this](std::size_t l) {
     if (sync_) sync_->layer_done(l);
@@ -292,6 +327,35 @@ DataParallelTrainer::StepResult DataParallelTrainer::step() {
   return r;
 }
 
+bool DataParallelTrainer::mixed_compute_and_reduce(std::size_t rows, RankStepResult& r) {
+  const nn::Precision p = config_.precision;
+  const bool fp16 = p == nn::Precision::fp16;
+  const float scale = fp16 ? scaler_.scale() : 1.0f;
+  grads16_.resize(model_.parameters().size());
+  if (rows > 0) {
+    trace::Span compute("forward + backward", "compute");
+    const nn::Mlp::MixedStep m = model_.forward_backward_mixed(
+        p, batch_x_.data(), batch_y_.data(), rows, scale, &r.correct, r.global_rows);
+    r.loss_sum = static_cast<double>(m.loss) * static_cast<double>(rows);
+    const std::span<const std::uint16_t> g = model_.mixed_gradients();
+    std::copy(g.begin(), g.end(), grads16_.begin());
+  } else {
+    std::fill(grads16_.begin(), grads16_.end(), std::uint16_t{0});  // +0 in both formats
+  }
+  if (size() > 1) {
+    trace::Span reduce("16-bit all-reduce", "comm");
+    allreduce_ring_16bit(comm_, p, grads16_, options_.algo);
+  }
+  // Every rank sees the same sum, so every rank takes the same decision.
+  const bool finite = nn::unscale_gradients(p, grads16_, scale, model_.gradients());
+  return fp16 ? scaler_.update(!finite) : finite;
+}
+
+std::map<std::string, double> DataParallelTrainer::epoch_metrics() const {
+  if (config_.precision != nn::Precision::fp16) return {};
+  return {{"loss_scale", static_cast<double>(scaler_.scale())}};
+}
+
 nn::EpochResult run_rank_epoch(Communicator& comm, std::size_t steps, std::size_t samples,
                                std::uint64_t epoch, const std::function<RankStepResult()>& step,
                                const std::function<std::uint64_t()>& step_count,
@@ -306,6 +370,7 @@ nn::EpochResult run_rank_epoch(Communicator& comm, std::size_t steps, std::size_
   nn::EpochResult result;
   for (std::size_t s = 0; s < steps; ++s) {
     const RankStepResult r = step();
+    result.skipped_steps += r.skipped ? 1 : 0;
     window_loss += r.loss_sum;
     window_correct += r.correct;
     window_rows += r.rows;

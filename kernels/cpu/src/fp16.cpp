@@ -3,6 +3,10 @@
 
 #include <immintrin.h>
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
+
 #include <stdexcept>
 #include <string>
 
@@ -46,7 +50,17 @@ CONCURDL_F16C_TARGET void widen_f16c(const fp16* in, float* out, std::size_t n) 
 
 bool have_f16c() {
 #if CONCURDL_F16C_KERNEL
-  static const bool yes = __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx");
+  // CPUID leaf 1: ECX bit 29 F16C, bit 28 AVX, bit 27 OSXSAVE; XGETBV: the OS saves the ymm
+  // state (XCR0 bits 1 and 2). (Clang 14's __builtin_cpu_supports does not know "f16c".)
+  static const bool yes = [] {
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    if (__get_cpuid(1, &a, &b, &c, &d) == 0) return false;
+    const unsigned need = (1u << 29) | (1u << 28) | (1u << 27);
+    if ((c & need) != need) return false;
+    unsigned lo = 0, hi = 0;
+    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    return (lo & 0x6u) == 0x6u;
+  }();
   return yes;
 #else
   return false;

@@ -113,8 +113,10 @@ constexpr std::size_t kMR = 14, kNR = 32, kKC = 512, kNC = 256;
 // 16 x 16 pairs of bfloat16 (32-bit words): pairs q0 .. q0 + 15 of rows[0 .. 15] into rows of
 // out, ld_out pairs apart: out[q][i] = rows[i][q0 + q]. In registers, unaligned as it comes.
 // (GCC 12 takes the unpacks' undefined pass-through operand for an uninitialised variable.)
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 CONCURDL_BF16_TARGET void transpose16(const bf16* const* rows, std::size_t q0, bf16* out,
                                       std::size_t ld_out) {
   __m512i r[16], t[16];
@@ -139,7 +141,9 @@ CONCURDL_BF16_TARGET void transpose16(const bf16* const* rows, std::size_t q0, b
     _mm512_storeu_si512(out + 2 * (j + 8) * ld_out, _mm512_shuffle_i32x4(t[j], t[j + 8], 0xdd));
   }
 }
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
+#endif
 
 // out[2 j] = r0[j], out[2 j + 1] = r1[j] for j < 32: one permutation of the two rows for each
 // half of the output.

@@ -4,7 +4,10 @@
 
   --plain --threads T   a plain training loop in this process on T compute threads
                         (torch.set_num_threads): the peer of kernels/train_throughput, eager
-                        or, with --compile (PyTorch 2.x), under torch.compile, or
+                        or, with --compile (PyTorch 2.x), under torch.compile, or with
+                        --autocast under torch.autocast("cpu", dtype=torch.bfloat16) (the
+                        Linear layers' GEMMs in bfloat16, float32 weights: the peer of
+                        ch05/precision's bf16 rows), or
   --ranks N             DistributedDataParallel over N processes with the gloo backend on this
                         machine (torch.multiprocessing spawn, file:// rendezvous), one compute
                         thread per process: the peer of ch05/dp_train; or, with --fsdp,
@@ -71,10 +74,15 @@ def find_file(d, stem):
     raise FileNotFoundError(f"{d}: no {stem}(.gz) (apt-get install dataset-fashion-mnist)")
 
 
-def make_model():
+def make_model(arch="784-256-128-10"):
     import torch.nn as nn
-    return nn.Sequential(nn.Linear(784, 256), nn.ReLU(), nn.Linear(256, 128), nn.ReLU(),
-                         nn.Linear(128, 10))
+    widths = [int(w) for w in arch.split("-")]
+    layers = []
+    for i in range(len(widths) - 1):
+        layers.append(nn.Linear(widths[i], widths[i + 1]))
+        if i + 2 < len(widths):
+            layers.append(nn.ReLU())
+    return nn.Sequential(*layers)
 
 
 def load(args):
@@ -108,7 +116,7 @@ def plain(args):
     torch.set_num_threads(args.threads)
     x, y = load(args)
     torch.manual_seed(1)
-    model = make_model()
+    model = make_model(args.arch)
     opt = torch.optim.SGD(model.parameters(), lr=0.02, momentum=0.9, weight_decay=5e-4)
     loss_fn = nn.CrossEntropyLoss()
     # torch.compile (PyTorch 2.x): the forward and, through AOTAutograd, the backward as
@@ -124,13 +132,17 @@ def plain(args):
         idx = order[first: first + args.batch]
         cursor[0] = first + args.batch
         opt.zero_grad(set_to_none=True)
-        loss = loss_fn(forward(x[idx]), y[idx])
+        if args.autocast:
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                loss = loss_fn(forward(x[idx]), y[idx])
+        else:
+            loss = loss_fn(forward(x[idx]), y[idx])
         loss.backward()
         opt.step()
-        return float(loss)
+        return float(loss.detach())
 
     return {"seconds": timed_windows(args, step), "torch": torch.__version__,
-            "compiled": bool(args.compile)}
+            "compiled": bool(args.compile), "autocast": bool(args.autocast)}
 
 
 def worker(rank, args, init_file, out_queue):
@@ -170,7 +182,7 @@ def worker(rank, args, init_file, out_queue):
         loss = loss_fn(ddp(x[idx]), y[idx])
         loss.backward()  # DDP all-reduces the buckets during backward; FSDP reduce-scatters
         opt.step()
-        return float(loss)
+        return float(loss.detach())
 
     seconds = timed_windows(args, step, dist.barrier)
     if rank == 0:
@@ -184,6 +196,9 @@ def main():
     p.add_argument("--threads", type=int, default=1, help="compute threads (--plain)")
     p.add_argument("--compile", action="store_true",
                    help="the model under torch.compile (--plain; PyTorch 2.0 or later)")
+    p.add_argument("--autocast", action="store_true",
+                   help="under torch.autocast('cpu', dtype=torch.bfloat16) (--plain)")
+    p.add_argument("--arch", default="784-256-128-10", help="layer widths (--plain)")
     p.add_argument("--ranks", type=int, default=2)
     p.add_argument("--batch", type=int, default=64, help="per-rank batch")
     p.add_argument("--steps", type=int, default=30, help="steps per timed window")
@@ -219,7 +234,8 @@ def main():
         print(json.dumps({"samples_per_s": args.batch * args.steps / best, "ranks": 1,
                           "threads": args.threads, "batch_per_rank": args.batch,
                           "global_batch": args.batch, "steps": args.steps,
-                          "seconds": r["seconds"], "torch": r["torch"], "backend": "plain"}))
+                          "seconds": r["seconds"], "torch": r["torch"], "backend": "plain",
+                          "autocast": r["autocast"], "arch": args.arch}))
         return 0
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     with tempfile.TemporaryDirectory(prefix="concurdl-ddp-") as tmp:

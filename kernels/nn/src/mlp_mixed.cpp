@@ -12,7 +12,6 @@
 #include <string>
 
 #include "concurdl/kernels/bf16.hpp"
-#include "concurdl/kernels/fp16.hpp"
 #include "concurdl/kernels/ops.hpp"
 #include "concurdl/nn/mlp.hpp"
 #include "step_span.hpp"
@@ -26,17 +25,11 @@ namespace {
 using u16 = std::uint16_t;
 
 void narrow(Precision p, const float* in, std::size_t n, u16* out) {
-  if (p == Precision::bf16)
-    kernels::to_bf16({in, n}, {out, n});
-  else
-    kernels::to_fp16({in, n}, {out, n});
+  to_16bit(p, {in, n}, {out, n});
 }
 
 void widen(Precision p, const u16* in, std::size_t n, float* out) {
-  if (p == Precision::bf16)
-    kernels::from_bf16({in, n}, {out, n});
-  else
-    kernels::from_fp16({in, n}, {out, n});
+  from_16bit(p, {in, n}, {out, n});
 }
 
 }  // namespace
@@ -71,7 +64,7 @@ std::size_t Mlp::mixed_bytes() const {
 
 Mlp::MixedStep Mlp::forward_backward_mixed(Precision p, const float* x, const std::uint8_t* labels,
                                            std::size_t batch, float loss_scale,
-                                           std::size_t* correct) {
+                                           std::size_t* correct, std::size_t total_rows) {
   const char* who = "Mlp::forward_backward_mixed";
   if (p == Precision::fp32)
     throw std::invalid_argument(std::string(who) +
@@ -121,7 +114,7 @@ Mlp::MixedStep Mlp::forward_backward_mixed(Precision p, const float* x, const st
   dlogits_.resize(batch * classes);
   StepSpan loss_span("loss");
   const LossResult head =
-      softmax_xent_loss(mx.logits.data(), labels, batch, classes, dlogits_.data());
+      softmax_xent_loss(mx.logits.data(), labels, batch, classes, dlogits_.data(), total_rows);
   if (loss_scale != 1.0f) kernels::scale(batch * classes, loss_scale, dlogits_.data());
   mx.delta.resize(batch * classes);
   narrow(p, dlogits_.data(), batch * classes, mx.delta.data());
@@ -158,15 +151,8 @@ Mlp::MixedStep Mlp::forward_backward_mixed(Precision p, const float* x, const st
     mx.delta.resize(batch * in);
     narrow(p, mx.wide.data(), batch * in, mx.delta.data());
   }
-  MixedStep r{static_cast<float>(head.loss), true};
   StepSpan span("unscale");
-  r.finite = p == Precision::bf16 ? kernels::all_finite_bf16(mx.grads)
-                                  : kernels::all_finite_fp16(mx.grads);
-  if (r.finite) {
-    widen(p, mx.grads.data(), n_params, grads_.data());
-    if (loss_scale != 1.0f) kernels::scale(n_params, 1.0f / loss_scale, grads_.data());
-  }
-  return r;
+  return {static_cast<float>(head.loss), unscale_gradients(p, mx.grads, loss_scale, grads_)};
 }
 
 }  // namespace concurdl::nn

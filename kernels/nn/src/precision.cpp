@@ -44,6 +44,29 @@ std::string precision_compute(Precision p) {
   return "float32";
 }
 
+void to_16bit(Precision p, std::span<const float> in, std::span<std::uint16_t> out) {
+  if (p == Precision::bf16) return kernels::to_bf16(in, out);
+  if (p == Precision::fp16) return kernels::to_fp16(in, out);
+  throw std::invalid_argument("to_16bit: fp32 is not a 16-bit format");
+}
+
+void from_16bit(Precision p, std::span<const std::uint16_t> in, std::span<float> out) {
+  if (p == Precision::bf16) return kernels::from_bf16(in, out);
+  if (p == Precision::fp16) return kernels::from_fp16(in, out);
+  throw std::invalid_argument("from_16bit: fp32 is not a 16-bit format");
+}
+
+bool unscale_gradients(Precision p, std::span<const std::uint16_t> g16, float loss_scale,
+                       std::span<float> out) {
+  const bool finite =
+      p == Precision::bf16 ? kernels::all_finite_bf16(g16) : kernels::all_finite_fp16(g16);
+  if (!finite) return false;
+  from_16bit(p, g16, out);
+  if (loss_scale != 1.0f)
+    for (float& g : out) g /= loss_scale;
+  return true;
+}
+
 bool update_loss_scale(LossScaleState& s, bool found_inf, const LossScalerOptions& o) {
   if (found_inf) {
     s.scale = std::max(s.scale * o.backoff, 5.9604644775390625e-8f);  // 2^-24

@@ -157,12 +157,15 @@ struct DataParallelOptions {
   // the all-reduce, with its rank and the compute's seconds: chapter 07's stragglers sleep here
   // (nn::straggle), so the others wait for them at the all-reduce.
   std::function<void(int rank, double compute_s)> after_compute;
+  // fp16's loss-scale update (exercise 5.4 plugs the student's in here).
+  nn::LossScaleUpdate loss_scale_update = &nn::update_loss_scale;
 };
 
 // One rank's share of one global step: its rows, and the sum of its rows' losses.
 struct RankStepResult {
   std::size_t rows = 0, global_rows = 0, correct = 0;
   double loss_sum = 0;
+  bool skipped = false;  // mixed precision: the summed gradients were not finite, no update
 };
 
 // The epoch loop of the data-parallel trainers (plain and ZeRO): `steps` calls of step(); at
@@ -189,7 +192,9 @@ struct StepTimes {
 
 // One rank of data-parallel training. Every rank of `comm` constructs one with the same
 // config (config.batch is the per-rank batch) and the same data set, and calls the same
-// methods in the same order.
+// methods in the same order. With config.precision bf16 or fp16 each rank's step is
+// Mlp::forward_backward_mixed and the 16-bit gradients are summed with allreduce_ring_16bit
+// after backward (no buckets, no overlap: options other than the defaults are refused).
 class DataParallelTrainer final : public nn::RankTrainer {
  public:
   DataParallelTrainer(Communicator& comm, nn::TrainConfig config, const nn::Dataset& train,
@@ -216,6 +221,9 @@ class DataParallelTrainer final : public nn::RankTrainer {
   nn::Mlp& model() { return model_; }
   const nn::Mlp& model() const { return model_; }
   nn::Sgd& optimizer() { return opt_; }
+  // fp16's dynamic loss scale (config.precision); at its start otherwise.
+  const nn::LossScaler& loss_scaler() const { return scaler_; }
+  std::map<std::string, double> epoch_metrics() const override;
   const GradientSync* sync() const { return sync_.get(); }
   const StepTimes& times() const { return times_; }
   void reset_times();
@@ -223,14 +231,20 @@ class DataParallelTrainer final : public nn::RankTrainer {
 
  private:
   void start_epoch();
+  // The mixed-precision step's compute and all-reduce (config.precision bf16 or fp16): the
+  // 16-bit gradients summed over the ranks in 16 bits (allreduce_ring_16bit), checked, unscaled.
+  // Whether to apply the update.
+  bool mixed_compute_and_reduce(std::size_t rows, RankStepResult& r);
   Communicator& comm_;
   nn::TrainConfig config_;
   const nn::Dataset& train_;
   DataParallelOptions options_;
   nn::Mlp model_;
   nn::Sgd opt_;
+  nn::LossScaler scaler_;
   nn::TrainState state_;
-  std::unique_ptr<GradientSync> sync_;  // null with one rank
+  std::unique_ptr<GradientSync> sync_;  // null with one rank, or in 16-bit precision
+  std::vector<std::uint16_t> grads16_;  // the summed 16-bit gradients
   std::vector<std::uint32_t> order_;
   std::size_t step_in_epoch_ = 0;
   bool epoch_started_ = false;

@@ -190,10 +190,11 @@ class Mlp {
   // and bias gradients are stored in 16 bits (mixed_gradients(), scaled) and checked: when all
   // are finite, gradients() receives them divided by loss_scale, in float32, and `finite` is
   // true; else gradients() is left as it was. Needs the model's own storage (not released).
-  // Evaluation (forward, evaluate) reads the float32 master weights.
+  // Evaluation (forward, evaluate) reads the float32 master weights. total_rows as
+  // softmax_xent_loss takes it: a rank's share of a larger batch passes that batch's rows.
   MixedStep forward_backward_mixed(Precision p, const float* x, const std::uint8_t* labels,
                                    std::size_t batch, float loss_scale,
-                                   std::size_t* correct = nullptr);
+                                   std::size_t* correct = nullptr, std::size_t total_rows = 0);
   // The 16-bit gradients of the last forward_backward_mixed, scaled by its loss_scale, laid
   // out as gradients() (bfloat16 or binary16 bits): what a data-parallel step all-reduces.
   std::span<const std::uint16_t> mixed_gradients() const { return mixed_.grads; }

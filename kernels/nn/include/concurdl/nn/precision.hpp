@@ -16,6 +16,8 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -30,6 +32,16 @@ Precision parse_precision(std::string_view text);
 // AVX512_BF16 (VDPBF16PS), float32 sums", or, for 16-bit storage the CPU cannot compute in,
 // "widened to float32 for the GEMMs (...why...)". A record's precision_compute field.
 std::string precision_compute(Precision p);
+
+// The 16-bit formats' bits, by precision (bf16 or fp16; fp32 is std::invalid_argument): rounding
+// to nearest even (kernels::to_bf16 / to_fp16) and back, exactly. Spans of one size.
+void to_16bit(Precision p, std::span<const float> in, std::span<std::uint16_t> out);
+void from_16bit(Precision p, std::span<const std::uint16_t> in, std::span<float> out);
+// Whether every 16-bit value is finite; when so, out = widen(g16) / loss_scale (the update's
+// float32 gradient). When not, out is left as it was. The check and unscale of a mixed step,
+// after its 16-bit gradients were summed (or not) over the ranks.
+bool unscale_gradients(Precision p, std::span<const std::uint16_t> g16, float loss_scale,
+                       std::span<float> out);
 
 struct LossScalerOptions {
   float initial = 65536.0f;  // 2^16

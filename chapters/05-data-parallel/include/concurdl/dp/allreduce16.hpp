@@ -1,0 +1,32 @@
+// The ring all-reduce with 16-bit values on the wire: mixed-precision data parallelism sums its
+// bfloat16 (or binary16) gradients in half the bytes of float32's.
+//
+// The ring of allreduce_ring (algorithms.hpp), unsegmented: n - 1 steps of reduce-scatter, in
+// which each rank adds the partial sum it receives to its own block in float32 and rounds the
+// result to 16 bits before sending it on, then n - 1 steps of all-gather. Every rank ends with
+// the bits of the block's owner, so the replicas stay identical. A partial sum is rounded once
+// per hop: n - 1 roundings for each value, the price of sending it in 16 bits (a float32 sum
+// rounded once at the end would need float32 on the wire). An infinity or NaN anywhere
+// reaches every rank: the loss scaler's overflow check after it sees the same thing on all.
+//
+// The Communicator moves floats; a block of c 16-bit values travels as ceil(c / 2) floats'
+// bytes (copied, never read as floats). bytes_sent counts them: 2 (n - 1) / n x 2 bytes per
+// value, half of allreduce_ring's 2 (n - 1) / n x 4 (plus 2 bytes for a block of odd size).
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+#include "concurdl/dp/algorithms.hpp"
+#include "concurdl/dp/communicator.hpp"
+#include "concurdl/nn/precision.hpp"
+
+namespace concurdl::dp {
+
+// In place: afterwards every rank's `data` holds the sum over the ranks (the same bits on every
+// rank). `p` is bf16 or fp16 (fp32: std::invalid_argument: use allreduce_ring). Every rank calls
+// it with the same size; opts.tag for all its messages. Host memory only.
+void allreduce_ring_16bit(Communicator& comm, nn::Precision p, std::span<std::uint16_t> data,
+                          const AlgoOptions& opts = {});
+
+}  // namespace concurdl::dp

@@ -1,0 +1,302 @@
+// Mixed-precision data parallelism on the threads backend: the 16-bit ring all-reduce
+// (allreduce16.hpp) leaves the same bits on every rank, within its n - 1 roundings of the exact
+// sum, at 1, 2, 3, 4 and 8 ranks and sizes that do not divide by them; it sends half the bytes of
+// the float32 ring, counted; an infinity on one rank reaches all. DataParallelTrainer in bf16 and
+// fp16 keeps its replicas identical, learns as one 16-bit trainer does, and under a forced
+// overflow every rank skips the same steps and backs off the same scale. Exercise 5.4 (the
+// student's dynamic loss scale, exercises/student_loss_scale.hpp) runs through the scaler's
+// rules and a trainer forced to overflow.
+//   ch05_tests --gtest_filter='Mixed*:LossScale*'   ch05_tests --gtest_filter='LossScaleEx5_4*'
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "../exercises/student_loss_scale.hpp"
+#include "concurdl/core/testing.hpp"
+#include "concurdl/dp/allreduce16.hpp"
+#include "concurdl/dp/data_parallel.hpp"
+#include "concurdl/dp/threads_backend.hpp"
+#include "concurdl/kernels/threads.hpp"
+
+namespace {
+
+using namespace concurdl::dp;
+using concurdl::testing::within_seconds;
+namespace nn = concurdl::nn;
+
+constexpr int kDeadline = 60;
+
+// Rank r's value i: a float in (-1, 1) of the rank and the index, rounded to the format.
+float value(int r, std::size_t i) {
+  std::uint32_t s =
+      static_cast<std::uint32_t>(i) * 2654435761u + static_cast<std::uint32_t>(r) * 40503u + 1u;
+  s ^= s >> 13;
+  s *= 0x5bd1e995u;
+  s ^= s >> 15;
+  return static_cast<float>(s % 20001u) / 10000.0f - 1.0f;
+}
+
+struct RingCase {
+  int ranks;
+  std::size_t count;
+};
+
+class MixedRingRanks : public ::testing::TestWithParam<RingCase> {};
+
+TEST_P(MixedRingRanks, SameBitsEverywhereWithinTheRoundingsAndHalfTheBytes) {
+  const int ranks = GetParam().ranks;
+  const std::size_t count = GetParam().count;
+  for (const nn::Precision p : {nn::Precision::bf16, nn::Precision::fp16}) {
+    SCOPED_TRACE(std::string(nn::describe(p)) + " at " + std::to_string(ranks) + " ranks, " +
+                 std::to_string(count) + " values");
+    std::vector<std::vector<std::uint16_t>> got(static_cast<std::size_t>(ranks));
+    std::vector<std::uint64_t> sent16(static_cast<std::size_t>(ranks)),
+        sent32(static_cast<std::size_t>(ranks));
+    within_seconds(kDeadline, [&] {
+      run_threads(ranks, [&](Communicator& comm) {
+        const int r = comm.rank();
+        std::vector<float> f(count);
+        for (std::size_t i = 0; i < count; ++i) f[i] = value(r, i);
+        std::vector<std::uint16_t> h(count);
+        nn::to_16bit(p, f, h);
+        const std::uint64_t before = comm.bytes_sent();
+        allreduce_ring_16bit(comm, p, h);
+        sent16[static_cast<std::size_t>(r)] = comm.bytes_sent() - before;
+        std::vector<float> out(count);
+        allreduce_ring(comm, f, out);
+        sent32[static_cast<std::size_t>(r)] =
+            comm.bytes_sent() - before - sent16[static_cast<std::size_t>(r)];
+        got[static_cast<std::size_t>(r)] = h;
+      });
+    });
+    for (int r = 1; r < ranks; ++r)
+      ASSERT_EQ(got[static_cast<std::size_t>(r)], got[0]) << "rank " << r << " differs from rank 0";
+    // Each hop adds in float32 and rounds once: n - 1 roundings of partial sums no larger than
+    // the sum of magnitudes, half an ulp (2^-8 bfloat16, 2^-11 binary16) each, plus the inputs'.
+    const double u = p == nn::Precision::bf16 ? 0x1p-8 : 0x1p-11;
+    std::vector<float> sum(count);
+    nn::from_16bit(p, got[0], sum);
+    for (std::size_t i = 0; i < count; ++i) {
+      double exact = 0, mag = 0;
+      for (int r = 0; r < ranks; ++r) {
+        exact += value(r, i);
+        mag += std::fabs(value(r, i));
+      }
+      ASSERT_LE(std::fabs(sum[i] - exact), (ranks + 1) * u * mag + 1e-30) << "value " << i;
+    }
+    // Bytes: 2 (n - 1) blocks of 2 bytes a value (4 for the odd one out's pad), against 4.
+    for (int r = 0; r < ranks; ++r) {
+      const std::uint64_t s16 = sent16[static_cast<std::size_t>(r)],
+                          s32 = sent32[static_cast<std::size_t>(r)];
+      if (ranks == 1) {
+        EXPECT_EQ(s16, 0u);
+        continue;
+      }
+      std::uint64_t want = 0;
+      for (int s = 0; s < ranks - 1; ++s)
+        for (const int b :
+             {((r - s) % ranks + ranks) % ranks, ((r + 1 - s) % ranks + ranks) % ranks})
+          want += 4 * ((block_of(count, ranks, b).count + 1) / 2);
+      EXPECT_EQ(s16, want) << "rank " << r;
+      EXPECT_LE(static_cast<double>(s16), 0.5 * static_cast<double>(s32) + 4.0 * 2 * ranks)
+          << "rank " << r << ": " << s16 << " bytes against the float32 ring's " << s32;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(MixedRing, MixedRingRanks,
+                         ::testing::Values(RingCase{1, 10}, RingCase{2, 1}, RingCase{2, 1001},
+                                           RingCase{3, 7}, RingCase{3, 1000}, RingCase{4, 4096},
+                                           RingCase{8, 1001}, RingCase{8, 5}));
+
+TEST(MixedRingArgs, AnInfinityOnOneRankReachesEveryRankAndFp32IsRefused) {
+  within_seconds(kDeadline, [&] {
+    run_threads(4, [&](Communicator& comm) {
+      std::vector<std::uint16_t> h(100, 0x3c00);  // binary16 1.0
+      if (comm.rank() == 2) h[57] = 0x7c00;       // +inf
+      allreduce_ring_16bit(comm, nn::Precision::fp16, h);
+      EXPECT_EQ(h[57], 0x7c00) << "rank " << comm.rank();
+      EXPECT_EQ(h[56], 0x4400) << "rank " << comm.rank();  // 4.0
+      EXPECT_THROW(allreduce_ring_16bit(comm, nn::Precision::fp32, h), std::invalid_argument);
+    });
+  });
+}
+
+const nn::Dataset& data() {
+  static const nn::Dataset d = nn::linear_problem(98, 32, 10, 4711);
+  return d;
+}
+
+nn::TrainConfig config(nn::Precision p, std::size_t batch) {
+  nn::TrainConfig c;
+  c.spec.widths = {32, 24, 16, 10};
+  c.batch = batch;
+  c.seed = 11;
+  c.threads = 1;
+  c.sgd.lr = 0.05f;
+  c.precision = p;
+  return c;
+}
+
+struct Outcome {
+  std::vector<float> params;
+  double loss = 0, divergence = -1;
+  std::size_t skipped = 0;
+  float scale = 0;
+};
+
+Outcome train(int ranks, nn::TrainConfig c, int epochs) {
+  concurdl::kernels::set_compute_threads(1);
+  Outcome o;
+  within_seconds(kDeadline, [&] {
+    run_threads(ranks, [&](Communicator& comm) {
+      DataParallelTrainer t(comm, c, data());
+      double loss = 0;
+      std::size_t skipped = 0;
+      for (int e = 0; e < epochs; ++e) {
+        const nn::EpochResult r = t.run_epoch();
+        loss = r.loss;
+        skipped += r.skipped_steps;
+      }
+      const double div = replica_divergence(comm, t.model().parameters());
+      if (comm.rank() == 0) {
+        o.params.assign(t.model().parameters().begin(), t.model().parameters().end());
+        o.loss = loss;
+        o.divergence = div;
+        o.skipped = skipped;
+        o.scale = t.loss_scaler().scale();
+      }
+    });
+  });
+  return o;
+}
+
+TEST(MixedDataParallel, ReplicasStayIdenticalAndLearnAsOneTrainerDoes) {
+  for (const nn::Precision p : {nn::Precision::bf16, nn::Precision::fp16}) {
+    SCOPED_TRACE(std::string(nn::describe(p)));
+    const Outcome one = train(1, config(p, 20), 4);
+    const Outcome fp32 = train(1, config(nn::Precision::fp32, 20), 4);
+    EXPECT_NEAR(one.loss, fp32.loss, 0.05 * fp32.loss);
+    for (const int ranks : {2, 4}) {
+      // The same global batch of 20 rows, split over the ranks.
+      const Outcome dp = train(ranks, config(p, 20 / static_cast<std::size_t>(ranks)), 4);
+      EXPECT_EQ(dp.divergence, 0.0) << ranks << " ranks";
+      EXPECT_EQ(dp.skipped, 0u);
+      EXPECT_NEAR(dp.loss, one.loss, 0.05 * one.loss) << ranks << " ranks";
+    }
+  }
+}
+
+TEST(MixedDataParallel, AForcedOverflowSkipsTheSameStepsOnEveryRank) {
+  nn::TrainConfig c = config(nn::Precision::fp16, 5);
+  c.loss_scaler.initial = 0x1p60f;  // 4 ranks x 5 rows = 20 a step, 98 rows: 5 steps an epoch
+  const Outcome o = train(4, c, 1);
+  EXPECT_EQ(o.skipped, 5u);
+  EXPECT_EQ(o.scale, 0x1p55f);
+  EXPECT_EQ(o.divergence, 0.0);
+  const nn::Mlp fresh(c.spec, c.seed, c.gemm);
+  EXPECT_EQ(std::memcmp(o.params.data(), fresh.parameters().data(), o.params.size() * 4), 0)
+      << "a skipped step changed the weights";
+}
+
+TEST(MixedDataParallel, BucketsOverlapAndOtherAllReducesAreRefused) {
+  within_seconds(kDeadline, [&] {
+    run_threads(2, [&](Communicator& comm) {
+      DataParallelOptions opt;
+      opt.overlap = true;
+      EXPECT_THROW(DataParallelTrainer(comm, config(nn::Precision::bf16, 5), data(), opt),
+                   std::invalid_argument);
+    });
+  });
+}
+
+// --- exercise 5.4: the student's dynamic loss scale -------------------------------------------
+
+class LossScale5_4 : public ::testing::TestWithParam<std::pair<const char*, nn::LossScaleUpdate>> {
+};
+
+// The update's rules, one by one: an overflow skips, backs off and restarts the count; good
+// steps grow the scale after exactly growth_interval in a row; the floor holds.
+TEST_P(LossScale5_4, BacksOffOnAnOverflowAndGrowsOnSchedule) {
+  const nn::LossScaleUpdate update = GetParam().second;
+  CDL_TRY_EXERCISE({
+    const nn::LossScalerOptions o{
+        .initial = 1024, .growth = 2, .backoff = 0.5, .growth_interval = 3};
+    nn::LossScaleState s{.scale = 1024};
+    EXPECT_FALSE(update(s, true, o));
+    EXPECT_EQ(s.scale, 512.0f);
+    EXPECT_EQ(s.skipped, 1u);
+    EXPECT_EQ(s.good_steps, 0u);
+    EXPECT_TRUE(update(s, false, o));
+    EXPECT_TRUE(update(s, false, o));
+    EXPECT_EQ(s.scale, 512.0f);
+    EXPECT_EQ(s.good_steps, 2u);
+    EXPECT_FALSE(update(s, true, o));  // the count restarts
+    EXPECT_EQ(s.scale, 256.0f);
+    EXPECT_EQ(s.good_steps, 0u);
+    for (int i = 0; i < 3; ++i) EXPECT_TRUE(update(s, false, o));
+    EXPECT_EQ(s.scale, 512.0f);  // exactly three in a row
+    EXPECT_EQ(s.good_steps, 0u);
+    EXPECT_EQ(s.skipped, 2u);
+    const nn::LossScalerOptions third{
+        .initial = 8, .growth = 4, .backoff = 0.25, .growth_interval = 1};
+    nn::LossScaleState t{.scale = 8};
+    EXPECT_TRUE(update(t, false, third));
+    EXPECT_EQ(t.scale, 32.0f);
+    EXPECT_FALSE(update(t, true, third));
+    EXPECT_EQ(t.scale, 8.0f);
+    nn::LossScaleState tiny{.scale = 0x1p-23f};
+    for (int i = 0; i < 5; ++i) EXPECT_FALSE(update(tiny, true, o));
+    EXPECT_EQ(tiny.scale, 0x1p-24f) << "the scale fell below 2^-24";
+  });
+}
+
+// Through a trainer: 4 ranks in fp16 forced to overflow (a scale of 2^60) skip every step of
+// the first epoch and leave the weights alone; the scale then falls until nothing overflows and
+// training goes on, the replicas identical.
+TEST_P(LossScale5_4, TrainsThroughAForcedOverflow) {
+  const nn::LossScaleUpdate update = GetParam().second;
+  CDL_TRY_EXERCISE({
+    concurdl::kernels::set_compute_threads(1);
+    nn::TrainConfig c = config(nn::Precision::fp16, 5);
+    c.loss_scaler.initial = 0x1p60f;
+    c.loss_scaler.growth_interval = 4;
+    within_seconds(kDeadline, [&] {
+      run_threads(4, [&](Communicator& comm) {
+        DataParallelOptions opt;
+        opt.loss_scale_update = update;
+        DataParallelTrainer t(comm, c, data(), opt);
+        const nn::EpochResult first = t.run_epoch();
+        EXPECT_EQ(first.skipped_steps, 5u);
+        EXPECT_EQ(t.loss_scaler().scale(), 0x1p55f);
+        std::size_t skipped = 0;
+        double loss = 0;
+        for (int e = 0; e < 8; ++e) {
+          const nn::EpochResult r = t.run_epoch();
+          skipped += r.skipped_steps;
+          loss = r.loss;
+        }
+        EXPECT_LT(skipped, 40u) << "the scale never came down far enough";
+        EXPECT_LT(loss, first.loss);
+        EXPECT_EQ(replica_divergence(comm, t.model().parameters()), 0.0);
+      });
+    });
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(LossScaleReference, LossScale5_4,
+                         ::testing::Values(std::pair<const char*, nn::LossScaleUpdate>{
+                             "reference", &nn::update_loss_scale}),
+                         [](const auto& info) { return std::string(info.param.first); });
+INSTANTIATE_TEST_SUITE_P(LossScaleEx5_4, LossScale5_4,
+                         ::testing::Values(std::pair<const char*, nn::LossScaleUpdate>{
+                             "student", &student_update_loss_scale}),
+                         [](const auto& info) { return std::string(info.param.first); });
+
+}  // namespace
