@@ -1,6 +1,7 @@
 // Data-parallel SGD across processes: under mpirun, N ranks with per-rank batch b end at the
 // parameters one nn::Trainer with batch N·b reaches (each rank computes the one-rank run
-// itself), blocking and overlapped, for every bucket size; the replicas stay identical.
+// itself), blocking and overlapped, for every bucket size; the replicas stay identical. ZeRO's
+// stages and 16-bit data parallelism take the bits they take on thread ranks.
 //   mpirun --allow-run-as-root --oversubscribe -np 4 build/bin/ch05_mpi_ddp_tests
 // (ctest: ch05.mpi_ddp.np2, ch05.mpi_ddp.np4.) Every rank runs every test and the same
 // collectives whatever its checks find, so one rank's failure cannot leave the others waiting.
@@ -17,6 +18,7 @@
 #include "concurdl/core/ranks_mpi.hpp"
 #include "concurdl/dp/data_parallel.hpp"
 #include "concurdl/dp/mpi_backend.hpp"
+#include "concurdl/dp/threads_backend.hpp"
 #include "concurdl/dp/zero.hpp"
 #include "concurdl/kernels/threads.hpp"
 
@@ -102,6 +104,39 @@ TEST(MpiZero, EveryStageTakesTheRingAllReducesStepsBitForBit) {
       EXPECT_NEAR(static_cast<double>(t.step_bytes_sent()) / static_cast<double>(t.steps_counted()),
                   model, 3 * 3 * sizeof(float));
     }
+}
+
+// 16-bit data parallelism across processes: bf16 and fp16 replicas stay identical, and end at
+// the bits the same run takes on as many thread ranks (the 16-bit ring is the same code over
+// either backend); half the float32 ring's bytes.
+TEST(MpiMixed, SixteenBitRanksEndAtTheThreadRanksBits) {
+  concurdl::kernels::set_compute_threads(1);
+  const nn::Dataset d = make_data();
+  Communicator& comm = world();
+  for (const nn::Precision p : {nn::Precision::bf16, nn::Precision::fp16}) {
+    SCOPED_TRACE(std::string(nn::describe(p)));
+    nn::TrainConfig c = config(5);
+    c.precision = p;
+    const std::uint64_t sent0 = comm.bytes_sent();
+    DataParallelTrainer t(comm, c, d);
+    for (int e = 0; e < 2; ++e) t.run_epoch();
+    const std::uint64_t sent = comm.bytes_sent() - sent0;
+    EXPECT_EQ(replica_divergence(comm, t.model().parameters()), 0.0);
+    std::vector<float> threads_params;
+    run_threads(comm.size(), [&](Communicator& tc) {
+      DataParallelTrainer tt(tc, c, d);
+      for (int e = 0; e < 2; ++e) tt.run_epoch();
+      if (tc.rank() == 0)
+        threads_params.assign(tt.model().parameters().begin(), tt.model().parameters().end());
+    });
+    const std::span<const float> got = t.model().parameters();
+    ASSERT_EQ(threads_params.size(), got.size());
+    EXPECT_EQ(std::memcmp(threads_params.data(), got.data(), got.size_bytes()), 0);
+    // 2 (N-1) blocks of about Ψ/N values, 2 bytes each, per step.
+    const double psi = static_cast<double>(got.size()), n = comm.size();
+    const double per_step = static_cast<double>(sent) / static_cast<double>(t.state().step);
+    EXPECT_NEAR(per_step, 2 * (n - 1) / n * psi * 2, 4 * 2 * n) << "bytes per step";
+  }
 }
 
 }  // namespace

@@ -92,11 +92,18 @@ inline constexpr const char* kReferenceCh06Run = "debian12-zen4-2vcpu-e790176/ch
 inline constexpr const char* kReferenceZeroRun = "debian12-zen4-2vcpu-bb9537e/ch05-zero";
 // The bfloat16 GEMM (`concurdl run kernels/gemm_bf16 --profile full`), likewise added later.
 inline constexpr const char* kReferenceBf16Run = "debian12-zen4-2vcpu-c0b81a1/gemm-bf16";
+// Chapter 05's mixed precision (`concurdl run ch05/precision --profile full`, with
+// CONCURDL_TORCH_PYTHON naming PyTorch 2.15 for the autocast peer, and `concurdl run
+// ch05/precision_accuracy --profile full`), likewise.
+inline constexpr const char* kReferencePrecisionRun = "debian12-zen4-2vcpu-d894319/ch05-precision";
+inline constexpr const char* kReferenceAccuracyRun =
+    "debian12-zen4-2vcpu-d894319/ch05-precision-accuracy";
 // The runs above in the order a claim's reference is taken from them: a claim measured in two
 // takes the later one's value.
 inline constexpr const char* kReferenceRuns[] = {
-    kReferenceRun,     kReferenceRerun,   kReferenceTrainRun, kReferenceCh05MpiRun,
-    kReferenceCh06Run, kReferenceZeroRun, kReferenceBf16Run};
+    kReferenceRun,        kReferenceRerun,        kReferenceTrainRun,
+    kReferenceCh05MpiRun, kReferenceCh06Run,      kReferenceZeroRun,
+    kReferenceBf16Run,    kReferencePrecisionRun, kReferenceAccuracyRun};
 // Chapter 04's GPU claims (`concurdl run ch04 --profile full`, the device's own experiments and
 // the CPU references beside them), on the first GPU lent to the project.
 inline constexpr const char* kReferenceGpuRun = "ubuntu24-h200-emr16-ch04";
