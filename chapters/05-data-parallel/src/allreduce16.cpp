@@ -16,6 +16,7 @@ std::size_t words(std::size_t values) { return (values + 1) / 2; }
 // c 16-bit values into the bytes of ceil(c / 2) floats (a zero pad), and back.
 void pack(const std::uint16_t* v, std::size_t c, std::vector<float>& wire) {
   wire.resize(words(c));
+  if (c == 0) return;  // an empty block (fewer values than ranks): nothing to copy
   if (c % 2 != 0) wire.back() = 0.0f;
   std::memcpy(wire.data(), v, c * sizeof(std::uint16_t));
 }
@@ -44,7 +45,7 @@ void allreduce_ring_16bit(Communicator& comm, nn::Precision p, std::span<std::ui
     pack(data.data() + send.offset, send.count, out);
     Request sent = comm.isend(right, out, opts.tag);
     comm.recv(left, std::span<float>(in).first(words(recv.count)), opts.tag);
-    std::memcpy(got.data(), in.data(), recv.count * sizeof(std::uint16_t));
+    if (recv.count > 0) std::memcpy(got.data(), in.data(), recv.count * sizeof(std::uint16_t));
     const std::span<std::uint16_t> block = data.subspan(recv.offset, recv.count);
     nn::from_16bit(p, block, std::span<float>(mine).first(recv.count));
     nn::from_16bit(p, std::span<const std::uint16_t>(got).first(recv.count),
@@ -60,7 +61,8 @@ void allreduce_ring_16bit(Communicator& comm, nn::Precision p, std::span<std::ui
     pack(data.data() + send.offset, send.count, out);
     Request sent = comm.isend(right, out, opts.tag);
     comm.recv(left, std::span<float>(in).first(words(recv.count)), opts.tag);
-    std::memcpy(data.data() + recv.offset, in.data(), recv.count * sizeof(std::uint16_t));
+    if (recv.count > 0)
+      std::memcpy(data.data() + recv.offset, in.data(), recv.count * sizeof(std::uint16_t));
     sent.wait();
   }
 }

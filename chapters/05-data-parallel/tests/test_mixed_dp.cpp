@@ -113,7 +113,11 @@ TEST_P(MixedRingRanks, SameBitsEverywhereWithinTheRoundingsAndHalfTheBytes) {
 INSTANTIATE_TEST_SUITE_P(MixedRing, MixedRingRanks,
                          ::testing::Values(RingCase{1, 10}, RingCase{2, 1}, RingCase{2, 1001},
                                            RingCase{3, 7}, RingCase{3, 1000}, RingCase{4, 4096},
-                                           RingCase{8, 1001}, RingCase{8, 5}));
+                                           RingCase{8, 1001}, RingCase{8, 5}),
+                         [](const auto& info) {
+                           return std::to_string(info.param.ranks) + "ranks_" +
+                                  std::to_string(info.param.count);
+                         });
 
 TEST(MixedRingArgs, AnInfinityOnOneRankReachesEveryRankAndFp32IsRefused) {
   within_seconds(kDeadline, [&] {
