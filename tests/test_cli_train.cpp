@@ -138,6 +138,7 @@ TEST_F(Cli, PipelineTrainRejectsBadFlags) {
   expect_usage_error(run("train --micro-batches 4", bin),
                      "--micro-batches: only with --pipeline P");
   expect_usage_error(run("train --schedule gpipe", bin), "--schedule: only with --pipeline P");
+  expect_usage_error(run("train --recompute", bin), "--recompute: only with --pipeline P");
   expect_usage_error(run("train --pipeline 2 --ranks 2", bin), "--ranks: not with --pipeline");
   expect_usage_error(run("train --pipeline 2 --mode hogwild", bin), "--mode: not with --pipeline");
   expect_usage_error(run("train --pipeline 0", bin), "--pipeline: '0' is not allowed");

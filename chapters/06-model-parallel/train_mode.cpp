@@ -36,13 +36,14 @@ PipelineOptions pipeline_options(const nn::DistributedOptions& o, const nn::Trai
     throw UsageError(fmt::format("--schedule: unknown schedule '{}' (known: {})", sched,
                                  fmt::join(kSchedules.names(Offer::all), ", ")));
   p.schedule = *parsed;
+  p.recompute = o.recompute;
   return p;
 }
 
 const bool registered = nn::register_training_mode(
     {.name = "pipeline",
      .what = "pipeline parallelism (chapter 06): the layers cut into --pipeline P stages, "
-             "--micro-batches M, --schedule naive|gpipe|1f1b",
+             "--micro-batches M, --schedule naive|gpipe|1f1b, --recompute",
      .check = [](const nn::DistributedOptions& o,
                  const nn::TrainConfig& c) { (void)pipeline_options(o, c); },
      .run =

@@ -45,7 +45,8 @@ struct TrainArgs {
   // Pipeline parallelism (chapter 06): 0 stages means not given.
   std::size_t pipeline = 0, micro_batches = 0;
   std::string schedule;
-  bool trace = false;  // --trace: the run's spans, trace.json and a Gantt chart
+  bool recompute = false;  // --recompute
+  bool trace = false;      // --trace: the run's spans, trace.json and a Gantt chart
 };
 
 // What --ranks, --backend, --mode, --pipeline and their companions resolve to: no backend (one

@@ -155,6 +155,9 @@ void add_distributed_options(CLI::App& app, TrainArgs& a) {
                  "with --pipeline: micro-batches per batch (default 4)")
       ->check(whole_number(1, 1u << 14));
   app.add_option("--schedule", a.schedule, "with --pipeline: naive, gpipe or 1f1b (default 1f1b)");
+  app.add_flag("--recompute", a.recompute,
+               "with --pipeline: keep only each micro-batch's stage input and run its forward "
+               "again before its backward (activation recomputation)");
   app.add_flag("--trace", a.trace,
                "record the run's timeline (its first 200000 spans): trace.json (Perfetto, "
                "chrome://tracing) and a Gantt chart of two steps in figures/timeline.svg");

@@ -125,18 +125,18 @@ PipelineStepResult pipeline_step(dp::Communicator& comm, nn::Mlp& model,
                                  std::span<const std::size_t> boundaries, const float* x,
                                  const std::uint8_t* labels, std::size_t rows,
                                  std::size_t micro_batches, Schedule schedule,
-                                 PipelineWorkspace* workspace) {
+                                 PipelineWorkspace* workspace, const StepOptions& options) {
   check_micro_batches(micro_batches, rows);
   const std::vector<int> order = stage_order(schedule, comm.rank(), comm.size(), micro_batches);
   return pipeline_step(comm, model, boundaries, x, labels, rows, micro_batches,
-                       std::span<const int>(order), workspace);
+                       std::span<const int>(order), workspace, options);
 }
 
 PipelineStepResult pipeline_step(dp::Communicator& comm, nn::Mlp& model,
                                  std::span<const std::size_t> boundaries, const float* x,
                                  const std::uint8_t* labels, std::size_t rows,
                                  std::size_t micro_batches, std::span<const int> order,
-                                 PipelineWorkspace* workspace) {
+                                 PipelineWorkspace* workspace, const StepOptions& options) {
   using Clock = std::chrono::steady_clock;
   const auto step_start = Clock::now();
   trace::Span step_span("step", "step");
@@ -167,15 +167,30 @@ PipelineStepResult pipeline_step(dp::Communicator& comm, nn::Mlp& model,
   std::vector<dp::Request> sends;
   PipelineStepResult result;
   std::size_t live = 0, backwards_done = 0;
+  // Bytes held for backward now: the live micro-batches' activations (without recompute) and the
+  // inputs received for them (every stage but the first); with recompute, the one Activations.
+  std::size_t acts_bytes = 0, inputs_bytes = 0;
+  std::vector<std::size_t> counted(micro_batches, 0);  // what acts_bytes holds for each
+  const bool recompute = options.recompute;
+  const auto held = [&] {
+    const std::size_t now = inputs_bytes + (recompute ? ws.recompute.bytes() : acts_bytes);
+    result.peak_activation_bytes = std::max(result.peak_activation_bytes, now);
+  };
   Clock::duration busy{};
   // Compute is timed (and traced) apart from the waits for a neighbour around it.
   const auto compute = [&](const char* kind, int i, const auto& work) {
     const std::string name =
-        trace::recording() ? fmt::format("{}{}", kind[0] == 'f' ? 'F' : 'B', i) : std::string();
+        trace::recording()
+            ? fmt::format("{}{}", kind[0] == 'f' ? 'F' : (kind[0] == 'r' ? 'R' : 'B'), i)
+            : std::string();
     trace::Span span(name, kind);
     const auto t0 = Clock::now();
     work();
     busy += Clock::now() - t0;
+  };
+  // Micro-batch i's input: the caller's x on the first stage, else what the stage received.
+  const auto input_of = [&](std::size_t iu, const dp::Block& mb) -> const float* {
+    return first_stage ? x + mb.offset * widths[0] : inputs[iu].data();
   };
 
   for (const int op : order) {
@@ -184,16 +199,22 @@ PipelineStepResult pipeline_step(dp::Communicator& comm, nn::Mlp& model,
     const dp::Block mb = dp::block_of(rows, m, i);
     if (op > 0) {  // forward of micro-batch i
       // Only the first stage holds the input: another's x is null, and null + offset is UB.
-      const float* in = first_stage ? x + mb.offset * widths[0] : nullptr;
       if (!first_stage) {
         inputs[iu].resize(mb.count * in_w);
         receive(comm, s - 1, inputs[iu], i, poll);
-        in = inputs[iu].data();
+        inputs_bytes += mb.count * in_w * sizeof(float);
       }
-      compute("forward", i, [&] { model.forward_layers(first, last, in, mb.count, acts[iu]); });
+      nn::Activations& a = recompute ? ws.recompute : acts[iu];
+      compute("forward", i,
+              [&] { model.forward_layers(first, last, input_of(iu, mb), mb.count, a); });
       result.peak_activations = std::max(result.peak_activations, ++live);
+      if (!recompute) {
+        counted[iu] = a.bytes();
+        acts_bytes += counted[iu];
+      }
+      held();
       if (!last_stage) {
-        outputs[iu].assign(acts[iu].output(), acts[iu].output() + mb.count * out_w);
+        outputs[iu].assign(a.output(), a.output() + mb.count * out_w);
         sends.push_back(comm.isend(s + 1, outputs[iu], i));
       }
     } else {  // backward of micro-batch i
@@ -202,19 +223,31 @@ PipelineStepResult pipeline_step(dp::Communicator& comm, nn::Mlp& model,
       if (!last_stage) receive(comm, s + 1, grads_out[iu], kGradTag + i, poll);
       dout = grads_out[iu].data();
       if (!first_stage) grads_in[iu].resize(mb.count * in_w);
+      nn::Activations& a = recompute ? ws.recompute : acts[iu];
+      if (recompute) {  // the forward again, from the input kept: the same bits as the first time
+        compute("recompute", i,
+                [&] { model.forward_layers(first, last, input_of(iu, mb), mb.count, a); });
+        held();
+      }
       compute("backward", i, [&] {
         if (last_stage) {
-          const nn::LossResult l = nn::softmax_xent_loss(
-              acts[iu].output(), labels + mb.offset, mb.count, classes, grads_out[iu].data(), rows);
+          const nn::LossResult l = nn::softmax_xent_loss(a.output(), labels + mb.offset, mb.count,
+                                                         classes, grads_out[iu].data(), rows);
           result.loss_sum += l.loss * static_cast<double>(mb.count);
           result.correct += l.correct;
         }
-        model.backward_layers(first, last, acts[iu], dout,
-                              first_stage ? nullptr : grads_in[iu].data(),
+        model.backward_layers(first, last, a, dout, first_stage ? nullptr : grads_in[iu].data(),
                               /*accumulate=*/backwards_done > 0);
       });
+      if (!recompute) {  // backward's scratch is in the activations' capacity too
+        acts_bytes += a.bytes() - counted[iu];
+        counted[iu] = a.bytes();
+      }
+      held();
       ++backwards_done;
       --live;
+      if (!recompute) acts_bytes -= counted[iu];
+      if (!first_stage) inputs_bytes -= mb.count * in_w * sizeof(float);
       if (!first_stage) sends.push_back(comm.isend(s - 1, grads_in[iu], kGradTag + i));
     }
   }

@@ -35,7 +35,7 @@ struct PipelineTrainer::Stage {
   std::vector<std::uint8_t> y;  // the last stage: its labels
   PipelineWorkspace ws;         // its buffers, kept across steps
   double loss_sum = 0, busy = 0, step_time = 0;
-  std::size_t correct = 0, peak = 0;
+  std::size_t correct = 0, peak = 0, peak_bytes = 0;
 };
 
 PipelineTrainer::PipelineTrainer(nn::TrainConfig config, const nn::Dataset& train,
@@ -74,9 +74,10 @@ PipelineTrainer::~PipelineTrainer() = default;
 std::string PipelineTrainer::describe() const {
   return fmt::format(
       "pipeline of {} stage{} (threads), layers {}, {} micro-batches per batch "
-      "of {}, schedule {}",
+      "of {}, schedule {}{}",
       options_.stages, options_.stages == 1 ? "" : "s", fmt::join(bounds_, "|"),
-      options_.micro_batches, config_.batch, schedule_name(options_.schedule));
+      options_.micro_batches, config_.batch, schedule_name(options_.schedule),
+      options_.recompute ? ", activations recomputed" : "");
 }
 
 nn::EpochResult PipelineTrainer::run_epoch(
@@ -110,9 +111,9 @@ nn::EpochResult PipelineTrainer::run_epoch(
         if (last) st.y[i] = train_.y[idx];
       }
       const std::size_t m = std::min(options_.micro_batches, rows);
-      const PipelineStepResult r =
-          pipeline_step(comm, st.model, bounds_, first ? st.x.data() : nullptr,
-                        last ? st.y.data() : nullptr, rows, m, options_.schedule, &st.ws);
+      const PipelineStepResult r = pipeline_step(
+          comm, st.model, bounds_, first ? st.x.data() : nullptr, last ? st.y.data() : nullptr,
+          rows, m, options_.schedule, &st.ws, {.recompute = options_.recompute});
       {
         trace::Span update("sgd", "update");
         st.opt.step(st.model.parameters().subspan(st.lo, st.hi - st.lo),
@@ -121,6 +122,7 @@ nn::EpochResult PipelineTrainer::run_epoch(
       st.busy += r.busy_seconds;
       st.step_time += r.step_seconds;
       st.peak = std::max(st.peak, r.peak_activations);
+      st.peak_bytes = std::max(st.peak_bytes, r.peak_activation_bytes);
       // The step's bubble: what the stages did not compute of the step's wall time, which is
       // stage 0's (it starts the first forward and ends with the last backward). The stages'
       // busy times reach stage 0 by a one-float all-reduce.
@@ -162,11 +164,12 @@ nn::EpochResult PipelineTrainer::run_epoch(
 
   metrics_.clear();
   double step_time = 0, busy_total = 0;
-  std::size_t peak = 0;
+  std::size_t peak = 0, peak_bytes = 0;
   for (const auto& st : stages_) {
     step_time = std::max(step_time, st->step_time);
     busy_total += st->busy;
     peak = std::max(peak, st->peak);
+    peak_bytes = std::max(peak_bytes, st->peak_bytes);
   }
   const double m = static_cast<double>(std::min(options_.micro_batches, batch));
   metrics_["pipeline_step_seconds"] = step_time / static_cast<double>(steps);
@@ -175,6 +178,7 @@ nn::EpochResult PipelineTrainer::run_epoch(
   metrics_["bubble_model"] =
       options_.schedule == Schedule::naive ? (p - 1.0) / p : (p - 1.0) / (m + p - 1.0);
   metrics_["peak_activations"] = static_cast<double>(peak);
+  metrics_["peak_activation_bytes"] = static_cast<double>(peak_bytes);
   return r;
 }
 

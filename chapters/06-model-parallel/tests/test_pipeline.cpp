@@ -1,12 +1,14 @@
 // Pipeline parallelism (pipeline.hpp): for every schedule, p = 1..4 stages and m = 1..16
 // micro-batches, one step on thread ranks gives each stage's layers the gradients one process
 // computes on the whole batch (float tolerance), and the same loss; no schedule deadlocks (a
-// deadline on every test); GPipe holds all m micro-batches' activations, 1F1B at most p - s.
+// deadline on every test); GPipe holds all m micro-batches' activations, 1F1B at most p - s;
+// recomputing the activations gives the same bits and holds fewer bytes.
 //   ch06_tests --gtest_filter='Pipeline*'
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstdint>
+#include <string>
 #include <tuple>
 #include <vector>
 
@@ -93,6 +95,61 @@ INSTANTIATE_TEST_SUITE_P(All, PipelineSchedules,
                            std::string n(schedule_name(std::get<0>(info.param)));
                            return n + "_p" + std::to_string(std::get<1>(info.param));
                          });
+
+// Activation recomputation: two steps of every schedule (the workspace kept, as a trainer keeps
+// it) give the gradients and loss of the same steps without it, bit for bit, and the same count
+// of micro-batches in flight; a stage then holds one micro-batch's activations and the inputs,
+// never more bytes than without, and fewer wherever more than one micro-batch is in flight.
+TEST(PipelineRecompute, SameBitsFewerBytes) {
+  concurdl::kernels::set_compute_threads(1);
+  const std::vector<float> x = values(kRows * kSpec.widths.front(), 11);
+  std::vector<std::uint8_t> labels(kRows);
+  for (std::size_t i = 0; i < kRows; ++i) labels[i] = static_cast<std::uint8_t>((i * 7) % 5);
+  for (const Schedule schedule : {Schedule::naive, Schedule::gpipe, Schedule::one_f_one_b})
+    for (const int stages : {1, 2, 3, 4})
+      for (const std::size_t m : {1, 3, 4, 8}) {
+        SCOPED_TRACE(std::string(schedule_name(schedule)) + " p=" + std::to_string(stages) +
+                     " m=" + std::to_string(m));
+        const std::vector<std::size_t> bounds = stage_boundaries(kSpec.widths.size() - 1, stages);
+        struct Got {
+          std::vector<float> grads;
+          double loss = 0;
+          std::size_t peak = 0, bytes = 0;
+        };
+        std::vector<Got> got[2];
+        for (const bool recompute : {false, true}) {
+          std::vector<Got>& g = got[recompute ? 1 : 0];
+          g.resize(static_cast<std::size_t>(stages));
+          within_seconds(kDeadline, [&] {
+            dp::run_threads(stages, [&](dp::Communicator& comm) {
+              nn::Mlp model(kSpec, 5, concurdl::kernels::GemmVersion::v2_ikj);
+              PipelineWorkspace ws;
+              PipelineStepResult r;
+              for (int step = 0; step < 2; ++step)
+                r = pipeline_step(comm, model, bounds, x.data(), labels.data(), kRows, m, schedule,
+                                  &ws, {.recompute = recompute});
+              Got& mine = g[static_cast<std::size_t>(comm.rank())];
+              mine.grads.assign(model.gradients().begin(), model.gradients().end());
+              mine.loss = r.loss_sum;
+              mine.peak = r.peak_activations;
+              mine.bytes = r.peak_activation_bytes;
+            });
+          });
+        }
+        for (int s = 0; s < stages; ++s) {
+          const Got &plain = got[0][static_cast<std::size_t>(s)],
+                    &re = got[1][static_cast<std::size_t>(s)];
+          EXPECT_TRUE(plain.grads == re.grads) << "stage " << s << ": other gradients";
+          EXPECT_EQ(plain.loss, re.loss) << "stage " << s;
+          EXPECT_EQ(plain.peak, re.peak) << "stage " << s;
+          EXPECT_GT(plain.bytes, 0u) << "stage " << s;
+          EXPECT_LE(re.bytes, plain.bytes) << "stage " << s;
+          if (plain.peak > 1) {
+            EXPECT_LT(re.bytes, plain.bytes) << "stage " << s;
+          }
+        }
+      }
+}
 
 TEST(PipelineOrder, OneFOneBWarmsUpThenAlternates) {
   // Stage 0 of 2 with 4 micro-batches: F0, then (F1 B0) (F2 B1) (F3 B2), then B3.

@@ -98,6 +98,11 @@ struct PipelineStepResult {
   double loss_sum = 0;               // the last stage: the batch's summed loss (0 elsewhere)
   std::size_t correct = 0;           // the last stage: rows predicted right
   std::size_t peak_activations = 0;  // micro-batches this stage held activations of at once
+  // The most bytes this stage held at once for backward: the activations of the micro-batches
+  // between their forward and their backward (nn::Activations::bytes(), by capacity) and, on
+  // every stage but the first, the inputs it received for them. With recompute, one
+  // micro-batch's activations (the one being recomputed) and the inputs.
+  std::size_t peak_activation_bytes = 0;
   // This stage's wall time in the step (from its start to its last send completing) and the
   // part of it spent computing (its forwards, backwards and the loss): the rest is waiting
   // for a neighbour (the bubble) or moving messages.
@@ -108,7 +113,17 @@ struct PipelineStepResult {
 // step allocates nothing once the first has run: pass the same one to every step of a stage.
 struct PipelineWorkspace {
   std::vector<nn::Activations> acts;
+  nn::Activations recompute;  // with recompute: the one micro-batch's activations at a time
   std::vector<std::vector<float>> inputs, outputs, grads_in, grads_out;
+};
+
+// How a step runs besides its order.
+struct StepOptions {
+  // Activation recomputation (Chen et al., "Training Deep Nets with Sublinear Memory Cost",
+  // arXiv:1604.06174, 2016; GPipe relies on it): a stage keeps only each micro-batch's input
+  // between its forward and its backward, and runs the forward again just before the backward.
+  // One more forward per micro-batch; the gradients are the same bits.
+  bool recompute = false;
 };
 
 // Checks that `order` (stage_order's encoding) runs each of m micro-batches' forward once and
@@ -125,7 +140,8 @@ PipelineStepResult pipeline_step(dp::Communicator& comm, nn::Mlp& model,
                                  std::span<const std::size_t> boundaries, const float* x,
                                  const std::uint8_t* labels, std::size_t rows,
                                  std::size_t micro_batches, Schedule schedule,
-                                 PipelineWorkspace* workspace = nullptr);
+                                 PipelineWorkspace* workspace = nullptr,
+                                 const StepOptions& options = {});
 // The same with this stage's order of operations given (stage_order's encoding, checked by
 // check_order): for exercise 6.2, and for schedules of your own. Each stage's order must be one
 // that the other stages' orders can meet, or the step waits forever (1F1B's is).
@@ -133,6 +149,7 @@ PipelineStepResult pipeline_step(dp::Communicator& comm, nn::Mlp& model,
                                  std::span<const std::size_t> boundaries, const float* x,
                                  const std::uint8_t* labels, std::size_t rows,
                                  std::size_t micro_batches, std::span<const int> order,
-                                 PipelineWorkspace* workspace = nullptr);
+                                 PipelineWorkspace* workspace = nullptr,
+                                 const StepOptions& options = {});
 
 }  // namespace concurdl::mp

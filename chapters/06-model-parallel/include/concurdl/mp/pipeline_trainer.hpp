@@ -33,6 +33,7 @@ struct PipelineOptions {
   int stages = 2;
   std::size_t micro_batches = 4;
   Schedule schedule = Schedule::one_f_one_b;
+  bool recompute = false;  // activation recomputation (StepOptions::recompute)
 };
 
 // A row of kSchedules by name ("naive", "gpipe", "1f1b"; also "one_f_one_b"); nullopt otherwise.
@@ -59,8 +60,9 @@ class PipelineTrainer final : public nn::RankTrainer {
   const nn::TrainState& state() const override { return state_; }
   std::string describe() const override;
   // The epoch's mean step time, its measured bubble fraction (1 - the stages' mean busy time /
-  // the step time, averaged over the steps), the model's (p - 1) / (m + p - 1), and the largest
-  // number of micro-batches whose activations a stage held at once.
+  // the step time, averaged over the steps), the model's (p - 1) / (m + p - 1), the largest
+  // number of micro-batches whose activations a stage held at once, and the most bytes a stage
+  // held for backward (peak_activation_bytes: PipelineStepResult's).
   std::map<std::string, double> epoch_metrics() const override;
 
   // The whole model's parameters now, each stage's layers from that stage.

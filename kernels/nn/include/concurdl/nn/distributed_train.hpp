@@ -52,6 +52,7 @@ struct DistributedOptions {
   // per batch (0: the mode's default) and the schedule ("" : the mode's default).
   std::size_t micro_batches = 0;
   std::string schedule;
+  bool recompute = false;  // the pipeline's activation recomputation
   // The slow-down factor of `rank` (1 when it is not a straggler).
   double straggler_factor(int rank) const {
     const auto it = stragglers.find(rank);
