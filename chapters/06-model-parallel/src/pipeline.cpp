@@ -96,6 +96,16 @@ std::vector<int> stage_order(Schedule s, int stage, int stages, std::size_t m) {
   return order;
 }
 
+std::size_t activation_bytes_model(const nn::MlpSpec& spec, std::span<const std::size_t> boundaries,
+                                   int stage, std::size_t rows, std::size_t live, bool recompute) {
+  const auto s = static_cast<std::size_t>(stage);
+  std::size_t outputs = 0;
+  for (std::size_t l = boundaries[s]; l < boundaries[s + 1]; ++l) outputs += spec.widths[l + 1];
+  const std::size_t input = stage == 0 ? 0 : spec.widths[boundaries[s]];
+  const std::size_t floats = recompute ? live * input + outputs : live * (outputs + input);
+  return floats * rows * sizeof(float);
+}
+
 void check_order(std::span<const int> order, std::size_t m) {
   // 0: neither run yet, 1: forward run, 2: backward run too.
   std::vector<int> state(m, 0);
@@ -167,13 +177,13 @@ PipelineStepResult pipeline_step(dp::Communicator& comm, nn::Mlp& model,
   std::vector<dp::Request> sends;
   PipelineStepResult result;
   std::size_t live = 0, backwards_done = 0;
-  // Bytes held for backward now: the live micro-batches' activations (without recompute) and the
-  // inputs received for them (every stage but the first); with recompute, the one Activations.
+  // Bytes held for backward now: the live micro-batches' layer outputs (without recompute) and
+  // the inputs received for them (every stage but the first); with recompute, one micro-batch's
+  // outputs at most.
   std::size_t acts_bytes = 0, inputs_bytes = 0;
-  std::vector<std::size_t> counted(micro_batches, 0);  // what acts_bytes holds for each
   const bool recompute = options.recompute;
   const auto held = [&] {
-    const std::size_t now = inputs_bytes + (recompute ? ws.recompute.bytes() : acts_bytes);
+    const std::size_t now = inputs_bytes + (recompute ? ws.recompute.output_bytes() : acts_bytes);
     result.peak_activation_bytes = std::max(result.peak_activation_bytes, now);
   };
   Clock::duration busy{};
@@ -208,10 +218,7 @@ PipelineStepResult pipeline_step(dp::Communicator& comm, nn::Mlp& model,
       compute("forward", i,
               [&] { model.forward_layers(first, last, input_of(iu, mb), mb.count, a); });
       result.peak_activations = std::max(result.peak_activations, ++live);
-      if (!recompute) {
-        counted[iu] = a.bytes();
-        acts_bytes += counted[iu];
-      }
+      if (!recompute) acts_bytes += a.output_bytes();
       held();
       if (!last_stage) {
         outputs[iu].assign(a.output(), a.output() + mb.count * out_w);
@@ -239,14 +246,9 @@ PipelineStepResult pipeline_step(dp::Communicator& comm, nn::Mlp& model,
         model.backward_layers(first, last, a, dout, first_stage ? nullptr : grads_in[iu].data(),
                               /*accumulate=*/backwards_done > 0);
       });
-      if (!recompute) {  // backward's scratch is in the activations' capacity too
-        acts_bytes += a.bytes() - counted[iu];
-        counted[iu] = a.bytes();
-      }
-      held();
       ++backwards_done;
       --live;
-      if (!recompute) acts_bytes -= counted[iu];
+      if (!recompute) acts_bytes -= a.output_bytes();
       if (!first_stage) inputs_bytes -= mb.count * in_w * sizeof(float);
       if (!first_stage) sends.push_back(comm.isend(s - 1, grads_in[iu], kGradTag + i));
     }

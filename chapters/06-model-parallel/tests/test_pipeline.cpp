@@ -102,53 +102,63 @@ INSTANTIATE_TEST_SUITE_P(All, PipelineSchedules,
 // never more bytes than without, and fewer wherever more than one micro-batch is in flight.
 TEST(PipelineRecompute, SameBitsFewerBytes) {
   concurdl::kernels::set_compute_threads(1);
-  const std::vector<float> x = values(kRows * kSpec.widths.front(), 11);
-  std::vector<std::uint8_t> labels(kRows);
-  for (std::size_t i = 0; i < kRows; ++i) labels[i] = static_cast<std::uint8_t>((i * 7) % 5);
-  for (const Schedule schedule : {Schedule::naive, Schedule::gpipe, Schedule::one_f_one_b})
-    for (const int stages : {1, 2, 3, 4})
-      for (const std::size_t m : {1, 3, 4, 8}) {
-        SCOPED_TRACE(std::string(schedule_name(schedule)) + " p=" + std::to_string(stages) +
-                     " m=" + std::to_string(m));
-        const std::vector<std::size_t> bounds = stage_boundaries(kSpec.widths.size() - 1, stages);
-        struct Got {
-          std::vector<float> grads;
-          double loss = 0;
-          std::size_t peak = 0, bytes = 0;
-        };
-        std::vector<Got> got[2];
-        for (const bool recompute : {false, true}) {
-          std::vector<Got>& g = got[recompute ? 1 : 0];
-          g.resize(static_cast<std::size_t>(stages));
-          within_seconds(kDeadline, [&] {
-            dp::run_threads(stages, [&](dp::Communicator& comm) {
-              nn::Mlp model(kSpec, 5, concurdl::kernels::GemmVersion::v2_ikj);
-              PipelineWorkspace ws;
-              PipelineStepResult r;
-              for (int step = 0; step < 2; ++step)
-                r = pipeline_step(comm, model, bounds, x.data(), labels.data(), kRows, m, schedule,
-                                  &ws, {.recompute = recompute});
-              Got& mine = g[static_cast<std::size_t>(comm.rank())];
-              mine.grads.assign(model.gradients().begin(), model.gradients().end());
-              mine.loss = r.loss_sum;
-              mine.peak = r.peak_activations;
-              mine.bytes = r.peak_activation_bytes;
+  constexpr std::size_t kEvenRows = 24;  // divides by every m below: micro-batches of one size
+  const std::vector<float> x = values(kEvenRows * kSpec.widths.front(), 11);
+  std::vector<std::uint8_t> labels(kEvenRows);
+  for (std::size_t i = 0; i < kEvenRows; ++i) labels[i] = static_cast<std::uint8_t>((i * 7) % 5);
+  for (const std::size_t rows : {kRows, kEvenRows})
+    for (const Schedule schedule : {Schedule::naive, Schedule::gpipe, Schedule::one_f_one_b})
+      for (const int stages : {1, 2, 3, 4})
+        for (const std::size_t m : {1, 3, 4, 8}) {
+          SCOPED_TRACE(std::string(schedule_name(schedule)) + " p=" + std::to_string(stages) +
+                       " m=" + std::to_string(m) + " rows=" + std::to_string(rows));
+          const std::vector<std::size_t> bounds = stage_boundaries(kSpec.widths.size() - 1, stages);
+          struct Got {
+            std::vector<float> grads;
+            double loss = 0;
+            std::size_t peak = 0, bytes = 0;
+          };
+          std::vector<Got> got[2];
+          for (const bool recompute : {false, true}) {
+            std::vector<Got>& g = got[recompute ? 1 : 0];
+            g.resize(static_cast<std::size_t>(stages));
+            within_seconds(kDeadline, [&] {
+              dp::run_threads(stages, [&](dp::Communicator& comm) {
+                nn::Mlp model(kSpec, 5, concurdl::kernels::GemmVersion::v2_ikj);
+                PipelineWorkspace ws;
+                PipelineStepResult r;
+                for (int step = 0; step < 2; ++step)
+                  r = pipeline_step(comm, model, bounds, x.data(), labels.data(), rows, m, schedule,
+                                    &ws, {.recompute = recompute});
+                Got& mine = g[static_cast<std::size_t>(comm.rank())];
+                mine.grads.assign(model.gradients().begin(), model.gradients().end());
+                mine.loss = r.loss_sum;
+                mine.peak = r.peak_activations;
+                mine.bytes = r.peak_activation_bytes;
+              });
             });
-          });
-        }
-        for (int s = 0; s < stages; ++s) {
-          const Got &plain = got[0][static_cast<std::size_t>(s)],
-                    &re = got[1][static_cast<std::size_t>(s)];
-          EXPECT_TRUE(plain.grads == re.grads) << "stage " << s << ": other gradients";
-          EXPECT_EQ(plain.loss, re.loss) << "stage " << s;
-          EXPECT_EQ(plain.peak, re.peak) << "stage " << s;
-          EXPECT_GT(plain.bytes, 0u) << "stage " << s;
-          EXPECT_LE(re.bytes, plain.bytes) << "stage " << s;
-          if (plain.peak > 1) {
-            EXPECT_LT(re.bytes, plain.bytes) << "stage " << s;
+          }
+          for (int s = 0; s < stages; ++s) {
+            const Got &plain = got[0][static_cast<std::size_t>(s)],
+                      &re = got[1][static_cast<std::size_t>(s)];
+            EXPECT_TRUE(plain.grads == re.grads) << "stage " << s << ": other gradients";
+            EXPECT_EQ(plain.loss, re.loss) << "stage " << s;
+            EXPECT_EQ(plain.peak, re.peak) << "stage " << s;
+            EXPECT_GT(plain.bytes, 0u) << "stage " << s;
+            EXPECT_LE(re.bytes, plain.bytes) << "stage " << s;
+            // Micro-batches of one size (m divides the rows): the bytes are the model's exactly.
+            if (rows % m == 0) {
+              EXPECT_EQ(plain.bytes,
+                        activation_bytes_model(kSpec, bounds, s, rows / m, plain.peak, false))
+                  << "stage " << s;
+              EXPECT_EQ(re.bytes, activation_bytes_model(kSpec, bounds, s, rows / m, re.peak, true))
+                  << "stage " << s;
+            }
+            if (plain.peak > 1) {
+              EXPECT_LT(re.bytes, plain.bytes) << "stage " << s;
+            }
           }
         }
-      }
 }
 
 TEST(PipelineOrder, OneFOneBWarmsUpThenAlternates) {

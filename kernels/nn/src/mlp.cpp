@@ -158,6 +158,12 @@ std::size_t Activations::bytes() const {
   return floats * sizeof(float);
 }
 
+std::size_t Activations::output_bytes() const {
+  std::size_t floats = 0;
+  for (const kernels::LineVector<float>& o : outputs_) floats += o.capacity();
+  return floats * sizeof(float);
+}
+
 const float* Activations::output(std::size_t l) const {
   if (batch_ == 0 || l < first_ || l >= last_)
     throw std::out_of_range("Activations::output: no output of layer " + std::to_string(l) +

@@ -98,10 +98,11 @@ struct PipelineStepResult {
   double loss_sum = 0;               // the last stage: the batch's summed loss (0 elsewhere)
   std::size_t correct = 0;           // the last stage: rows predicted right
   std::size_t peak_activations = 0;  // micro-batches this stage held activations of at once
-  // The most bytes this stage held at once for backward: the activations of the micro-batches
-  // between their forward and their backward (nn::Activations::bytes(), by capacity) and, on
-  // every stage but the first, the inputs it received for them. With recompute, one
-  // micro-batch's activations (the one being recomputed) and the inputs.
+  // The most bytes this stage held at once for backward: the layer outputs of the micro-batches
+  // between their forward and their backward (nn::Activations::output_bytes(), by capacity)
+  // and, on every stage but the first, the inputs it received for them. With recompute, one
+  // micro-batch's outputs (the one being recomputed) and the inputs. activation_bytes_model
+  // says what it should be.
   std::size_t peak_activation_bytes = 0;
   // This stage's wall time in the step (from its start to its last send completing) and the
   // part of it spent computing (its forwards, backwards and the loss): the rest is waiting
@@ -125,6 +126,14 @@ struct StepOptions {
   // One more forward per micro-batch; the gradients are the same bits.
   bool recompute = false;
 };
+
+// The model of peak_activation_bytes for stage `stage` of `boundaries` (layer l's output is
+// rows x widths[l + 1] floats, a stage's input rows x widths[first]), micro-batches of `rows`
+// rows and `live` of them in flight at the peak: live x (outputs + input) without
+// recomputation, live x input + outputs with it (the first stage's input is the caller's x:
+// not counted).
+std::size_t activation_bytes_model(const nn::MlpSpec& spec, std::span<const std::size_t> boundaries,
+                                   int stage, std::size_t rows, std::size_t live, bool recompute);
 
 // Checks that `order` (stage_order's encoding) runs each of m micro-batches' forward once and
 // then its backward once; std::invalid_argument naming the first fault otherwise.

@@ -90,6 +90,9 @@ class Activations {
   // Bytes these activations hold (outputs and backward's scratch, by capacity): what a memory
   // account of training counts as activations.
   std::size_t bytes() const;
+  // Of those, the layers' outputs alone (by capacity): what backward must keep from forward,
+  // and what recomputing the forward saves.
+  std::size_t output_bytes() const;
 
  private:
   friend class Mlp;
