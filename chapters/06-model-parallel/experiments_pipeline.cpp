@@ -532,12 +532,13 @@ const bool registered_recompute = register_experiment({
                 // Magnitude: one more forward per micro-batch is about a third more compute (a
                 // forward is one GEMM of three per layer); what the step pays also depends on
                 // the bubble it falls into.
-                .statement = "With 2 stages and 8 micro-batches, 1F1B's step time with "
-                             "recomputation over without",
+                .statement = "With 2 stages and 8 micro-batches, 1F1B's samples/s with "
+                             "recomputation over without (what the extra forwards cost)",
                 .select = {{"schedule", "1f1b"},
                            {"recompute", "on"},
                            {"stages", "2"},
                            {"micro_batches", "8"}},
+                .field = "items_per_s",
                 .versus = {{"recompute", "off"}},
                 .kind = Claim::Kind::magnitude,
                 .causes = {ClaimCause::cores_and_smt},
