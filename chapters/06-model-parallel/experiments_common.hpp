@@ -1,10 +1,13 @@
-// What chapter 06's two experiment files share (experiments.cpp: the chapter and
-// ch06/pipeline; experiments_tensor.cpp: ch06/tensor_parallel).
+// What chapter 06's experiment files share (experiments_pipeline.cpp: ch06/pipeline and the
+// pipeline's trial; experiments_recompute.cpp: ch06/recompute, the same trial with and without
+// recomputation; experiments_tensor.cpp: ch06/tensor_parallel).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <vector>
+
+#include "concurdl/harness/experiment.hpp"
 
 namespace concurdl::mp::detail {
 
@@ -21,6 +24,15 @@ inline std::vector<float> pseudo_random(std::size_t n, std::uint32_t seed) {
   }
   return v;
 }
+
+// One pipeline step of a `layers`-deep MLP of `width` over `stages` thread ranks (the axes of
+// ch06/pipeline, and `recompute` on or off where the experiment has that axis), validated
+// against one process's gradients (experiments_pipeline.cpp).
+Trial pipeline_trial(const Params& p, GroupCache& cache);
+// Its metrics, and the model's axes (width, layers, rows), for every experiment that runs it.
+// Functions, not globals: the registrations in other files run at static initialisation.
+const std::vector<Metric>& pipeline_metrics();
+const std::vector<Axis>& pipeline_model_axes();
 
 // The device counts the α–β projections are drawn at.
 inline std::vector<double> projection_devices() { return {1, 2, 4, 8, 16, 32, 64}; }

@@ -3,9 +3,6 @@
 //   ch06/pipeline         one training step of a 16-layer MLP cut into p stages (threads), m
 //                         micro-batches, schedules naive / GPipe / 1F1B: the step time, the
 //                         measured bubble against (p-1)/(m+p-1), the activations a stage holds
-//   ch06/recompute        the same step at p = 2 and 4 with and without activation
-//                         recomputation (GPipe, 1F1B): the bytes a stage keeps for backward
-//                         against their model, and what the extra forwards cost in step time
 //   ch06/tensor_parallel  Megatron's MLP block (column- then row-parallel Linear) forward and
 //                         backward on 1, 2, 4 thread ranks: the time, and the share of it its
 //                         two all-reduces take (timed alone on the same ranks, same sizes)
@@ -59,6 +56,10 @@ struct PipelineData {
   std::vector<std::uint8_t> labels;
   std::vector<float> want;  // the whole batch's gradient on one process
 };
+
+}  // namespace
+
+namespace detail {
 
 Trial pipeline_trial(const Params& p, GroupCache& cache) {
   const Schedule schedule = kSchedules.find(p).schedule;
@@ -182,19 +183,46 @@ Trial pipeline_trial(const Params& p, GroupCache& cache) {
   return t;
 }
 
-const std::vector<Metric> kPipelineMetrics = {
-    {"bubble_fraction", "", true,
-     "1 - (the stages' compute time) / (stages x the step's time): the share of the stages' "
-     "time spent waiting for a neighbour or moving messages"},
-    {"stage_busy_s", "s", true, "a stage's compute time in a step (forwards, backwards, loss)"},
-    {"peak_activations", "", true,
-     "the most micro-batches whose activations one stage held at once (the largest stage's)"},
-    {"peak_activation_bytes", "B", false,
-     "the most bytes one stage kept for backward at once: layer outputs of the micro-batches in "
-     "flight and the inputs received for them (the largest stage's)"},
-    {"activation_model_bytes", "B", false,
-     "activation_bytes_model at the measured peak: live x (outputs + input), or with "
-     "recomputation live x input + outputs (the largest stage's)"}};
+const std::vector<Metric>& pipeline_metrics() {
+  static const std::vector<Metric> metrics = {
+      {"bubble_fraction", "", true,
+       "1 - (the stages' compute time) / (stages x the step's time): the share of the stages' "
+       "time spent waiting for a neighbour or moving messages"},
+      {"stage_busy_s", "s", true, "a stage's compute time in a step (forwards, backwards, loss)"},
+      {"peak_activations", "", true,
+       "the most micro-batches whose activations one stage held at once (the largest stage's)"},
+      {"peak_activation_bytes", "B", false,
+       "the most bytes one stage kept for backward at once: layer outputs of the micro-batches in "
+       "flight and the inputs received for them (the largest stage's)"},
+      {"activation_model_bytes", "B", false,
+       "activation_bytes_model at the measured peak: live x (outputs + input), or with "
+       "recomputation live x input + outputs (the largest stage's)"}};
+  return metrics;
+}
+
+const std::vector<Axis>& pipeline_model_axes() {
+  static const std::vector<Axis> axes = {
+      {.name = "width",
+       .values = {"256"},
+       .kind = AxisKind::size,
+       .max = kMaxWidth,
+       .smoke = {"32"}},
+      {.name = "layers", .values = {"16"}, .kind = AxisKind::count, .max = kMaxStages},
+      {.name = "rows",
+       .values = {"512"},
+       .kind = AxisKind::count,
+       .max = kMaxRows,
+       .smoke = {"32"}}};
+  return axes;
+}
+
+}  // namespace detail
+
+namespace {
+
+using detail::pipeline_metrics;
+using detail::pipeline_model_axes;
+using detail::pipeline_trial;
 
 // The model's bubble, as a curve over m at p stages.
 Model bubble_curve(int p, const std::string& schedule, const std::string& label) {
@@ -274,22 +302,14 @@ const bool registered_pipeline = register_experiment({
               .kind = AxisKind::count,
               .max = kMaxRows,
               .smoke = {"4"}},
-             {.name = "width",
-              .values = {"256"},
-              .kind = AxisKind::size,
-              .max = kMaxWidth,
-              .smoke = {"32"}},
-             {.name = "layers", .values = {"16"}, .kind = AxisKind::count, .max = kMaxStages},
-             {.name = "rows",
-              .values = {"512"},
-              .kind = AxisKind::count,
-              .max = kMaxRows,
-              .smoke = {"32"}}},
+             pipeline_model_axes()[0],
+             pipeline_model_axes()[1],
+             pipeline_model_axes()[2]},
     .baseline = {{"stages", "1"}},
     .metric = "time",
     .unit = "s",
     .lower_is_better = true,
-    .metrics = kPipelineMetrics,
+    .metrics = pipeline_metrics(),
     .derive =
         [](const Params& p, const Work&, Record& r) {
           const double model =
@@ -412,138 +432,6 @@ const bool registered_pipeline = register_experiment({
                 .bound = 4,
                 .unit = "x",
                 .timing = false}},
-});
-
-// The model's bytes for the largest stage of the 16-layer, width-256 MLP at p stages, rows 512,
-// m = pt.x micro-batches: GPipe keeps all m in flight, 1F1B min(m, p - s) on stage s.
-Model activation_model(int p, const std::string& schedule, bool recompute) {
-  return {
-      .label = fmt::format("{}{}: model", schedule, recompute ? ", recomputed" : ""),
-      .series = fmt::format("recompute={}", recompute ? "on" : "off"),
-      .y = [p, schedule, recompute](const ModelPoint& pt) -> std::optional<double> {
-        nn::MlpSpec spec;
-        spec.widths.assign(17, 256);
-        const auto m = static_cast<std::size_t>(pt.x);
-        if (m < 1) return std::nullopt;
-        const std::vector<std::size_t> bounds = stage_boundaries(16, p);
-        std::size_t most = 0;
-        for (int s = 0; s < p; ++s) {
-          const std::size_t live =
-              schedule == "gpipe" ? m : std::min<std::size_t>(m, static_cast<std::size_t>(p - s));
-          most =
-              std::max(most, activation_bytes_model(spec, bounds, s,
-                                                    dp::block_of(512, static_cast<int>(m), 0).count,
-                                                    live, recompute));
-        }
-        return static_cast<double>(most);
-      }};
-}
-
-const bool registered_recompute = register_experiment({
-    .id = "ch06/recompute",
-    .chapter = "06-model-parallel",
-    .title = "Activation recomputation in the pipeline: bytes a stage keeps for backward, against "
-             "their model, and the step time, with and without it",
-    .axes = {{.name = "schedule", .values = {"gpipe", "1f1b"}},
-             {.name = "recompute", .values = {"off", "on"}},
-             {.name = "stages",
-              .values = {"2", "4"},
-              .quick = {"2"},
-              .kind = AxisKind::count,
-              .max = kMaxStages,
-              .smoke = {"2"}},
-             {.name = "micro_batches",
-              .values = {"4", "8", "16"},
-              .quick = {"4", "16"},
-              .kind = AxisKind::count,
-              .max = kMaxRows,
-              .smoke = {"4"}},
-             {.name = "width",
-              .values = {"256"},
-              .kind = AxisKind::size,
-              .max = kMaxWidth,
-              .smoke = {"32"}},
-             {.name = "layers", .values = {"16"}, .kind = AxisKind::count, .max = kMaxStages},
-             {.name = "rows",
-              .values = {"512"},
-              .kind = AxisKind::count,
-              .max = kMaxRows,
-              .smoke = {"32"}}},
-    .baseline = {{"recompute", "off"}},
-    .metric = "time",
-    .unit = "s",
-    .lower_is_better = true,
-    .metrics = kPipelineMetrics,
-    .scaling_axis = "stages",
-    .interleave = {"recompute", "schedule"},
-    .repetitions = 5,
-    .warmup = 1,
-    .prepare = pipeline_trial,
-    .figures = {{.id = "bytes_gpipe_p2",
-                 .title = "Bytes the busiest stage keeps for backward, GPipe, 2 stages; dashed: "
-                          "the model",
-                 .x = "micro_batches",
-                 .y = "peak_activation_bytes",
-                 .series = "recompute",
-                 .where = {{"schedule", "gpipe"}, {"stages", "2"}},
-                 .log_x = true,
-                 .y_label = "bytes kept for backward (busiest stage)",
-                 .x_label = "micro-batches m (log)",
-                 .models = {activation_model(2, "gpipe", false),
-                            activation_model(2, "gpipe", true)}},
-                {.id = "bytes_1f1b_p2",
-                 .title = "Bytes the busiest stage keeps for backward, 1F1B, 2 stages; dashed: "
-                          "the model",
-                 .x = "micro_batches",
-                 .y = "peak_activation_bytes",
-                 .series = "recompute",
-                 .where = {{"schedule", "1f1b"}, {"stages", "2"}},
-                 .log_x = true,
-                 .y_label = "bytes kept for backward (busiest stage)",
-                 .x_label = "micro-batches m (log)",
-                 .models = {activation_model(2, "1f1b", false), activation_model(2, "1f1b", true)}},
-                {.id = "step_time_p2",
-                 .title = "Step time, 1F1B, 2 stages, with and without recomputation",
-                 .x = "micro_batches",
-                 .y = "median",
-                 .series = "recompute",
-                 .where = {{"schedule", "1f1b"}, {"stages", "2"}},
-                 .log_x = true,
-                 .y_label = "time per training step (s)",
-                 .x_label = "micro-batches m (log)"}},
-    .claims = {{.id = "recompute_gpipe_bytes",
-                // Law: the bytes are counted, and the model is exact for micro-batches of one size
-                // (512 rows / 16). The busiest stage is the second: 16 inputs + 8 layers' outputs
-                // against 16 x (8 outputs + 1 input) rows of 256 floats: 24/144 = 1/6.
-                .statement = "With 2 stages and 16 micro-batches, recomputing the activations "
-                             "cuts the bytes GPipe's busiest stage keeps for backward to a sixth "
-                             "(its bytes with recomputation over without)",
-                .select = {{"schedule", "gpipe"},
-                           {"recompute", "on"},
-                           {"stages", "2"},
-                           {"micro_batches", "16"}},
-                .field = "peak_activation_bytes",
-                .versus = {{"recompute", "off"}},
-                .compare = Claim::Compare::at_most,
-                .bound = 0.1667,
-                .unit = "×",
-                .timing = false},
-               {.id = "recompute_costs_a_forward",
-                // Magnitude: one more forward per micro-batch is about a third more compute (a
-                // forward is one GEMM of three per layer); what the step pays also depends on
-                // the bubble it falls into.
-                .statement = "With 2 stages and 8 micro-batches, 1F1B's samples/s with "
-                             "recomputation over without (what the extra forwards cost)",
-                .select = {{"schedule", "1f1b"},
-                           {"recompute", "on"},
-                           {"stages", "2"},
-                           {"micro_batches", "8"}},
-                .field = "items_per_s",
-                .versus = {{"recompute", "off"}},
-                .kind = Claim::Kind::magnitude,
-                .causes = {ClaimCause::cores_and_smt},
-                .unit = "×",
-                .min_cpus = 2}},
 });
 
 }  // namespace

@@ -1,0 +1,150 @@
+// Chapter 06's activation-recomputation experiment:
+//   ch06/recompute  the pipeline step of ch06/pipeline (experiments_pipeline.cpp) at p = 2 and 4
+//                   with and without activation recomputation (GPipe, 1F1B): the bytes a stage
+//                   keeps for backward against activation_bytes_model, and what the extra
+//                   forwards cost in step time
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "concurdl/dp/algorithms.hpp"
+#include "concurdl/harness/experiment.hpp"
+#include "concurdl/mp/pipeline.hpp"
+#include "concurdl/mp/pipeline_trainer.hpp"
+#include "concurdl/nn/mlp.hpp"
+#include "experiments_common.hpp"
+
+namespace concurdl::mp {
+
+namespace {
+
+// The model's bytes for the largest stage of the 16-layer, width-256 MLP at p stages, rows 512,
+// m = pt.x micro-batches: GPipe keeps all m in flight, 1F1B min(m, p - s) on stage s.
+Model activation_model(int p, const std::string& schedule, bool recompute) {
+  return {
+      .label = fmt::format("{}{}: model", schedule, recompute ? ", recomputed" : ""),
+      .series = fmt::format("recompute={}", recompute ? "on" : "off"),
+      .y = [p, schedule, recompute](const ModelPoint& pt) -> std::optional<double> {
+        nn::MlpSpec spec;
+        spec.widths.assign(17, 256);
+        const auto m = static_cast<std::size_t>(pt.x);
+        if (m < 1) return std::nullopt;
+        const std::vector<std::size_t> bounds = stage_boundaries(16, p);
+        std::size_t most = 0;
+        for (int s = 0; s < p; ++s) {
+          const std::size_t live =
+              schedule == "gpipe" ? m : std::min<std::size_t>(m, static_cast<std::size_t>(p - s));
+          most =
+              std::max(most, activation_bytes_model(spec, bounds, s,
+                                                    dp::block_of(512, static_cast<int>(m), 0).count,
+                                                    live, recompute));
+        }
+        return static_cast<double>(most);
+      }};
+}
+
+const bool registered_recompute = register_experiment({
+    .id = "ch06/recompute",
+    .chapter = "06-model-parallel",
+    .title = "Activation recomputation in the pipeline: bytes a stage keeps for backward, against "
+             "their model, and the step time, with and without it",
+    .axes = {{.name = "schedule", .values = {"gpipe", "1f1b"}},
+             {.name = "recompute", .values = {"off", "on"}},
+             {.name = "stages",
+              .values = {"2", "4"},
+              .quick = {"2"},
+              .kind = AxisKind::count,
+              .max = kMaxStages,
+              .smoke = {"2"}},
+             {.name = "micro_batches",
+              .values = {"4", "8", "16"},
+              .quick = {"4", "16"},
+              .kind = AxisKind::count,
+              .max = detail::kMaxRows,
+              .smoke = {"4"}},
+             detail::pipeline_model_axes()[0],
+             detail::pipeline_model_axes()[1],
+             detail::pipeline_model_axes()[2]},
+    .baseline = {{"recompute", "off"}},
+    .metric = "time",
+    .unit = "s",
+    .lower_is_better = true,
+    .metrics = detail::pipeline_metrics(),
+    .scaling_axis = "stages",
+    .interleave = {"recompute", "schedule"},
+    .repetitions = 5,
+    .warmup = 1,
+    .prepare = detail::pipeline_trial,
+    .figures = {{.id = "bytes_gpipe_p2",
+                 .title = "Bytes the busiest stage keeps for backward, GPipe, 2 stages; dashed: "
+                          "the model",
+                 .x = "micro_batches",
+                 .y = "peak_activation_bytes",
+                 .series = "recompute",
+                 .where = {{"schedule", "gpipe"}, {"stages", "2"}},
+                 .log_x = true,
+                 .y_label = "bytes kept for backward (busiest stage)",
+                 .x_label = "micro-batches m (log)",
+                 .models = {activation_model(2, "gpipe", false),
+                            activation_model(2, "gpipe", true)}},
+                {.id = "bytes_1f1b_p2",
+                 .title = "Bytes the busiest stage keeps for backward, 1F1B, 2 stages; dashed: "
+                          "the model",
+                 .x = "micro_batches",
+                 .y = "peak_activation_bytes",
+                 .series = "recompute",
+                 .where = {{"schedule", "1f1b"}, {"stages", "2"}},
+                 .log_x = true,
+                 .y_label = "bytes kept for backward (busiest stage)",
+                 .x_label = "micro-batches m (log)",
+                 .models = {activation_model(2, "1f1b", false), activation_model(2, "1f1b", true)}},
+                {.id = "step_time_p2",
+                 .title = "Step time, 1F1B, 2 stages, with and without recomputation",
+                 .x = "micro_batches",
+                 .y = "median",
+                 .series = "recompute",
+                 .where = {{"schedule", "1f1b"}, {"stages", "2"}},
+                 .log_x = true,
+                 .y_label = "time per training step (s)",
+                 .x_label = "micro-batches m (log)"}},
+    .claims = {{.id = "recompute_gpipe_bytes",
+                // Law: the bytes are counted, and the model is exact for micro-batches of one size
+                // (512 rows / 16). The busiest stage is the second: 16 inputs + 8 layers' outputs
+                // against 16 x (8 outputs + 1 input) rows of 256 floats: 24/144 = 1/6.
+                .statement = "With 2 stages and 16 micro-batches, recomputing the activations "
+                             "cuts the bytes GPipe's busiest stage keeps for backward to a sixth "
+                             "(its bytes with recomputation over without)",
+                .select = {{"schedule", "gpipe"},
+                           {"recompute", "on"},
+                           {"stages", "2"},
+                           {"micro_batches", "16"}},
+                .field = "peak_activation_bytes",
+                .versus = {{"recompute", "off"}},
+                .compare = Claim::Compare::at_most,
+                .bound = 0.1667,
+                .unit = "×",
+                .timing = false},
+               {.id = "recompute_costs_a_forward",
+                // Magnitude: one more forward per micro-batch is about a third more compute (a
+                // forward is one GEMM of three per layer); what the step pays also depends on
+                // the bubble it falls into.
+                .statement = "With 2 stages and 8 micro-batches, 1F1B's samples/s with "
+                             "recomputation over without (what the extra forwards cost)",
+                .select = {{"schedule", "1f1b"},
+                           {"recompute", "on"},
+                           {"stages", "2"},
+                           {"micro_batches", "8"}},
+                .field = "items_per_s",
+                .versus = {{"recompute", "off"}},
+                .kind = Claim::Kind::magnitude,
+                .causes = {ClaimCause::cores_and_smt},
+                .unit = "×",
+                .min_cpus = 2}},
+});
+
+}  // namespace
+
+}  // namespace concurdl::mp
