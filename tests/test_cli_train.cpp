@@ -151,6 +151,17 @@ TEST_F(Cli, PipelineTrainRejectsBadFlags) {
   expect_usage_error(run("train --pipeline 99 --data no-such-dir", bin), "--pipeline 99");
   expect_usage_error(run("train --pipeline 2 --micro-batches 65 --data no-such-dir", bin),
                      "--micro-batches 65: more than the batch's 64 rows");
+  expect_usage_error(run("train --chunks 2", bin), "--chunks: only with --pipeline P");
+  expect_usage_error(run("train --pipeline 2 --chunks 2 --data no-such-dir", bin),
+                     "--chunks 2: only with --schedule interleaved (not 1f1b)");
+  expect_usage_error(
+      run("train --pipeline 2 --schedule interleaved --micro-batches 3 --arch 784-64-64-64-10 "
+          "--data no-such-dir",
+          bin),
+      "--micro-batches 3 is not a multiple of the 2 stages");
+  expect_usage_error(
+      run("train --pipeline 2 --schedule interleaved --chunks 3 --data no-such-dir", bin),
+      "--chunks 3: 2 stages x 3 chunks is more pieces than the 3 layers");
   EXPECT_FALSE(fs::exists(dir_ / "results"));
 }
 

@@ -250,9 +250,9 @@ Trial pipeline_trial(Impl impl, const Params& p, GroupCache& cache) {
     const kernels::ComputeThreadsScope one(1);  // one compute thread per worker
     dp::run_threads(stages, [&](dp::Communicator& comm) {
       const int s = comm.rank();
-      const std::vector<int> order = impl == Impl::student
-                                         ? student_1f1b_order(s, stages, m)
-                                         : stage_order(Schedule::one_f_one_b, s, stages, m);
+      const std::vector<int> order =
+          impl == Impl::student ? student_1f1b_order(s, stages, m)
+                                : codes_of(stage_order(Schedule::one_f_one_b, s, stages, m));
       pipeline_step(comm, *st->models[static_cast<std::size_t>(s)], st->bounds, in->x.data(),
                     in->labels.data(), rows, m, order);
     });

@@ -1,10 +1,12 @@
 // What chapter 06's experiment files share (experiments_pipeline.cpp: ch06/pipeline and the
 // pipeline's trial; experiments_recompute.cpp: ch06/recompute, the same trial with and without
-// recomputation; experiments_tensor.cpp: ch06/tensor_parallel).
+// recomputation; experiments_schedules.cpp: ch06/schedules, the trial under 1F1B, interleaved
+// and ZB-H1; experiments_tensor.cpp: ch06/tensor_parallel).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "concurdl/harness/experiment.hpp"
@@ -33,6 +35,14 @@ Trial pipeline_trial(const Params& p, GroupCache& cache);
 // Functions, not globals: the registrations in other files run at static initialisation.
 const std::vector<Metric>& pipeline_metrics();
 const std::vector<Axis>& pipeline_model_axes();
+
+// The `chunks` parameter (interleaved's v), 1 where the experiment has no such axis.
+int chunks_of(const Params& p);
+// The records' derived bubble_model (the schedule's row's formula at the record's p, m, v) and
+// bubble_error (|measured - model|).
+void derive_bubble(const Params& p, const Work& w, Record& r);
+// The model's bubble of `schedule` at p stages and v chunks, as a curve over m.
+Model bubble_curve(int p, const std::string& schedule, const std::string& label, int v = 1);
 
 // The device counts the α–β projections are drawn at.
 inline std::vector<double> projection_devices() { return {1, 2, 4, 8, 16, 32, 64}; }

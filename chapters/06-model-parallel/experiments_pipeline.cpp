@@ -43,8 +43,8 @@ using detail::projection_devices;
 using detail::pseudo_random;
 constexpr int kStepsPerSample = 4;  // pipeline steps per sample, after one not counted
 
-double bubble_model(const std::string& schedule, double p, double m) {
-  return kSchedules.find(schedule).bubble(p, m);
+double bubble_model(const std::string& schedule, double p, double m, double v = 1) {
+  return kSchedules.find(schedule).bubble(p, m, v);
 }
 
 // ---- ch06/pipeline ----------------------------------------------------------------------------
@@ -69,11 +69,17 @@ Trial pipeline_trial(const Params& p, GroupCache& cache) {
   const auto layers = static_cast<std::size_t>(param_int(p, "layers"));
   const auto rows = static_cast<std::size_t>(param_int(p, "rows"));
   const bool recompute = p.count("recompute") != 0 && param_str(p, "recompute") == "on";
-  if (static_cast<std::size_t>(stages) > layers)
+  const int chunks = detail::chunks_of(p);
+  if (static_cast<std::size_t>(stages * chunks) > layers)
     throw UsageError(
-        fmt::format("{} stages of a {}-layer model: a stage needs a layer at least "
-                    "(stages <= layers)",
-                    stages, layers));
+        fmt::format("{} stages x {} chunks of a {}-layer model: a chunk needs a layer at least "
+                    "(stages x chunks <= layers)",
+                    stages, chunks, layers));
+  if (schedule == Schedule::interleaved && m % static_cast<std::size_t>(stages) != 0)
+    throw UsageError(fmt::format(
+        "interleaved runs micro-batches in groups of the stages: {} micro-batches is not a "
+        "multiple of {} stages",
+        m, stages));
   if (m > rows)
     throw UsageError(
         fmt::format("{} micro-batches of {} rows: at most one per row (micro_batches "
@@ -108,13 +114,13 @@ Trial pipeline_trial(const Params& p, GroupCache& cache) {
     std::vector<std::vector<PipelineStepResult>> results;
   };
   auto st = std::make_shared<State>();
-  st->bounds = stage_boundaries(layers, stages);
+  st->bounds = stage_boundaries(layers, stages * chunks);
   for (int s = 0; s < stages; ++s) st->models.push_back(std::make_unique<nn::Mlp>(data->spec, 1));
   st->results.assign(static_cast<std::size_t>(stages), {});
   st->workspaces.resize(static_cast<std::size_t>(stages));
 
   Trial t;
-  t.measure = [st, data, stages, m, rows, schedule, recompute]() -> Sample {
+  t.measure = [st, data, stages, chunks, m, rows, schedule, recompute]() -> Sample {
     kernels::ComputeThreadsScope one(1);  // one compute thread per worker
     dp::run_threads(stages, [&](dp::Communicator& comm) {
       const int s = comm.rank();
@@ -140,10 +146,13 @@ Trial pipeline_trial(const Params& p, GroupCache& cache) {
         b += r.busy_seconds;
         peak = std::max(peak, r.peak_activations);
         peak_bytes = std::max(peak_bytes, r.peak_activation_bytes);
-        model_bytes = std::max(
-            model_bytes, activation_bytes_model(data->spec, st->bounds, static_cast<int>(s),
-                                                dp::block_of(rows, static_cast<int>(m), 0).count,
-                                                r.peak_activations, recompute));
+        const std::vector<PipeOp> order =
+            stage_order(schedule, static_cast<int>(s), stages, m, chunks);
+        model_bytes =
+            std::max(model_bytes,
+                     activation_model(data->spec, st->bounds, static_cast<int>(s), stages, order,
+                                      dp::block_of(rows, static_cast<int>(m), 0).count, recompute)
+                         .peak_bytes);
       }
       step += t0;
       busy += b / stages;
@@ -160,10 +169,10 @@ Trial pipeline_trial(const Params& p, GroupCache& cache) {
   // Each stage's layers hold the whole batch's gradient (one process's), after every sample.
   t.check = [st, data, stages]() -> std::string {
     const auto& off = st->models[0]->layer_offsets();
-    for (int s = 0; s < stages; ++s) {
-      const auto got = st->models[static_cast<std::size_t>(s)]->gradients();
-      for (std::size_t i = off[st->bounds[static_cast<std::size_t>(s)]];
-           i < off[st->bounds[static_cast<std::size_t>(s) + 1]]; ++i)
+    for (std::size_t piece = 0; piece + 1 < st->bounds.size(); ++piece) {
+      const auto s = piece % static_cast<std::size_t>(stages);  // piece c p + s is stage s's
+      const auto got = st->models[s]->gradients();
+      for (std::size_t i = off[st->bounds[piece]]; i < off[st->bounds[piece + 1]]; ++i)
         if (!(std::fabs(got[i] - data->want[i]) <= 1e-4f * (1.0f + std::fabs(data->want[i]))))
           return fmt::format("stage {}: gradient {} is {}, one process's {}", s, i, got[i],
                              data->want[i]);
@@ -195,8 +204,9 @@ const std::vector<Metric>& pipeline_metrics() {
        "the most bytes one stage kept for backward at once: layer outputs of the micro-batches in "
        "flight and the inputs received for them (the largest stage's)"},
       {"activation_model_bytes", "B", false,
-       "activation_bytes_model at the measured peak: live x (outputs + input), or with "
-       "recomputation live x input + outputs (the largest stage's)"}};
+       "activation_model's peak bytes: the schedule's order walked op by op, each micro-batch in "
+       "flight holding its input and outputs (with recomputation its input, the outputs only "
+       "from its B), and its output gradients from a split B to its W (the largest stage's)"}};
   return metrics;
 }
 
@@ -224,14 +234,33 @@ using detail::pipeline_metrics;
 using detail::pipeline_model_axes;
 using detail::pipeline_trial;
 
-// The model's bubble, as a curve over m at p stages.
-Model bubble_curve(int p, const std::string& schedule, const std::string& label) {
+}  // namespace
+
+namespace detail {
+int chunks_of(const Params& p) {
+  return p.count("chunks") != 0 ? static_cast<int>(param_int(p, "chunks")) : 1;
+}
+
+void derive_bubble(const Params& p, const Work&, Record& r) {
+  const double model =
+      bubble_model(param_str(p, "schedule"), static_cast<double>(param_int(p, "stages")),
+                   static_cast<double>(param_int(p, "micro_batches")), chunks_of(p));
+  r.derived["bubble_model"] = model;
+  if (const auto it = r.metrics.find("bubble_fraction"); it != r.metrics.end())
+    r.derived["bubble_error"] = std::fabs(it->second.stats.median - model);
+}
+
+Model bubble_curve(int p, const std::string& schedule, const std::string& label, int v) {
   return {.label = label,
           .series = schedule,
-          .y = [p, schedule](const ModelPoint& pt) -> std::optional<double> {
-            return bubble_model(schedule, p, pt.x);
+          .y = [p, schedule, v](const ModelPoint& pt) -> std::optional<double> {
+            return bubble_model(schedule, p, pt.x, v);
           }};
 }
+}  // namespace detail
+
+namespace {
+using detail::bubble_curve;
 
 // One stage's step at p = 1 (the whole model on one thread) with m micro-batches, from the
 // run's records; the projection's t1.
@@ -289,8 +318,11 @@ const bool registered_pipeline = register_experiment({
     .id = "ch06/pipeline",
     .chapter = "06-model-parallel",
     .title = "Pipeline parallelism: one training step of a 16-layer MLP over p stages, m "
-             "micro-batches, naive / GPipe / 1F1B: step time, bubble, activations held",
-    .axes = {kSchedules.axis("ch06/pipeline"),
+             "micro-batches, naive / GPipe / 1F1B / ZB-H1: step time, bubble, activations held",
+    .axes = {kSchedules.axis("ch06/pipeline", {.where =
+                                                   [](const ScheduleRow& r) {
+                                                     return r.schedule != Schedule::interleaved;
+                                                   }}),
              {.name = "stages",
               .values = {"1", "2", "4"},
               .kind = AxisKind::count,
@@ -310,15 +342,7 @@ const bool registered_pipeline = register_experiment({
     .unit = "s",
     .lower_is_better = true,
     .metrics = pipeline_metrics(),
-    .derive =
-        [](const Params& p, const Work&, Record& r) {
-          const double model =
-              bubble_model(param_str(p, "schedule"), static_cast<double>(param_int(p, "stages")),
-                           static_cast<double>(param_int(p, "micro_batches")));
-          r.derived["bubble_model"] = model;
-          if (const auto it = r.metrics.find("bubble_fraction"); it != r.metrics.end())
-            r.derived["bubble_error"] = std::fabs(it->second.stats.median - model);
-        },
+    .derive = detail::derive_bubble,
     .scaling_axis = "stages",
     .interleave = {"schedule"},
     .repetitions = 5,
@@ -334,7 +358,8 @@ const bool registered_pipeline = register_experiment({
                  .y_label = "bubble fraction (measured)",
                  .x_label = "micro-batches m (log)",
                  .models = {bubble_curve(2, "gpipe", "GPipe and 1F1B: (p-1)/(m+p-1)"),
-                            bubble_curve(2, "naive", "naive: (p-1)/p")}},
+                            bubble_curve(2, "naive", "naive: (p-1)/p"),
+                            bubble_curve(2, "zb-h1", "ZB-H1: (p-1)/(3m+p-1), m >= p")}},
                 {.id = "bubble_p4",
                  .title = "Bubble fraction against micro-batches, 4 stages",
                  .x = "micro_batches",
@@ -345,7 +370,8 @@ const bool registered_pipeline = register_experiment({
                  .y_label = "bubble fraction (measured)",
                  .x_label = "micro-batches m (log)",
                  .models = {bubble_curve(4, "gpipe", "GPipe and 1F1B: (p-1)/(m+p-1)"),
-                            bubble_curve(4, "naive", "naive: (p-1)/p")}},
+                            bubble_curve(4, "naive", "naive: (p-1)/p"),
+                            bubble_curve(4, "zb-h1", "ZB-H1: (p-1)/(3m+p-1), m >= p")}},
                 {.id = "step_time_p2",
                  .title = "Step time against micro-batches, 2 stages",
                  .x = "micro_batches",

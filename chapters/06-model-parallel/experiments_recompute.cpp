@@ -1,7 +1,7 @@
 // Chapter 06's activation-recomputation experiment:
 //   ch06/recompute  the pipeline step of ch06/pipeline (experiments_pipeline.cpp) at p = 2 and 4
 //                   with and without activation recomputation (GPipe, 1F1B): the bytes a stage
-//                   keeps for backward against activation_bytes_model, and what the extra
+//                   keeps for backward against activation_model, and what the extra
 //                   forwards cost in step time
 #include <fmt/format.h>
 
@@ -22,28 +22,25 @@ namespace concurdl::mp {
 namespace {
 
 // The model's bytes for the largest stage of the 16-layer, width-256 MLP at p stages, rows 512,
-// m = pt.x micro-batches: GPipe keeps all m in flight, 1F1B min(m, p - s) on stage s.
-Model activation_model(int p, const std::string& schedule, bool recompute) {
-  return {
-      .label = fmt::format("{}{}: model", schedule, recompute ? ", recomputed" : ""),
-      .series = fmt::format("recompute={}", recompute ? "on" : "off"),
-      .y = [p, schedule, recompute](const ModelPoint& pt) -> std::optional<double> {
-        nn::MlpSpec spec;
-        spec.widths.assign(17, 256);
-        const auto m = static_cast<std::size_t>(pt.x);
-        if (m < 1) return std::nullopt;
-        const std::vector<std::size_t> bounds = stage_boundaries(16, p);
-        std::size_t most = 0;
-        for (int s = 0; s < p; ++s) {
-          const std::size_t live =
-              schedule == "gpipe" ? m : std::min<std::size_t>(m, static_cast<std::size_t>(p - s));
-          most =
-              std::max(most, activation_bytes_model(spec, bounds, s,
-                                                    dp::block_of(512, static_cast<int>(m), 0).count,
-                                                    live, recompute));
-        }
-        return static_cast<double>(most);
-      }};
+// m = pt.x micro-batches, walking the schedule's orders (activation_model).
+Model bytes_curve(int p, const std::string& schedule, bool recompute) {
+  return {.label = fmt::format("{}{}: model", schedule, recompute ? ", recomputed" : ""),
+          .series = fmt::format("recompute={}", recompute ? "on" : "off"),
+          .y = [p, schedule, recompute](const ModelPoint& pt) -> std::optional<double> {
+            nn::MlpSpec spec;
+            spec.widths.assign(17, 256);
+            const auto m = static_cast<std::size_t>(pt.x);
+            if (m < 1) return std::nullopt;
+            const std::vector<std::size_t> bounds = stage_boundaries(16, p);
+            const Schedule sched = kSchedules.find(schedule).schedule;
+            std::size_t most = 0;
+            for (int s = 0; s < p; ++s)
+              most = std::max(
+                  most, activation_model(spec, bounds, s, p, stage_order(sched, s, p, m),
+                                         dp::block_of(512, static_cast<int>(m), 0).count, recompute)
+                            .peak_bytes);
+            return static_cast<double>(most);
+          }};
 }
 
 const bool registered_recompute = register_experiment({
@@ -88,8 +85,7 @@ const bool registered_recompute = register_experiment({
                  .log_x = true,
                  .y_label = "bytes kept for backward (busiest stage)",
                  .x_label = "micro-batches m (log)",
-                 .models = {activation_model(2, "gpipe", false),
-                            activation_model(2, "gpipe", true)}},
+                 .models = {bytes_curve(2, "gpipe", false), bytes_curve(2, "gpipe", true)}},
                 {.id = "bytes_1f1b_p2",
                  .title = "Bytes the busiest stage keeps for backward, 1F1B, 2 stages; dashed: "
                           "the model",
@@ -100,7 +96,7 @@ const bool registered_recompute = register_experiment({
                  .log_x = true,
                  .y_label = "bytes kept for backward (busiest stage)",
                  .x_label = "micro-batches m (log)",
-                 .models = {activation_model(2, "1f1b", false), activation_model(2, "1f1b", true)}},
+                 .models = {bytes_curve(2, "1f1b", false), bytes_curve(2, "1f1b", true)}},
                 {.id = "step_time_p2",
                  .title = "Step time, 1F1B, 2 stages, with and without recomputation",
                  .x = "micro_batches",

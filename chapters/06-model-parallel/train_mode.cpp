@@ -37,13 +37,28 @@ PipelineOptions pipeline_options(const nn::DistributedOptions& o, const nn::Trai
                                  fmt::join(kSchedules.names(Offer::all), ", ")));
   p.schedule = *parsed;
   p.recompute = o.recompute;
+  if (o.chunks > 0 && p.schedule != Schedule::interleaved)
+    throw UsageError(fmt::format("--chunks {}: only with --schedule interleaved (not {})", o.chunks,
+                                 schedule_name(p.schedule)));
+  p.chunks = p.schedule == Schedule::interleaved ? (o.chunks > 0 ? o.chunks : 2) : 1;
+  if (static_cast<std::size_t>(o.ranks * p.chunks) > layers)
+    throw UsageError(
+        fmt::format("--chunks {}: {} stages x {} chunks is more pieces than the {} layers of {}",
+                    p.chunks, o.ranks, p.chunks, layers, c.spec.describe()));
+  if (p.schedule == Schedule::interleaved &&
+      p.micro_batches % static_cast<std::size_t>(o.ranks) != 0)
+    throw UsageError(
+        fmt::format("--schedule interleaved: --micro-batches {} is not a multiple of the {} stages "
+                    "(micro-batches go through the chunks in groups of P)",
+                    p.micro_batches, o.ranks));
   return p;
 }
 
 const bool registered = nn::register_training_mode(
     {.name = "pipeline",
      .what = "pipeline parallelism (chapter 06): the layers cut into --pipeline P stages, "
-             "--micro-batches M, --schedule naive|gpipe|1f1b, --recompute",
+             "--micro-batches M, --schedule naive|gpipe|1f1b|interleaved|zb-h1, --chunks v, "
+             "--recompute",
      .check = [](const nn::DistributedOptions& o,
                  const nn::TrainConfig& c) { (void)pipeline_options(o, c); },
      .run =

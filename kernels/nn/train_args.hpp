@@ -46,6 +46,7 @@ struct TrainArgs {
   std::size_t pipeline = 0, micro_batches = 0;
   std::string schedule;
   bool recompute = false;  // --recompute
+  int chunks = 0;          // --chunks: interleaved's model chunks per stage (0: not given)
   bool trace = false;      // --trace: the run's spans, trace.json and a Gantt chart
 };
 

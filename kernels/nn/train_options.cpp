@@ -154,7 +154,12 @@ void add_distributed_options(CLI::App& app, TrainArgs& a) {
   app.add_option("--micro-batches", a.micro_batches,
                  "with --pipeline: micro-batches per batch (default 4)")
       ->check(whole_number(1, 1u << 14));
-  app.add_option("--schedule", a.schedule, "with --pipeline: naive, gpipe or 1f1b (default 1f1b)");
+  app.add_option("--schedule", a.schedule,
+                 "with --pipeline: naive, gpipe, 1f1b, interleaved or zb-h1 (default 1f1b)");
+  app.add_option("--chunks", a.chunks,
+                 "with --pipeline and --schedule interleaved: model chunks per stage (v, "
+                 "default 2); the layers are cut into P x v pieces")
+      ->check(whole_number(1, 64));
   app.add_flag("--recompute", a.recompute,
                "with --pipeline: keep only each micro-batch's stage input and run its forward "
                "again before its backward (activation recomputation)");

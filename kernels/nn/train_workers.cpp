@@ -83,7 +83,7 @@ TrainWorkers resolve_workers(TrainArgs& a, const std::function<bool(const char*)
     a.ranks = a.pipeline;
     a.mode = "pipeline";
   } else {
-    for (const char* flag : {"--micro-batches", "--schedule", "--recompute"})
+    for (const char* flag : {"--micro-batches", "--schedule", "--recompute", "--chunks"})
       if (given(flag)) throw UsageError(fmt::format("{}: only with --pipeline P", flag));
   }
   // --mode alone means one worker of that mode.
@@ -134,6 +134,7 @@ TrainWorkers resolve_workers(TrainArgs& a, const std::function<bool(const char*)
   dist.micro_batches = a.micro_batches;
   dist.schedule = a.schedule;
   dist.recompute = a.recompute;
+  dist.chunks = a.chunks;
   dist.staleness = a.staleness;
   dist.local_steps = a.local_steps;
   dist.servers = a.servers;

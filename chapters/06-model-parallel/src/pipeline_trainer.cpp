@@ -26,14 +26,17 @@ std::optional<Schedule> parse_schedule(std::string_view name) {
 // One stage: a replica of the whole model (only its own layers are used and kept up to date),
 // the SGD state of those layers, and its share of the epoch's figures.
 struct PipelineTrainer::Stage {
-  Stage(const nn::TrainConfig& c, std::size_t lo, std::size_t hi)
-      : model(c.spec, c.seed, c.gemm), opt(hi - lo, c.sgd), lo(lo), hi(hi) {}
+  // Its chunks' spans of the flat parameter buffer, [lo, hi) each.
+  Stage(const nn::TrainConfig& c, std::vector<std::pair<std::size_t, std::size_t>> spans)
+      : model(c.spec, c.seed, c.gemm), spans(std::move(spans)) {
+    for (const auto& [lo, hi] : this->spans) opt.emplace_back(hi - lo, c.sgd);
+  }
   nn::Mlp model;
-  nn::Sgd opt;                  // over parameters [lo, hi): this stage's layers
-  std::size_t lo, hi;           // its layers' span of the flat parameter buffer
-  std::vector<float> x;         // stage 0: the batch's inputs
-  std::vector<std::uint8_t> y;  // the last stage: its labels
-  PipelineWorkspace ws;         // its buffers, kept across steps
+  std::vector<std::pair<std::size_t, std::size_t>> spans;  // per chunk: [lo, hi)
+  std::vector<nn::Sgd> opt;                                // per chunk: over its span
+  std::vector<float> x;                                    // stage 0: the batch's inputs
+  std::vector<std::uint8_t> y;                             // the last stage: its labels
+  PipelineWorkspace ws;                                    // its buffers, kept across steps
   double loss_sum = 0, busy = 0, step_time = 0;
   std::size_t correct = 0, peak = 0, peak_bytes = 0;
 };
@@ -42,11 +45,16 @@ PipelineTrainer::PipelineTrainer(nn::TrainConfig config, const nn::Dataset& trai
                                  PipelineOptions options)
     : config_(std::move(config)), train_(train), options_(options) {
   const std::size_t layers = config_.spec.widths.size() - 1;
-  if (options_.stages < 1 || options_.stages > kMaxStages ||
-      static_cast<std::size_t>(options_.stages) > layers)
+  if (options_.chunks < 1 || (options_.chunks > 1 && options_.schedule != Schedule::interleaved))
     throw std::invalid_argument(fmt::format(
-        "PipelineTrainer: {} stages for a model of {} layers (need 1 .. min(layers, {}))",
-        options_.stages, layers, kMaxStages));
+        "PipelineTrainer: {} chunks a stage under {} (more than one only for interleaved)",
+        options_.chunks, schedule_name(options_.schedule)));
+  if (options_.stages < 1 || options_.stages > kMaxStages ||
+      static_cast<std::size_t>(options_.stages * options_.chunks) > layers)
+    throw std::invalid_argument(fmt::format(
+        "PipelineTrainer: {} stages x {} chunks for a model of {} layers (need 1 .. layers, "
+        "at most {} stages)",
+        options_.stages, options_.chunks, layers, kMaxStages));
   if (config_.batch == 0) throw std::invalid_argument("PipelineTrainer: batch size 0");
   if (options_.micro_batches < 1 || options_.micro_batches > config_.batch)
     throw std::invalid_argument(
@@ -56,12 +64,17 @@ PipelineTrainer::PipelineTrainer(nn::TrainConfig config, const nn::Dataset& trai
       train_.y.size() != train_.n || train_.n == 0)
     throw std::invalid_argument("PipelineTrainer: the data set does not fit the model " +
                                 config_.spec.describe());
-  bounds_ = stage_boundaries(layers, options_.stages);
+  bounds_ = stage_boundaries(layers, options_.stages * options_.chunks);
   eval_model_ = std::make_unique<nn::Mlp>(config_.spec, config_.seed, config_.gemm);
   const auto& off = eval_model_->layer_offsets();
-  for (int s = 0; s < options_.stages; ++s)
-    stages_.push_back(std::make_unique<Stage>(config_, off[bounds_[static_cast<std::size_t>(s)]],
-                                              off[bounds_[static_cast<std::size_t>(s) + 1]]));
+  for (int s = 0; s < options_.stages; ++s) {
+    std::vector<std::pair<std::size_t, std::size_t>> spans;
+    for (int c = 0; c < options_.chunks; ++c) {
+      const auto piece = static_cast<std::size_t>(c * options_.stages + s);
+      spans.emplace_back(off[bounds_[piece]], off[bounds_[piece + 1]]);
+    }
+    stages_.push_back(std::make_unique<Stage>(config_, std::move(spans)));
+  }
   stages_.front()->x.resize(config_.batch * train_.dim);
   stages_.back()->y.resize(config_.batch);
   state_.seed = config_.seed;
@@ -74,9 +87,10 @@ PipelineTrainer::~PipelineTrainer() = default;
 std::string PipelineTrainer::describe() const {
   return fmt::format(
       "pipeline of {} stage{} (threads), layers {}, {} micro-batches per batch "
-      "of {}, schedule {}{}",
+      "of {}, schedule {}{}{}",
       options_.stages, options_.stages == 1 ? "" : "s", fmt::join(bounds_, "|"),
       options_.micro_batches, config_.batch, schedule_name(options_.schedule),
+      options_.chunks > 1 ? fmt::format(" ({} chunks a stage)", options_.chunks) : "",
       options_.recompute ? ", activations recomputed" : "");
 }
 
@@ -91,7 +105,8 @@ nn::EpochResult PipelineTrainer::run_epoch(
   for (auto& st : stages_) {
     st->loss_sum = st->busy = st->step_time = 0;
     st->correct = st->peak = 0;
-    if (config_.lr_decay != 1.0f) st->opt.set_lr(lr);
+    if (config_.lr_decay != 1.0f)
+      for (nn::Sgd& o : st->opt) o.set_lr(lr);
   }
   const int p = options_.stages;
   double bubble_sum = 0;  // over the steps, written by stage 0 alone
@@ -116,8 +131,11 @@ nn::EpochResult PipelineTrainer::run_epoch(
           rows, m, options_.schedule, &st.ws, {.recompute = options_.recompute});
       {
         trace::Span update("sgd", "update");
-        st.opt.step(st.model.parameters().subspan(st.lo, st.hi - st.lo),
-                    st.model.gradients().subspan(st.lo, st.hi - st.lo));
+        for (std::size_t c = 0; c < st.spans.size(); ++c) {
+          const auto [lo, hi] = st.spans[c];
+          st.opt[c].step(st.model.parameters().subspan(lo, hi - lo),
+                         st.model.gradients().subspan(lo, hi - lo));
+        }
       }
       st.busy += r.busy_seconds;
       st.step_time += r.step_seconds;
@@ -175,8 +193,7 @@ nn::EpochResult PipelineTrainer::run_epoch(
   metrics_["pipeline_step_seconds"] = step_time / static_cast<double>(steps);
   metrics_["pipeline_busy_seconds"] = busy_total / (p * static_cast<double>(steps));
   metrics_["bubble_fraction"] = bubble_sum / static_cast<double>(steps);
-  metrics_["bubble_model"] =
-      options_.schedule == Schedule::naive ? (p - 1.0) / p : (p - 1.0) / (m + p - 1.0);
+  metrics_["bubble_model"] = schedule_row(options_.schedule).bubble(p, m, options_.chunks);
   metrics_["peak_activations"] = static_cast<double>(peak);
   metrics_["peak_activation_bytes"] = static_cast<double>(peak_bytes);
   return r;
@@ -187,12 +204,14 @@ std::map<std::string, double> PipelineTrainer::epoch_metrics() const { return me
 void PipelineTrainer::assemble(std::span<float> params, std::span<float> velocity) const {
   for (const auto& st : stages_) {
     const auto src = st->model.parameters();
-    std::copy(src.begin() + static_cast<std::ptrdiff_t>(st->lo),
-              src.begin() + static_cast<std::ptrdiff_t>(st->hi),
-              params.begin() + static_cast<std::ptrdiff_t>(st->lo));
-    if (!velocity.empty())
-      std::copy(st->opt.velocity().begin(), st->opt.velocity().end(),
-                velocity.begin() + static_cast<std::ptrdiff_t>(st->lo));
+    for (std::size_t c = 0; c < st->spans.size(); ++c) {
+      const auto lo = static_cast<std::ptrdiff_t>(st->spans[c].first);
+      const auto hi = static_cast<std::ptrdiff_t>(st->spans[c].second);
+      std::copy(src.begin() + lo, src.begin() + hi, params.begin() + lo);
+      if (!velocity.empty())
+        std::copy(st->opt[c].velocity().begin(), st->opt[c].velocity().end(),
+                  velocity.begin() + lo);
+    }
   }
 }
 
@@ -223,8 +242,10 @@ void PipelineTrainer::resume(const std::filesystem::path& checkpoint) {
   for (auto& st : stages_) {
     std::copy(model.parameters().begin(), model.parameters().end(), st->model.parameters().begin());
     const auto v = opt.velocity();
-    std::copy(v.begin() + static_cast<std::ptrdiff_t>(st->lo),
-              v.begin() + static_cast<std::ptrdiff_t>(st->hi), st->opt.velocity().begin());
+    for (std::size_t c = 0; c < st->spans.size(); ++c)
+      std::copy(v.begin() + static_cast<std::ptrdiff_t>(st->spans[c].first),
+                v.begin() + static_cast<std::ptrdiff_t>(st->spans[c].second),
+                st->opt[c].velocity().begin());
   }
   loaded.mode = "pipeline";
   loaded.workers = static_cast<std::uint64_t>(options_.stages);

@@ -97,7 +97,7 @@ struct StudentColumn {
 // The 1F1B order as a type, so that its suite is typed like 6.1's.
 struct Reference1F1B {
   static std::vector<int> order(int stage, int stages, std::size_t m) {
-    return stage_order(Schedule::one_f_one_b, stage, stages, m);
+    return codes_of(stage_order(Schedule::one_f_one_b, stage, stages, m));
   }
 };
 struct Student1F1B {
@@ -346,7 +346,7 @@ void is_stage_orders_one_f_one_b() {
     for (int s = 0; s < p; ++s)
       for (std::size_t m = 1; m <= kMaxMicroBatches; ++m) {
         const std::vector<int> got = Order::order(s, p, m);
-        const std::vector<int> want = stage_order(Schedule::one_f_one_b, s, p, m);
+        const std::vector<int> want = codes_of(stage_order(Schedule::one_f_one_b, s, p, m));
         ASSERT_EQ(got, want) << "stage " << s << " of " << p << ", m = " << m << ": got "
                              << show(got) << ", 1F1B is " << show(want);
       }

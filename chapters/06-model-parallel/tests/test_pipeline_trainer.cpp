@@ -101,12 +101,48 @@ TEST_P(PipelineTrain, EndsWhereOneProcessEndsWithGradientAccumulation) {
 
 INSTANTIATE_TEST_SUITE_P(All, PipelineTrain,
                          ::testing::Combine(::testing::Values(Schedule::naive, Schedule::gpipe,
-                                                              Schedule::one_f_one_b),
+                                                              Schedule::one_f_one_b,
+                                                              Schedule::zb_h1),
                                             ::testing::Values(1, 2, 3, 4)),
                          [](const auto& info) {
                            std::string n(schedule_name(std::get<0>(info.param)));
+                           if (n == "zb-h1") n = "zb_h1";
                            return n + "_p" + std::to_string(std::get<1>(info.param));
                          });
+
+// Interleaved, 2 stages x 2 chunks of the 5-layer model: two epochs end where one process
+// ends, at m a multiple of p, at m = 3 (every forward first) and through the short last batch;
+// a checkpoint of it resumes into a trainer that goes on to the same parameters.
+TEST(PipelineTrainInterleaved, EndsWhereOneProcessEndsAndResumes) {
+  concurdl::kernels::set_compute_threads(1);
+  const nn::Dataset data = toy_data();
+  nn::Trainer one(toy_config(), data);
+  one.run_epoch();
+  one.run_epoch();
+  for (const std::size_t m : {2, 3, 4}) {
+    within_seconds(kDeadline, [&] {
+      PipelineTrainer t(toy_config(), data, {2, m, Schedule::interleaved, false, 2});
+      for (int e = 0; e < 2; ++e) t.run_epoch({}, 0);
+      expect_close(t.parameters(), one.model().parameters(), "interleaved m=" + std::to_string(m));
+      EXPECT_NE(t.describe().find("2 chunks a stage"), std::string::npos) << t.describe();
+    });
+  }
+  const fs::path ck = fs::temp_directory_path() / "concurdl_interleaved_ck.bin";
+  within_seconds(kDeadline, [&] {
+    PipelineTrainer first(toy_config(), data, {2, 4, Schedule::interleaved, false, 2});
+    first.run_epoch({}, 0);
+    first.save(ck);
+    PipelineTrainer second(toy_config(), data, {2, 4, Schedule::interleaved, false, 2});
+    second.resume(ck);
+    second.run_epoch({}, 0);
+    expect_close(second.parameters(), one.model().parameters(), "interleaved, resumed");
+  });
+  fs::remove(ck);
+  EXPECT_THROW(PipelineTrainer(toy_config(), data, {2, 4, Schedule::one_f_one_b, false, 2}),
+               std::invalid_argument);
+  EXPECT_THROW(PipelineTrainer(toy_config(), data, {3, 4, Schedule::interleaved, false, 2}),
+               std::invalid_argument);  // 6 pieces of 5 layers
+}
 
 TEST(PipelineTrainCheckpoint, ResumesToTheUninterruptedRunAndRefusesAnotherStageCount) {
   concurdl::kernels::set_compute_threads(1);

@@ -164,6 +164,14 @@ std::size_t Activations::output_bytes() const {
   return floats * sizeof(float);
 }
 
+std::size_t Activations::pending_gradient_bytes() const {
+  if (!deltas_pending_) return 0;
+  std::size_t floats = 0;
+  for (std::size_t i = delta_first_ - first_; i < delta_last_ - first_; ++i)
+    floats += deltas_[i].capacity();
+  return floats * sizeof(float);
+}
+
 const float* Activations::output(std::size_t l) const {
   if (batch_ == 0 || l < first_ || l >= last_)
     throw std::out_of_range("Activations::output: no output of layer " + std::to_string(l) +
@@ -205,6 +213,7 @@ void Mlp::forward_layers(std::size_t first, std::size_t last, const float* in, s
   a.last_ = last;
   a.batch_ = batch;
   a.input_ = in;
+  a.deltas_pending_ = false;  // a split backward's W left waiting is dropped
   a.outputs_.resize(last - first);
   const float* in_act = in;
   for (std::size_t l = first; l < last; ++l) {
@@ -311,6 +320,78 @@ void Mlp::backward(std::size_t first, std::size_t last, Activations& a, const fl
     delta = next.data();
     spare ^= 1;
   }
+}
+
+void Mlp::backward_input_layers(std::size_t first, std::size_t last, Activations& a,
+                                const float* dout, float* din) {
+  check_range("Mlp::backward_input_layers", first, last);
+  if (a.batch_ == 0 || first < a.first_ || last > a.last_)
+    throw std::invalid_argument("Mlp::backward_input_layers: layer range [" +
+                                std::to_string(first) + ", " + std::to_string(last) +
+                                ") did not run forward in these activations");
+  if (a.deltas_pending_)
+    throw std::logic_error(
+        "Mlp::backward_input_layers: the last split backward on these activations has not run "
+        "its backward_weight_layers yet");
+  if (dout == nullptr) throw std::invalid_argument("Mlp::backward_input_layers: null dout");
+  const std::size_t batch = a.batch_;
+  a.deltas_.resize(a.last_ - a.first_);
+  // The top layer's dZ: dout, through the layer's ReLU when it has one (as backward does).
+  {
+    const std::size_t n = batch * spec_.widths[last];
+    kernels::LineVector<float>& top = a.deltas_[last - 1 - a.first_];
+    top.assign(dout, dout + n);
+    if (last < layers()) {
+      StepSpan span(last - 1, "relu_grad");
+      kernels::relu_backward(a.output(last - 1), top.data(), n);
+    }
+  }
+  for (std::size_t l = last; l-- > first;) {
+    const std::size_t in = spec_.widths[l], out = spec_.widths[l + 1];
+    const float* delta = a.deltas_[l - a.first_].data();
+    const float* w = weights(l);
+    if (l == first) {
+      if (din != nullptr) {
+        StepSpan span(l, "da_gemm");
+        kernels::gemm(gemm_, Trans::no, Trans::no, batch, in, out, 1.0f, delta, out, w, in, 0.0f,
+                      din, in);
+      }
+      break;
+    }
+    kernels::LineVector<float>& next = a.deltas_[l - 1 - a.first_];
+    next.resize(batch * in);
+    StepSpan span(l, "da_gemm");
+    kernels::gemm(gemm_, Trans::no, Trans::no, batch, in, out, 1.0f, delta, out, w, in, 0.0f,
+                  next.data(), in, {.relu_of = a.output(l - 1), .ld_relu_of = in});
+  }
+  a.delta_first_ = first;
+  a.delta_last_ = last;
+  a.deltas_pending_ = true;
+}
+
+void Mlp::backward_weight_layers(std::size_t first, std::size_t last, Activations& a,
+                                 bool accumulate) {
+  check_range("Mlp::backward_weight_layers", first, last);
+  if (!a.deltas_pending_ || a.delta_first_ != first || a.delta_last_ != last)
+    throw std::logic_error("Mlp::backward_weight_layers: no backward_input_layers over [" +
+                           std::to_string(first) + ", " + std::to_string(last) +
+                           ") is waiting for it on these activations");
+  const std::size_t batch = a.batch_;
+  const float beta = accumulate ? 1.0f : 0.0f;
+  for (std::size_t l = last; l-- > first;) {
+    const std::size_t in = spec_.widths[l], out = spec_.widths[l + 1];
+    const float* delta = a.deltas_[l - a.first_].data();
+    const float* in_act = l == a.first_ ? a.input_ : a.output(l - 1);
+    float* gw = gradient_of(l);
+    {
+      StepSpan span(l, "dw_gemm");
+      kernels::gemm(gemm_, Trans::yes, Trans::no, out, in, batch, 1.0f, delta, out, in_act, in,
+                    beta, gw, in);
+    }
+    StepSpan span(l, "db");
+    kernels::column_sums(delta, batch, out, out, gw + out * in, beta);
+  }
+  a.deltas_pending_ = false;
 }
 
 void Mlp::forward(const float* x, std::size_t batch, float* logits) const {

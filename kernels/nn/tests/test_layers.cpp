@@ -1,8 +1,9 @@
 // The MLP by layers (forward_layers / backward_layers / softmax_xent_loss): a model split at any
 // layer gives the whole model's bits, micro-batches accumulate to the full batch's gradient,
 // on_layer_done reports each layer's final gradient top down, bad ranges are refused, forward on
-// one const model from 1, 2, 4 and 8 threads gives the sequential result, and two stages'
-// backward at once gives the sequential gradients.
+// one const model from 1, 2, 4 and 8 threads gives the sequential result, two stages'
+// backward at once gives the sequential gradients, and the backward split into input and
+// weight gradients gives the whole backward's bits.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -80,6 +81,57 @@ TEST(MlpLayers, SplitAtEveryLayerGivesTheWholeModelsBits) {
       m.backward_layers(0, k, low, dmid.data(), dx2.data());
       EXPECT_TRUE(same_bits(m.gradients(), whole.gradients()));
       EXPECT_TRUE(same_bits(dx2, dx));
+    }
+  }
+}
+
+// The backward split in two (zero-bubble schedules): B (input gradients, dZ kept) at every split
+// point, the W's of both stages afterwards in either order, accumulated over two micro-batches,
+// give backward_layers's bits; the output gradients kept are counted while the W waits; a
+// second B before the W, and a W without its B, are refused.
+TEST(MlpLayers, InputThenWeightGradientsGiveTheWholeBackwardsBits) {
+  for (const auto gemm : {kernels::GemmVersion::openblas, kernels::GemmVersion::v4_register}) {
+    SCOPED_TRACE(std::string(kernels::gemm_version_name(gemm)));
+    const std::size_t batch = 7, classes = 5;
+    Mlp ref = make_model(gemm);
+    const std::size_t L = ref.layers(), in = ref.spec().widths.front();
+    const auto x = values(2 * batch * in, 17);
+    const auto y = labels_for(2 * batch, classes);
+    for (std::size_t k = 1; k < L; ++k) {
+      SCOPED_TRACE("split at layer " + std::to_string(k));
+      Mlp m = make_model(gemm);
+      ref = make_model(gemm);
+      poison(m.gradients());
+      std::vector<float> dx_ref(batch * in), dx(batch * in);
+      for (std::size_t mb = 0; mb < 2; ++mb) {
+        const float* xm = x.data() + mb * batch * in;
+        const std::uint8_t* ym = y.data() + mb * batch;
+        std::vector<float> dl(batch * classes), dmid(batch * ref.spec().widths[k]);
+        Activations lo, hi, lo2, hi2;
+        ref.forward_layers(0, k, xm, batch, lo);
+        ref.forward_layers(k, L, lo.output(), batch, hi);
+        softmax_xent_loss(hi.output(), ym, batch, classes, dl.data(), 2 * batch);
+        ref.backward_layers(k, L, hi, dl.data(), dmid.data(), mb > 0);
+        ref.backward_layers(0, k, lo, dmid.data(), dx_ref.data(), mb > 0);
+
+        m.forward_layers(0, k, xm, batch, lo2);
+        m.forward_layers(k, L, lo2.output(), batch, hi2);
+        std::vector<float> dl2(batch * classes), dmid2(batch * m.spec().widths[k]);
+        softmax_xent_loss(hi2.output(), ym, batch, classes, dl2.data(), 2 * batch);
+        EXPECT_EQ(hi2.pending_gradient_bytes(), 0u);
+        m.backward_input_layers(k, L, hi2, dl2.data(), dmid2.data());
+        EXPECT_EQ(hi2.pending_gradient_bytes(), hi2.output_bytes());
+        EXPECT_THROW(m.backward_input_layers(k, L, hi2, dl2.data(), dmid2.data()),
+                     std::logic_error);
+        m.backward_input_layers(0, k, lo2, dmid2.data(), dx.data());
+        EXPECT_TRUE(same_bits(dmid2, dmid));
+        EXPECT_TRUE(same_bits(dx, dx_ref));
+        m.backward_weight_layers(0, k, lo2, mb > 0);  // the lower stage's W first
+        m.backward_weight_layers(k, L, hi2, mb > 0);
+        EXPECT_EQ(hi2.pending_gradient_bytes(), 0u);
+        EXPECT_THROW(m.backward_weight_layers(k, L, hi2, true), std::logic_error);
+      }
+      EXPECT_TRUE(same_bits(m.gradients(), ref.gradients()));
     }
   }
 }

@@ -34,16 +34,21 @@ struct PipelineOptions {
   std::size_t micro_batches = 4;
   Schedule schedule = Schedule::one_f_one_b;
   bool recompute = false;  // activation recomputation (StepOptions::recompute)
+  int chunks = 1;          // model chunks per stage: more than 1 only for interleaved
 };
 
-// A row of kSchedules by name ("naive", "gpipe", "1f1b"; also "one_f_one_b"); nullopt otherwise.
+// A row of kSchedules by name ("naive", "gpipe", "1f1b", "interleaved", "zb-h1"; also
+// "one_f_one_b"); nullopt otherwise.
 std::optional<Schedule> parse_schedule(std::string_view name);
 
 class PipelineTrainer final : public nn::RankTrainer {
  public:
   // config.batch is the global batch (cut into micro-batches); config.threads is ignored (each
-  // stage computes on one thread). std::invalid_argument for stages outside 1..layers or
-  // kMaxStages, micro-batches outside 1..batch, or data that does not fit the model.
+  // stage computes on one thread). std::invalid_argument for stages x chunks outside
+  // 1..layers, stages above kMaxStages, chunks above 1 but for interleaved, micro-batches
+  // outside 1..batch, or data that does not fit the model. A batch whose rows or micro-batch
+  // count do not suit interleaving (fewer rows than m, m not a multiple of p) runs every
+  // forward first (stage_order).
   PipelineTrainer(nn::TrainConfig config, const nn::Dataset& train, PipelineOptions options);
   ~PipelineTrainer() override;
 
@@ -60,7 +65,7 @@ class PipelineTrainer final : public nn::RankTrainer {
   const nn::TrainState& state() const override { return state_; }
   std::string describe() const override;
   // The epoch's mean step time, its measured bubble fraction (1 - the stages' mean busy time /
-  // the step time, averaged over the steps), the model's (p - 1) / (m + p - 1), the largest
+  // the step time, averaged over the steps), the schedule's model of it, the largest
   // number of micro-batches whose activations a stage held at once, and the most bytes a stage
   // held for backward (peak_activation_bytes: PipelineStepResult's).
   std::map<std::string, double> epoch_metrics() const override;

@@ -53,6 +53,7 @@ struct DistributedOptions {
   std::size_t micro_batches = 0;
   std::string schedule;
   bool recompute = false;  // the pipeline's activation recomputation
+  int chunks = 0;          // interleaved's model chunks per stage (0: the mode's default)
   // The slow-down factor of `rank` (1 when it is not a straggler).
   double straggler_factor(int rank) const {
     const auto it = stragglers.find(rank);

@@ -93,6 +93,10 @@ class Activations {
   // Of those, the layers' outputs alone (by capacity): what backward must keep from forward,
   // and what recomputing the forward saves.
   std::size_t output_bytes() const;
+  // The layers' output gradients that Mlp::backward_input_layers kept for
+  // backward_weight_layers (by capacity; 0 once that ran, or if the backward was not split):
+  // what a micro-batch whose weight gradient is deferred holds besides its outputs.
+  std::size_t pending_gradient_bytes() const;
 
  private:
   friend class Mlp;
@@ -100,6 +104,11 @@ class Activations {
   const float* input_ = nullptr;
   std::vector<kernels::LineVector<float>> outputs_;  // outputs_[i]: layer first + i's output
   kernels::LineVector<float> delta_[2];              // backward's ping-pong gradient buffers
+  // The split backward's: deltas_[i] is layer first + i's output gradient (dZ), kept from
+  // backward_input_layers until backward_weight_layers over [delta_first_, delta_last_).
+  std::vector<kernels::LineVector<float>> deltas_;
+  std::size_t delta_first_ = 0, delta_last_ = 0;
+  bool deltas_pending_ = false;
 };
 
 class Mlp {
@@ -157,6 +166,20 @@ class Mlp {
   void backward_layers(std::size_t first, std::size_t last, Activations& a, const float* dout,
                        float* din, bool accumulate = false,
                        const std::function<void(std::size_t)>& on_layer_done = {});
+
+  // The same backward in two halves, as zero-bubble pipeline schedules split it (Qi et al.,
+  // "Zero Bubble Pipeline Parallelism", ICLR 2024, arXiv:2401.10241): backward_input_layers
+  // ("B") computes every layer's output gradient in [first, last) and din, which is all the
+  // stage below waits for, and keeps those gradients in `a`; backward_weight_layers ("W"),
+  // any time later, computes the layers' weight and bias gradients from them and from the
+  // activations, which must stay as forward left them. The pair writes the gradients that
+  // backward_layers writes, bit for bit (the same GEMMs on the same operands). A second
+  // backward_input_layers on `a` before its W is std::logic_error, as is a W without its B;
+  // forward_layers on `a` drops a W left waiting.
+  void backward_input_layers(std::size_t first, std::size_t last, Activations& a, const float* dout,
+                             float* din);
+  void backward_weight_layers(std::size_t first, std::size_t last, Activations& a,
+                              bool accumulate = false);
 
   // ---- whole model, built on the above ----------------------------------------------------
   // Forward and backward on one batch: x is batch x widths[0], labels batch values in

@@ -1,0 +1,165 @@
+// Chapter 06's schedules experiment:
+//   ch06/schedules  the pipeline step of ch06/pipeline (experiments_pipeline.cpp) under GPipe,
+//                   1F1B, interleaved 1F1B (v = 2 chunks a stage) and ZB-H1, at p = 2 and 4,
+//                   m = 4, 8, 16 (multiples of p: interleaved's groups), with and without
+//                   activation recomputation: each schedule's bubble against its formula, the
+//                   bytes its busiest stage keeps against its order's model, and the step time
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "concurdl/dp/algorithms.hpp"
+#include "concurdl/harness/experiment.hpp"
+#include "concurdl/mp/pipeline.hpp"
+#include "concurdl/mp/pipeline_trainer.hpp"
+#include "concurdl/nn/mlp.hpp"
+#include "experiments_common.hpp"
+
+namespace concurdl::mp {
+
+namespace {
+
+using detail::bubble_curve;
+
+bool has_chunks(const ScheduleRow& r) { return r.schedule == Schedule::interleaved; }
+
+// The bytes the busiest stage of the 16-layer, width-256 MLP keeps at p stages, rows 512,
+// m = pt.x, by the schedule's orders (activation_model).
+Model bytes_curve(int p, const std::string& schedule, int v, bool recompute) {
+  return {.label = fmt::format("{}: model", schedule),
+          .series = schedule,
+          .y = [p, schedule, v, recompute](const ModelPoint& pt) -> std::optional<double> {
+            const auto m = static_cast<std::size_t>(pt.x);
+            if (m < 1 || (v > 1 && m % static_cast<std::size_t>(p) != 0)) return std::nullopt;
+            nn::MlpSpec spec;
+            spec.widths.assign(17, 256);
+            const std::vector<std::size_t> bounds = stage_boundaries(16, p * v);
+            const Schedule sched = kSchedules.find(schedule).schedule;
+            std::size_t most = 0;
+            for (int s = 0; s < p; ++s)
+              most = std::max(
+                  most, activation_model(spec, bounds, s, p, stage_order(sched, s, p, m, v),
+                                         dp::block_of(512, static_cast<int>(m), 0).count, recompute)
+                            .peak_bytes);
+            return static_cast<double>(most);
+          }};
+}
+
+std::vector<Model> bubble_models(int p) {
+  return {bubble_curve(p, "1f1b", "GPipe and 1F1B: (p-1)/(m+p-1)"),
+          bubble_curve(p, "interleaved", "interleaved, v = 2: (p-1)/(2m+p-1)", 2),
+          bubble_curve(p, "zb-h1", "ZB-H1: (p-1)/(3m+p-1)")};
+}
+
+std::vector<Model> bytes_models(int p, bool recompute) {
+  return {bytes_curve(p, "gpipe", 1, recompute), bytes_curve(p, "1f1b", 1, recompute),
+          bytes_curve(p, "interleaved", 2, recompute), bytes_curve(p, "zb-h1", 1, recompute)};
+}
+
+const bool registered_schedules = register_experiment({
+    .id = "ch06/schedules",
+    .chapter = "06-model-parallel",
+    .title = "Pipeline schedules: GPipe, 1F1B, interleaved 1F1B and ZB-H1 on one training step: "
+             "bubble, bytes kept for backward and step time, with and without recomputation",
+    .axes = {kSchedules.axis(
+                 "ch06/schedules",
+                 {.where = [](const ScheduleRow& r) { return r.schedule != Schedule::naive; },
+                  .all_quick = true}),
+             {.name = "chunks", .values = {"2"}, .kind = AxisKind::count, .max = kMaxStages},
+             {.name = "recompute", .values = {"off", "on"}},
+             {.name = "stages",
+              .values = {"2", "4"},
+              .quick = {"2"},
+              .kind = AxisKind::count,
+              .max = kMaxStages,
+              .smoke = {"2"}},
+             {.name = "micro_batches",
+              .values = {"4", "8", "16"},
+              .quick = {"4", "16"},
+              .kind = AxisKind::count,
+              .max = detail::kMaxRows,
+              .smoke = {"4"}},
+             detail::pipeline_model_axes()[0],
+             detail::pipeline_model_axes()[1],
+             detail::pipeline_model_axes()[2]},
+    .baseline = {{"schedule", "1f1b"}},
+    .metric = "time",
+    .unit = "s",
+    .lower_is_better = true,
+    .metrics = detail::pipeline_metrics(),
+    .derive = detail::derive_bubble,
+    .scaling_axis = "stages",
+    .inapplicable =
+        kSchedules.inapplicable([](const ScheduleRow& r) { return !has_chunks(r); }, {"chunks"}),
+    .interleave = {"schedule", "recompute"},
+    .repetitions = 5,
+    .warmup = 1,
+    .prepare = detail::pipeline_trial,
+    .figures = {{.id = "bubble_p2",
+                 .title = "Bubble fraction by schedule, 2 stages; dashed: each schedule's model",
+                 .x = "micro_batches",
+                 .y = "bubble_fraction",
+                 .series = "schedule",
+                 .where = {{"stages", "2"}, {"recompute", "off"}},
+                 .log_x = true,
+                 .y_label = "bubble fraction (measured)",
+                 .x_label = "micro-batches m (log)",
+                 .models = bubble_models(2)},
+                {.id = "bubble_p4",
+                 .title = "Bubble fraction by schedule, 4 stages; dashed: each schedule's model",
+                 .x = "micro_batches",
+                 .y = "bubble_fraction",
+                 .series = "schedule",
+                 .where = {{"stages", "4"}, {"recompute", "off"}},
+                 .log_x = true,
+                 .y_label = "bubble fraction (measured)",
+                 .x_label = "micro-batches m (log)",
+                 .models = bubble_models(4)},
+                {.id = "bytes_p2",
+                 .title = "Bytes the busiest stage keeps for backward, 2 stages; dashed: the "
+                          "orders' model",
+                 .x = "micro_batches",
+                 .y = "peak_activation_bytes",
+                 .series = "schedule",
+                 .where = {{"stages", "2"}, {"recompute", "off"}},
+                 .log_x = true,
+                 .y_label = "bytes kept for backward (busiest stage)",
+                 .x_label = "micro-batches m (log)",
+                 .models = bytes_models(2, false)},
+                {.id = "bytes_recomputed_p2",
+                 .title = "The same with recomputation, 2 stages; dashed: the orders' model",
+                 .x = "micro_batches",
+                 .y = "peak_activation_bytes",
+                 .series = "schedule",
+                 .where = {{"stages", "2"}, {"recompute", "on"}},
+                 .log_x = true,
+                 .y_label = "bytes kept for backward (busiest stage)",
+                 .x_label = "micro-batches m (log)",
+                 .models = bytes_models(2, true)},
+                {.id = "step_time_p2",
+                 .title = "Step time by schedule, 2 stages, without recomputation",
+                 .x = "micro_batches",
+                 .y = "median",
+                 .series = "schedule",
+                 .where = {{"stages", "2"}, {"recompute", "off"}},
+                 .log_x = true,
+                 .y_label = "time per training step (s)",
+                 .x_label = "micro-batches m (log)"},
+                {.id = "step_time_p4",
+                 .title = "Step time by schedule, 4 stages, without recomputation",
+                 .x = "micro_batches",
+                 .y = "median",
+                 .series = "schedule",
+                 .where = {{"stages", "4"}, {"recompute", "off"}},
+                 .log_x = true,
+                 .y_label = "time per training step (s)",
+                 .x_label = "micro-batches m (log)"}},
+    .derived = {"bubble_model", "bubble_error"},
+});
+
+}  // namespace
+
+}  // namespace concurdl::mp
