@@ -100,12 +100,14 @@ inline constexpr const char* kReferenceAccuracyRun =
     "debian12-zen4-2vcpu-d894319/ch05-precision-accuracy";
 // Chapter 06's activation recomputation (`concurdl run ch06/recompute --profile full`), likewise.
 inline constexpr const char* kReferenceRecomputeRun = "debian12-zen4-2vcpu-f402d6f/ch06-recompute";
+// Chapter 06's schedules (`concurdl run ch06/schedules --profile full`), likewise.
+inline constexpr const char* kReferenceSchedulesRun = "debian12-zen4-2vcpu-2a9880c/ch06-schedules";
 // The runs above in the order a claim's reference is taken from them: a claim measured in two
 // takes the later one's value.
 inline constexpr const char* kReferenceRuns[] = {
-    kReferenceRun,         kReferenceRerun,       kReferenceTrainRun, kReferenceCh05MpiRun,
-    kReferenceCh06Run,     kReferenceZeroRun,     kReferenceBf16Run,  kReferencePrecisionRun,
-    kReferenceAccuracyRun, kReferenceRecomputeRun};
+    kReferenceRun,         kReferenceRerun,        kReferenceTrainRun,    kReferenceCh05MpiRun,
+    kReferenceCh06Run,     kReferenceZeroRun,      kReferenceBf16Run,     kReferencePrecisionRun,
+    kReferenceAccuracyRun, kReferenceRecomputeRun, kReferenceSchedulesRun};
 // Chapter 04's GPU claims (`concurdl run ch04 --profile full`, the device's own experiments and
 // the CPU references beside them), on the first GPU lent to the project.
 inline constexpr const char* kReferenceGpuRun = "ubuntu24-h200-emr16-ch04";
