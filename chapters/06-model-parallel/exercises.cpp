@@ -1,10 +1,11 @@
-// Chapter 06's exercises (exercises/exercises.md), graded by `concurdl exercise ch06 [6.1 6.2]`:
-// the tests first, then the student's code timed against the chapter's own in one process,
-// interleaved, on thread ranks of chapter 05's communicator:
+// Chapter 06's exercises (exercises/exercises.md), graded by `concurdl exercise ch06
+// [6.1 6.2 6.3]`: the tests first, then the student's code timed against the chapter's own in one
+// process, interleaved, on thread ranks of chapter 05's communicator:
 //   6.1 column-parallel Linear   forward and backward of a 784 -> 512 layer, batch 256, split
 //                                over 2 ranks: student_column_* vs ColumnParallelLinear
 //   6.2 the 1F1B order           one pipeline step of a 256-512-512-512-10 MLP on 2 stages,
 //                                256 rows in 8 micro-batches: student_1f1b_order vs stage_order
+//   6.3 the ZB-H1 order          the same step: student_zb_h1_order vs stage_order's zb-h1
 // Every trial is checked after it runs (every rank's output and gradients against one process's
 // forward and backward of the unsplit layer or model): a wrong result is an invalid run, never
 // a fast one.
@@ -31,6 +32,7 @@
 #include "concurdl/nn/mlp.hpp"
 #include "exercises/student_1f1b.hpp"
 #include "exercises/student_column_parallel.hpp"
+#include "exercises/student_zb_h1.hpp"
 
 namespace concurdl::mp {
 
@@ -215,9 +217,20 @@ std::shared_ptr<const PipeInputs> pipe_inputs(std::size_t rows) {
   return in;
 }
 
+// A stage's order of operations in an exercise: the student's function or stage_order's.
+using OrderOf = std::vector<PipeOp> (*)(Impl impl, int stage, int stages, std::size_t m);
+std::vector<PipeOp> one_f_one_b_order(Impl impl, int stage, int stages, std::size_t m) {
+  return impl == Impl::student ? ops_from_codes(student_1f1b_order(stage, stages, m))
+                               : stage_order(Schedule::one_f_one_b, stage, stages, m);
+}
+std::vector<PipeOp> zb_h1_order(Impl impl, int stage, int stages, std::size_t m) {
+  return impl == Impl::student ? student_zb_h1_order(stage, stages, m)
+                               : stage_order(Schedule::zb_h1, stage, stages, m);
+}
+
 // One pipeline step of kPipeSpec on `stages` thread ranks, every stage running the order of
 // operations that the student's function (or stage_order) gives it.
-Trial pipeline_trial(Impl impl, const Params& p, GroupCache& cache) {
+Trial pipeline_trial(OrderOf order_of, Impl impl, const Params& p, GroupCache& cache) {
   const int stages = static_cast<int>(param_int(p, "stages"));
   const auto rows = static_cast<std::size_t>(param_int(p, "rows"));
   const auto m = static_cast<std::size_t>(param_int(p, "micro_batches"));
@@ -246,15 +259,13 @@ Trial pipeline_trial(Impl impl, const Params& p, GroupCache& cache) {
       std::fill(g.begin(), g.end(), kPoison);
     }
   };
-  t.run = [st, in, impl, stages, rows, m] {
+  t.run = [st, in, order_of, impl, stages, rows, m] {
     const kernels::ComputeThreadsScope one(1);  // one compute thread per worker
     dp::run_threads(stages, [&](dp::Communicator& comm) {
       const int s = comm.rank();
-      const std::vector<int> order =
-          impl == Impl::student ? student_1f1b_order(s, stages, m)
-                                : codes_of(stage_order(Schedule::one_f_one_b, s, stages, m));
+      const std::vector<PipeOp> order = order_of(impl, s, stages, m);
       pipeline_step(comm, *st->models[static_cast<std::size_t>(s)], st->bounds, in->x.data(),
-                    in->labels.data(), rows, m, order);
+                    in->labels.data(), rows, m, std::span<const PipeOp>(order));
     });
   };
   t.check = [st, in]() -> std::string {
@@ -328,7 +339,10 @@ const bool registered = [] {
                      {"rows", {"256"}, {}, AxisKind::count, kMaxDim, {"8"}},
                      {"micro_batches", {"8"}, {}, AxisKind::count, kMaxDim, {"4"}}},
             .repetitions = kRepetitions,
-            .prepare = pipeline_trial}),
+            .prepare =
+                [](Impl impl, const Params& p, GroupCache& cache) {
+                  return pipeline_trial(&one_f_one_b_order, impl, p, cache);
+                }}),
        .questions = {
            "Your order's step took {student} against stage_order's {reference} at "
            "{configuration} on {machine} ({cost}, 95% interval {cost_ci}). Both run the same "
@@ -345,6 +359,42 @@ const bool registered = [] {
            "warms up with all m)? pipeline_step's sends do not wait for their receive: in 1F1B's "
            "steady state, which two stages send to each other at the same time, and what would "
            "happen if a send blocked until its receive was posted?"}});
+
+  register_exercise(
+      {.id = "6.3",
+       .chapter = "06-model-parallel",
+       .title = "the ZB-H1 schedule's order of operations",
+       .test_binary = "ch06_tests",
+       .test_filter = "ZeroBubbleEx6_3/student.*",
+       .timing = exercise_timing(
+           {.title = "pipeline step on thread ranks (256-512-512-512-10), student's order vs "
+                     "stage_order's ZB-H1",
+            .threads_axis = "",
+            .axes = {{"stages", {"2"}, {}, AxisKind::count, 4},
+                     {"rows", {"256"}, {}, AxisKind::count, kMaxDim, {"8"}},
+                     {"micro_batches", {"8"}, {}, AxisKind::count, kMaxDim, {"4"}}},
+            .repetitions = kRepetitions,
+            .prepare =
+                [](Impl impl, const Params& p, GroupCache& cache) {
+                  return pipeline_trial(&zb_h1_order, impl, p, cache);
+                }}),
+       .questions = {
+           "Your order's step took {student} against stage_order's {reference} at "
+           "{configuration} on {machine} ({cost}, 95% interval {cost_ci}). Run the same step "
+           "under 1F1B and ZB-H1 with --trace (concurdl run ch06/schedules --trace --set "
+           "stages=2 --set micro_batches=4 --set recompute=off) and point, in the two timelines, "
+           "at the idle time ZB-H1 removed: where was stage 0 waiting under 1F1B, and for what?",
+           "With F, B and W one slot each, 1F1B's bubble is 3(p - 1) slots and ZB-H1's p - 1 "
+           "(m >= p). Derive ZB-H1's: which W's fill the idle slots at the start and end of "
+           "stage s's step? Then take this MLP's real costs: stage 0 computes no input gradient "
+           "for its first layer, and the last stage computes the loss. What does that do to the "
+           "bubble the W's can fill (compare bubble_fraction with bubble_model in the run)?",
+           "ZB-H1 holds min(m, p) micro-batches in flight on every stage, 1F1B's most, yet "
+           "ch06/schedules measures its busiest stage keeping about twice 1F1B's bytes on this "
+           "MLP. Count what a micro-batch keeps between its B and its W, and say why "
+           "recomputation (--recompute) does not lower ZB-H1's peak here. What would a layer "
+           "whose backward needs intermediates that its weight gradient does not (attention's) "
+           "change?"}});
   return true;
 }();
 

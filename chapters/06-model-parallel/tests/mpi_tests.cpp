@@ -86,32 +86,38 @@ TEST(MpiPipeline, EveryScheduleGivesEachStageTheWholeBatchsGradients) {
   concurdl::kernels::set_compute_threads(1);
   dp::Communicator& comm = world();
   const int p = comm.size(), s = comm.rank();
-  const nn::MlpSpec spec{{6, 10, 9, 8, 7, 8, 9, 5}};  // 7 layers
+  const nn::MlpSpec spec{{6, 10, 9, 8, 7, 8, 9, 6, 5}};  // 8 layers: up to 4 stages x 2 chunks
   constexpr std::size_t rows = 17;
   const std::vector<float> x = values(rows * spec.widths.front(), 7);
   std::vector<std::uint8_t> labels(rows);
   for (std::size_t i = 0; i < rows; ++i) labels[i] = static_cast<std::uint8_t>((i * 3) % 5);
   nn::Mlp whole(spec, 5, GemmVersion::v2_ikj);
   const float loss = whole.forward_backward(x.data(), labels.data(), rows);
-  const std::vector<std::size_t> bounds = stage_boundaries(spec.widths.size() - 1, p);
   const auto& off = whole.layer_offsets();
-  const std::size_t lo = off[bounds[static_cast<std::size_t>(s)]];
-  const std::size_t hi = off[bounds[static_cast<std::size_t>(s) + 1]];
-  for (const Schedule schedule : {Schedule::naive, Schedule::gpipe, Schedule::one_f_one_b})
+  for (const auto& [schedule, chunks] :
+       {std::pair{Schedule::naive, 1}, std::pair{Schedule::gpipe, 1},
+        std::pair{Schedule::one_f_one_b, 1}, std::pair{Schedule::zb_h1, 1},
+        std::pair{Schedule::interleaved, 2}}) {
+    const std::vector<std::size_t> bounds = stage_boundaries(spec.widths.size() - 1, p * chunks);
     for (std::size_t m : {1, 2, 3, 8}) {
       SCOPED_TRACE(std::string(schedule_name(schedule)) + " m=" + std::to_string(m));
       nn::Mlp model(spec, 5, GemmVersion::v2_ikj);
       const PipelineStepResult r =
           pipeline_step(comm, model, bounds, x.data(), labels.data(), rows, m, schedule);
-      EXPECT_LE(
-          worst(model.gradients().subspan(lo, hi - lo), whole.gradients().subspan(lo, hi - lo)),
-          1e-5f)
-          << "stage " << s;
+      for (int c = 0; c < chunks; ++c) {
+        const auto piece = static_cast<std::size_t>(c * p + s);
+        const std::size_t lo = off[bounds[piece]], hi = off[bounds[piece + 1]];
+        EXPECT_LE(
+            worst(model.gradients().subspan(lo, hi - lo), whole.gradients().subspan(lo, hi - lo)),
+            1e-5f)
+            << "stage " << s << " chunk " << c;
+      }
       if (s == p - 1) {
         EXPECT_NEAR(r.loss_sum / rows, loss, 1e-5);
       }
       comm.barrier();
     }
+  }
 }
 
 }  // namespace
