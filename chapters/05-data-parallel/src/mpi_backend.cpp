@@ -134,6 +134,14 @@ void MpiCommunicator::do_all_gather(std::span<const float> in, std::span<float> 
                               count_of(in.size()), MPI_FLOAT, comm_));
 }
 
+std::unique_ptr<Communicator> MpiCommunicator::do_split(int colour, int key) {
+  MPI_Comm part = MPI_COMM_NULL;
+  CDL_MPI_CHECK(MPI_Comm_split(comm_, colour, key, &part));
+  auto sub = std::make_unique<MpiCommunicator>(part);  // works on a duplicate of it
+  MPI_Comm_free(&part);
+  return sub;
+}
+
 }  // namespace concurdl::dp
 
 #endif  // CONCURDL_HAVE_MPI

@@ -58,27 +58,55 @@ struct alignas(64) Inbox {
   std::vector<std::vector<float>> pool;          // buffers of delivered messages, for reuse
 };
 
+// The ranks of one communicator. run_threads makes the root one; split makes a child for each
+// colour, whose ranks are some of its parent's (members_: child rank -> parent rank). A child
+// shares its root's fate: it has failed when the root has, a member has finished when that
+// parent rank has, and the root wakes its children's waiters whenever it wakes its own.
 class World {
  public:
-  explicit World(int n)
-      : n_(n), inboxes_(static_cast<std::size_t>(n)), finished_(static_cast<std::size_t>(n)) {
+  explicit World(int n, World* parent = nullptr, std::vector<int> members = {})
+      : n_(n),
+        parent_(parent),
+        members_(std::move(members)),
+        inboxes_(static_cast<std::size_t>(n)),
+        finished_(static_cast<std::size_t>(n)) {
     for (auto& box : inboxes_) box = std::make_unique<Inbox>();
     for (auto& f : finished_) f.store(false);
     coll_in_.resize(static_cast<std::size_t>(n));
     coll_out_.resize(static_cast<std::size_t>(n));
     coll_count_.resize(static_cast<std::size_t>(n));
+    split_colour_.resize(static_cast<std::size_t>(n));
+    split_key_.resize(static_cast<std::size_t>(n));
+    split_made_.resize(static_cast<std::size_t>(n));
+    if (parent_ != nullptr) parent_->adopt(this);
   }
+  ~World() {
+    split_made_.clear();  // the children it still holds go while children_ is alive
+    if (parent_ != nullptr) parent_->disown(this);
+  }
+  World(const World&) = delete;
+  World& operator=(const World&) = delete;
 
   int size() const { return n_; }
+  // The ranks of the root world: the threads that share the machine's CPUs.
+  int threads() const { return parent_ != nullptr ? parent_->threads() : n_; }
   Inbox& inbox(int rank) { return *inboxes_[static_cast<std::size_t>(rank)]; }
 
   // --- failure and completion ---
 
-  bool failed() const { return failed_.load(std::memory_order_acquire); }
+  bool failed() const {
+    return parent_ != nullptr ? parent_->failed() : failed_.load(std::memory_order_acquire);
+  }
   bool finished(int rank) const {
+    if (parent_ != nullptr) return parent_->finished(members_[static_cast<std::size_t>(rank)]);
     return finished_[static_cast<std::size_t>(rank)].load(std::memory_order_acquire);
   }
-  bool any_finished() const { return any_finished_.load(std::memory_order_acquire); }
+  bool any_finished() const {
+    if (parent_ == nullptr) return any_finished_.load(std::memory_order_acquire);
+    for (int r = 0; r < n_; ++r)
+      if (finished(r)) return true;
+    return false;
+  }
   bool all_others_finished(int rank) const {
     for (int r = 0; r < n_; ++r)
       if (r != rank && !finished(r)) return false;
@@ -109,6 +137,7 @@ class World {
     wake_everyone();
   }
   std::string failure() {
+    if (parent_ != nullptr) return parent_->failure();
     std::lock_guard lock(fail_m_);
     return failure_;
   }
@@ -142,18 +171,38 @@ class World {
   std::vector<const float*> coll_in_;
   std::vector<float*> coll_out_;
   std::vector<std::size_t> coll_count_;
+  // --- split's: each rank's colour and key, and the child world a group's first rank made ---
+  std::vector<int> split_colour_, split_key_;
+  std::vector<std::shared_ptr<World>> split_made_;
 
- private:
   void wake_everyone() {
     for (auto& box : inboxes_) {
       std::lock_guard lock(box->m);  // so no waiter misses the change between check and sleep
       box->cv.notify_all();
     }
-    std::lock_guard lock(bar_m_);
-    bar_cv_.notify_all();
+    {
+      std::lock_guard lock(bar_m_);
+      bar_cv_.notify_all();
+    }
+    std::lock_guard lock(children_m_);
+    for (World* child : children_) child->wake_everyone();
+  }
+
+ private:
+  void adopt(World* child) {
+    std::lock_guard lock(children_m_);
+    children_.push_back(child);
+  }
+  void disown(World* child) {
+    std::lock_guard lock(children_m_);
+    children_.erase(std::find(children_.begin(), children_.end(), child));
   }
 
   int n_;
+  World* parent_;
+  std::vector<int> members_;
+  std::mutex children_m_;
+  std::vector<World*> children_;
   std::vector<std::unique_ptr<Inbox>> inboxes_;
   std::vector<std::atomic<bool>> finished_;
   std::atomic<bool> any_finished_{false};
@@ -193,6 +242,9 @@ class ThreadsRecv;
 class ThreadsCommunicator final : public Communicator {
  public:
   ThreadsCommunicator(World& world, int rank) : world_(world), rank_(rank) {}
+  // A split's: it keeps its (child) world alive.
+  ThreadsCommunicator(std::shared_ptr<World> world, int rank)
+      : owned_(std::move(world)), world_(*owned_), rank_(rank) {}
 
   std::string_view name() const override { return "threads"; }
   int rank() const override { return rank_; }
@@ -417,6 +469,34 @@ class ThreadsCommunicator final : public Communicator {
     barrier();
   }
 
+  // Every rank publishes its colour and key; each group's first rank (by key, then rank) makes
+  // the group's world and publishes it; every member takes it; a last barrier keeps the slots
+  // until everyone has read them.
+  std::unique_ptr<Communicator> do_split(int colour, int key) override {
+    const auto me = static_cast<std::size_t>(rank_);
+    world_.split_colour_[me] = colour;
+    world_.split_key_[me] = key;
+    world_.split_made_[me].reset();
+    barrier();
+    std::vector<int> members;  // parent ranks of my colour, in the new order
+    for (int r = 0; r < size(); ++r)
+      if (world_.split_colour_[static_cast<std::size_t>(r)] == colour) members.push_back(r);
+    std::stable_sort(members.begin(), members.end(), [&](int a, int b) {
+      return world_.split_key_[static_cast<std::size_t>(a)] <
+             world_.split_key_[static_cast<std::size_t>(b)];
+    });
+    const int mine =
+        static_cast<int>(std::find(members.begin(), members.end(), rank_) - members.begin());
+    const auto first = static_cast<std::size_t>(members.front());
+    if (mine == 0)
+      world_.split_made_[me] =
+          std::make_shared<World>(static_cast<int>(members.size()), &world_, members);
+    barrier();
+    std::shared_ptr<World> child = world_.split_made_[first];
+    barrier();
+    return std::make_unique<ThreadsCommunicator>(std::move(child), mine);
+  }
+
  private:
   // Every rank's buffers where the others can see them, then a barrier.
   void publish(std::span<const float> in, std::span<float> out) {
@@ -455,10 +535,11 @@ class ThreadsCommunicator final : public Communicator {
     }
   }
 
+  std::shared_ptr<World> owned_;  // a split's world (null for run_threads's)
   World& world_;
   int rank_;
   // Spin before sleeping only when the ranks are not oversubscribed.
-  bool spin_ = static_cast<unsigned>(world_.size()) <= std::thread::hardware_concurrency();
+  bool spin_ = static_cast<unsigned>(world_.threads()) <= std::thread::hardware_concurrency();
 };
 
 class ThreadsRecv final : public Request::Impl {

@@ -4,7 +4,9 @@
 // Inputs are small integers, so every sum is exact in float, whatever the order of additions.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
+#include <memory>
 #include <ostream>
 #include <vector>
 
@@ -149,6 +151,57 @@ inline std::size_t wrong_back_to_back(Communicator& comm, int iterations) {
     opts.segment_floats = 1 + static_cast<std::size_t>(it) % 300;
     wrong += wrong_all_reduce(comm, row.run, count, it % 2 == 0, opts);
     if (it % 5 == 0) wrong += wrong_native_all_gather(comm, count % 17);
+  }
+  return wrong;
+}
+
+// split: for every group count g (colour rank % g, key -rank: the new ranks in reverse order),
+// each group has the members and order MPI_Comm_split gives; a native all-reduce and a ring of
+// sends on the group sum and pass its members' values only; the parent's own all-reduce, run
+// between the groups' collectives, is untouched by them; and each group split again in two
+// (a communicator of a communicator) all-reduces its members' values.
+inline std::size_t wrong_split(Communicator& comm) {
+  const int n = comm.size(), me = comm.rank();
+  std::size_t wrong = 0;
+  for (int groups = 1; groups <= std::min(n, 3); ++groups) {
+    const int colour = me % groups;
+    std::vector<int> members;  // parent ranks of my colour, by key -rank
+    for (int r = n - 1; r >= 0; --r)
+      if (r % groups == colour) members.push_back(r);
+    const std::unique_ptr<Communicator> sub = comm.split(colour, -me);
+    const int k = static_cast<int>(members.size());
+    if (sub->size() != k) ++wrong;
+    if (sub->rank() !=
+        static_cast<int>(std::find(members.begin(), members.end(), me) - members.begin()))
+      ++wrong;
+    // The group's native all-reduce of value(parent rank, i).
+    constexpr std::size_t kCount = 1000;
+    std::vector<float> data = input(me, kCount);
+    sub->all_reduce(data);
+    for (std::size_t i = 0; i < kCount; ++i) {
+      float want = 0;
+      for (int r : members) want += value(r, i);
+      if (data[i] != want) ++wrong;
+    }
+    // The parent's all-reduce in between, with the same tag space and sizes.
+    std::vector<float> all = input(me, 7);
+    comm.all_reduce(all);
+    for (std::size_t i = 0; i < all.size(); ++i)
+      if (all[i] != sum_over_ranks(n, i)) ++wrong;
+    // A ring of sends on the group: each passes its parent rank to the next.
+    const int sr = sub->rank();
+    std::vector<float> out = {static_cast<float>(me)}, in = {-1.0f};
+    sub->sendrecv((sr + 1) % k, out, (sr + k - 1) % k, in, 3);
+    if (in[0] != static_cast<float>(members[static_cast<std::size_t>((sr + k - 1) % k)])) ++wrong;
+    // The group split again: halves by its own rank's parity.
+    const std::unique_ptr<Communicator> half = sub->split(sr % 2, sr);
+    std::vector<float> one = {static_cast<float>(me)};
+    half->all_reduce(one);
+    float want = 0;
+    for (int q = 0; q < k; ++q)
+      if (q % 2 == sr % 2) want += static_cast<float>(members[static_cast<std::size_t>(q)]);
+    if (one[0] != want) ++wrong;
+    comm.barrier();
   }
   return wrong;
 }

@@ -93,6 +93,10 @@ TEST(MpiCollectives, OnTheHarnessConfigurationComm) {
   EXPECT_EQ(wrong_all_reduce(comm, &allreduce_ring, 1000, true), 0u);
 }
 
+TEST(MpiCollectives, SplitGroupsMembersOrderAndIndependentTraffic) {
+  EXPECT_EQ(wrong_split(world()), 0u);
+}
+
 TEST(MpiP2p, RingOfSendRecvAndAnySource) {
   Communicator& c = world();
   const int n = c.size(), r = c.rank();

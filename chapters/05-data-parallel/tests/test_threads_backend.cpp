@@ -16,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "collective_checks.hpp"
 #include "concurdl/core/testing.hpp"
 #include "concurdl/dp/threads_backend.hpp"
 
@@ -180,6 +181,45 @@ TEST(ThreadsP2p, BadArgumentsAreInvalidArgument) {
     EXPECT_THROW(
         comm.all_reduce(std::span<const float>(v.data(), 3), std::span<float>(v.data() + 1, 3)),
         std::invalid_argument);
+  });
+}
+
+// split (MPI_Comm_split's contract) at 1 to 8 ranks, and 5, 7 (uneven groups).
+TEST(ThreadsSplit, GroupsMembersOrderAndIndependentTraffic) {
+  for (const int n : {1, 2, 3, 4, 5, 7, 8})
+    within_seconds(kDeadline, [&] {
+      std::atomic<std::size_t> wrong{0};
+      run_threads(n,
+                  [&](Communicator& comm) { wrong += concurdl::dp::testing::wrong_split(comm); });
+      EXPECT_EQ(wrong.load(), 0u) << n << " ranks";
+    });
+  EXPECT_THROW(run_threads(2, [](Communicator& comm) { (void)comm.split(-1, 0); }),
+               std::invalid_argument);
+}
+
+// A rank that throws wakes the ranks waiting in a group of a split too (one that it is not in,
+// and one that it is), and one that returns leaves no group member waiting for it forever.
+TEST(ThreadsSplit, FailureReachesEveryGroup) {
+  within_seconds(kDeadline, [&] {
+    EXPECT_THROW(run_threads(4,
+                             [](Communicator& comm) {
+                               const auto sub = comm.split(comm.rank() % 2, comm.rank());
+                               std::vector<float> buf(4);
+                               if (comm.rank() == 1) throw std::runtime_error("boom");
+                               if (comm.rank() == 0) sub->recv(1, buf, 0);  // 2, never sends
+                               if (comm.rank() == 2) sub->barrier();
+                               if (comm.rank() == 3) sub->recv(0, buf, 0);  // 1, who threw
+                             }),
+                 std::runtime_error);
+  });
+  within_seconds(kDeadline, [&] {
+    EXPECT_THROW(run_threads(2,
+                             [](Communicator& comm) {
+                               const auto sub = comm.split(0, comm.rank());
+                               std::vector<float> buf(4);
+                               if (comm.rank() == 0) sub->recv(1, buf, 0);  // 1 returns
+                             }),
+                 std::logic_error);
   });
 }
 

@@ -6,6 +6,9 @@
 //   mpi      ranks are processes under mpirun (one machine or many)  MpiCommunicator(comm)
 //   nccl     one rank per GPU, NCCL's collectives, ids over MPI      NcclCommunicator(comm, dev)
 //
+// split(colour, key) cuts a communicator into groups, as MPI_Comm_split does: what 3D
+// parallelism (chapter 06) builds its data-, tensor- and pipeline-parallel groups from.
+//
 // Two layers. Point-to-point (send / recv / isend / irecv) is all the hand-written collectives
 // of algorithms.hpp use, so the lesson's naive, tree, halving-doubling and ring all-reduce run
 // unchanged on every host-memory backend. The native collectives (broadcast, all_reduce,
@@ -132,6 +135,19 @@ class Communicator {
   virtual int size() const = 0;
   virtual MemorySpace memory() const { return MemorySpace::host; }
   virtual void barrier() = 0;
+
+  // A communicator over the ranks that pass the same `colour` (>= 0), ranked by `key` (ties by
+  // rank here), as MPI_Comm_split: collective, every rank of this one calls it, in the same
+  // order as its other collectives. The new one is independent of this one and of its siblings:
+  // its messages, tags and collectives never meet theirs. It must not outlive this one (on the
+  // threads backend, the run_threads call). std::invalid_argument for a negative colour;
+  // std::logic_error on a backend that cannot split (nccl).
+  std::unique_ptr<Communicator> split(int colour, int key) {
+    if (colour < 0)
+      throw std::invalid_argument("split: colour " + std::to_string(colour) +
+                                  " (need a colour >= 0)");
+    return do_split(colour, key);
+  }
 
   // Bytes this rank has handed to send, isend and sendrecv since construction: the traffic of
   // the hand-written collectives (algorithms.hpp), counted where it leaves. The native
@@ -302,6 +318,10 @@ class Communicator {
   virtual void do_all_reduce(std::span<const float> in, std::span<float> out) = 0;
   virtual void do_reduce_scatter(std::span<const float> in, std::span<float> out) = 0;
   virtual void do_all_gather(std::span<const float> in, std::span<float> out) = 0;
+  virtual std::unique_ptr<Communicator> do_split(int /*colour*/, int /*key*/) {
+    throw std::logic_error("split: the " + std::string(name()) +
+                           " backend cannot split a communicator");
+  }
 
  private:
   void count_sent(std::size_t bytes) { bytes_sent_.fetch_add(bytes, std::memory_order_relaxed); }
