@@ -145,9 +145,11 @@ TEST(PipelineSchedulesAgree, OneFOneBZeroBubbleAndInterleavedGiveTheSameBits) {
   for (const int stages : {2, 4})
     for (const std::size_t m : {4, 8}) {
       std::vector<std::vector<float>> grads;
-      for (const auto& [schedule, chunks] :
-           {std::pair{Schedule::one_f_one_b, 1}, std::pair{Schedule::zb_h1, 1},
-            std::pair{Schedule::interleaved, 2}}) {
+      for (const auto& row : {std::pair{Schedule::one_f_one_b, 1}, std::pair{Schedule::zb_h1, 1},
+                              std::pair{Schedule::interleaved, 2}}) {
+        // Not a structured binding: clang 14 cannot capture one in a lambda.
+        const Schedule schedule = row.first;
+        const int chunks = row.second;
         const std::vector<std::size_t> bounds =
             stage_boundaries(kSpec.widths.size() - 1, stages * chunks);
         std::vector<float> all(nn::Mlp(kSpec, 5).parameters().size());
@@ -214,12 +216,14 @@ TEST(PipelineRecompute, SameBitsFewerBytes) {
   std::vector<std::uint8_t> labels(kEvenRows);
   for (std::size_t i = 0; i < kEvenRows; ++i) labels[i] = static_cast<std::uint8_t>((i * 7) % 5);
   for (const std::size_t rows : {kRows, kEvenRows})
-    for (const auto& [schedule, chunks] :
-         {std::pair{Schedule::naive, 1}, std::pair{Schedule::gpipe, 1},
-          std::pair{Schedule::one_f_one_b, 1}, std::pair{Schedule::zb_h1, 1},
-          std::pair{Schedule::interleaved, 2}})
+    for (const auto& row : {std::pair{Schedule::naive, 1}, std::pair{Schedule::gpipe, 1},
+                            std::pair{Schedule::one_f_one_b, 1}, std::pair{Schedule::zb_h1, 1},
+                            std::pair{Schedule::interleaved, 2}})
       for (const int stages : {1, 2, 3, 4})
         for (const std::size_t m : {1, 3, 4, 8}) {
+          // Not a structured binding: clang 14 cannot capture one in a lambda.
+          const Schedule schedule = row.first;
+          const int chunks = row.second;
           SCOPED_TRACE(std::string(schedule_name(schedule)) + " p=" + std::to_string(stages) +
                        " m=" + std::to_string(m) + " rows=" + std::to_string(rows));
           const std::vector<std::size_t> bounds =
