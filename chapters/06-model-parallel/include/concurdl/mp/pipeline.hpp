@@ -180,11 +180,14 @@ struct PipelineStepResult {
 
 // A stage's buffers (activations, the messages in and out), kept between steps so that a
 // step allocates nothing once the first has run: pass the same one to every step of a stage.
-struct PipelineWorkspace {
-  std::vector<nn::Activations> acts;       // [chunk x m + micro-batch]
-  std::vector<nn::Activations> recompute;  // [chunk]: with recompute, the F or R at hand's
+// Acts: the stage model's activations (nn::Activations for an nn::Mlp).
+template <class Acts>
+struct BasicPipelineWorkspace {
+  std::vector<Acts> acts;       // [chunk x m + micro-batch]
+  std::vector<Acts> recompute;  // [chunk]: with recompute, the F or R at hand's
   std::vector<std::vector<float>> inputs, outputs, grads_in, grads_out;  // [chunk x m + i]
 };
+using PipelineWorkspace = BasicPipelineWorkspace<nn::Activations>;
 
 // How a step runs besides its order.
 struct StepOptions {
