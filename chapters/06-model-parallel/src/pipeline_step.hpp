@@ -95,7 +95,7 @@ PipelineStepResult run_pipeline_step(dp::Communicator& comm, Model& model,
   const auto piece = [&](int c) { return static_cast<std::size_t>(c * p + s); };
   const auto first_of = [&](int c) { return boundaries[piece(c)]; };
   const auto last_of = [&](int c) { return boundaries[piece(c) + 1]; };
-  const bool poll = static_cast<unsigned>(p) <= std::thread::hardware_concurrency();
+  const bool poll = options.poll && static_cast<unsigned>(p) <= std::thread::hardware_concurrency();
   const std::vector<char> split = split_of(order, m, v);
 
   BasicPipelineWorkspace<Acts> local;

@@ -17,6 +17,7 @@
 #include "concurdl/kernels/threads.hpp"
 #include "concurdl/mp/pipeline.hpp"
 #include "concurdl/mp/tensor_parallel.hpp"
+#include "concurdl/mp/three_d.hpp"
 #include "concurdl/nn/mlp.hpp"
 
 namespace {
@@ -118,6 +119,45 @@ TEST(MpiPipeline, EveryScheduleGivesEachStageTheWholeBatchsGradients) {
       comm.barrier();
     }
   }
+}
+
+// 3D parallelism across processes: every grid of this many ranks (2: 2x1x1, 1x2x1, 1x1x2; 4:
+// 2x2x1, 2x1x2, 1x2x2, 4x1x1, 1x4x1, 1x1x4, ...) gives every rank one process's gradients.
+TEST(MpiThreeD, EveryGridGivesEveryRankTheWholeBatchsGradients) {
+  concurdl::kernels::set_compute_threads(1);
+  dp::Communicator& comm = world();
+  const int n = comm.size();
+  const nn::MlpSpec spec{{6, 8, 12, 8, 12, 8, 5}};  // 6 layers; hidden widths divide by 2 and 4
+  constexpr std::size_t rows = 26;
+  const std::vector<float> x = values(rows * spec.widths.front(), 3);
+  std::vector<std::uint8_t> labels(rows);
+  for (std::size_t i = 0; i < rows; ++i) labels[i] = static_cast<std::uint8_t>((i * 7) % 5);
+  nn::Mlp whole(spec, 9, GemmVersion::v2_ikj);
+  const float loss = whole.forward_backward(x.data(), labels.data(), rows);
+  int grids = 0;
+  for (int t : {1, 2, 4})
+    for (int p = 1; p <= 6; ++p) {
+      if (n % (t * p) != 0) continue;
+      const Grid g{n / (t * p), t, p};
+      SCOPED_TRACE(g.describe());
+      ++grids;
+      GridGroups groups = split_grid(comm, g);
+      nn::Mlp init(spec, 9);
+      ThreeDRank rank = make_three_d_rank(groups, g, spec, init.parameters(), GemmVersion::v2_ikj);
+      const ThreeDStepResult r =
+          three_d_step(groups, rank, x.data(), labels.data(), rows, 3, Schedule::one_f_one_b);
+      std::vector<float> mine(whole.parameters().size(), std::nanf(""));
+      rank.stage->scatter_gradients(mine);
+      float worst_diff = 0;
+      for (std::size_t i = 0; i < mine.size(); ++i)
+        if (!std::isnan(mine[i]))
+          worst_diff = std::max(worst_diff, std::fabs(mine[i] - whole.gradients()[i]) /
+                                                (1.0f + std::fabs(whole.gradients()[i])));
+      EXPECT_LE(worst_diff, 2e-5f) << "rank " << comm.rank();
+      EXPECT_NEAR(r.loss_sum / rows, loss, 1e-5);
+      comm.barrier();
+    }
+  EXPECT_GE(grids, 1);
 }
 
 }  // namespace

@@ -196,6 +196,10 @@ struct StepOptions {
   // between its forward and its backward, and runs the forward again just before the backward.
   // One more forward per micro-batch; the gradients are the same bits.
   bool recompute = false;
+  // Receives spin (for at most 20 ms) before they sleep, where every stage has a hardware
+  // thread of its own (comm.size() <= the machine's). False where the stages share the
+  // machine with other ranks (3D parallelism's other groups): they then always sleep.
+  bool poll = true;
 };
 
 // The model of a stage's peak_activations and peak_activation_bytes under `order`, walked op by
