@@ -152,6 +152,17 @@ TEST_F(Cli, PipelineTrainRejectsBadFlags) {
   expect_usage_error(run("train --pipeline 2 --micro-batches 65 --data no-such-dir", bin),
                      "--micro-batches 65: more than the batch's 64 rows");
   expect_usage_error(run("train --chunks 2", bin), "--chunks: only with --pipeline P");
+  // 3D parallelism's flags.
+  expect_usage_error(run("train --dp 2 --ranks 2", bin), "--ranks: not with --dp/--tp/--pp");
+  expect_usage_error(run("train --tp 2 --pipeline 2", bin), "--pipeline: not with --dp/--tp/--pp");
+  expect_usage_error(run("train --pp 2 --recompute", bin), "--recompute: not with --dp/--tp/--pp");
+  expect_usage_error(run("train --tp 3 --data no-such-dir", bin),
+                     "--tp 3: layer 0's 256 outputs (a column-parallel layer of stage 0) do not "
+                     "divide over 3 tensor ranks");
+  expect_usage_error(run("train --pp 4 --data no-such-dir", bin), "--pp 4: the model");
+  expect_usage_error(run("train --dp 2 --schedule zb-h1 --data no-such-dir", bin),
+                     "--schedule zb-h1: the 3D grid's pipelines run naive, gpipe or 1f1b");
+  expect_usage_error(run("train --dp 0", bin), "--dp");
   expect_usage_error(run("train --pipeline 2 --chunks 2 --data no-such-dir", bin),
                      "--chunks 2: only with --schedule interleaved (not 1f1b)");
   expect_usage_error(

@@ -47,7 +47,9 @@ struct TrainArgs {
   std::string schedule;
   bool recompute = false;  // --recompute
   int chunks = 0;          // --chunks: interleaved's model chunks per stage (0: not given)
-  bool trace = false;      // --trace: the run's spans, trace.json and a Gantt chart
+  // 3D parallelism (chapter 06): --dp D --tp T --pp P (0: not given, 1 when another is).
+  int dp = 0, tp = 0, pp = 0;
+  bool trace = false;  // --trace: the run's spans, trace.json and a Gantt chart
 };
 
 // What --ranks, --backend, --mode, --pipeline and their companions resolve to: no backend (one

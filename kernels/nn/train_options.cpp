@@ -156,6 +156,14 @@ void add_distributed_options(CLI::App& app, TrainArgs& a) {
       ->check(whole_number(1, 1u << 14));
   app.add_option("--schedule", a.schedule,
                  "with --pipeline: naive, gpipe, 1f1b, interleaved or zb-h1 (default 1f1b)");
+  app.add_option("--dp", a.dp,
+                 "3D parallelism (chapter 06): data-parallel replicas D of a grid of D x T x P "
+                 "thread ranks (with --tp, --pp; default 1)")
+      ->check(whole_number(1, 1024));
+  app.add_option("--tp", a.tp, "3D parallelism: tensor-parallel ranks T of each stage")
+      ->check(whole_number(1, 1024));
+  app.add_option("--pp", a.pp, "3D parallelism: pipeline stages P of each replica")
+      ->check(whole_number(1, 1024));
   app.add_option("--chunks", a.chunks,
                  "with --pipeline and --schedule interleaved: model chunks per stage (v, "
                  "default 2); the layers are cut into P x v pieces")

@@ -72,8 +72,24 @@ TrainWorkers resolve_workers(TrainArgs& a, const std::function<bool(const char*)
       throw UsageError(
           fmt::format("--mode {}: not with --precision {} (only sync)", a.mode, a.precision));
   }
+  // --dp D --tp T --pp P is the mode "3d" on D x T x P ranks.
+  const bool three_d = given("--dp") || given("--tp") || given("--pp");
+  if (three_d) {
+    for (const char* flag : {"--ranks", "--mode", "--pipeline", "--recompute", "--chunks"})
+      if (given(flag))
+        throw UsageError(fmt::format(
+            "{}: not with --dp/--tp/--pp (the grid's ranks, its pipelines and their schedule "
+            "come from --dp, --tp, --pp, --micro-batches and --schedule)",
+            flag));
+    a.dp = std::max(a.dp, 1);
+    a.tp = std::max(a.tp, 1);
+    a.pp = std::max(a.pp, 1);
+    a.ranks = static_cast<std::size_t>(a.dp * a.tp * a.pp);
+    a.mode = "3d";
+  }
   // --pipeline P is the mode "pipeline" on P stage ranks.
-  if (a.pipeline > 0) {
+  if (three_d) {
+  } else if (a.pipeline > 0) {
     for (const char* flag : {"--ranks", "--mode"})
       if (given(flag))
         throw UsageError(fmt::format(
@@ -84,7 +100,12 @@ TrainWorkers resolve_workers(TrainArgs& a, const std::function<bool(const char*)
     a.mode = "pipeline";
   } else {
     for (const char* flag : {"--micro-batches", "--schedule", "--recompute", "--chunks"})
-      if (given(flag)) throw UsageError(fmt::format("{}: only with --pipeline P", flag));
+      if (given(flag))
+        throw UsageError(fmt::format(
+            "{}: only with --pipeline P{}", flag,
+            std::string_view(flag) == "--micro-batches" || std::string_view(flag) == "--schedule"
+                ? " or --dp/--tp/--pp"
+                : ""));
   }
   // --mode alone means one worker of that mode.
   if (a.ranks == 0 && given("--mode") && a.mode != "sync") a.ranks = 1;
@@ -135,6 +156,9 @@ TrainWorkers resolve_workers(TrainArgs& a, const std::function<bool(const char*)
   dist.schedule = a.schedule;
   dist.recompute = a.recompute;
   dist.chunks = a.chunks;
+  dist.dp = std::max(a.dp, 1);
+  dist.tp = std::max(a.tp, 1);
+  dist.pp = std::max(a.pp, 1);
   dist.staleness = a.staleness;
   dist.local_steps = a.local_steps;
   dist.servers = a.servers;

@@ -33,7 +33,13 @@ std::size_t TensorParallelStage::Activations::output_bytes() const {
 TensorParallelStage::TensorParallelStage(dp::Communicator& tp, const nn::MlpSpec& spec,
                                          std::span<const float> params, std::size_t first,
                                          std::size_t last, kernels::GemmVersion gemm)
-    : tp_(tp), spec_(spec), first_(first), last_(last), gemm_(gemm) {
+    : tp_(&tp),
+      tp_size_(tp.size()),
+      tp_rank_(tp.rank()),
+      spec_(spec),
+      first_(first),
+      last_(last),
+      gemm_(gemm) {
   const std::size_t L = spec_.widths.size() - 1;
   if (first >= last || last > L)
     throw std::invalid_argument(
@@ -45,8 +51,7 @@ TensorParallelStage::TensorParallelStage(dp::Communicator& tp, const nn::MlpSpec
   if (params.size() != full_offsets_.back())
     throw std::invalid_argument(fmt::format("TensorParallelStage: {} parameters for {} (it has {})",
                                             params.size(), spec_.describe(), full_offsets_.back()));
-  const auto T = static_cast<std::size_t>(tp_.size());
-  const auto t = static_cast<std::size_t>(tp_.rank());
+  const auto T = static_cast<std::size_t>(tp_size_);
   std::size_t offset = 0;
   for (std::size_t l = first; l < last; ++l) {
     const std::size_t in = spec_.widths[l], out = spec_.widths[l + 1];
@@ -71,12 +76,27 @@ TensorParallelStage::TensorParallelStage(dp::Communicator& tp, const nn::MlpSpec
   params_.resize(offset);
   grads_.assign(offset, 0.0f);
   for_each_element([&](std::size_t mine, std::size_t whole) { params_[mine] = params[whole]; });
-  (void)t;
+}
+
+void TensorParallelStage::set_communicator(dp::Communicator& tp) {
+  if (tp.size() != tp_size_ || tp.rank() != tp_rank_)
+    throw std::invalid_argument(fmt::format(
+        "TensorParallelStage::set_communicator: rank {} of {}, but the stage is rank {} of {}",
+        tp.rank(), tp.size(), tp_rank_, tp_size_));
+  tp_ = &tp;
+}
+
+void TensorParallelStage::scatter(std::span<const float> shard, std::span<float> full) const {
+  for_each_element([&](std::size_t mine, std::size_t whole) { full[whole] = shard[mine]; });
+}
+
+void TensorParallelStage::gather(std::span<const float> full, std::span<float> shard) const {
+  for_each_element([&](std::size_t mine, std::size_t whole) { shard[mine] = full[whole]; });
 }
 
 template <class F>
 void TensorParallelStage::for_each_element(F f) const {
-  const auto t = static_cast<std::size_t>(tp_.rank());
+  const auto t = static_cast<std::size_t>(tp_rank_);
   for (std::size_t l = first_; l < last_; ++l) {
     const Layer& y = layer_[l - first_];
     const std::size_t base = full_offsets_[l];
@@ -125,7 +145,7 @@ void TensorParallelStage::forward_layers(std::size_t first, std::size_t last, co
       out.resize(batch * y.out);
       kernels::gemm(gemm_, Trans::no, Trans::yes, batch, y.out, y.in, 1.0f, x, y.in, w(l), y.in,
                     0.0f, out.data(), y.out);
-      tp_.all_reduce(std::span<float>(out.data(), batch * y.out));
+      tp_->all_reduce(std::span<float>(out.data(), batch * y.out));
       const float* bias = b(l);
       for (std::size_t r = 0; r < batch; ++r) {
         float* row = out.data() + r * y.out;
@@ -171,7 +191,7 @@ void TensorParallelStage::backward_layers(std::size_t first, std::size_t last, A
     next.resize(batch * y.in);
     kernels::gemm(gemm_, Trans::no, Trans::no, batch, y.in, y.out, 1.0f, g, y.out, w(l), y.in, 0.0f,
                   next.data(), y.in);
-    if (y.split == Split::column) tp_.all_reduce(std::span<float>(next.data(), batch * y.in));
+    if (y.split == Split::column) tp_->all_reduce(std::span<float>(next.data(), batch * y.in));
     cur ^= 1;
   }
   if (din != nullptr) std::copy_n(a.grad_[cur].data(), batch * layer_.front().full_in, din);
@@ -248,11 +268,8 @@ ThreeDStepResult three_d_step(GridGroups& groups, ThreeDRank& rank, const float*
   dp::Communicator& data = *groups.data;
   const int D = data.size();
   const dp::Block shard = dp::block_of(rows, D, data.rank());
-  if (shard.count < micro_batches)
-    throw std::invalid_argument(fmt::format(
-        "3D step: data rank {}'s {} rows cannot make {} micro-batches ({} rows over {} data "
-        "ranks)",
-        data.rank(), shard.count, micro_batches, rows, D));
+  if (micro_batches < 1)
+    throw std::invalid_argument("3D step: no micro-batches (need at least one)");
   const auto width = rank.stage->spec().widths.front();
   const bool first = rank.at.pipeline == 0;
   const bool last = rank.at.pipeline == groups.pipeline->size() - 1;
@@ -262,14 +279,17 @@ ThreeDStepResult three_d_step(GridGroups& groups, ThreeDRank& rank, const float*
   const StepOptions options{.poll =
                                 static_cast<unsigned>(grid) <= std::thread::hardware_concurrency()};
   ThreeDStepResult r;
-  r.pipeline = pipeline_step(*groups.pipeline, *rank.stage, rank.bounds,
-                             first ? x + shard.offset * width : nullptr,
-                             last ? labels + shard.offset : nullptr, shard.count, micro_batches,
-                             schedule, &rank.ws, options);
+  const std::span<float> g = rank.stage->gradients();
+  if (shard.count > 0)  // the whole pipeline and tensor group share this data rank: all or none
+    r.pipeline = pipeline_step(*groups.pipeline, *rank.stage, rank.bounds,
+                               first ? x + shard.offset * width : nullptr,
+                               last ? labels + shard.offset : nullptr, shard.count,
+                               std::min(micro_batches, shard.count), schedule, &rank.ws, options);
+  else
+    std::fill(g.begin(), g.end(), 0.0f);
   // The shard's mean-loss gradient, weighted by its share of the batch, summed over the data
   // group: the whole batch's mean-loss gradient.
   const auto t0 = std::chrono::steady_clock::now();
-  const std::span<float> g = rank.stage->gradients();
   if (D > 1) {
     kernels::scale(g.size(), static_cast<float>(shard.count) / static_cast<float>(rows), g.data());
     data.all_reduce(g);
@@ -278,10 +298,12 @@ ThreeDStepResult three_d_step(GridGroups& groups, ThreeDRank& rank, const float*
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   // The loss, which the last stages computed, summed over the pipeline (the others add 0) and
   // the data shards: on every rank.
-  std::vector<float> loss = {static_cast<float>(r.pipeline.loss_sum)};
-  if (groups.pipeline->size() > 1) groups.pipeline->all_reduce(loss);
-  if (D > 1) data.all_reduce(loss);
-  r.loss_sum = loss[0];
+  std::vector<float> sums = {static_cast<float>(r.pipeline.loss_sum),
+                             static_cast<float>(r.pipeline.correct)};
+  if (groups.pipeline->size() > 1) groups.pipeline->all_reduce(sums);
+  if (D > 1) data.all_reduce(sums);
+  r.loss_sum = sums[0];
+  r.correct = static_cast<std::size_t>(sums[1] + 0.5f);
   return r;
 }
 

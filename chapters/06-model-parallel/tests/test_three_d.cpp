@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -14,7 +15,10 @@
 #include "concurdl/dp/threads_backend.hpp"
 #include "concurdl/kernels/threads.hpp"
 #include "concurdl/mp/three_d.hpp"
+#include "concurdl/mp/three_d_trainer.hpp"
+#include "concurdl/nn/dataset.hpp"
 #include "concurdl/nn/mlp.hpp"
+#include "concurdl/nn/trainer.hpp"
 
 namespace {
 
@@ -179,6 +183,51 @@ TEST(ThreeDGrid, PositionsAndRefusals) {
                                  TensorParallelStage s(w, kSpec, init.parameters(), 0, 6);
                                }),
                std::invalid_argument);
+}
+
+}  // namespace
+
+namespace {
+
+// 3D training: two epochs on a 2x2x2 grid (and 1x2x1, 2x1x2) end where one process ends, batches
+// of 10 over 57 rows (a short last batch of 7: data shards of 4 and 3), and a checkpoint taken
+// after one epoch resumes into a trainer that ends there too.
+TEST(ThreeDTrain, EndsWhereOneProcessEndsAndResumes) {
+  concurdl::kernels::set_compute_threads(1);
+  const nn::Dataset data = nn::linear_problem(57, 6, 5, 11);
+  nn::TrainConfig c;
+  c.spec = kSpec;
+  c.batch = 10;
+  c.seed = 3;
+  c.threads = 1;
+  c.gemm = concurdl::kernels::GemmVersion::v2_ikj;
+  nn::Trainer one(c, data);
+  one.run_epoch();
+  one.run_epoch();
+  const auto want = one.model().parameters();
+  for (const Grid g : {Grid{2, 2, 2}, Grid{1, 2, 1}, Grid{2, 1, 2}})
+    within_seconds(kDeadline, [&] {
+      SCOPED_TRACE(g.describe());
+      ThreeDTrainer t(c, data, {g, 3, Schedule::one_f_one_b});
+      for (int e = 0; e < 2; ++e) t.run_epoch({}, 0);
+      expect_near(t.parameters(), want, "parameters");
+      EXPECT_EQ(t.state().step, one.state().step);
+      EXPECT_NEAR(t.evaluate(data).loss, one.evaluate(data).loss, 1e-4);
+    });
+  const auto ck = std::filesystem::temp_directory_path() / "concurdl_three_d_ck.bin";
+  within_seconds(kDeadline, [&] {
+    ThreeDTrainer first(c, data, {Grid{2, 2, 2}, 3, Schedule::gpipe});
+    first.run_epoch({}, 0);
+    first.save(ck);
+    ThreeDTrainer second(c, data, {Grid{2, 2, 2}, 3, Schedule::gpipe});
+    second.resume(ck);
+    second.run_epoch({}, 0);
+    expect_near(second.parameters(), want, "resumed");
+  });
+  std::filesystem::remove(ck);
+  EXPECT_THROW(ThreeDTrainer(c, data, {Grid{1, 3, 1}, 3, Schedule::gpipe}), std::invalid_argument);
+  EXPECT_THROW(ThreeDTrainer(c, data, {Grid{1, 1, 7}, 3, Schedule::gpipe}), std::invalid_argument);
+  EXPECT_THROW(ThreeDTrainer(c, data, {Grid{1, 1, 2}, 3, Schedule::zb_h1}), std::invalid_argument);
 }
 
 }  // namespace

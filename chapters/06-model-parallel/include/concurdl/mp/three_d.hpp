@@ -64,10 +64,15 @@ class TensorParallelStage {
   };
 
   // This rank's shards of layers [first, last) of `spec`, sliced from `params` (the whole
-  // model's flat parameters, nn::Mlp's layout). The communicator must outlive the stage.
+  // model's flat parameters, nn::Mlp's layout). The communicator must outlive the stage, or be
+  // replaced by set_communicator before its next use.
   TensorParallelStage(dp::Communicator& tp, const nn::MlpSpec& spec, std::span<const float> params,
                       std::size_t first, std::size_t last,
                       kernels::GemmVersion gemm = kernels::GemmVersion::openblas);
+
+  // The tensor group to communicate on from now on: the same ranks in a later run_threads
+  // (std::invalid_argument if its size or this rank's place in it differ).
+  void set_communicator(dp::Communicator& tp);
 
   const nn::MlpSpec& spec() const { return spec_; }
   std::size_t layers() const { return spec_.widths.size() - 1; }
@@ -91,8 +96,11 @@ class TensorParallelStage {
   // Writes this rank's gradients into their places in `full` (the whole model's flat layout);
   // the rest of `full` is left as it was.
   void scatter_gradients(std::span<float> full) const;
-  // The same for the parameters.
+  // The same for the parameters, and for any values laid out as them (an optimizer's
+  // velocity); gather is the other way: this rank's share of `full` into `shard`.
   void scatter_parameters(std::span<float> full) const;
+  void scatter(std::span<const float> shard, std::span<float> full) const;
+  void gather(std::span<const float> full, std::span<float> shard) const;
 
  private:
   struct Layer {
@@ -111,7 +119,8 @@ class TensorParallelStage {
   template <class F>
   void for_each_element(F f) const;
 
-  dp::Communicator& tp_;
+  dp::Communicator* tp_;
+  int tp_size_, tp_rank_;
   nn::MlpSpec spec_;
   std::size_t first_, last_;
   kernels::GemmVersion gemm_;
@@ -155,13 +164,15 @@ ThreeDRank make_three_d_rank(GridGroups& groups, const Grid& g, const nn::MlpSpe
 struct ThreeDStepResult {
   PipelineStepResult pipeline;   // this rank's pipeline step (its data shard)
   double loss_sum = 0;           // the whole batch's summed loss, on every rank
+  std::size_t correct = 0;       // the whole batch's rows predicted right, on every rank
   double allreduce_seconds = 0;  // the data group's gradient all-reduce
 };
 
 // One training step on the grid: rows of x (rows x widths[0]) and labels, the same on every
 // rank; data rank d takes block d of the rows (dp::block_of) in `micro_batches` micro-batches
-// (at most its rows) under `schedule` (naive, gpipe or 1f1b). Overwrites the rank's stage
-// gradients with the whole batch's mean-loss gradient.
+// (fewer when its block has fewer rows; a block of none adds nothing) under `schedule` (naive,
+// gpipe or 1f1b). Overwrites the rank's stage gradients with the whole batch's mean-loss
+// gradient. Reads x on the first stages and labels on the last only.
 ThreeDStepResult three_d_step(GridGroups& groups, ThreeDRank& rank, const float* x,
                               const std::uint8_t* labels, std::size_t rows,
                               std::size_t micro_batches, Schedule schedule);

@@ -54,6 +54,8 @@ struct DistributedOptions {
   std::string schedule;
   bool recompute = false;  // the pipeline's activation recomputation
   int chunks = 0;          // interleaved's model chunks per stage (0: the mode's default)
+  // Chapter 06's 3D parallelism (`--dp D --tp T --pp P`, mode "3d", ranks = D x T x P).
+  int dp = 1, tp = 1, pp = 1;
   // The slow-down factor of `rank` (1 when it is not a straggler).
   double straggler_factor(int rank) const {
     const auto it = stragglers.find(rank);
