@@ -307,4 +307,21 @@ ThreeDStepResult three_d_step(GridGroups& groups, ThreeDRank& rank, const float*
   return r;
 }
 
+ThreeDCost three_d_step_model(const Grid& g, double one_rank_s, const ThreeDShape& shape,
+                              const dp::Link& tensor_link, const dp::Link& link) {
+  const double D = g.data, T = g.tensor, P = g.pipeline, m = shape.micro_batches;
+  const double slots = m + P - 1;
+  const double mb_bytes = shape.rows / m * shape.width * sizeof(float);
+  ThreeDCost c;
+  c.compute = one_rank_s / (T * P) * slots / m;
+  if (T > 1)
+    c.tensor = slots * 2 * shape.pairs_per_stage *
+               dp::allreduce_time("v4_ring", T, mb_bytes, tensor_link).value_or(0);
+  if (P > 1) c.pipeline = 2 * slots * (link.alpha_s + mb_bytes * link.beta_s_per_byte);
+  if (D > 1)
+    c.data = dp::allreduce_time("v4_ring", D, shape.parameters / (T * P) * sizeof(float), link)
+                 .value_or(0);
+  return c;
+}
+
 }  // namespace concurdl::mp

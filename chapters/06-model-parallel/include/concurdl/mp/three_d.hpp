@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "concurdl/dp/communicator.hpp"
+#include "concurdl/dp/cost_model.hpp"
 #include "concurdl/kernels/aligned.hpp"
 #include "concurdl/kernels/gemm.hpp"
 #include "concurdl/mp/pipeline.hpp"
@@ -176,6 +177,27 @@ struct ThreeDStepResult {
 ThreeDStepResult three_d_step(GridGroups& groups, ThreeDRank& rank, const float* x,
                               const std::uint8_t* labels, std::size_t rows,
                               std::size_t micro_batches, Schedule schedule);
+
+// The α–β model of one 3D step (a projection, not a measurement). Each data replica trains on
+// `rows` rows of an MLP of `layers` layers of `width` (their gradient `parameters` floats), cut
+// into P stages of `pairs` column/row pairs each, T tensor ranks a stage, m micro-batches; one
+// rank computing the replica's whole step takes `one_rank_s`. Then, with no overlap:
+//   compute   one_rank_s / (T P) x (m + P - 1) / m           the pipeline's slots (its bubble)
+//   tensor    (m + P - 1) x 2 pairs x ring(T, micro-batch activations)   on `tensor_link`
+//   pipeline  2 (m + P - 1) x (α + micro-batch activations x β)          on `link` (P > 1)
+//   data      ring(D, parameters / (T P) x 4 bytes)                     on `link`
+// where ring(n, b) is chapter 05's ring all-reduce, 2(n - 1) α + 2(n - 1)/n b β. A tensor
+// group lives within a node (`tensor_link`: NVLink-class), pipelines and data groups across
+// nodes. It leaves out the replicated last layer's work, the loss, stragglers and overlap.
+struct ThreeDShape {
+  double rows = 512, micro_batches = 4, width = 256, parameters = 0, pairs_per_stage = 1;
+};
+struct ThreeDCost {
+  double compute = 0, tensor = 0, pipeline = 0, data = 0;
+  double total() const { return compute + tensor + pipeline + data; }
+};
+ThreeDCost three_d_step_model(const Grid& g, double one_rank_s, const ThreeDShape& shape,
+                              const dp::Link& tensor_link, const dp::Link& link);
 
 // pipeline_step over tensor-parallel stages (v = 1: boundaries of pipe.size() + 1 entries).
 PipelineStepResult pipeline_step(dp::Communicator& pipe, TensorParallelStage& stage,
