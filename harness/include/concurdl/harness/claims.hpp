@@ -102,12 +102,14 @@ inline constexpr const char* kReferenceAccuracyRun =
 inline constexpr const char* kReferenceRecomputeRun = "debian12-zen4-2vcpu-f402d6f/ch06-recompute";
 // Chapter 06's schedules (`concurdl run ch06/schedules --profile full`), likewise.
 inline constexpr const char* kReferenceSchedulesRun = "debian12-zen4-2vcpu-2a9880c/ch06-schedules";
+// Chapter 06's 3D parallelism (`concurdl run ch06/three_d --profile full`), likewise.
+inline constexpr const char* kReferenceThreeDRun = "debian12-zen4-2vcpu-32f459b/ch06-three-d";
 // The runs above in the order a claim's reference is taken from them: a claim measured in two
 // takes the later one's value.
 inline constexpr const char* kReferenceRuns[] = {
     kReferenceRun,         kReferenceRerun,        kReferenceTrainRun,    kReferenceCh05MpiRun,
     kReferenceCh06Run,     kReferenceZeroRun,      kReferenceBf16Run,     kReferencePrecisionRun,
-    kReferenceAccuracyRun, kReferenceRecomputeRun, kReferenceSchedulesRun};
+    kReferenceAccuracyRun, kReferenceRecomputeRun, kReferenceSchedulesRun, kReferenceThreeDRun};
 // Chapter 04's GPU claims (`concurdl run ch04 --profile full`, the device's own experiments and
 // the CPU references beside them), on the first GPU lent to the project.
 inline constexpr const char* kReferenceGpuRun = "ubuntu24-h200-emr16-ch04";
