@@ -125,8 +125,9 @@ TEST_F(Cli, AbsurdValuesAreUsageErrorsNamingTheLimit) {
 // would print "calibrating this machine" first): a closed list, a variant table's rows, and an
 // open axis's own parse.
 TEST_F(Cli, UnknownTextValuesAreRefusedBeforeCalibrating) {
-  expect_usage_error(run("run ch06/pipeline --set schedule=zigzag", CONCURDL_BIN),
-                     "parameter 'schedule': unknown schedule 'zigzag' (known: naive, gpipe, 1f1b)");
+  expect_usage_error(
+      run("run ch06/pipeline --set schedule=zigzag", CONCURDL_BIN),
+      "parameter 'schedule': unknown schedule 'zigzag' (known: naive, gpipe, 1f1b, zb-h1)");
   expect_usage_error(run("run ch01/sum_memory_bound --set variant=v99", CONCURDL_BIN),
                      "parameter 'variant': unknown variant 'v99'");
   expect_usage_error(run("run ch07/training --set straggler=3y", CONCURDL_BIN),

@@ -43,6 +43,11 @@ int chunks_of(const Params& p);
 void derive_bubble(const Params& p, const Work& w, Record& r);
 // The model's bubble of `schedule` at p stages and v chunks, as a curve over m.
 Model bubble_curve(int p, const std::string& schedule, const std::string& label, int v = 1);
+// The bytes the busiest stage of the axes' default MLP (16 layers of 256, 512 rows) keeps at p
+// stages and v chunks, m = the point's x, by the schedule's orders (activation_model): a curve
+// labelled `label`, drawn at the x values of `series`.
+Model bytes_curve(int p, const std::string& schedule, int v, bool recompute,
+                  const std::string& label, const std::string& series);
 
 // The device counts the α–β projections are drawn at.
 inline std::vector<double> projection_devices() { return {1, 2, 4, 8, 16, 32, 64}; }

@@ -250,6 +250,27 @@ void derive_bubble(const Params& p, const Work&, Record& r) {
     r.derived["bubble_error"] = std::fabs(it->second.stats.median - model);
 }
 
+Model bytes_curve(int p, const std::string& schedule, int v, bool recompute,
+                  const std::string& label, const std::string& series) {
+  return {.label = label,
+          .series = series,
+          .y = [p, schedule, v, recompute](const ModelPoint& pt) -> std::optional<double> {
+            const auto m = static_cast<std::size_t>(pt.x);
+            if (m < 1 || (v > 1 && m % static_cast<std::size_t>(p) != 0)) return std::nullopt;
+            nn::MlpSpec spec;
+            spec.widths.assign(17, 256);
+            const std::vector<std::size_t> bounds = stage_boundaries(16, p * v);
+            const Schedule sched = kSchedules.find(schedule).schedule;
+            std::size_t most = 0;
+            for (int s = 0; s < p; ++s)
+              most = std::max(
+                  most, activation_model(spec, bounds, s, p, stage_order(sched, s, p, m, v),
+                                         dp::block_of(512, static_cast<int>(m), 0).count, recompute)
+                            .peak_bytes);
+            return static_cast<double>(most);
+          }};
+}
+
 Model bubble_curve(int p, const std::string& schedule, const std::string& label, int v) {
   return {.label = label,
           .series = schedule,

@@ -21,26 +21,11 @@ namespace concurdl::mp {
 
 namespace {
 
-// The model's bytes for the largest stage of the 16-layer, width-256 MLP at p stages, rows 512,
-// m = pt.x micro-batches, walking the schedule's orders (activation_model).
+// The model's bytes for the busiest stage, with or without recomputation.
 Model bytes_curve(int p, const std::string& schedule, bool recompute) {
-  return {.label = fmt::format("{}{}: model", schedule, recompute ? ", recomputed" : ""),
-          .series = fmt::format("recompute={}", recompute ? "on" : "off"),
-          .y = [p, schedule, recompute](const ModelPoint& pt) -> std::optional<double> {
-            nn::MlpSpec spec;
-            spec.widths.assign(17, 256);
-            const auto m = static_cast<std::size_t>(pt.x);
-            if (m < 1) return std::nullopt;
-            const std::vector<std::size_t> bounds = stage_boundaries(16, p);
-            const Schedule sched = kSchedules.find(schedule).schedule;
-            std::size_t most = 0;
-            for (int s = 0; s < p; ++s)
-              most = std::max(
-                  most, activation_model(spec, bounds, s, p, stage_order(sched, s, p, m),
-                                         dp::block_of(512, static_cast<int>(m), 0).count, recompute)
-                            .peak_bytes);
-            return static_cast<double>(most);
-          }};
+  return detail::bytes_curve(p, schedule, 1, recompute,
+                             fmt::format("{}{}: model", schedule, recompute ? ", recomputed" : ""),
+                             fmt::format("recompute={}", recompute ? "on" : "off"));
 }
 
 const bool registered_recompute = register_experiment({

@@ -26,26 +26,9 @@ using detail::bubble_curve;
 
 bool has_chunks(const ScheduleRow& r) { return r.schedule == Schedule::interleaved; }
 
-// The bytes the busiest stage of the 16-layer, width-256 MLP keeps at p stages, rows 512,
-// m = pt.x, by the schedule's orders (activation_model).
 Model bytes_curve(int p, const std::string& schedule, int v, bool recompute) {
-  return {.label = fmt::format("{}: model", schedule),
-          .series = schedule,
-          .y = [p, schedule, v, recompute](const ModelPoint& pt) -> std::optional<double> {
-            const auto m = static_cast<std::size_t>(pt.x);
-            if (m < 1 || (v > 1 && m % static_cast<std::size_t>(p) != 0)) return std::nullopt;
-            nn::MlpSpec spec;
-            spec.widths.assign(17, 256);
-            const std::vector<std::size_t> bounds = stage_boundaries(16, p * v);
-            const Schedule sched = kSchedules.find(schedule).schedule;
-            std::size_t most = 0;
-            for (int s = 0; s < p; ++s)
-              most = std::max(
-                  most, activation_model(spec, bounds, s, p, stage_order(sched, s, p, m, v),
-                                         dp::block_of(512, static_cast<int>(m), 0).count, recompute)
-                            .peak_bytes);
-            return static_cast<double>(most);
-          }};
+  return detail::bytes_curve(p, schedule, v, recompute, fmt::format("{}: model", schedule),
+                             schedule);
 }
 
 std::vector<Model> bubble_models(int p) {

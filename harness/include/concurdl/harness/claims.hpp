@@ -107,8 +107,8 @@ inline constexpr const char* kReferenceThreeDRun = "debian12-zen4-2vcpu-32f459b/
 // The runs above in the order a claim's reference is taken from them: a claim measured in two
 // takes the later one's value.
 inline constexpr const char* kReferenceRuns[] = {
-    kReferenceRun,         kReferenceRerun,        kReferenceTrainRun,    kReferenceCh05MpiRun,
-    kReferenceCh06Run,     kReferenceZeroRun,      kReferenceBf16Run,     kReferencePrecisionRun,
+    kReferenceRun,         kReferenceRerun,        kReferenceTrainRun,     kReferenceCh05MpiRun,
+    kReferenceCh06Run,     kReferenceZeroRun,      kReferenceBf16Run,      kReferencePrecisionRun,
     kReferenceAccuracyRun, kReferenceRecomputeRun, kReferenceSchedulesRun, kReferenceThreeDRun};
 // Chapter 04's GPU claims (`concurdl run ch04 --profile full`, the device's own experiments and
 // the CPU references beside them), on the first GPU lent to the project.
