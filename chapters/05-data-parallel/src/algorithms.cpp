@@ -302,4 +302,40 @@ void allreduce_native(Communicator& comm, std::span<const float> in, std::span<f
   comm.all_reduce(in, out);
 }
 
+HostGroups host_groups(Communicator& world, int host) {
+  if (host < 0)
+    throw std::invalid_argument("host_groups: host " + std::to_string(host) + " (need >= 0)");
+  HostGroups g;
+  g.local = world.split(host, world.rank());
+  // Every host the same size: the counts are compared where every rank sees them.
+  std::vector<float> mine(static_cast<std::size_t>(world.size()), 0.0f);
+  if (g.local->rank() == 0)
+    mine[static_cast<std::size_t>(world.rank())] = static_cast<float>(g.local->size());
+  world.all_reduce(mine);
+  int size = 0;
+  for (const float c : mine)
+    if (c > 0) {
+      if (size != 0 && static_cast<int>(c) != size)
+        throw std::invalid_argument("host_groups: hosts of " + std::to_string(size) + " and " +
+                                    std::to_string(static_cast<int>(c)) +
+                                    " ranks (every host needs the same number)");
+      size = static_cast<int>(c);
+    }
+  g.cross = world.split(g.local->rank(), host);
+  return g;
+}
+
+void allreduce_hierarchical(HostGroups& groups, std::span<const float> in, std::span<float> out,
+                            AllReduceFn cross_algorithm, const AlgoOptions& opts) {
+  if (in.size() != out.size())
+    throw std::invalid_argument("allreduce_hierarchical: in and out differ in size");
+  if (in.data() != out.data() && !in.empty()) std::copy(in.begin(), in.end(), out.begin());
+  Communicator& local = *groups.local;
+  reduce_scatter_ring(local, out, opts);
+  const Block b = block_of(out.size(), local.size(), local.rank());
+  const std::span<float> mine = out.subspan(b.offset, b.count);
+  (cross_algorithm != nullptr ? cross_algorithm : &allreduce_ring)(*groups.cross, mine, mine, opts);
+  all_gather_ring(local, out, opts);
+}
+
 }  // namespace concurdl::dp

@@ -206,4 +206,30 @@ inline std::size_t wrong_split(Communicator& comm) {
   return wrong;
 }
 
+// The hierarchical all-reduce with the world cut into every whole number of hosts (host =
+// rank / ranks-per-host), in place and out of place, with the ring and the native collective
+// across hosts, at every size of kSizes: the world's sum, and `in` untouched out of place.
+inline std::size_t wrong_hierarchical(Communicator& comm) {
+  const int n = comm.size(), r = comm.rank();
+  std::size_t wrong = 0;
+  for (int hosts = 1; hosts <= n; ++hosts) {
+    if (n % hosts != 0) continue;
+    HostGroups g = host_groups(comm, r / (n / hosts));
+    if (g.local->size() != n / hosts || g.cross->size() != hosts) ++wrong;
+    for (const std::size_t count : kSizes)
+      for (const AllReduceFn cross : {AllReduceFn{nullptr}, AllReduceFn{&allreduce_native}})
+        for (const bool in_place : {true, false}) {
+          std::vector<float> in = input(r, count), out(count, kPoison);
+          allreduce_hierarchical(g, in, in_place ? std::span<float>(in) : std::span<float>(out),
+                                 cross);
+          const std::vector<float>& got = in_place ? in : out;
+          for (std::size_t i = 0; i < count; ++i) {
+            wrong += got[i] != sum_over_ranks(n, i);
+            if (!in_place) wrong += in[i] != value(r, i);
+          }
+        }
+  }
+  return wrong;
+}
+
 }  // namespace concurdl::dp::testing

@@ -97,6 +97,10 @@ TEST(MpiCollectives, SplitGroupsMembersOrderAndIndependentTraffic) {
   EXPECT_EQ(wrong_split(world()), 0u);
 }
 
+TEST(MpiCollectives, HierarchicalAllReduceOverEveryHostCut) {
+  EXPECT_EQ(wrong_hierarchical(world()), 0u);
+}
+
 TEST(MpiP2p, RingOfSendRecvAndAnySource) {
   Communicator& c = world();
   const int n = c.size(), r = c.rank();

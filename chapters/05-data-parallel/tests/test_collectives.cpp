@@ -162,6 +162,23 @@ TEST_P(ThreadsPieces, ThousandCollectivesBackToBack) {
 INSTANTIATE_TEST_SUITE_P(Ranks, ThreadsPieces, ::testing::ValuesIn(kRankCounts),
                          [](const auto& info) { return std::to_string(info.param) + "ranks"; });
 
+// Hierarchical all-reduce: every cut of 1 to 8 ranks into equal hosts gives the sum.
+TEST_P(ThreadsPieces, HierarchicalAllReduceOverEveryHostCut) {
+  const int n = GetParam();
+  within_seconds(kDeadline, [&] {
+    std::atomic<std::size_t> wrong{0};
+    run_threads(n, [&](Communicator& comm) { wrong += wrong_hierarchical(comm); });
+    EXPECT_EQ(wrong.load(), 0u);
+  });
+}
+
+// Hosts of different sizes are refused on every rank.
+TEST(ThreadsCollectives, UnequalHostsAreRefused) {
+  EXPECT_THROW(
+      run_threads(3, [](Communicator& comm) { (void)host_groups(comm, comm.rank() == 0 ? 0 : 1); }),
+      std::invalid_argument);
+}
+
 TEST(ThreadsCollectives, MismatchedCountsFailOnEveryRank) {
   within_seconds(kDeadline, [] {
     EXPECT_THROW(run_threads(3,

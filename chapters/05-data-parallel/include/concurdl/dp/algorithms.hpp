@@ -27,6 +27,7 @@
 #pragma once
 
 #include <cstddef>
+#include <memory>
 #include <span>
 
 #include "concurdl/core/variants.hpp"
@@ -92,9 +93,29 @@ void reduce_tree(Communicator& comm, std::span<float> data, int root, const Algo
 void broadcast_tree(Communicator& comm, std::span<float> data, int root,
                     const AlgoOptions& opts = {});
 
-// --- the table ---
 using AllReduceFn = void (*)(Communicator&, std::span<const float>, std::span<float>,
                              const AlgoOptions&);
+
+// --- across hosts ---
+// A rank's two groups on a cluster of hosts (machines, or GPUs of a node): `local`, the ranks of
+// its host, and `cross`, the ranks of the other hosts with its place on theirs. Every host must
+// have the same number of ranks (std::invalid_argument naming the hosts' counts otherwise).
+// Collective over `world`: every rank passes the host it is on (0 .. hosts - 1).
+struct HostGroups {
+  std::unique_ptr<Communicator> local, cross;
+};
+HostGroups host_groups(Communicator& world, int host);
+
+// Hierarchical all-reduce (what MPI libraries and NCCL do on clusters of multi-rank hosts):
+// reduce-scatter within each host (ring), all-reduce each rank's block with the same block of
+// every other host (`cross`, by `cross_algorithm`), all-gather within each host. With k ranks a
+// host and H hosts, a rank sends 2(H - 1)/H · N/k floats between hosts, where a flat ring over
+// all ranks sends 2(n - 1)/n · N through whichever links it crosses: the slow links carry 1/k of
+// the data. `in` may be `out`.
+void allreduce_hierarchical(HostGroups& groups, std::span<const float> in, std::span<float> out,
+                            AllReduceFn cross_algorithm = nullptr, const AlgoOptions& opts = {});
+
+// --- the table ---
 struct AllReduceVariant : VariantInfo {
   AllReduceFn run;
   bool hand_written = true;  // over send/recv (false: the backend's own)
