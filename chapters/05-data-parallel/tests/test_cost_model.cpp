@@ -88,3 +88,24 @@ TEST(CostModelStep, AddsTheRingAllReduceOrOverlapsIt) {
 }
 
 }  // namespace
+
+namespace {
+
+// The hierarchical model: one host is a ring over the host's link alone; one rank a host is a
+// ring across hosts; in between, the bytes across hosts fall by the ranks a host.
+TEST(CostModelHierarchical, ReducesToTheRingAtTheEnds) {
+  using namespace concurdl::dp;
+  const Link local{"local", 1e-6, 1 / 100e9}, cross{"cross", 20e-6, 1 / 1e9};
+  const double n = 64e6;
+  EXPECT_NEAR(hierarchical_allreduce_time(4, 1, n, local, cross),
+              *allreduce_time("v4_ring", 4, n, local), 1e-12);
+  EXPECT_NEAR(hierarchical_allreduce_time(1, 8, n, local, cross),
+              *allreduce_time("v4_ring", 8, n, cross), 1e-12);
+  // 2 hosts of 4: the cross-host term carries n/4.
+  const double h = hierarchical_allreduce_time(4, 2, n, local, cross);
+  const double cross_part = *allreduce_time("v4_ring", 2, n / 4, cross);
+  EXPECT_NEAR(h, cross_part + *allreduce_time("v4_ring", 4, n, local), 1e-12);
+  EXPECT_LT(h, *allreduce_time("v4_ring", 8, n, cross));
+}
+
+}  // namespace

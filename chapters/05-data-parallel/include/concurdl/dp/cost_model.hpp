@@ -135,6 +135,19 @@ inline std::optional<double> allreduce_time(std::string_view algorithm, double p
   return t->alpha_terms * link.alpha_s + t->byte_terms * bytes * link.beta_s_per_byte;
 }
 
+// The hierarchical all-reduce (algorithms.hpp) of `bytes` on H hosts of k ranks: a ring
+// reduce-scatter and a ring all-gather inside each host, (k - 1) α + (k - 1)/k · n β each on the
+// host's link, and a ring all-reduce of a rank's n/k bytes across the hosts, 2(H - 1) α +
+// 2(H - 1)/H · n/k β on the link between them.
+inline double hierarchical_allreduce_time(double k, double hosts, double bytes, const Link& local,
+                                          const Link& cross) {
+  const double inside =
+      k > 1 ? 2 * ((k - 1) * local.alpha_s + (k - 1) / k * bytes * local.beta_s_per_byte) : 0.0;
+  const double between =
+      hosts > 1 ? allreduce_time("v4_ring", hosts, bytes / k, cross).value_or(0) : 0.0;
+  return inside + between;
+}
+
 // One data-parallel step on p workers with a fixed batch per worker (weak scaling): each
 // worker computes for `compute_s` (what one worker alone takes per step: forward, backward,
 // the optimiser step), and the gradient, `gradient_bytes`, is all-reduced by the ring over
