@@ -2,7 +2,11 @@
 // collectives the runner needs to keep ranks in step.
 #include "concurdl/core/ranks.hpp"
 
+#include <arpa/inet.h>
 #include <fmt/format.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <netinet/in.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -14,6 +18,7 @@
 #include <filesystem>
 #include <limits>
 #include <thread>
+#include <tuple>
 
 #include "concurdl/build_info.hpp"
 #include "concurdl/core/errors.hpp"
@@ -33,6 +38,43 @@ bool env_set(const char* name) {
   return v != nullptr && *v != '\0';
 }
 
+// This machine's name and its first IPv4 address that is not loopback.
+Host this_host() {
+  Host h;
+  char name[256] = {};
+  if (::gethostname(name, sizeof(name) - 1) == 0) h.name = name;
+  ifaddrs* list = nullptr;
+  if (::getifaddrs(&list) == 0) {
+    for (const ifaddrs* i = list; i != nullptr; i = i->ifa_next) {
+      if (i->ifa_addr == nullptr || i->ifa_addr->sa_family != AF_INET) continue;
+      if ((i->ifa_flags & IFF_LOOPBACK) != 0 || (i->ifa_flags & IFF_UP) == 0) continue;
+      char text[INET_ADDRSTRLEN] = {};
+      const auto* in = reinterpret_cast<const sockaddr_in*>(i->ifa_addr);
+      if (::inet_ntop(AF_INET, &in->sin_addr, text, sizeof(text)) != nullptr) {
+        h.address = text;
+        break;
+      }
+    }
+    ::freeifaddrs(list);
+  }
+  return h;
+}
+
+// Words separated by commas or spaces.
+std::vector<std::string> split_words(const std::string& s) {
+  std::vector<std::string> out;
+  std::string word;
+  for (const char c : s + ",") {
+    if (c == ',' || c == ' ') {
+      if (!word.empty()) out.push_back(word);
+      word.clear();
+    } else {
+      word += c;
+    }
+  }
+  return out;
+}
+
 #ifdef CONCURDL_WITH_MPI
 bool g_initialized = false;
 int g_rank = 0, g_size = 1;
@@ -44,6 +86,27 @@ void finalize_at_exit() {
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (!finalized) MPI_Finalize();
+}
+
+// Every world rank's text, in rank order, on every rank.
+std::vector<std::string> all_text(const std::string& mine) {
+  int len = static_cast<int>(mine.size());
+  std::vector<int> lens(static_cast<std::size_t>(g_size));
+  CDL_MPI_CHECK(MPI_Allgather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, MPI_COMM_WORLD));
+  std::vector<int> offsets(lens.size(), 0);
+  int total = 0;
+  for (std::size_t i = 0; i < lens.size(); ++i) {
+    offsets[i] = total;
+    total += lens[i];
+  }
+  std::string all(static_cast<std::size_t>(total), '\0');
+  CDL_MPI_CHECK(MPI_Allgatherv(mine.data(), len, MPI_CHAR, all.data(), lens.data(), offsets.data(),
+                               MPI_CHAR, MPI_COMM_WORLD));
+  std::vector<std::string> out;
+  for (std::size_t i = 0; i < lens.size(); ++i)
+    out.push_back(
+        all.substr(static_cast<std::size_t>(offsets[i]), static_cast<std::size_t>(lens[i])));
+  return out;
 }
 #endif
 
@@ -221,6 +284,44 @@ void polite_barrier() {
   }
 }
 
+Placement placement() {
+  Placement out;
+  out.host_of.assign(static_cast<std::size_t>(g_size), 0);
+  if (!g_initialized) {
+    out.hosts.push_back(this_host());
+    out.hosts.back().ranks = {0};
+  } else {
+    MPI_Comm node = MPI_COMM_NULL;
+    CDL_MPI_CHECK(
+        MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, g_rank, MPI_INFO_NULL, &node));
+    int leader = g_rank;  // the host's lowest world rank names it
+    CDL_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &leader, 1, MPI_INT, MPI_MIN, node));
+    MPI_Comm_free(&node);
+    std::vector<int> leaders(static_cast<std::size_t>(g_size));
+    CDL_MPI_CHECK(MPI_Allgather(&leader, 1, MPI_INT, leaders.data(), 1, MPI_INT, MPI_COMM_WORLD));
+    const Host mine = this_host();
+    const std::string text = mine.name + '\n' + mine.address;
+    std::vector<std::string> texts = all_text(text);
+    for (int r = 0; r < g_size; ++r) {
+      const int lead = leaders[static_cast<std::size_t>(r)];  // <= r: its host is numbered
+      if (lead == r) {
+        const std::string& t = texts[static_cast<std::size_t>(r)];
+        const auto nl = t.find('\n');
+        out.hosts.push_back({t.substr(0, nl), t.substr(nl + 1), {}});
+      }
+      const int h = lead == r ? static_cast<int>(out.hosts.size()) - 1
+                              : out.host_of[static_cast<std::size_t>(lead)];
+      out.hosts[static_cast<std::size_t>(h)].ranks.push_back(r);
+      out.host_of[static_cast<std::size_t>(r)] = h;
+    }
+  }
+  const char* pml = std::getenv("OMPI_MCA_pml");
+  const char* btl = std::getenv("OMPI_MCA_btl");
+  std::tie(out.within_host, out.between_hosts) =
+      transports(pml != nullptr ? pml : "", btl != nullptr ? btl : "");
+  return out;
+}
+
 #else  // !CONCURDL_WITH_MPI: one process, rank 0 of 1.
 
 void init() { throw UsageError("--ranks: this concurdl was built without MPI"); }
@@ -239,7 +340,36 @@ bool all_true(bool mine) { return mine; }
 double max_over(double mine) { return mine; }
 std::vector<std::string> gather_text(const std::string& mine) { return {mine}; }
 void polite_barrier() {}
+Placement placement() {
+  Placement out;
+  out.hosts.push_back(this_host());
+  out.hosts.back().ranks = {0};
+  out.host_of = {0};
+  out.within_host = out.between_hosts = "none (built without MPI)";
+  return out;
+}
 
 #endif
+
+std::pair<std::string, std::string> transports(const std::string& pml, const std::string& btl) {
+  if (!pml.empty() && pml != "ob1") {
+    const std::string own = fmt::format("pml {}'s own transports", pml);
+    return {own, own};
+  }
+  // ob1 sends through the byte transfer layers: `btl` lists them (or, with ^, the ones left out).
+  const bool excluding = !btl.empty() && btl.front() == '^';
+  std::vector<std::string> listed;
+  for (const std::string& b : split_words(excluding ? btl.substr(1) : btl)) listed.push_back(b);
+  auto allowed = [&](const std::string& name) {
+    const bool named = std::find(listed.begin(), listed.end(), name) != listed.end();
+    return btl.empty() || (excluding ? !named : named);
+  };
+  const std::string how = btl.empty() ? "Open MPI's default btl list" : "btl " + btl;
+  std::string within = allowed("vader") || allowed("sm")
+                           ? "shared memory (vader), by " + how
+                           : (allowed("tcp") ? "tcp, by " + how : "none allowed by " + how);
+  std::string between = allowed("tcp") ? "tcp, by " + how : "a network btl of " + how;
+  return {within, between};
+}
 
 }  // namespace concurdl::ranks

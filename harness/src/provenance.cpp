@@ -237,6 +237,15 @@ std::string short_commit() {
   return c.empty() || c == "unknown" ? "nogit" : c.substr(0, 7);
 }
 
+json placement_provenance(const ranks::Placement& placement) {
+  json hosts = json::array();
+  for (const ranks::Host& h : placement.hosts)
+    hosts.push_back({{"name", h.name}, {"address", h.address}, {"ranks", h.ranks}});
+  return {{"hosts", std::move(hosts)},
+          {"transport",
+           {{"within_host", placement.within_host}, {"between_hosts", placement.between_hosts}}}};
+}
+
 json collect_provenance() {
   utsname u{};
   ::uname(&u);

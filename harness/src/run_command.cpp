@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
+#include <optional>
 #include <set>
 
 #include "cli_detail.hpp"
@@ -69,6 +70,9 @@ int measure(const std::vector<std::string>& command, const std::vector<const Exp
     if (std::none_of(skipped.begin(), skipped.end(), [e](const auto& s) { return s.first == e; }))
       runnable.push_back(e);
   std::vector<Config> configs = expand(runnable, opt);  // bad input fails before any output
+  // Where the ranks run: collective over them all, so before rank 0 goes its own way.
+  std::optional<nlohmann::json> placement;
+  if (across_ranks) placement = placement_provenance(ranks::placement());
   const bool resuming = !a.continue_run.empty();
   RunFile f;
   fs::path dir;
@@ -98,6 +102,7 @@ int measure(const std::vector<std::string>& command, const std::vector<const Exp
     f.provenance = collect_provenance();
     if (!req.hostfile.empty()) f.provenance["hostfile"] = fs::absolute(req.hostfile).string();
     if (across_ranks) f.provenance["mpi_world_size"] = ranks::world_size();
+    if (placement) f.provenance["mpi_placement"] = *placement;
     f.provenance["profile"] = profile_name(opt.profile);
     const fs::path root = a.out.empty() ? fs::path("results/runs") : fs::path(a.out);
     if (writer) dir = make_run_dir(root, f.provenance["host"].get<std::string>(), short_commit());

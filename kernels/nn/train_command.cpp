@@ -218,6 +218,7 @@ class TrainLoop {
 
   RunFile& run() { return f_; }
   const fs::path& run_dir() const { return run_dir_; }
+  void set_placement(nlohmann::json placement) { placement_ = std::move(placement); }
   bool finite() const { return finite_; }
 
  private:
@@ -258,6 +259,7 @@ class TrainLoop {
         training["data_parallel"]["stragglers"] = st;
       }
     }
+    if (placement_) training["data_parallel"]["mpi_placement"] = *placement_;
     run_dir_ = make_run_dir(a_.out, f_.provenance["host"].get<std::string>(), short_commit());
     write_run(run_dir_, f_);
   }
@@ -318,6 +320,7 @@ class TrainLoop {
   TrainRecordContext ctx_;
   RunFile f_;
   fs::path run_dir_;
+  std::optional<nlohmann::json> placement_;  // an MPI launch's hosts and transports
   bool finite_ = true;
 };
 
@@ -363,6 +366,8 @@ int train_main(const std::vector<std::string>& args) {
   // --trace: every span of the run (its first trace::kMaxEvents), recorded from before the
   // workers start until they are joined.
   if (a.trace) trace::Recorder::global().start();
+  // Where the ranks run (collective over them all): kept in rank 0's record.
+  if (ranks::initialized()) loop.set_placement(placement_provenance(ranks::placement()));
   if (plan.backend == nullptr) {
     LocalTrainer trainer(plan.config, train);
     loop(trainer);

@@ -17,6 +17,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace concurdl::ranks {
@@ -53,6 +54,27 @@ class Group {
 };
 int comm_size();  // of the current Group (1 outside one)
 int comm_rank();  // in the current Group (0 outside one)
+
+// Where the world's ranks run. A host is what MPI calls a shared-memory node
+// (MPI_Comm_split_type(MPI_COMM_TYPE_SHARED)): one machine, or one simulated host of
+// scripts/cluster. Hosts are numbered by their lowest world rank.
+struct Host {
+  std::string name;     // gethostname() (simulated hosts share the machine's)
+  std::string address;  // the host's first IPv4 address that is not loopback ("" if none)
+  std::vector<int> ranks;
+};
+struct Placement {
+  std::vector<Host> hosts;
+  std::vector<int> host_of;  // per world rank
+  // How a pair of ranks talks, inside one host and between two: read from Open MPI's pml and btl
+  // selection (OMPI_MCA_pml, OMPI_MCA_btl, as mpirun's --mca passes them on), not observed.
+  std::string within_host, between_hosts;
+};
+// Collective over the world (after init(); one host of one rank without MPI).
+Placement placement();
+// The transports that Open MPI's parameters `pml` and `btl` (empty: its defaults) select inside
+// a host and between hosts.
+std::pair<std::string, std::string> transports(const std::string& pml, const std::string& btl);
 
 // Collectives over the current Group, for the runner.
 bool all_true(bool mine);      // logical AND

@@ -6,9 +6,14 @@
 #include <string>
 #include <vector>
 
+#include "concurdl/core/ranks.hpp"
+
 namespace concurdl {
 
 nlohmann::json collect_provenance();
+// Where an MPI launch's ranks ran, for the provenance's "mpi_placement": each host (name,
+// address, world ranks) and the transport inside a host and between hosts.
+nlohmann::json placement_provenance(const ranks::Placement& placement);
 // The current UTC time as ISO 8601 ("2026-11-22T04:14:14Z").
 std::string utc_now_iso();
 std::string host_name();
