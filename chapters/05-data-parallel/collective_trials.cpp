@@ -15,6 +15,7 @@
 #include <mutex>
 #include <optional>
 #include <span>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -375,6 +376,7 @@ std::shared_ptr<gloo::Context> gloo_context(MPI_Comm comm) {
 
 struct MpiState {
   std::shared_ptr<MpiCommunicator> comm;
+  std::shared_ptr<HostGroups> hosts;  // the hierarchical row's, made on its first use
 #if CONCURDL_HAVE_GLOO
   std::shared_ptr<gloo::Context> gloo;
 #endif
@@ -382,7 +384,10 @@ struct MpiState {
 };
 
 Trial mpi_trial(const Params& p, GroupCache& cache) {
-  const MpiAllReduceRow& row = kMpiAllReduceVariants.find(p);
+  return mpi_row_trial(kMpiAllReduceVariants.find(p), p, cache);
+}
+
+Trial mpi_row_trial(const MpiAllReduceRow& row, const Params& p, GroupCache& cache) {
   const int ranks = static_cast<int>(param_int(p, "ranks"));
   const std::size_t count = floats_of(p);
   const bool in_place = in_place_param(p);
@@ -402,6 +407,19 @@ Trial mpi_trial(const Params& p, GroupCache& cache) {
     op = [s, fn = row.run, in_place] {
       fn(*s->comm, s->in, in_place ? std::span<float>(s->in) : std::span<float>(s->out), {});
     };
+  } else if (row.peer == Peer::hierarchical) {
+    if (!s->hosts) {
+      try {
+        s->hosts =
+            std::make_shared<HostGroups>(host_groups(*s->comm, mpi_host_index(s->comm->comm())));
+      } catch (const std::invalid_argument& e) {
+        throw UsageError(fmt::format("{}: {}", row.name, e.what()));
+      }
+    }
+    op = [s, fn = row.run, in_place] {
+      allreduce_hierarchical(*s->hosts, s->in,
+                             in_place ? std::span<float>(s->in) : std::span<float>(s->out), fn);
+    };
   } else {
 #if CONCURDL_HAVE_GLOO
     if (!s->gloo) s->gloo = gloo_context(s->comm->comm());
@@ -420,7 +438,10 @@ Trial mpi_trial(const Params& p, GroupCache& cache) {
       if (!in_place && count > 0) std::copy(s->in.begin(), s->in.end(), s->out.begin());
       algo->run();
     };
-    trial.notes["transport"] = "Gloo TCP on loopback, rendezvous through a FileStore";
+    const char* iface = std::getenv("CONCURDL_GLOO_IFACE");
+    trial.notes["transport"] =
+        fmt::format("Gloo TCP on {}, rendezvous through a FileStore",
+                    iface != nullptr && *iface != '\0' ? iface : std::string("loopback"));
 #endif
   }
   auto last_wrong = std::make_shared<double>(0);

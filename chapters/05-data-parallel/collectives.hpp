@@ -40,7 +40,16 @@ std::vector<Figure> bandwidth_figures(const std::string& backend, bool mpi);
 Trial threads_trial(AllReduceFn fn, const Params& p, GroupCache& cache);
 
 #if CONCURDL_HAVE_MPI
-enum class Peer { none, gloo_ring, gloo_ring_chunked };
+// How a row runs, where it is not `run` over the communicator: a peer library, the hierarchical
+// all-reduce over the hosts' groups (with `run` across them), or an exchange between two ranks.
+enum class Peer {
+  none,
+  gloo_ring,
+  gloo_ring_chunked,
+  hierarchical,
+  exchange_local,
+  exchange_cross
+};
 
 // The rows of ch05/allreduce_mpi: the chapter's algorithms over MPI point to point, then the
 // peers. `native` is the MPI backend's own all-reduce, MPI_Allreduce.
@@ -51,6 +60,8 @@ struct MpiAllReduceRow : VariantInfo {
 const VariantTable<MpiAllReduceRow>& mpi_allreduce_variants();
 // One configuration on the mpi backend: this process is one of the ranks.
 Trial mpi_trial(const Params& p, GroupCache& cache);
+// The same, of `row` (of any table).
+Trial mpi_row_trial(const MpiAllReduceRow& row, const Params& p, GroupCache& cache);
 #endif
 
 }  // namespace concurdl::dp::collectives

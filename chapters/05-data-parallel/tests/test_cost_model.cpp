@@ -106,6 +106,12 @@ TEST(CostModelHierarchical, ReducesToTheRingAtTheEnds) {
   const double cross_part = *allreduce_time("v4_ring", 2, n / 4, cross);
   EXPECT_NEAR(h, cross_part + *allreduce_time("v4_ring", 4, n, local), 1e-12);
   EXPECT_LT(h, *allreduce_time("v4_ring", 8, n, cross));
+  // The 4 ranks of a host share its one link: the cross term is 4x slower per byte.
+  const double shared = hierarchical_allreduce_time(4, 2, n, local, cross, 4);
+  const Link slow{"cross/4", cross.alpha_s, 4 * cross.beta_s_per_byte};
+  EXPECT_NEAR(shared,
+              *allreduce_time("v4_ring", 2, n / 4, slow) + *allreduce_time("v4_ring", 4, n, local),
+              1e-12);
 }
 
 }  // namespace

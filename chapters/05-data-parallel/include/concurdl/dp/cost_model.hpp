@@ -138,13 +138,19 @@ inline std::optional<double> allreduce_time(std::string_view algorithm, double p
 // The hierarchical all-reduce (algorithms.hpp) of `bytes` on H hosts of k ranks: a ring
 // reduce-scatter and a ring all-gather inside each host, (k - 1) α + (k - 1)/k · n β each on the
 // host's link, and a ring all-reduce of a rank's n/k bytes across the hosts, 2(H - 1) α +
-// 2(H - 1)/H · n/k β on the link between them.
+// 2(H - 1)/H · n/k β on the link between them. `sharing`: how many of a host's ranks cross
+// through one link at once, so each gets 1/sharing of its bandwidth: 1 where every rank has a
+// link of its own (GPUs with a NIC each), k where the host has one (a simulated host of
+// scripts/cluster, a machine with one NIC). With sharing = k the bytes across hosts are
+// 2(H - 1)/H · n a host, where a flat ring's are 2(n - 1)/n · n: the saving shrinks to the
+// ring's crossing count, not k.
 inline double hierarchical_allreduce_time(double k, double hosts, double bytes, const Link& local,
-                                          const Link& cross) {
+                                          const Link& cross, double sharing = 1) {
   const double inside =
       k > 1 ? 2 * ((k - 1) * local.alpha_s + (k - 1) / k * bytes * local.beta_s_per_byte) : 0.0;
+  const Link shared{cross.name, cross.alpha_s, cross.beta_s_per_byte * std::max(1.0, sharing)};
   const double between =
-      hosts > 1 ? allreduce_time("v4_ring", hosts, bytes / k, cross).value_or(0) : 0.0;
+      hosts > 1 ? allreduce_time("v4_ring", hosts, bytes / k, shared).value_or(0) : 0.0;
   return inside + between;
 }
 
