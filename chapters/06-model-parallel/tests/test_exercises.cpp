@@ -1,7 +1,8 @@
 // Chapter 06's exercises through the checks their references pass. Each suite is typed over the
 // chapter's own code and the student's, so both meet the same tests; while a stub still has
 // CDL_TODO, its tests are skipped as "not attempted". Every test runs under a deadline
-// (finishes_within below), on 1, 2, 3 and 4 thread ranks (6.1) or 2, 3 and 4 stages (6.2, 6.3).
+// (finishes_within, exercise_support.hpp), on 1, 2, 3 and 4 thread ranks (6.1) or 2, 3 and 4
+// stages (6.2, 6.3; 6.3's tests are in test_exercise_zb.cpp).
 //   6.1 ColumnParallelLinear vs student_column_forward/backward
 //       (exercises/student_column_parallel.hpp)
 //       ch06_tests --gtest_filter='ColumnLinearEx6_1/student.*'
@@ -10,70 +11,16 @@
 //   6.3 stage_order(Schedule::zb_h1, ...) vs student_zb_h1_order (exercises/student_zb_h1.hpp)
 //       ch06_tests --gtest_filter='ZeroBubbleEx6_3/student.*'
 // (what `concurdl exercise ch06` runs; '*Ex6*' runs the references' instances too).
-#include <gtest/gtest.h>
-
-#include <algorithm>
-#include <chrono>
-#include <cmath>
-#include <cstdint>
-#include <exception>
-#include <memory>
-#include <span>
-#include <string>
-#include <thread>
-#include <type_traits>
-#include <vector>
-
-#include "../exercises/student_1f1b.hpp"
-#include "../exercises/student_column_parallel.hpp"
-#include "../exercises/student_zb_h1.hpp"
-#include "concurdl/core/testing.hpp"
-#include "concurdl/dp/threads_backend.hpp"
-#include "concurdl/kernels/threads.hpp"
-#include "concurdl/mp/pipeline.hpp"
-#include "concurdl/mp/tensor_parallel.hpp"
-#include "concurdl/nn/mlp.hpp"
+#include "exercise_support.hpp"
 
 namespace {
-
-using namespace concurdl::mp;
-namespace dp = concurdl::dp;
-namespace nn = concurdl::nn;
-namespace kernels = concurdl::kernels;
-
-// Every test takes well under a second here; sanitizer builds are about 10x slower.
-constexpr int kDeadline = 30;
-constexpr int kRankCounts[] = {1, 2, 3, 4};
-
-std::vector<float> values(std::size_t n, std::uint32_t seed) {
-  std::vector<float> v(n);
-  for (float& x : v) {
-    seed = seed * 1664525u + 1013904223u;
-    x = static_cast<float>(seed >> 8) * 0x1.0p-23f - 1.0f;  // [-1, 1)
-  }
-  return v;
-}
-
-using concurdl::testing::finishes_within;  // a hang is a failed test, not a stuck program
-
-// The first element of `got` further than float tolerance from `want`, or success.
-::testing::AssertionResult near(std::span<const float> got, std::span<const float> want,
-                                const std::string& what) {
-  if (got.size() != want.size())
-    return ::testing::AssertionFailure()
-           << what << ": " << got.size() << " values, expected " << want.size();
-  for (std::size_t i = 0; i < got.size(); ++i)
-    if (!(std::fabs(got[i] - want[i]) <= 1e-4f * (1.0f + std::fabs(want[i]))))
-      return ::testing::AssertionFailure()
-             << what << "[" << i << "] is " << got[i] << ", expected " << want[i];
-  return ::testing::AssertionSuccess();
-}
 
 // --- 6.1 the column-parallel Linear ----------------------------------------------------------
 
 // The two implementations behind one face: the reference is ColumnParallelLinear, built around
 // the shard for each call (it owns its shard; the shard is moved in and back out).
 struct ReferenceColumn {
+  static constexpr bool student = false;
   static void forward(dp::Communicator& comm, const LinearShard& shard, const float* x,
                       std::size_t batch, float* y_local) {
     ColumnParallelLinear layer(comm, shard);
@@ -87,6 +34,7 @@ struct ReferenceColumn {
   }
 };
 struct StudentColumn {
+  static constexpr bool student = true;
   static void forward(dp::Communicator& comm, const LinearShard& shard, const float* x,
                       std::size_t batch, float* y_local) {
     student_column_forward(comm, shard, x, batch, y_local);
@@ -99,11 +47,13 @@ struct StudentColumn {
 
 // The 1F1B order as a type, so that its suite is typed like 6.1's.
 struct Reference1F1B {
+  static constexpr bool student = false;
   static std::vector<int> order(int stage, int stages, std::size_t m) {
     return codes_of(stage_order(Schedule::one_f_one_b, stage, stages, m));
   }
 };
 struct Student1F1B {
+  static constexpr bool student = true;
   static std::vector<int> order(int stage, int stages, std::size_t m) {
     return student_1f1b_order(stage, stages, m);
   }
@@ -111,16 +61,6 @@ struct Student1F1B {
 
 // The instances are named "reference" and "student", so that `Suite/student.*` selects the
 // student's tests alone.
-struct StudentZbH1;  // 6.3's, below
-struct ImplNames {
-  template <class T>
-  static std::string GetName(int) {
-    return std::is_same_v<T, StudentColumn> || std::is_same_v<T, Student1F1B> ||
-                   std::is_same_v<T, StudentZbH1>
-               ? "student"
-               : "reference";
-  }
-};
 
 // The unsplit layer (nn::Mlp with one layer: Linear, no ReLU), forward and backward, and the
 // columns of its output that rank r of p owns.
@@ -324,9 +264,6 @@ TYPED_TEST(ColumnLinearEx6_1, BackToBackStepsOfDifferentBatches) {
 
 // --- 6.2 the 1F1B order ----------------------------------------------------------------------
 
-constexpr int kMaxStages = 8;
-constexpr std::size_t kMaxMicroBatches = 16;
-
 std::string show(const std::vector<int>& order) {
   std::string s = "{";
   for (std::size_t i = 0; i < order.size(); ++i) s += (i ? ", " : "") + std::to_string(order[i]);
@@ -380,8 +317,6 @@ void is_a_valid_order_holding_at_most_p_minus_s() {
 
 // One pipeline step with the order on every stage, over thread ranks, against one process's
 // forward and backward of the whole batch (as tests/test_pipeline.cpp checks the schedules).
-constexpr std::size_t kRows = 17;  // divides by none of m > 1: uneven micro-batches
-const nn::MlpSpec kSpec{{6, 10, 9, 8, 7, 8, 9, 5}};  // 7 layers
 
 template <class Order>
 void a_pipeline_step_gives_the_whole_batchs_gradients(int stages, std::size_t m) {
@@ -444,129 +379,6 @@ TYPED_TEST(OneFOneBEx6_2, APipelineStepGivesTheWholeBatchsGradients) {
       CDL_TRY_EXERCISE(ASSERT_TRUE(finishes_within(kDeadline, [stages, m] {
         a_pipeline_step_gives_the_whole_batchs_gradients<TypeParam>(stages, m);
       })));
-}
-
-// --- 6.3 the ZB-H1 order -----------------------------------------------------------------------
-
-struct ReferenceZbH1 {
-  static std::vector<PipeOp> order(int stage, int stages, std::size_t m) {
-    return stage_order(Schedule::zb_h1, stage, stages, m);
-  }
-};
-struct StudentZbH1 {
-  static std::vector<PipeOp> order(int stage, int stages, std::size_t m) {
-    return student_zb_h1_order(stage, stages, m);
-  }
-};
-
-std::string show(const std::vector<PipeOp>& order) {
-  std::string out = "{";
-  for (const PipeOp& op : order) {
-    if (out.size() > 1) out += ' ';
-    out += op_name(op);
-  }
-  return out + "}";
-}
-
-template <class Order>
-void is_stage_orders_zb_h1() {
-  for (int p = 1; p <= kMaxStages; ++p)
-    for (int s = 0; s < p; ++s)
-      for (std::size_t m = 1; m <= kMaxMicroBatches; ++m) {
-        const std::vector<PipeOp> got = Order::order(s, p, m);
-        const std::vector<PipeOp> want = stage_order(Schedule::zb_h1, s, p, m);
-        ASSERT_EQ(got, want) << "stage " << s << " of " << p << ", m = " << m << ": got "
-                             << show(got) << ", ZB-H1 is " << show(want);
-      }
-}
-
-// Every stage's order valid (F, then B, then W, of each micro-batch, all split), at most
-// min(m, p) micro-batches in flight, and all of them together meet in the idealised timeline
-// with ZB-H1's bubble.
-template <class Order>
-void is_a_valid_order_with_zb_h1s_bubble() {
-  for (int p = 1; p <= kMaxStages; ++p)
-    for (std::size_t m = 1; m <= kMaxMicroBatches; ++m) {
-      std::vector<std::vector<PipeOp>> orders;
-      for (int s = 0; s < p; ++s) {
-        orders.push_back(Order::order(s, p, m));
-        const std::vector<PipeOp>& got = orders.back();
-        const std::string where = "stage " + std::to_string(s) + " of " + std::to_string(p) +
-                                  ", m = " + std::to_string(m) + ": " + show(got);
-        try {
-          check_order(got, m);
-        } catch (const std::invalid_argument& e) {
-          FAIL() << where << ": " << e.what();
-        }
-        ASSERT_EQ(got.size(), 3 * m) << where << ": every micro-batch needs its F, B and W";
-        std::size_t live = 0, peak = 0;
-        for (const PipeOp& op : got) {
-          if (op.kind == OpKind::forward) peak = std::max(peak, ++live);
-          if (op.kind == OpKind::weight) --live;
-        }
-        ASSERT_LE(peak, std::min(m, static_cast<std::size_t>(p)))
-            << where << " holds " << peak << " micro-batches from F to W at once";
-      }
-      const ScheduleTimeline t = schedule_timeline(orders);
-      ASSERT_FALSE(t.deadlocked) << "p = " << p << ", m = " << m
-                                 << ": the stages' orders cannot meet (a deadlock)";
-      ASSERT_NEAR(t.bubble, bubble_zb_h1(p, static_cast<double>(m), 1), 1e-12)
-          << "p = " << p << ", m = " << m << ": the bubble of the idealised timeline";
-    }
-}
-
-// One real pipeline step with the order on every stage gives the bits of 1F1B's step (ZB-H1
-// splits the same backward and adds the micro-batches in the same order).
-template <class Order>
-void a_zb_h1_step_gives_one_f_one_bs_bits(int stages, std::size_t m) {
-  SCOPED_TRACE(::testing::Message() << stages << " stages, " << m << " micro-batches");
-  std::vector<std::vector<PipeOp>> orders;
-  for (int s = 0; s < stages; ++s) orders.push_back(Order::order(s, stages, m));
-  const std::vector<float> x = values(kRows * kSpec.widths.front(), 7);
-  std::vector<std::uint8_t> labels(kRows);
-  for (std::size_t i = 0; i < kRows; ++i) labels[i] = static_cast<std::uint8_t>((i * 3) % 5);
-  const std::vector<std::size_t> bounds = stage_boundaries(kSpec.widths.size() - 1, stages);
-  std::vector<float> got(nn::Mlp(kSpec, 5).parameters().size()), want(got.size());
-  for (const bool mine : {true, false})
-    dp::run_threads(stages, [&](dp::Communicator& comm) {
-      const auto s = static_cast<std::size_t>(comm.rank());
-      nn::Mlp model(kSpec, 5, kernels::GemmVersion::v2_ikj);
-      if (mine)
-        pipeline_step(comm, model, bounds, x.data(), labels.data(), kRows, m,
-                      std::span<const PipeOp>(orders[s]));
-      else
-        pipeline_step(comm, model, bounds, x.data(), labels.data(), kRows, m,
-                      Schedule::one_f_one_b);
-      const auto& off = model.layer_offsets();
-      for (std::size_t i = off[bounds[s]]; i < off[bounds[s + 1]]; ++i)
-        (mine ? got : want)[i] = model.gradients()[i];
-    });
-  for (std::size_t i = 0; i < got.size(); ++i)
-    ASSERT_EQ(got[i], want[i]) << "gradient " << i << ": not 1F1B's bits";
-}
-
-template <class Order>
-class ZeroBubbleEx6_3 : public ::testing::Test {
- protected:
-  void SetUp() override { kernels::set_compute_threads(1); }
-};
-using ZbOrders = ::testing::Types<ReferenceZbH1, StudentZbH1>;
-TYPED_TEST_SUITE(ZeroBubbleEx6_3, ZbOrders, ImplNames);
-
-TYPED_TEST(ZeroBubbleEx6_3, IsStageOrdersZbH1ForEveryStage) {
-  CDL_TRY_EXERCISE(ASSERT_TRUE(finishes_within(kDeadline, is_stage_orders_zb_h1<TypeParam>)));
-}
-
-TYPED_TEST(ZeroBubbleEx6_3, IsAValidOrderWithZbH1sBubble) {
-  CDL_TRY_EXERCISE(
-      ASSERT_TRUE(finishes_within(kDeadline, is_a_valid_order_with_zb_h1s_bubble<TypeParam>)));
-}
-
-TYPED_TEST(ZeroBubbleEx6_3, APipelineStepGivesOneFOneBsBits) {
-  for (int stages : {2, 3, 4})
-    for (std::size_t m : {std::size_t{1}, std::size_t{3}, std::size_t{4}, std::size_t{8}})
-      CDL_TRY_EXERCISE(ASSERT_TRUE(finishes_within(
-          kDeadline, [stages, m] { a_zb_h1_step_gives_one_f_one_bs_bits<TypeParam>(stages, m); })));
 }
 
 }  // namespace
