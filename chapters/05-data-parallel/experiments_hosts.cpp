@@ -6,11 +6,11 @@
 // between rank 0 and the first rank of the next host: both send n bytes to each other at once,
 // as each step of a ring does, so both directions of the link are busy. α and β of each link
 // class are the line through those times (an exchange, not a ping-pong: a link whose two
-// directions together carry less than twice one direction's rate shows it here). Then the all-reduces over every
-// rank: the flat ring and tree, MPI_Allreduce and Gloo's chunked ring (the peers), and the
-// hierarchical one (host_groups + allreduce_hierarchical: a ring inside each host, a ring across
-// hosts). Figures: busbw against size, with the hierarchical and the flat ring's α–β models
-// drawn from the two fitted links; the time of one exchange per link class, with its line.
+// directions together carry less than twice one direction's rate shows it here). Then the
+// all-reduces over every rank: the flat ring and tree, MPI_Allreduce and Gloo's chunked ring (the
+// peers), and the hierarchical one (host_groups + allreduce_hierarchical: a ring inside each host,
+// a ring across hosts). Figures: busbw against size, with the hierarchical and the flat ring's α–β
+// models drawn from the two fitted links; the time of one exchange per link class, with its line.
 #if CONCURDL_HAVE_MPI
 
 #include <fmt/format.h>
@@ -36,12 +36,12 @@ namespace concurdl::dp::collectives {
 namespace {
 
 constexpr MpiAllReduceRow kHostRows[] = {
-        {{"p2p_local",
+    {{"p2p_local",
       "rank 0 and the next rank of its host send each other n bytes at once (MPI_Sendrecv, as "
       "a ring step does): the link inside a host"},
      nullptr,
      Peer::exchange_local},
-        {{"p2p_cross",
+    {{"p2p_cross",
       "the same exchange between rank 0 and the first rank of the next host: the link between "
       "hosts"},
      nullptr,
@@ -121,11 +121,11 @@ Trial p2p_trial(bool cross, const Params& p, GroupCache& cache) {
     std::fill(s->recv.begin(), s->recv.end(), 0);
     CDL_MPI_CHECK(MPI_Barrier(s->comm));
     const auto t0 = std::chrono::steady_clock::now();
-        const bool pair = me == 0 || me == s->partner;
+    const bool pair = me == 0 || me == s->partner;
     const int other = me == 0 ? s->partner : 0;
     for (int i = 0; i < trips && pair; ++i)
-      CDL_MPI_CHECK(MPI_Sendrecv(s->send.data(), n, MPI_BYTE, other, 0, s->recv.data(), n,
-                                 MPI_BYTE, other, 0, s->comm, MPI_STATUS_IGNORE));
+      CDL_MPI_CHECK(MPI_Sendrecv(s->send.data(), n, MPI_BYTE, other, 0, s->recv.data(), n, MPI_BYTE,
+                                 other, 0, s->comm, MPI_STATUS_IGNORE));
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / trips;
     long long mine = 0;
@@ -135,14 +135,13 @@ Trial p2p_trial(bool cross, const Params& p, GroupCache& cache) {
     CDL_MPI_CHECK(MPI_Allreduce(&mine, &total, 1, MPI_LONG_LONG, MPI_SUM, s->comm));
     *last_wrong = static_cast<double>(total);
     // Only the pair's time: the other ranks waited at the barrier and did nothing.
-    return Sample(pair ? seconds : 0.0,
-                  {{"wrong", static_cast<double>(total)}});
+    return Sample(pair ? seconds : 0.0, {{"wrong", static_cast<double>(total)}});
   };
   t.check = [last_wrong] {
     return *last_wrong == 0 ? std::string()
                             : fmt::format("{} bytes came back changed", *last_wrong);
   };
-    t.work.bytes = static_cast<double>(bytes);  // each way: bytes_per_s is each direction's rate
+  t.work.bytes = static_cast<double>(bytes);  // each way: bytes_per_s is each direction's rate
   t.notes["pair"] = fmt::format("rank 0 and rank {}", s->partner);
   if (trips > 1) t.notes["iterations"] = fmt::format("{} exchanges per sample, mean", trips);
   return t;
@@ -206,19 +205,18 @@ std::optional<double> model_busbw(const ModelPoint& m, bool hierarchical) {
   const auto shape = shape_of(m);
   if (!local || !cross || !shape) return std::nullopt;
   const double hosts = shape->ranks / shape->per_host;
-  const double t =
-      hierarchical
-          ? hierarchical_allreduce_time(shape->per_host, hosts, m.x, *local, *cross,
-                                        shape->per_host)
-          : allreduce_time("v4_ring", shape->ranks, m.x, *cross).value_or(0);
+  const double t = hierarchical ? hierarchical_allreduce_time(shape->per_host, hosts, m.x, *local,
+                                                              *cross, shape->per_host)
+                                : allreduce_time("v4_ring", shape->ranks, m.x, *cross).value_or(0);
   if (t <= 0) return std::nullopt;
   return m.x / t * bus_factor(static_cast<int>(shape->ranks));
 }
 
 std::vector<Figure> host_figures() {
   Figure busbw{.id = "busbw",
-               .title = "All-reduce across hosts: bus bandwidth vs size (dashed: alpha-beta "
-                        "models on the two links fitted here)",
+               .title =
+                   "All-reduce across hosts: bus bandwidth vs size (dashed: alpha-beta "
+                   "models on the two links fitted here)",
                .kind = FigureKind::lines,
                .x = "bytes",
                .y = "bytes_per_s",
@@ -236,8 +234,9 @@ std::vector<Figure> host_figures() {
                           .series = "v4_ring",
                           .y = [](const ModelPoint& m) { return model_busbw(m, false); }});
   Figure links{.id = "links",
-               .title = "One exchange inside a host and between hosts: time vs size (dashed: "
-                        "the alpha-beta line fitted to each)",
+               .title =
+                   "One exchange inside a host and between hosts: time vs size (dashed: "
+                   "the alpha-beta line fitted to each)",
                .kind = FigureKind::lines,
                .x = "bytes",
                .y = "median",
@@ -248,14 +247,14 @@ std::vector<Figure> host_figures() {
                .y_label = "time of one exchange, n bytes each way (s, log)",
                .x_label = "bytes (log)"};
   for (const char* row : {"p2p_local", "p2p_cross"})
-    links.models.push_back({.label = std::string(row) + ": alpha + beta x bytes",
-                            .series = row,
-                            .y = [row = std::string(row)](const ModelPoint& m)
-                                -> std::optional<double> {
-                              const auto l = fitted_link(m, row);
-                              if (!l) return std::nullopt;
-                              return l->alpha_s + m.x * l->beta_s_per_byte;
-                            }});
+    links.models.push_back(
+        {.label = std::string(row) + ": alpha + beta x bytes",
+         .series = row,
+         .y = [row = std::string(row)](const ModelPoint& m) -> std::optional<double> {
+           const auto l = fitted_link(m, row);
+           if (!l) return std::nullopt;
+           return l->alpha_s + m.x * l->beta_s_per_byte;
+         }});
   return {busbw, links};
 }
 
