@@ -56,7 +56,10 @@ const bool registered = [] {
                const AsyncOptions a = options_of(name, o);
                if (o.backend == "processes") {
                  ProcessPsTrainer t(c, train, a,
-                                    {.data = o.data, .train_limit = o.train_limit, .gemm = o.gemm});
+                                    {.data = o.data,
+                                     .train_limit = o.train_limit,
+                                     .gemm = o.gemm,
+                                     .hostfile = o.hostfile});
                  loop(t);
                } else {
                  AsyncTrainer t(c, train, a);

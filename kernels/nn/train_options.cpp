@@ -130,7 +130,9 @@ void add_distributed_options(CLI::App& app, TrainArgs& a) {
       ->check(whole_number(0, 3));
   app.add_option("--allreduce", a.allreduce,
                  "with --ranks: native (default) or a hand-written all-reduce (v4_ring, ...)");
-  app.add_option("--hostfile", a.hostfile, "with --backend mpi: MPI hostfile (several machines)");
+  app.add_option("--hostfile", a.hostfile,
+                 "with --backend mpi: MPI hostfile (several machines); with --backend processes: "
+                 "the hosts of the parameter server's workers");
   app.add_option("--mode", a.mode,
                  "with --ranks: sync (all-reduce, default), ps-async, ps-ssp, hogwild or "
                  "local-sgd (chapter 07)");

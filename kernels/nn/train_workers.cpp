@@ -128,7 +128,7 @@ TrainWorkers resolve_workers(TrainArgs& a, const std::function<bool(const char*)
   if (a.mode.rfind("ps-", 0) != 0 && given("--servers"))
     throw UsageError("--servers: only with --mode ps-async or ps-ssp");
   if (mode != nullptr)
-    for (const char* flag : {"--bucket-mb", "--overlap", "--allreduce", "--hostfile", "--zero"})
+    for (const char* flag : {"--bucket-mb", "--overlap", "--allreduce", "--zero"})
       if (given(flag))
         throw UsageError(fmt::format("{}: only with --mode sync (the all-reduce's)", flag));
   if (given("--zero"))
@@ -187,10 +187,12 @@ TrainWorkers resolve_workers(TrainArgs& a, const std::function<bool(const char*)
           "--mode {}: runs its workers as threads of this process (--backend threads); across "
           "processes only --mode sync runs (--backend {})",
           a.mode, a.backend));
-    if (!a.hostfile.empty() && !backend->mpi_launch)
-      throw UsageError(fmt::format("--hostfile: only with --backend mpi"));
+    if (!a.hostfile.empty() && !backend->mpi_launch && a.backend != "processes")
+      throw UsageError(
+          "--hostfile: only with --backend mpi, or processes (the parameter server's workers)");
     if (!a.hostfile.empty() && !fs::is_regular_file(a.hostfile))
       throw UsageError(fmt::format("--hostfile: '{}' is not a readable file", a.hostfile));
+    if (a.backend == "processes") dist.hostfile = a.hostfile;
     dist.ranks = static_cast<int>(a.ranks);
     dist.backend = a.backend;
     dist.bucket_mb = a.bucket_mb;

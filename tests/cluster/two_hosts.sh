@@ -2,7 +2,8 @@
 # Two simulated hosts (scripts/cluster) and the suite across them: a hierarchical all-reduce and
 # the flat ones at 2 ranks a host (ch05/allreduce_hosts, every result checked), a 2-rank
 # all-reduce and a 2-rank data-parallel training step with one rank a host, each run's
-# provenance placing its ranks on both hosts; then `down` leaving no namespace, link, file or
+# provenance placing its ranks on both hosts, the parameter server on one host with worker
+# processes on both, one of them killed; then `down` leaving no namespace, link, file or
 # process of the cluster behind. It also checks that `up` refuses what it must (a second cluster,
 # a subnet in use, a bad count).
 #
@@ -108,6 +109,25 @@ if [ -e "$data/train-images-idx3-ubyte.gz" ]; then
   placement_check "$work"/train/*/results.json 2 1 training.data_parallel.mpi_placement
 else
   echo "training step: skipped (no Fashion-MNIST at $data)"
+fi
+
+# The parameter server on host 1, its 3 worker processes on hosts 1, 2, 1 over TCP, worker 1 (on
+# host 2) killed after 20 gradients: the run finishes its epoch without it.
+if [ -e "$data/train-images-idx3-ubyte.gz" ]; then
+  out=$("$cluster" on 1 "$concurdl" train --mode ps-async --backend processes --ranks 3 \
+    --hostfile "$work/one-a-host" --fail-worker 1:20 --epochs 1 --train-limit 8192 \
+    --test-limit 256 --no-report --quiet --out "$work/ps")
+  "$python3" - "$out/results.json" << 'PY'
+import json, sys
+run = json.load(open(sys.argv[1]))
+trainer = run["provenance"]["training"]["data_parallel"]["trainer"]
+lost = run["records"][-1]["derived"].get("workers_lost")
+if "TCP, on hosts 10.213.8.11, 10.213.8.12" not in trainer:
+    sys.exit(f"the workers did not run across both hosts: {trainer}")
+if lost != 1:
+    sys.exit(f"workers_lost is {lost}, not 1")
+print(f"ps-async across hosts: {trainer}; a worker killed, the run finished")
+PY
 fi
 
 # Every run has ended: no process is left in the hosts (Open MPI's daemons went with mpirun).

@@ -2,8 +2,13 @@
 // poll over one socket per worker) and the `concurdl ps-worker` command.
 #include "concurdl/asgd/process_workers.hpp"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -13,10 +18,14 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <fstream>
 #include <limits>
+#include <sstream>
 #include <stdexcept>
+#include <thread>
 
 #include "concurdl/core/errors.hpp"
 #include "concurdl/data/idx.hpp"
@@ -31,7 +40,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-enum MessageType : std::uint32_t { kHello = 0, kTask = 1, kStop = 2, kResult = 3 };
+enum MessageType : std::uint32_t { kHello = 0, kTask = 1, kStop = 2, kResult = 3, kDie = 4 };
 
 struct TaskHeader {
   std::uint32_t type = kTask, pad = 0;
@@ -44,7 +53,7 @@ struct ResultHeader {
   std::uint64_t correct = 0, rows = 0;
 };
 struct HelloHeader {
-  std::uint32_t type = kHello, pad = 0;
+  std::uint32_t type = kHello, worker = 0;
   std::uint64_t parameters = 0;
 };
 
@@ -72,11 +81,133 @@ bool recv_all(int fd, void* p, std::size_t n) {
   return true;
 }
 
+// --- across hosts ------------------------------------------------------------------------------
+
+// One word for a POSIX shell (a remote shell joins its arguments and a shell parses them).
+std::string shell_word(const std::string& w) {
+  std::string out = "'";
+  for (const char c : w) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+// The command that runs a command on a host: CONCURDL_RSH, else the rsh agent Open MPI is told
+// to use (scripts/cluster's), else ssh. Words split at spaces.
+std::vector<std::string> remote_shell() {
+  std::string text = "ssh";
+  for (const char* name : {"CONCURDL_RSH", "OMPI_MCA_plm_rsh_agent"})
+    if (const char* v = std::getenv(name); v != nullptr && *v != '\0') {
+      text = v;
+      break;
+    }
+  std::vector<std::string> words;
+  std::istringstream in(text);
+  for (std::string w; in >> w;) words.push_back(w);
+  return words;
+}
+
+void no_delay(int fd) {
+  const int one = 1;
+  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+}
+
+// This machine's address as seen from `host`: the source address of its route there.
+std::string address_towards(const std::string& host) {
+  addrinfo hints{};
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_DGRAM;
+  addrinfo* found = nullptr;
+  if (::getaddrinfo(host.c_str(), "9", &hints, &found) != 0 || found == nullptr)
+    throw UsageError(fmt::format("--hostfile: cannot resolve host '{}'", host));
+  const int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  sockaddr_in mine{};
+  socklen_t len = sizeof mine;
+  const bool ok = fd >= 0 && ::connect(fd, found->ai_addr, found->ai_addrlen) == 0 &&
+                  ::getsockname(fd, reinterpret_cast<sockaddr*>(&mine), &len) == 0;
+  ::freeaddrinfo(found);
+  if (fd >= 0) ::close(fd);
+  char text[INET_ADDRSTRLEN] = {};
+  if (!ok || ::inet_ntop(AF_INET, &mine.sin_addr, text, sizeof text) == nullptr)
+    throw UsageError(fmt::format("--hostfile: no route from this machine to '{}'", host));
+  return text;
+}
+
+// A TCP socket listening on every address, on a port the kernel picks (returned in `port`).
+int listen_tcp(std::uint16_t& port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_ANY);
+  socklen_t len = sizeof a;
+  if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
+      ::listen(fd, 64) != 0 || ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+    const std::string why = std::strerror(errno);
+    if (fd >= 0) ::close(fd);
+    throw std::runtime_error("the server's TCP socket: " + why);
+  }
+  port = ntohs(a.sin_port);
+  return fd;
+}
+
+// A connection to ADDR:PORT, tried for up to 30 s (the server listens before it starts us).
+int connect_tcp(const std::string& where) {
+  const auto colon = where.rfind(':');
+  if (colon == std::string::npos) throw UsageError("ps-worker: --connect wants ADDR:PORT");
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<std::uint16_t>(std::stoi(where.substr(colon + 1))));
+  if (::inet_pton(AF_INET, where.substr(0, colon).c_str(), &a.sin_addr) != 1)
+    throw UsageError("ps-worker: --connect: '" + where + "' is not an IPv4 ADDR:PORT");
+  const auto until = Clock::now() + std::chrono::seconds(30);
+  for (;;) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd >= 0 && ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0) {
+      no_delay(fd);
+      return fd;
+    }
+    if (fd >= 0) ::close(fd);
+    if (Clock::now() > until)
+      throw std::runtime_error("ps-worker: cannot reach the server at " + where);
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+}
+
+// Starts `args` (argv[0] a path or a name on PATH); with fd3 >= 0, that socket is its fd 3.
+// Everything is built before fork: between fork and exec a child of a threaded process may only
+// call async-signal-safe functions.
+pid_t spawn(std::vector<std::string> args, int fd3) {
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  const pid_t pid = ::fork();
+  if (pid < 0) throw std::runtime_error(fmt::format("fork: {}", std::strerror(errno)));
+  if (pid == 0) {
+    if (fd3 >= 0) ::dup2(fd3, 3);  // dup2 clears close-on-exec on the copy
+    ::execvp(argv[0], argv.data());
+    ::_exit(127);
+  }
+  return pid;
+}
+
 }  // namespace
+
+std::vector<std::string> read_hostfile(const std::filesystem::path& hostfile) {
+  std::ifstream in(hostfile);
+  if (!in) throw UsageError(fmt::format("--hostfile: cannot read '{}'", hostfile.string()));
+  std::vector<std::string> hosts;
+  for (std::string line; std::getline(in, line);) {
+    std::istringstream words(line.substr(0, line.find('#')));
+    if (std::string host; words >> host) hosts.push_back(host);
+  }
+  if (hosts.empty())
+    throw UsageError(fmt::format("--hostfile: '{}' names no host", hostfile.string()));
+  return hosts;
+}
 
 struct ProcessPsTrainer::Worker {
   int id = 0;
-  pid_t pid = -1;
+  pid_t pid = -1;  // the worker; across hosts, the remote shell that runs it
+  bool remote = false;
+  std::string host;
   int fd = -1;
   bool alive = false, busy = false;
   std::uint64_t batch = 0;  // the task in flight, when busy
@@ -110,43 +241,43 @@ ProcessPsTrainer::ProcessPsTrainer(nn::TrainConfig config, const nn::Dataset& tr
   state_.workers = static_cast<std::uint64_t>(options_.workers);
   batches_.assign(static_cast<std::size_t>(options_.workers), 0);
 
+  try {
+    if (launch.hostfile.empty())
+      start_local(launch);
+    else
+      start_remote(launch);
+  } catch (...) {
+    abandon();
+    throw;
+  }
+}
+
+// A worker's arguments after `ps-worker --fd 3` or `--connect ADDR:PORT`.
+std::vector<std::string> ProcessPsTrainer::worker_args(const WorkerLaunch& launch, int w) const {
+  return {"--worker",      std::to_string(w),
+          "--arch",        config_.spec.describe(),
+          "--batch",       std::to_string(config_.batch),
+          "--gemm",        launch.gemm,
+          "--data",        launch.data.string(),
+          "--train-limit", std::to_string(launch.train_limit),
+          "--straggler",   fmt::format("{}", options_.straggler(w))};
+}
+
+// On this machine: a socket pair each, the worker's end as its fd 3.
+void ProcessPsTrainer::start_local(const WorkerLaunch& launch) {
   for (int w = 0; w < options_.workers; ++w) {
-    // Everything the child needs is built before fork: between fork and exec a child of a
-    // threaded process may only call async-signal-safe functions.
-    std::vector<std::string> args = {launch.executable.string(),
-                                     "ps-worker",
-                                     "--fd",
-                                     "3",
-                                     "--worker",
-                                     std::to_string(w),
-                                     "--arch",
-                                     config_.spec.describe(),
-                                     "--batch",
-                                     std::to_string(config_.batch),
-                                     "--gemm",
-                                     launch.gemm,
-                                     "--data",
-                                     launch.data.string(),
-                                     "--train-limit",
-                                     std::to_string(launch.train_limit),
-                                     "--straggler",
-                                     fmt::format("{}", options_.straggler(w))};
-    std::vector<char*> argv;
-    for (std::string& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
+    std::vector<std::string> args = {launch.executable.string(), "ps-worker", "--fd", "3"};
+    for (std::string& a : worker_args(launch, w)) args.push_back(std::move(a));
     int sv[2];
     if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
       throw std::runtime_error(fmt::format("socketpair: {}", std::strerror(errno)));
-    const pid_t pid = ::fork();
-    if (pid < 0) {
+    pid_t pid = -1;
+    try {
+      pid = spawn(std::move(args), sv[1]);
+    } catch (...) {
       ::close(sv[0]);
       ::close(sv[1]);
-      throw std::runtime_error(fmt::format("fork: {}", std::strerror(errno)));
-    }
-    if (pid == 0) {
-      ::dup2(sv[1], 3);  // dup2 clears close-on-exec on the copy
-      ::execv(argv[0], argv.data());
-      ::_exit(127);
+      throw;
     }
     ::close(sv[1]);
     auto worker = std::make_unique<Worker>();
@@ -162,9 +293,97 @@ ProcessPsTrainer::ProcessPsTrainer(nn::TrainConfig config, const nn::Dataset& tr
     if (!recv_all(w->fd, &h, sizeof h) || h.type != kHello)
       throw std::runtime_error(
           fmt::format("worker {} (pid {}) did not start (see its message above)", w->id, w->pid));
-    if (h.parameters != server_->size())
-      throw std::runtime_error(fmt::format("worker {} has {} parameters, the server {}", w->id,
-                                           h.parameters, server_->size()));
+    check_hello(*w, h.parameters);
+  }
+}
+
+// Across hosts: worker w on host w mod H through the remote shell, connecting back over TCP.
+void ProcessPsTrainer::start_remote(const WorkerLaunch& launch) {
+  hosts_ = read_hostfile(launch.hostfile);
+  const std::vector<std::string> rsh = remote_shell();
+  std::uint16_t port = 0;
+  const int listener = listen_tcp(port);
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{listener};
+  for (int w = 0; w < options_.workers; ++w) {
+    const std::string& host = hosts_[static_cast<std::size_t>(w) % hosts_.size()];
+    std::string command =
+        fmt::format("{} ps-worker --connect {}", shell_word(launch.executable),
+                    shell_word(fmt::format("{}:{}", address_towards(host), port)));
+    for (const std::string& a : worker_args(launch, w)) command += ' ' + shell_word(a);
+    std::vector<std::string> args = rsh;
+    args.push_back(host);
+    args.push_back(command);
+    auto worker = std::make_unique<Worker>();
+    worker->id = w;
+    worker->remote = true;
+    worker->host = host;
+    worker->pid = spawn(std::move(args), -1);
+    worker->alive = true;
+    workers_.push_back(std::move(worker));
+  }
+  // Each worker connects once it has loaded the data and says which it is. A remote shell that
+  // exits first (no such host, no concurdl there) fails the start, naming the worker and host.
+  const auto until = Clock::now() + std::chrono::seconds(120);
+  std::size_t connected = 0;
+  while (connected < workers_.size()) {
+    pollfd p{listener, POLLIN, 0};
+    if (::poll(&p, 1, 200) < 0 && errno != EINTR)
+      throw std::runtime_error(fmt::format("poll: {}", std::strerror(errno)));
+    for (auto& w : workers_) {
+      int status = 0;
+      if (w->fd < 0 && w->pid > 0 && ::waitpid(w->pid, &status, WNOHANG) == w->pid) {
+        w->pid = -1;
+        throw std::runtime_error(fmt::format(
+            "worker {} on host {} did not start: `{} {} ...` ended with status {} (see its "
+            "message above)",
+            w->id, w->host, fmt::join(rsh, " "), w->host,
+            WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status)));
+      }
+    }
+    if (Clock::now() > until)
+      throw std::runtime_error(
+          fmt::format("{} of {} workers connected in 120 s", connected, workers_.size()));
+    if ((p.revents & POLLIN) == 0) continue;
+    const int fd = ::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
+    if (fd < 0) continue;
+    no_delay(fd);
+    const timeval wait{30, 0};  // a hello is one frame: a peer that sends none is not a worker
+    ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &wait, sizeof wait);
+    HelloHeader h;
+    if (!recv_all(fd, &h, sizeof h) || h.type != kHello || h.worker >= workers_.size() ||
+        workers_[h.worker]->fd >= 0) {
+      ::close(fd);
+      continue;
+    }
+    const timeval forever{0, 0};
+    ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &forever, sizeof forever);
+    Worker& w = *workers_[h.worker];
+    w.fd = fd;
+    check_hello(w, h.parameters);
+    ++connected;
+  }
+}
+
+void ProcessPsTrainer::check_hello(const Worker& w, std::uint64_t parameters) const {
+  if (parameters != server_->size())
+    throw std::runtime_error(fmt::format("worker {} has {} parameters, the server {}", w.id,
+                                         parameters, server_->size()));
+}
+
+// A start that failed: every worker started so far is ended and reaped.
+void ProcessPsTrainer::abandon() {
+  for (auto& w : workers_) {
+    if (w->fd >= 0) ::close(w->fd);
+    w->fd = -1;
+    if (w->pid > 0) {
+      ::kill(w->pid, SIGKILL);
+      ::waitpid(w->pid, nullptr, 0);
+    }
+    w->pid = -1;
+    w->alive = false;
   }
 }
 
@@ -185,6 +404,9 @@ void ProcessPsTrainer::drop(Worker& w, const std::string& why) {
   w.lost_why = why;
   ::close(w.fd);
   w.fd = -1;
+  // Across hosts the child is the remote shell: the worker ends when its connection does, and
+  // the shell is not waited for, in case the host is what broke.
+  if (w.remote) ::kill(w.pid, SIGKILL);
   int status = 0;
   ::waitpid(w.pid, &status, 0);
   w.pid = -1;
@@ -200,8 +422,11 @@ std::string ProcessPsTrainer::describe() const {
   if (mode_ == Mode::ps_ssp) extra = fmt::format(", staleness bound {}", options_.staleness);
   for (const auto& [w, f] : options_.stragglers)
     extra += fmt::format(", worker {} {}x slower", w, f);
-  return fmt::format("mode {}, {} worker process{} (sockets), batch {} per push{}", options_.mode,
-                     options_.workers, options_.workers == 1 ? "" : "es", config_.batch, extra);
+  const std::string where =
+      hosts_.empty() ? "sockets" : fmt::format("TCP, on hosts {}", fmt::join(hosts_, ", "));
+  return fmt::format("mode {}, {} worker process{} ({}), batch {} per push{}", options_.mode,
+                     options_.workers, options_.workers == 1 ? "" : "es", where, config_.batch,
+                     extra);
 }
 
 nn::EpochResult ProcessPsTrainer::run_epoch(
@@ -291,8 +516,14 @@ nn::EpochResult ProcessPsTrainer::run_epoch(
       w.rows += r.rows;
       if (w.id == options_.fail_worker && w.steps >= options_.fail_after) {
         // --fail-worker: a real SIGKILL of a real process; the server learns of it as it would
-        // of any crash, from its socket, on the next poll.
-        ::kill(w.pid, SIGKILL);
+        // of any crash, from its socket, on the next poll. On another host the server cannot
+        // signal it: it tells the worker to SIGKILL itself.
+        if (w.remote) {
+          const TaskHeader die{kDie};
+          send_all(w.fd, &die, sizeof die);
+        } else {
+          ::kill(w.pid, SIGKILL);
+        }
       }
     }
   }
@@ -358,13 +589,15 @@ std::map<std::string, double> ProcessPsTrainer::epoch_metrics() const {
 int ps_worker_main(const std::vector<std::string>& args) {
   int fd = -1, id = 0;
   std::size_t batch = 64, train_limit = 0;
-  std::string arch, gemm = "openblas", data;
+  std::string arch, gemm = "openblas", data, connect;
   double straggler = 1.0;
   for (std::size_t i = 0; i + 1 < args.size(); i += 2) {
     const std::string& k = args[i];
     const std::string& v = args[i + 1];
     if (k == "--fd")
       fd = std::stoi(v);
+    else if (k == "--connect")
+      connect = v;
     else if (k == "--worker")
       id = std::stoi(v);
     else if (k == "--arch")
@@ -382,7 +615,7 @@ int ps_worker_main(const std::vector<std::string>& args) {
     else
       throw UsageError("ps-worker: unknown option " + k);
   }
-  if (fd < 0 || arch.empty() || batch == 0 || id < 0)
+  if ((fd < 0) == connect.empty() || arch.empty() || batch == 0 || id < 0)
     throw UsageError("ps-worker: started by `concurdl train --backend processes`, not by hand");
   kernels::set_compute_threads(1);
   nn::MlpSpec spec = nn::MlpSpec::parse(arch);
@@ -392,7 +625,9 @@ int ps_worker_main(const std::vector<std::string>& args) {
       data.empty() ? data::fashion_mnist_dir() : std::filesystem::path(data));
   const nn::Dataset train = nn::to_dataset(fm.train, train_limit);
   nn::Mlp model(spec, 1, g);  // the server sends the parameters with every task
+  if (!connect.empty()) fd = connect_tcp(connect);  // once the data is loaded: then it says hello
   HelloHeader hello;
+  hello.worker = static_cast<std::uint32_t>(id);
   hello.parameters = model.parameters().size();
   if (!send_all(fd, &hello, sizeof hello)) return 1;
 
@@ -405,6 +640,7 @@ int ps_worker_main(const std::vector<std::string>& args) {
     TaskHeader t;
     if (!recv_all(fd, &t, sizeof t)) return 0;  // the server is gone: nothing left to do
     if (t.type == kStop) return 0;
+    if (t.type == kDie) ::raise(SIGKILL);  // --fail-worker across hosts: a real death
     if (t.type != kTask || !recv_all(fd, params.data(), params.size_bytes())) return 1;
     const auto t0 = Clock::now();
     if (t.epoch != order_epoch || t.seed != order_seed) {

@@ -14,9 +14,15 @@
 // worker and not MPI: under MPI a dead rank ends the whole job. ps-ssp runs the same way, with
 // a worker handed no task while it is more than s steps ahead of the slowest.
 //
-// Messages are little-endian frames on a stream socket: the worker's hello (its parameter
-// count), the server's task or stop, the worker's result (batch, version seen, loss sum, correct,
-// rows, gradient).
+// Across hosts (`--hostfile F`): worker w runs on the hostfile's host w mod H, started there
+// through a remote shell (CONCURDL_RSH, else Open MPI's OMPI_MCA_plm_rsh_agent, which
+// scripts/cluster sets, else ssh), and connects back to the server over TCP. Its death is the
+// same end of file, now of a TCP connection; `--fail-worker` then has the server tell the worker
+// to SIGKILL itself, as it cannot signal a process on another host.
+//
+// Messages are little-endian frames on a stream socket: the worker's hello (its number and
+// parameter count), the server's task, stop or die, the worker's result (batch, version seen,
+// loss sum, correct, rows, gradient).
 #pragma once
 
 #include <sys/types.h>
@@ -39,7 +45,14 @@ struct WorkerLaunch {
   std::filesystem::path data;        // the Fashion-MNIST directory
   std::size_t train_limit = 0;       // as --train-limit
   std::string gemm = "openblas";
+  // The hosts the workers run on (an MPI-style hostfile: a host a line, `slots=` ignored); empty:
+  // this machine, over socket pairs.
+  std::filesystem::path hostfile;
 };
+
+// The hosts of an MPI-style hostfile, in order: the first word of each line that is not blank
+// or a comment. UsageError naming the file when it cannot be read or names none.
+std::vector<std::string> read_hostfile(const std::filesystem::path& hostfile);
 
 class ProcessPsTrainer final : public nn::RankTrainer {
  public:
@@ -65,6 +78,11 @@ class ProcessPsTrainer final : public nn::RankTrainer {
 
  private:
   struct Worker;
+  std::vector<std::string> worker_args(const WorkerLaunch& launch, int w) const;
+  void start_local(const WorkerLaunch& launch);
+  void start_remote(const WorkerLaunch& launch);
+  void check_hello(const Worker& w, std::uint64_t parameters) const;
+  void abandon();
   void drop(Worker& w, const std::string& why);
   nn::TrainConfig config_;
   const nn::Dataset& train_;
@@ -77,10 +95,12 @@ class ProcessPsTrainer final : public nn::RankTrainer {
   StalenessLog staleness_;
   std::vector<std::size_t> batches_;
   std::uint64_t requeued_ = 0, ssp_max_lead_ = 0;
+  std::vector<std::string> hosts_;  // the workers' hosts, across hosts; empty on this machine
 };
 
-// The `ps-worker` command's body: serves tasks on file descriptor `fd` until told to stop or the
-// server goes away. Returns the exit code.
+// The `ps-worker` command's body: serves tasks on file descriptor `fd` (--fd) or on a TCP
+// connection to the server (--connect ADDR:PORT) until told to stop or the server goes away.
+// Returns the exit code.
 int ps_worker_main(const std::vector<std::string>& args);
 
 }  // namespace concurdl::asgd

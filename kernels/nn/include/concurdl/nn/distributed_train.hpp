@@ -48,6 +48,9 @@ struct DistributedOptions {
   std::filesystem::path data;
   std::size_t train_limit = 0;
   std::string gemm = "openblas";
+  // --hostfile with --backend processes: the hosts chapter 07's worker processes run on ("":
+  // this machine). With --backend mpi the launcher passes it to mpirun instead.
+  std::filesystem::path hostfile;
   // Chapter 06's pipeline (`--pipeline P`, mode "pipeline", ranks = P stages): micro-batches
   // per batch (0: the mode's default) and the schedule ("" : the mode's default).
   std::size_t micro_batches = 0;
