@@ -247,13 +247,10 @@ TEST(Claims, ClaimsByMachineGroupsRunsAndCountsHeld) {
   EXPECT_EQ(machines[0].runs.size(), 2u);
   EXPECT_EQ(machines[1].label, "Emerald Rapids, 2 CPUs");
   // claims_by_machine_markdown lists registered experiments' claims: the selftest's are not
-  // linked here, so the table has its header and no row of chX/sum; the cells are checked
-  // through the same evaluate_claim.
+  // linked here, so no machine's runs measured one, and a machine that measured none has no
+  // column (the cells are checked through the same evaluate_claim).
   const std::string table = claims_by_machine_markdown(machines);
-  EXPECT_NE(table.find("| claim | kind | Zen 5, 2 CPUs (2 quiet runs) | Emerald Rapids, 2 CPUs "
-                       "(1 quiet run) |"),
-            std::string::npos)
-      << table;
+  EXPECT_EQ(table, "| claim | kind |\n|---|---|\n") << table;
 }
 
 }  // namespace

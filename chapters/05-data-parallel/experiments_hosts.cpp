@@ -54,7 +54,7 @@ constexpr MpiAllReduceRow kHostRows[] = {
      &allreduce_ring},
     {{"hierarchical",
       "reduce-scatter inside each host (ring), all-reduce of each rank's block across the "
-      "hosts (ring), all-gather inside each host: the links between hosts carry 1/k of the data"},
+      "hosts (ring), all-gather inside each host: a rank sends only its 1/k block between hosts"},
      &allreduce_ring,
      Peer::hierarchical},
     {{"native", "MPI_Allreduce: Open MPI's own choice of algorithm; the peer"}, &allreduce_native},

@@ -29,7 +29,6 @@
 
 namespace {
 
-
 using namespace concurdl::mp;
 namespace dp = concurdl::dp;
 namespace nn = concurdl::nn;
@@ -52,7 +51,7 @@ using concurdl::testing::finishes_within;  // a hang is a failed test, not a stu
 
 // The first element of `got` further than float tolerance from `want`, or success.
 inline ::testing::AssertionResult near(std::span<const float> got, std::span<const float> want,
-                                const std::string& what) {
+                                       const std::string& what) {
   if (got.size() != want.size())
     return ::testing::AssertionFailure()
            << what << ": " << got.size() << " values, expected " << want.size();

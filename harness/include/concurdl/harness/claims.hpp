@@ -142,6 +142,7 @@ std::string why_not_quiet(const RunFile& run);
 // Claims x machines: one row per registered claim, one column per machine (its label and its
 // runs), each cell what the machine's runs show: a law "held in 3 of 3 (1.51–1.69×)" or "NOT
 // HELD in 1 of 3 ...", a magnitude its range "1.51–1.69× (3 runs)", "—" where none measured it.
+// A machine none of whose runs measured any claim has no column.
 struct MachineRuns {
   std::string label;
   std::vector<const RunFile*> runs;
