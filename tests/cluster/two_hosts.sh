@@ -4,8 +4,8 @@
 # all-reduce and a 2-rank data-parallel training step with one rank a host, each run's
 # provenance placing its ranks on both hosts, the parameter server on one host with worker
 # processes on both, one of them killed; then `down` leaving no namespace, link, file or
-# process of the cluster behind. It also checks that `up` refuses what it must (a second cluster,
-# a subnet in use, a bad count).
+# process of the cluster behind. It also checks that the same `up` twice is a no-op and that `up`
+# refuses what it must (another cluster, a subnet in use, a bad count).
 #
 #   tests/cluster/two_hosts.sh CONCURDL PYTHON3 WORKDIR     (ctest runs it as cluster.two_hosts)
 #
@@ -55,13 +55,15 @@ if [ -n "$own" ]; then
 fi
 
 "$cluster" up 2 --link-gbit 10 --slots 2
-expect_refusal_up() {  # a second `up` must leave the first cluster as it was
+"$cluster" up 2 --link-gbit 10 --slots 2 > "$work/again.out"
+grep -q "already up as asked" "$work/again.out" || fail "the same up twice: $(cat "$work/again.out")"
+expect_refusal_up() {  # another `up` must leave the first cluster as it was
   set +e
   "$cluster" up 2 > "$work/refusal.out" 2>&1
   local rc=$?
   set -e
-  [ $rc = 2 ] || fail "a second up: exit $rc, not 2"
-  echo "refused as it should (a second up): $(head -1 "$work/refusal.out")"
+  [ $rc = 2 ] || fail "another up: exit $rc, not 2"
+  echo "refused as it should (another up): $(head -1 "$work/refusal.out")"
 }
 expect_refusal_up
 "$cluster" status > "$work/status"
