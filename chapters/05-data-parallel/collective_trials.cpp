@@ -410,8 +410,8 @@ Trial mpi_row_trial(const MpiAllReduceRow& row, const Params& p, GroupCache& cac
   } else if (row.peer == Peer::hierarchical) {
     if (!s->hosts) {
       try {
-        s->hosts =
-            std::make_shared<HostGroups>(host_groups(*s->comm, mpi_host_index(s->comm->comm())));
+        s->hosts = std::make_shared<HostGroups>(host_groups(
+            *s->comm, ranks::hosts_of(s->comm->comm())[static_cast<std::size_t>(s->comm->rank())]));
       } catch (const std::invalid_argument& e) {
         throw UsageError(fmt::format("{}: {}", row.name, e.what()));
       }

@@ -70,16 +70,6 @@ constexpr VariantTable kHostVariants{kHostRows, "algorithm"};
 
 bool is_p2p(const std::string& algorithm) { return algorithm.rfind("p2p_", 0) == 0; }
 
-// Every rank's host (mpi_host_index, gathered), over the configuration's communicator.
-std::vector<int> hosts_of(MPI_Comm comm) {
-  int size = 1;
-  CDL_MPI_CHECK(MPI_Comm_size(comm, &size));
-  const int mine = mpi_host_index(comm);
-  std::vector<int> all(static_cast<std::size_t>(size));
-  CDL_MPI_CHECK(MPI_Allgather(&mine, 1, MPI_INT, all.data(), 1, MPI_INT, comm));
-  return all;
-}
-
 // Rank 0's partner: the next rank of its host (local), or the first rank of host 1 (cross).
 int partner_of(const std::vector<int>& hosts, bool cross) {
   for (std::size_t r = 1; r < hosts.size(); ++r)
@@ -105,7 +95,7 @@ Trial p2p_trial(bool cross, const Params& p, GroupCache& cache) {
   auto& state = cache.get<std::shared_ptr<Exchange>>(cross ? "p2p_cross" : "p2p_local", [&] {
     auto s = std::make_shared<Exchange>();
     s->comm = ranks::comm();
-    s->partner = partner_of(hosts_of(s->comm), cross);
+    s->partner = partner_of(ranks::hosts_of(s->comm), cross);
     return s;
   });
   std::shared_ptr<Exchange> s = state;

@@ -284,35 +284,45 @@ void polite_barrier() {
   }
 }
 
+std::vector<int> hosts_of(MPI_Comm comm) {
+  int rank = 0, size = 1;
+  CDL_MPI_CHECK(MPI_Comm_rank(comm, &rank));
+  CDL_MPI_CHECK(MPI_Comm_size(comm, &size));
+  MPI_Comm node = MPI_COMM_NULL;
+  CDL_MPI_CHECK(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node));
+  int leader = rank;  // the host's lowest rank names it
+  const int rc = MPI_Allreduce(MPI_IN_PLACE, &leader, 1, MPI_INT, MPI_MIN, node);
+  MPI_Comm_free(&node);
+  CDL_MPI_CHECK(rc);
+  std::vector<int> leaders(static_cast<std::size_t>(size));
+  CDL_MPI_CHECK(MPI_Allgather(&leader, 1, MPI_INT, leaders.data(), 1, MPI_INT, comm));
+  // A host's number: how many hosts have a lower leader (each leader is its host's lowest rank).
+  std::vector<int> out(leaders.size());
+  int hosts = 0;
+  for (std::size_t r = 0; r < leaders.size(); ++r)
+    out[r] =
+        leaders[r] == static_cast<int>(r) ? hosts++ : out[static_cast<std::size_t>(leaders[r])];
+  return out;
+}
+
 Placement placement() {
   Placement out;
-  out.host_of.assign(static_cast<std::size_t>(g_size), 0);
   if (!g_initialized) {
     out.hosts.push_back(this_host());
     out.hosts.back().ranks = {0};
+    out.host_of = {0};
   } else {
-    MPI_Comm node = MPI_COMM_NULL;
-    CDL_MPI_CHECK(
-        MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, g_rank, MPI_INFO_NULL, &node));
-    int leader = g_rank;  // the host's lowest world rank names it
-    CDL_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &leader, 1, MPI_INT, MPI_MIN, node));
-    MPI_Comm_free(&node);
-    std::vector<int> leaders(static_cast<std::size_t>(g_size));
-    CDL_MPI_CHECK(MPI_Allgather(&leader, 1, MPI_INT, leaders.data(), 1, MPI_INT, MPI_COMM_WORLD));
+    out.host_of = hosts_of(MPI_COMM_WORLD);
     const Host mine = this_host();
-    const std::string text = mine.name + '\n' + mine.address;
-    std::vector<std::string> texts = all_text(text);
+    const std::vector<std::string> texts = all_text(mine.name + '\n' + mine.address);
     for (int r = 0; r < g_size; ++r) {
-      const int lead = leaders[static_cast<std::size_t>(r)];  // <= r: its host is numbered
-      if (lead == r) {
+      const auto h = static_cast<std::size_t>(out.host_of[static_cast<std::size_t>(r)]);
+      if (h == out.hosts.size()) {  // the host's first rank: hosts are numbered in rank order
         const std::string& t = texts[static_cast<std::size_t>(r)];
         const auto nl = t.find('\n');
         out.hosts.push_back({t.substr(0, nl), t.substr(nl + 1), {}});
       }
-      const int h = lead == r ? static_cast<int>(out.hosts.size()) - 1
-                              : out.host_of[static_cast<std::size_t>(lead)];
-      out.hosts[static_cast<std::size_t>(h)].ranks.push_back(r);
-      out.host_of[static_cast<std::size_t>(r)] = h;
+      out.hosts[h].ranks.push_back(r);
     }
   }
   const char* pml = std::getenv("OMPI_MCA_pml");

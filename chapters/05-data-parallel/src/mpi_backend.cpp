@@ -7,7 +7,6 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
-#include <vector>
 
 #include "concurdl/core/errors.hpp"
 
@@ -141,25 +140,6 @@ std::unique_ptr<Communicator> MpiCommunicator::do_split(int colour, int key) {
   auto sub = std::make_unique<MpiCommunicator>(part);  // works on a duplicate of it
   MPI_Comm_free(&part);
   return sub;
-}
-
-int mpi_host_index(MPI_Comm comm) {
-  int rank = 0, size = 1;
-  CDL_MPI_CHECK(MPI_Comm_rank(comm, &rank));
-  CDL_MPI_CHECK(MPI_Comm_size(comm, &size));
-  MPI_Comm node = MPI_COMM_NULL;
-  CDL_MPI_CHECK(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node));
-  int leader = rank;
-  const int rc = MPI_Allreduce(MPI_IN_PLACE, &leader, 1, MPI_INT, MPI_MIN, node);
-  MPI_Comm_free(&node);
-  CDL_MPI_CHECK(rc);
-  std::vector<int> leaders(static_cast<std::size_t>(size));
-  CDL_MPI_CHECK(MPI_Allgather(&leader, 1, MPI_INT, leaders.data(), 1, MPI_INT, comm));
-  // A host's number: how many hosts have a lower leader (each leader is its own lowest rank).
-  int index = 0;
-  for (int r = 0; r < size; ++r)
-    if (leaders[static_cast<std::size_t>(r)] == r && r < leader) ++index;
-  return index;
 }
 
 }  // namespace concurdl::dp

@@ -1,14 +1,10 @@
 // The parameter server's worker processes (process_workers.hpp): the server side (one thread,
-// poll over one socket per worker) and the `concurdl ps-worker` command.
+// poll over one socket per worker). The worker is ps_worker.cpp, the links worker_links.cpp.
 #include "concurdl/asgd/process_workers.hpp"
 
-#include <arpa/inet.h>
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
-#include <netdb.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -21,187 +17,17 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
-#include <fstream>
 #include <limits>
-#include <sstream>
 #include <stdexcept>
-#include <thread>
 
 #include "concurdl/core/errors.hpp"
-#include "concurdl/data/idx.hpp"
-#include "concurdl/kernels/gemm.hpp"
-#include "concurdl/kernels/threads.hpp"
 #include "concurdl/nn/checkpoint.hpp"
 #include "concurdl/nn/random.hpp"
+#include "worker_links.hpp"
 
 namespace concurdl::asgd {
 
-namespace {
-
-using Clock = std::chrono::steady_clock;
-
-enum MessageType : std::uint32_t { kHello = 0, kTask = 1, kStop = 2, kResult = 3, kDie = 4 };
-
-struct TaskHeader {
-  std::uint32_t type = kTask, pad = 0;
-  std::uint64_t batch = 0, version = 0, epoch = 0, seed = 0;
-};
-struct ResultHeader {
-  std::uint32_t type = kResult, pad = 0;
-  std::uint64_t batch = 0, version_seen = 0;
-  double loss_sum = 0;
-  std::uint64_t correct = 0, rows = 0;
-};
-struct HelloHeader {
-  std::uint32_t type = kHello, worker = 0;
-  std::uint64_t parameters = 0;
-};
-
-// Whole frames or nothing: false when the peer is gone (end of file, reset, broken pipe).
-bool send_all(int fd, const void* p, std::size_t n) {
-  const auto* b = static_cast<const char*>(p);
-  while (n > 0) {
-    const ssize_t w = ::send(fd, b, n, MSG_NOSIGNAL);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) return false;
-    b += w;
-    n -= static_cast<std::size_t>(w);
-  }
-  return true;
-}
-bool recv_all(int fd, void* p, std::size_t n) {
-  auto* b = static_cast<char*>(p);
-  while (n > 0) {
-    const ssize_t r = ::recv(fd, b, n, 0);
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) return false;
-    b += r;
-    n -= static_cast<std::size_t>(r);
-  }
-  return true;
-}
-
-// --- across hosts ------------------------------------------------------------------------------
-
-// One word for a POSIX shell (a remote shell joins its arguments and a shell parses them).
-std::string shell_word(const std::string& w) {
-  std::string out = "'";
-  for (const char c : w) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
-
-// The command that runs a command on a host: CONCURDL_RSH, else the rsh agent Open MPI is told
-// to use (scripts/cluster's), else ssh. Words split at spaces.
-std::vector<std::string> remote_shell() {
-  std::string text = "ssh";
-  for (const char* name : {"CONCURDL_RSH", "OMPI_MCA_plm_rsh_agent"})
-    if (const char* v = std::getenv(name); v != nullptr && *v != '\0') {
-      text = v;
-      break;
-    }
-  std::vector<std::string> words;
-  std::istringstream in(text);
-  for (std::string w; in >> w;) words.push_back(w);
-  return words;
-}
-
-void no_delay(int fd) {
-  const int one = 1;
-  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-}
-
-// This machine's address as seen from `host`: the source address of its route there.
-std::string address_towards(const std::string& host) {
-  addrinfo hints{};
-  hints.ai_family = AF_INET;
-  hints.ai_socktype = SOCK_DGRAM;
-  addrinfo* found = nullptr;
-  if (::getaddrinfo(host.c_str(), "9", &hints, &found) != 0 || found == nullptr)
-    throw UsageError(fmt::format("--hostfile: cannot resolve host '{}'", host));
-  const int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-  sockaddr_in mine{};
-  socklen_t len = sizeof mine;
-  const bool ok = fd >= 0 && ::connect(fd, found->ai_addr, found->ai_addrlen) == 0 &&
-                  ::getsockname(fd, reinterpret_cast<sockaddr*>(&mine), &len) == 0;
-  ::freeaddrinfo(found);
-  if (fd >= 0) ::close(fd);
-  char text[INET_ADDRSTRLEN] = {};
-  if (!ok || ::inet_ntop(AF_INET, &mine.sin_addr, text, sizeof text) == nullptr)
-    throw UsageError(fmt::format("--hostfile: no route from this machine to '{}'", host));
-  return text;
-}
-
-// A TCP socket listening on every address, on a port the kernel picks (returned in `port`).
-int listen_tcp(std::uint16_t& port) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_ANY);
-  socklen_t len = sizeof a;
-  if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
-      ::listen(fd, 64) != 0 || ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
-    const std::string why = std::strerror(errno);
-    if (fd >= 0) ::close(fd);
-    throw std::runtime_error("the server's TCP socket: " + why);
-  }
-  port = ntohs(a.sin_port);
-  return fd;
-}
-
-// A connection to ADDR:PORT, tried for up to 30 s (the server listens before it starts us).
-int connect_tcp(const std::string& where) {
-  const auto colon = where.rfind(':');
-  if (colon == std::string::npos) throw UsageError("ps-worker: --connect wants ADDR:PORT");
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(static_cast<std::uint16_t>(std::stoi(where.substr(colon + 1))));
-  if (::inet_pton(AF_INET, where.substr(0, colon).c_str(), &a.sin_addr) != 1)
-    throw UsageError("ps-worker: --connect: '" + where + "' is not an IPv4 ADDR:PORT");
-  const auto until = Clock::now() + std::chrono::seconds(30);
-  for (;;) {
-    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd >= 0 && ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0) {
-      no_delay(fd);
-      return fd;
-    }
-    if (fd >= 0) ::close(fd);
-    if (Clock::now() > until)
-      throw std::runtime_error("ps-worker: cannot reach the server at " + where);
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
-}
-
-// Starts `args` (argv[0] a path or a name on PATH); with fd3 >= 0, that socket is its fd 3.
-// Everything is built before fork: between fork and exec a child of a threaded process may only
-// call async-signal-safe functions.
-pid_t spawn(std::vector<std::string> args, int fd3) {
-  std::vector<char*> argv;
-  for (std::string& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  const pid_t pid = ::fork();
-  if (pid < 0) throw std::runtime_error(fmt::format("fork: {}", std::strerror(errno)));
-  if (pid == 0) {
-    if (fd3 >= 0) ::dup2(fd3, 3);  // dup2 clears close-on-exec on the copy
-    ::execvp(argv[0], argv.data());
-    ::_exit(127);
-  }
-  return pid;
-}
-
-}  // namespace
-
-std::vector<std::string> read_hostfile(const std::filesystem::path& hostfile) {
-  std::ifstream in(hostfile);
-  if (!in) throw UsageError(fmt::format("--hostfile: cannot read '{}'", hostfile.string()));
-  std::vector<std::string> hosts;
-  for (std::string line; std::getline(in, line);) {
-    std::istringstream words(line.substr(0, line.find('#')));
-    if (std::string host; words >> host) hosts.push_back(host);
-  }
-  if (hosts.empty())
-    throw UsageError(fmt::format("--hostfile: '{}' names no host", hostfile.string()));
-  return hosts;
-}
+using namespace links;
 
 struct ProcessPsTrainer::Worker {
   int id = 0;
@@ -582,91 +408,6 @@ std::map<std::string, double> ProcessPsTrainer::epoch_metrics() const {
   m["batches_min"] = static_cast<double>(*lo);
   m["batches_max"] = static_cast<double>(*hi);
   return m;
-}
-
-// --- the worker process ----------------------------------------------------------------------
-
-int ps_worker_main(const std::vector<std::string>& args) {
-  int fd = -1, id = 0;
-  std::size_t batch = 64, train_limit = 0;
-  std::string arch, gemm = "openblas", data, connect;
-  double straggler = 1.0;
-  for (std::size_t i = 0; i + 1 < args.size(); i += 2) {
-    const std::string& k = args[i];
-    const std::string& v = args[i + 1];
-    if (k == "--fd")
-      fd = std::stoi(v);
-    else if (k == "--connect")
-      connect = v;
-    else if (k == "--worker")
-      id = std::stoi(v);
-    else if (k == "--arch")
-      arch = v;
-    else if (k == "--batch")
-      batch = std::stoul(v);
-    else if (k == "--gemm")
-      gemm = v;
-    else if (k == "--data")
-      data = v;
-    else if (k == "--train-limit")
-      train_limit = std::stoul(v);
-    else if (k == "--straggler")
-      straggler = std::stod(v);
-    else
-      throw UsageError("ps-worker: unknown option " + k);
-  }
-  if ((fd < 0) == connect.empty() || arch.empty() || batch == 0 || id < 0)
-    throw UsageError("ps-worker: started by `concurdl train --backend processes`, not by hand");
-  kernels::set_compute_threads(1);
-  nn::MlpSpec spec = nn::MlpSpec::parse(arch);
-  kernels::GemmVersion g{};
-  if (!kernels::parse_gemm_version(gemm, g)) throw UsageError("ps-worker: unknown --gemm " + gemm);
-  const data::FashionMnist fm = data::load_fashion_mnist(
-      data.empty() ? data::fashion_mnist_dir() : std::filesystem::path(data));
-  const nn::Dataset train = nn::to_dataset(fm.train, train_limit);
-  nn::Mlp model(spec, 1, g);  // the server sends the parameters with every task
-  if (!connect.empty()) fd = connect_tcp(connect);  // once the data is loaded: then it says hello
-  HelloHeader hello;
-  hello.worker = static_cast<std::uint32_t>(id);
-  hello.parameters = model.parameters().size();
-  if (!send_all(fd, &hello, sizeof hello)) return 1;
-
-  std::vector<std::uint32_t> order;
-  std::uint64_t order_epoch = std::numeric_limits<std::uint64_t>::max(), order_seed = 0;
-  std::vector<float> x(batch * train.dim);
-  std::vector<std::uint8_t> y(batch);
-  const std::span<float> params = model.parameters();
-  for (;;) {
-    TaskHeader t;
-    if (!recv_all(fd, &t, sizeof t)) return 0;  // the server is gone: nothing left to do
-    if (t.type == kStop) return 0;
-    if (t.type == kDie) ::raise(SIGKILL);  // --fail-worker across hosts: a real death
-    if (t.type != kTask || !recv_all(fd, params.data(), params.size_bytes())) return 1;
-    const auto t0 = Clock::now();
-    if (t.epoch != order_epoch || t.seed != order_seed) {
-      nn::epoch_permutation(train.n, t.seed, t.epoch, order);
-      order_epoch = t.epoch;
-      order_seed = t.seed;
-    }
-    const std::size_t first = t.batch * batch;
-    if (first >= train.n) return 1;
-    const std::size_t rows = std::min(batch, train.n - first);
-    for (std::size_t i = 0; i < rows; ++i) {
-      std::memcpy(x.data() + i * train.dim, train.row(order[first + i]), train.dim * sizeof(float));
-      y[i] = train.y[order[first + i]];
-    }
-    std::size_t correct = 0;
-    const float loss = model.forward_backward(x.data(), y.data(), rows, &correct);
-    nn::straggle(straggler, std::chrono::duration<double>(Clock::now() - t0).count());
-    ResultHeader r;
-    r.batch = t.batch;
-    r.version_seen = t.version;
-    r.loss_sum = static_cast<double>(loss) * static_cast<double>(rows);
-    r.correct = correct;
-    r.rows = rows;
-    const auto grads = model.gradients();
-    if (!send_all(fd, &r, sizeof r) || !send_all(fd, grads.data(), grads.size_bytes())) return 0;
-  }
 }
 
 }  // namespace concurdl::asgd

@@ -48,12 +48,6 @@ class MpiCommunicator final : public Communicator {
   int size_ = 1;
 };
 
-// Which host of `comm`'s ranks this rank is on, 0 .. hosts - 1, hosts numbered by their lowest
-// rank in `comm`. A host is what MPI calls a shared-memory node (MPI_Comm_split_type with
-// MPI_COMM_TYPE_SHARED): a machine, or a simulated host of scripts/cluster. Collective over
-// `comm`; with host_groups (algorithms.hpp), the groups of a hierarchical all-reduce.
-int mpi_host_index(MPI_Comm comm);
-
 }  // namespace concurdl::dp
 
 #endif  // CONCURDL_HAVE_MPI

@@ -1,0 +1,106 @@
+// The `concurdl ps-worker` command (process_workers.hpp): one worker process of the parameter
+// server, on a socket pair (--fd) or a TCP connection to the server on another host (--connect).
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <limits>
+
+#include "concurdl/asgd/process_workers.hpp"
+#include "concurdl/core/errors.hpp"
+#include "concurdl/data/idx.hpp"
+#include "concurdl/kernels/gemm.hpp"
+#include "concurdl/kernels/threads.hpp"
+#include "concurdl/nn/random.hpp"
+#include "worker_links.hpp"
+
+namespace concurdl::asgd {
+
+using namespace links;
+
+
+int ps_worker_main(const std::vector<std::string>& args) {
+  int fd = -1, id = 0;
+  std::size_t batch = 64, train_limit = 0;
+  std::string arch, gemm = "openblas", data, connect;
+  double straggler = 1.0;
+  for (std::size_t i = 0; i + 1 < args.size(); i += 2) {
+    const std::string& k = args[i];
+    const std::string& v = args[i + 1];
+    if (k == "--fd")
+      fd = std::stoi(v);
+    else if (k == "--connect")
+      connect = v;
+    else if (k == "--worker")
+      id = std::stoi(v);
+    else if (k == "--arch")
+      arch = v;
+    else if (k == "--batch")
+      batch = std::stoul(v);
+    else if (k == "--gemm")
+      gemm = v;
+    else if (k == "--data")
+      data = v;
+    else if (k == "--train-limit")
+      train_limit = std::stoul(v);
+    else if (k == "--straggler")
+      straggler = std::stod(v);
+    else
+      throw UsageError("ps-worker: unknown option " + k);
+  }
+  if ((fd < 0) == connect.empty() || arch.empty() || batch == 0 || id < 0)
+    throw UsageError("ps-worker: started by `concurdl train --backend processes`, not by hand");
+  kernels::set_compute_threads(1);
+  nn::MlpSpec spec = nn::MlpSpec::parse(arch);
+  kernels::GemmVersion g{};
+  if (!kernels::parse_gemm_version(gemm, g)) throw UsageError("ps-worker: unknown --gemm " + gemm);
+  const data::FashionMnist fm = data::load_fashion_mnist(
+      data.empty() ? data::fashion_mnist_dir() : std::filesystem::path(data));
+  const nn::Dataset train = nn::to_dataset(fm.train, train_limit);
+  nn::Mlp model(spec, 1, g);  // the server sends the parameters with every task
+  if (!connect.empty()) fd = connect_tcp(connect);  // once the data is loaded: then it says hello
+  HelloHeader hello;
+  hello.worker = static_cast<std::uint32_t>(id);
+  hello.parameters = model.parameters().size();
+  if (!send_all(fd, &hello, sizeof hello)) return 1;
+
+  std::vector<std::uint32_t> order;
+  std::uint64_t order_epoch = std::numeric_limits<std::uint64_t>::max(), order_seed = 0;
+  std::vector<float> x(batch * train.dim);
+  std::vector<std::uint8_t> y(batch);
+  const std::span<float> params = model.parameters();
+  for (;;) {
+    TaskHeader t;
+    if (!recv_all(fd, &t, sizeof t)) return 0;  // the server is gone: nothing left to do
+    if (t.type == kStop) return 0;
+    if (t.type == kDie) ::raise(SIGKILL);  // --fail-worker across hosts: a real death
+    if (t.type != kTask || !recv_all(fd, params.data(), params.size_bytes())) return 1;
+    const auto t0 = Clock::now();
+    if (t.epoch != order_epoch || t.seed != order_seed) {
+      nn::epoch_permutation(train.n, t.seed, t.epoch, order);
+      order_epoch = t.epoch;
+      order_seed = t.seed;
+    }
+    const std::size_t first = t.batch * batch;
+    if (first >= train.n) return 1;
+    const std::size_t rows = std::min(batch, train.n - first);
+    for (std::size_t i = 0; i < rows; ++i) {
+      std::memcpy(x.data() + i * train.dim, train.row(order[first + i]), train.dim * sizeof(float));
+      y[i] = train.y[order[first + i]];
+    }
+    std::size_t correct = 0;
+    const float loss = model.forward_backward(x.data(), y.data(), rows, &correct);
+    nn::straggle(straggler, std::chrono::duration<double>(Clock::now() - t0).count());
+    ResultHeader r;
+    r.batch = t.batch;
+    r.version_seen = t.version;
+    r.loss_sum = static_cast<double>(loss) * static_cast<double>(rows);
+    r.correct = correct;
+    r.rows = rows;
+    const auto grads = model.gradients();
+    if (!send_all(fd, &r, sizeof r) || !send_all(fd, grads.data(), grads.size_bytes())) return 0;
+  }
+}
+
+}  // namespace concurdl::asgd
