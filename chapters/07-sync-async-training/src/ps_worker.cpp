@@ -19,7 +19,6 @@ namespace concurdl::asgd {
 
 using namespace links;
 
-
 int ps_worker_main(const std::vector<std::string>& args) {
   int fd = -1, id = 0;
   std::size_t batch = 64, train_limit = 0;

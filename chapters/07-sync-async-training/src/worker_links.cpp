@@ -47,7 +47,6 @@ bool recv_all(int fd, void* p, std::size_t n) {
   return true;
 }
 
-
 std::string shell_word(const std::string& w) {
   std::string out = "'";
   for (const char c : w) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
