@@ -118,6 +118,18 @@ TEST_F(Cli, DataParallelTrainRejectsBadFlags) {
   expect_usage_error(run("train --ranks 2 --allreduce v9_magic --data no-such-dir", bin),
                      "v9_magic");
   expect_usage_error(run("train --ranks 2 --bucket-mb -1 --data no-such-dir", bin), "--bucket-mb");
+  // The parameter server's shards as processes: only across hosts, and a host left to the
+  // workers.
+  expect_usage_error(run("train --ranks 2 --mode ps-async --server-hosts 1", bin),
+                     "--server-hosts: only with --mode ps-async or ps-ssp, --backend processes");
+  std::ofstream(dir_ / "three-hosts.txt") << "10.0.0.1\n10.0.0.2 slots=2\n10.0.0.3\n";
+  const std::string ps_hosts =
+      "train --ranks 2 --mode ps-async --backend processes --hostfile three-hosts.txt --data "
+      "no-such-dir ";
+  expect_usage_error(run(ps_hosts + "--server-hosts 3", bin),
+                     "--server-hosts 3: three-hosts.txt names 3 hosts; the workers need");
+  expect_usage_error(run(ps_hosts + "--server-hosts 2 --servers 1", bin),
+                     "--servers 1: fewer shards than --server-hosts 2");
   {
     std::ofstream(dir_ / "garbage.bin") << "not a checkpoint";
     expect_usage_error(run("train --resume garbage.bin --data no-such-dir", bin), "--resume: ");

@@ -26,7 +26,19 @@ AsyncOptions options_of(const std::string& mode, const nn::DistributedOptions& o
   a.workers = o.ranks;
   if (o.staleness >= 0) a.staleness = o.staleness;
   if (o.local_steps >= 0) a.local_steps = o.local_steps;
+  if (o.server_hosts > 0) {
+    const std::size_t hosts = read_hostfile(o.hostfile).size();
+    if (static_cast<std::size_t>(o.server_hosts) >= hosts)
+      throw UsageError(fmt::format(
+          "--server-hosts {}: {} names {} host{}; the workers need at least one of their own",
+          o.server_hosts, o.hostfile.string(), hosts, hosts == 1 ? "" : "s"));
+  }
+  if (o.servers >= 0 && o.servers < o.server_hosts)
+    throw UsageError(fmt::format("--servers {}: fewer shards than --server-hosts {}", o.servers,
+                                 o.server_hosts));
   if (o.servers >= 0) a.servers = o.servers;
+  // --server-hosts N: a shard on each server host at least, unless --servers says otherwise.
+  if (o.servers < 0 && o.server_hosts > 0) a.servers = o.server_hosts;
   for (const auto& [rank, factor] : o.stragglers) {
     if (rank >= o.ranks)
       throw UsageError(
@@ -59,7 +71,8 @@ const bool registered = [] {
                                     {.data = o.data,
                                      .train_limit = o.train_limit,
                                      .gemm = o.gemm,
-                                     .hostfile = o.hostfile});
+                                     .hostfile = o.hostfile,
+                                     .server_hosts = o.server_hosts});
                  loop(t);
                } else {
                  AsyncTrainer t(c, train, a);
@@ -90,6 +103,11 @@ const bool registered_worker = register_command(
     {"ps-worker",
      "(internal) one worker process of `concurdl train --mode ps-async --backend processes`",
      &ps_worker_main});
+const bool registered_shard = register_command(
+    {"ps-shard",
+     "(internal) one parameter-server shard of `concurdl train --backend processes "
+     "--server-hosts N`",
+     &ps_shard_main});
 
 }  // namespace
 

@@ -40,7 +40,7 @@ struct TrainArgs {
   // Synchronous vs asynchronous (chapter 07).
   std::string mode = "sync";
   std::vector<std::string> stragglers;  // "RANK:FACTOR"
-  int staleness = -1, local_steps = -1, servers = -1;
+  int staleness = -1, local_steps = -1, servers = -1, server_hosts = 0;
   std::string fail_worker;  // "RANK:STEP"
   // Pipeline parallelism (chapter 06): 0 stages means not given.
   std::size_t pipeline = 0, micro_batches = 0;

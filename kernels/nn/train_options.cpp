@@ -146,6 +146,10 @@ void add_distributed_options(CLI::App& app, TrainArgs& a) {
       ->check(whole_number(1, 1u << 20));
   app.add_option("--servers", a.servers, "--mode ps-*: parameter-server shards (default 1)")
       ->check(whole_number(1, 1024));
+  app.add_option("--server-hosts", a.server_hosts,
+                 "--mode ps-* with --backend processes --hostfile F: the shards run as processes "
+                 "on F's first N hosts, the workers on the others")
+      ->check(whole_number(1, 1024));
   app.add_option("--fail-worker", a.fail_worker,
                  "with --ranks: RANK:STEP makes that worker fail after STEP steps (asynchronous "
                  "modes drop it and go on; sync stops)");

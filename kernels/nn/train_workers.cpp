@@ -127,6 +127,11 @@ TrainWorkers resolve_workers(TrainArgs& a, const std::function<bool(const char*)
     throw UsageError("--local-steps: only with --mode local-sgd");
   if (a.mode.rfind("ps-", 0) != 0 && given("--servers"))
     throw UsageError("--servers: only with --mode ps-async or ps-ssp");
+  if (given("--server-hosts") &&
+      (a.mode.rfind("ps-", 0) != 0 || a.backend != "processes" || a.hostfile.empty()))
+    throw UsageError(
+        "--server-hosts: only with --mode ps-async or ps-ssp, --backend processes and "
+        "--hostfile (the hosts the shards and the workers run on)");
   if (mode != nullptr)
     for (const char* flag : {"--bucket-mb", "--overlap", "--allreduce", "--zero"})
       if (given(flag))
@@ -162,6 +167,7 @@ TrainWorkers resolve_workers(TrainArgs& a, const std::function<bool(const char*)
   dist.staleness = a.staleness;
   dist.local_steps = a.local_steps;
   dist.servers = a.servers;
+  dist.server_hosts = a.server_hosts;
   if (a.ranks != 0) {
     if (a.backend.empty()) a.backend = "threads";
     backend = find_distributed_backend(a.backend);

@@ -3,7 +3,8 @@
 # the flat ones at 2 ranks a host (ch05/allreduce_hosts, every result checked), a 2-rank
 # all-reduce and a 2-rank data-parallel training step with one rank a host, each run's
 # provenance placing its ranks on both hosts, the parameter server on one host with worker
-# processes on both, one of them killed; then `down` leaving no namespace, link, file or
+# processes on both, one of them killed, and again with the shards as processes on one host and
+# the workers on the other; then `down` leaving no namespace, link, file or
 # process of the cluster behind. It also checks that the same `up` twice is a no-op and that `up`
 # refuses what it must (another cluster, a subnet in use, a bad count).
 #
@@ -129,6 +130,22 @@ if "TCP, on hosts 10.213.8.11, 10.213.8.12" not in trainer:
 if lost != 1:
     sys.exit(f"workers_lost is {lost}, not 1")
 print(f"ps-async across hosts: {trainer}; a worker killed, the run finished")
+PY
+  # The shards as processes on host 1 (--server-hosts 1), the 2 workers on host 2 pulling from
+  # and pushing to them across the link, worker 1 killed: the run finishes its epoch.
+  out=$("$cluster" on 1 "$concurdl" train --mode ps-async --backend processes --ranks 2 \
+    --hostfile "$work/one-a-host" --server-hosts 1 --servers 2 --fail-worker 1:20 --epochs 1 \
+    --train-limit 8192 --test-limit 256 --no-report --quiet --out "$work/ps-shards")
+  "$python3" - "$out/results.json" << 'PY'
+import json, sys
+run = json.load(open(sys.argv[1]))
+trainer = run["provenance"]["training"]["data_parallel"]["trainer"]
+derived = run["records"][-1]["derived"]
+if "TCP, on host 10.213.8.12" not in trainer or "2 shard processes on host 10.213.8.11" not in trainer:
+    sys.exit(f"the shards and workers did not run on their own hosts: {trainer}")
+if derived.get("workers_lost") != 1 or derived.get("shard_processes") != 2:
+    sys.exit(f"workers_lost {derived.get('workers_lost')}, shard_processes {derived.get('shard_processes')}")
+print(f"ps-async, shards on their own host: {trainer}; a worker killed, the run finished")
 PY
 fi
 

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <limits>
 #include <stdexcept>
+#include <tuple>
 
 namespace concurdl::asgd {
 
@@ -72,11 +73,15 @@ ParameterServer::ParameterServer(std::span<const float> initial, nn::SgdOptions 
   if (n < k) throw std::invalid_argument("ParameterServer: more shards than parameters");
   for (std::size_t s = 0; s < k; ++s) {
     auto shard = std::make_unique<Shard>();
-    shard->offset = n * s / k;
-    shard->count = n * (s + 1) / k - shard->offset;
+    std::tie(shard->offset, shard->count) = shard_range(n, shards, static_cast<int>(s));
     shard->opt = std::make_unique<nn::Sgd>(shard->count, sgd);
     shards_.push_back(std::move(shard));
   }
+}
+
+std::pair<std::size_t, std::size_t> ParameterServer::shard_range(std::size_t n, int shards, int s) {
+  const auto k = static_cast<std::size_t>(shards), i = static_cast<std::size_t>(s);
+  return {n * i / k, n * (i + 1) / k - n * i / k};
 }
 
 std::uint64_t ParameterServer::pull(std::span<float> out) const {

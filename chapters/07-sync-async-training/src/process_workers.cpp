@@ -1,5 +1,6 @@
 // The parameter server's worker processes (process_workers.hpp): the server side (one thread,
-// poll over one socket per worker). The worker is ps_worker.cpp, the links worker_links.cpp.
+// poll over one socket per worker and shard). The worker is ps_worker.cpp, a shard process
+// ps_shard.cpp, the links worker_links.cpp.
 #include "concurdl/asgd/process_workers.hpp"
 
 #include <fcntl.h>
@@ -19,6 +20,7 @@
 #include <deque>
 #include <limits>
 #include <stdexcept>
+#include <tuple>
 
 #include "concurdl/core/errors.hpp"
 #include "concurdl/nn/checkpoint.hpp"
@@ -45,6 +47,65 @@ struct ProcessPsTrainer::Worker {
   std::size_t correct = 0, rows = 0, batches = 0;
 };
 
+struct ProcessPsTrainer::Shard {
+  int id = 0;
+  pid_t pid = -1;             // the remote shell that runs it
+  std::string host, address;  // address: where the workers reach it, ADDR:PORT
+  int fd = -1;                // the connection it made to the server
+  std::size_t offset = 0, count = 0;
+};
+
+namespace {
+
+// Waits until every one of `peers` (started through the remote shell `rsh`) has connected to
+// `listener` and said a hello of `type`; `take` checks it. A remote shell that exits first (no
+// such host, no concurdl there) fails the start, naming the peer and its host.
+template <class Peer, class Take>
+void await_hellos(int listener, std::uint32_t type, std::vector<std::unique_ptr<Peer>>& peers,
+                  const char* what, const std::vector<std::string>& rsh, Take take) {
+  const auto until = Clock::now() + std::chrono::seconds(120);
+  std::size_t connected = 0;
+  while (connected < peers.size()) {
+    pollfd p{listener, POLLIN, 0};
+    if (::poll(&p, 1, 200) < 0 && errno != EINTR)
+      throw std::runtime_error(fmt::format("poll: {}", std::strerror(errno)));
+    for (auto& w : peers) {
+      int status = 0;
+      if (w->fd < 0 && w->pid > 0 && ::waitpid(w->pid, &status, WNOHANG) == w->pid) {
+        w->pid = -1;
+        throw std::runtime_error(
+            fmt::format("{} {} on host {} did not start: `{} {} ...` ended with status {} (see its "
+                        "message above)",
+                        what, w->id, w->host, fmt::join(rsh, " "), w->host,
+                        WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status)));
+      }
+    }
+    if (Clock::now() > until)
+      throw std::runtime_error(
+          fmt::format("{} of {} {}s connected in 120 s", connected, peers.size(), what));
+    if ((p.revents & POLLIN) == 0) continue;
+    const int fd = ::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
+    if (fd < 0) continue;
+    no_delay(fd);
+    const timeval wait{30, 0};  // a hello is one frame: a peer that sends none is not ours
+    ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &wait, sizeof wait);
+    HelloHeader h;
+    if (!recv_all(fd, &h, sizeof h) || h.type != type || h.worker >= peers.size() ||
+        peers[h.worker]->fd >= 0) {
+      ::close(fd);
+      continue;
+    }
+    const timeval forever{0, 0};
+    ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &forever, sizeof forever);
+    Peer& w = *peers[h.worker];
+    w.fd = fd;
+    take(w, h);
+    ++connected;
+  }
+}
+
+}  // namespace
+
 ProcessPsTrainer::ProcessPsTrainer(nn::TrainConfig config, const nn::Dataset& train,
                                    AsyncOptions options, WorkerLaunch launch)
     : config_(std::move(config)), train_(train), options_(std::move(options)) {
@@ -58,8 +119,16 @@ ProcessPsTrainer::ProcessPsTrainer(nn::TrainConfig config, const nn::Dataset& tr
     throw std::invalid_argument(
         fmt::format("ProcessPsTrainer: workers must be in 1..{}", kMaxWorkers));
   eval_model_ = std::make_unique<nn::Mlp>(config_.spec, config_.seed, config_.gemm);
-  server_ =
-      std::make_unique<ParameterServer>(eval_model_->parameters(), config_.sgd, options_.servers);
+  parameters_ = eval_model_->parameters().size();
+  server_hosts_ = launch.server_hosts;
+  if (server_hosts_ > 0 && launch.hostfile.empty())
+    throw UsageError("--server-hosts: only with --hostfile (the hosts the shards run on)");
+  if (server_hosts_ > 0 && options_.servers < server_hosts_)
+    throw UsageError(fmt::format("--servers {}: fewer shards than --server-hosts {}",
+                                 options_.servers, server_hosts_));
+  if (server_hosts_ == 0)
+    server_ =
+        std::make_unique<ParameterServer>(eval_model_->parameters(), config_.sgd, options_.servers);
   if (launch.executable.empty())
     launch.executable = std::filesystem::read_symlink("/proc/self/exe");
   state_.seed = config_.seed;
@@ -123,9 +192,15 @@ void ProcessPsTrainer::start_local(const WorkerLaunch& launch) {
   }
 }
 
-// Across hosts: worker w on host w mod H through the remote shell, connecting back over TCP.
+// Across hosts: the shard processes first (--server-hosts), then worker w on host w mod H (of
+// the hosts left to the workers), each started through the remote shell and connecting back
+// over TCP.
 void ProcessPsTrainer::start_remote(const WorkerLaunch& launch) {
   hosts_ = read_hostfile(launch.hostfile);
+  if (static_cast<std::size_t>(server_hosts_) >= hosts_.size())
+    throw UsageError(fmt::format(
+        "--server-hosts {}: {} names {} host{}; the workers need at least one of their own",
+        server_hosts_, launch.hostfile.string(), hosts_.size(), hosts_.size() == 1 ? "" : "s"));
   const std::vector<std::string> rsh = remote_shell();
   std::uint16_t port = 0;
   const int listener = listen_tcp(port);
@@ -133,12 +208,18 @@ void ProcessPsTrainer::start_remote(const WorkerLaunch& launch) {
     int fd;
     ~Closer() { ::close(fd); }
   } closer{listener};
+  const auto server_at = [&](const std::string& host) {
+    return shell_word(fmt::format("{}:{}", address_towards(host), port));
+  };
+  const std::string shard_list =
+      server_hosts_ > 0 ? start_shards(launch, rsh, listener, server_at(hosts_[0])) : "";
+  const std::size_t first = static_cast<std::size_t>(server_hosts_);
   for (int w = 0; w < options_.workers; ++w) {
-    const std::string& host = hosts_[static_cast<std::size_t>(w) % hosts_.size()];
+    const std::string& host = hosts_[first + static_cast<std::size_t>(w) % (hosts_.size() - first)];
     std::string command =
-        fmt::format("{} ps-worker --connect {}", shell_word(launch.executable),
-                    shell_word(fmt::format("{}:{}", address_towards(host), port)));
+        fmt::format("{} ps-worker --connect {}", shell_word(launch.executable), server_at(host));
     for (const std::string& a : worker_args(launch, w)) command += ' ' + shell_word(a);
+    if (!shard_list.empty()) command += " --shards " + shell_word(shard_list);
     std::vector<std::string> args = rsh;
     args.push_back(host);
     args.push_back(command);
@@ -150,57 +231,108 @@ void ProcessPsTrainer::start_remote(const WorkerLaunch& launch) {
     worker->alive = true;
     workers_.push_back(std::move(worker));
   }
-  // Each worker connects once it has loaded the data and says which it is. A remote shell that
-  // exits first (no such host, no concurdl there) fails the start, naming the worker and host.
-  const auto until = Clock::now() + std::chrono::seconds(120);
-  std::size_t connected = 0;
-  while (connected < workers_.size()) {
-    pollfd p{listener, POLLIN, 0};
-    if (::poll(&p, 1, 200) < 0 && errno != EINTR)
-      throw std::runtime_error(fmt::format("poll: {}", std::strerror(errno)));
-    for (auto& w : workers_) {
-      int status = 0;
-      if (w->fd < 0 && w->pid > 0 && ::waitpid(w->pid, &status, WNOHANG) == w->pid) {
-        w->pid = -1;
-        throw std::runtime_error(fmt::format(
-            "worker {} on host {} did not start: `{} {} ...` ended with status {} (see its "
-            "message above)",
-            w->id, w->host, fmt::join(rsh, " "), w->host,
-            WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status)));
-      }
-    }
-    if (Clock::now() > until)
-      throw std::runtime_error(
-          fmt::format("{} of {} workers connected in 120 s", connected, workers_.size()));
-    if ((p.revents & POLLIN) == 0) continue;
-    const int fd = ::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
-    if (fd < 0) continue;
-    no_delay(fd);
-    const timeval wait{30, 0};  // a hello is one frame: a peer that sends none is not a worker
-    ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &wait, sizeof wait);
-    HelloHeader h;
-    if (!recv_all(fd, &h, sizeof h) || h.type != kHello || h.worker >= workers_.size() ||
-        workers_[h.worker]->fd >= 0) {
-      ::close(fd);
-      continue;
-    }
-    const timeval forever{0, 0};
-    ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &forever, sizeof forever);
-    Worker& w = *workers_[h.worker];
-    w.fd = fd;
-    check_hello(w, h.parameters);
-    ++connected;
+  // Each worker connects once it has loaded the data (and joined every shard) and says which it
+  // is.
+  await_hellos(listener, kHello, workers_, "worker", rsh,
+               [&](Worker& w, const HelloHeader& h) { check_hello(w, h.parameters); });
+}
+
+// Shard s on host s mod N; each says on which port it serves the workers, and is given its
+// part of the initial parameters. Returns their addresses, ADDR:PORT,... in shard order.
+std::string ProcessPsTrainer::start_shards(const WorkerLaunch& launch,
+                                           const std::vector<std::string>& rsh, int listener,
+                                           const std::string& server_at) {
+  for (int s = 0; s < options_.servers; ++s) {
+    auto shard = std::make_unique<Shard>();
+    shard->id = s;
+    shard->host = hosts_[static_cast<std::size_t>(s % server_hosts_)];
+    std::tie(shard->offset, shard->count) =
+        ParameterServer::shard_range(parameters_, options_.servers, s);
+    const std::string command = fmt::format(
+        "{} ps-shard --connect {} --shard {} --offset {} --count {} --lr {} --momentum {} "
+        "--weight-decay {}",
+        shell_word(launch.executable), server_at, s, shard->offset, shard->count, config_.sgd.lr,
+        config_.sgd.momentum, config_.sgd.weight_decay);
+    std::vector<std::string> args = rsh;
+    args.push_back(shard->host);
+    args.push_back(command);
+    shard->pid = spawn(std::move(args), -1);
+    shards_.push_back(std::move(shard));
   }
+  std::vector<std::string> where;
+  await_hellos(listener, kShardHello, shards_, "parameter-server shard", rsh,
+               [&](Shard& s, const HelloHeader& h) {
+                 s.address = fmt::format("{}:{}", ipv4_of(s.host), h.parameters);
+               });
+  for (const auto& s : shards_) where.push_back(s->address);
+  const std::vector<float> zero(parameters_);
+  write_state(eval_model_->parameters(), zero, 0);
+  return fmt::format("{}", fmt::join(where, ","));
 }
 
 void ProcessPsTrainer::check_hello(const Worker& w, std::uint64_t parameters) const {
-  if (parameters != server_->size())
-    throw std::runtime_error(fmt::format("worker {} has {} parameters, the server {}", w.id,
-                                         parameters, server_->size()));
+  if (parameters != parameters_)
+    throw std::runtime_error(
+        fmt::format("worker {} has {} parameters, the server {}", w.id, parameters, parameters_));
 }
 
-// A start that failed: every worker started so far is ended and reaped.
+// --- the parameters, here or in the shard processes ------------------------------------------
+
+void ProcessPsTrainer::shard_lost(const Shard& s) const {
+  throw std::runtime_error(fmt::format(
+      "parameter-server shard {} (on host {}) is gone: it held the only copy of parameters "
+      "[{}, {}), so the run cannot go on",
+      s.id, s.host, s.offset, s.offset + s.count));
+}
+
+void ProcessPsTrainer::set_lr(float lr) {
+  if (server_) return server_->set_lr(lr);
+  for (const auto& s : shards_) {
+    ShardFrame f, reply;
+    f.type = kSetLr;
+    f.real = lr;
+    if (!ask(s->fd, f, reply)) shard_lost(*s);
+  }
+}
+
+void ProcessPsTrainer::read_state(std::span<float> params, std::span<float> velocity) const {
+  if (server_) return server_->read_state(params, velocity);
+  for (const auto& s : shards_) {
+    ShardFrame f, reply;
+    f.type = kReadState;
+    if (!ask(s->fd, f, reply) ||
+        !recv_all(s->fd, params.data() + s->offset, s->count * sizeof(float)) ||
+        !recv_all(s->fd, velocity.data() + s->offset, s->count * sizeof(float)))
+      shard_lost(*s);
+  }
+}
+
+void ProcessPsTrainer::write_state(std::span<const float> params, std::span<const float> velocity,
+                                   std::uint64_t version) {
+  if (server_) return server_->write_state(params, velocity, version);
+  for (const auto& s : shards_) {
+    ShardFrame f, reply;
+    f.type = kWriteState;
+    f.value = version;
+    if (!send_all(s->fd, &f, sizeof f) ||
+        !send_all(s->fd, params.data() + s->offset, s->count * sizeof(float)) ||
+        !send_all(s->fd, velocity.data() + s->offset, s->count * sizeof(float)) ||
+        !recv_all(s->fd, &reply, sizeof reply) || reply.type != kReply)
+      shard_lost(*s);
+  }
+}
+
+// A start that failed: every worker and shard started so far is ended and reaped.
 void ProcessPsTrainer::abandon() {
+  for (auto& s : shards_) {
+    if (s->fd >= 0) ::close(s->fd);
+    s->fd = -1;
+    if (s->pid > 0) {
+      ::kill(s->pid, SIGKILL);
+      ::waitpid(s->pid, nullptr, 0);
+    }
+    s->pid = -1;
+  }
   for (auto& w : workers_) {
     if (w->fd >= 0) ::close(w->fd);
     w->fd = -1;
@@ -221,6 +353,16 @@ ProcessPsTrainer::~ProcessPsTrainer() {
     }
     if (w->fd >= 0) ::close(w->fd);
     if (w->pid > 0) ::waitpid(w->pid, nullptr, 0);
+  }
+  // The shards once the workers are gone: they exit on their stop or on the server's end of
+  // file.
+  for (auto& s : shards_) {
+    if (s->fd >= 0) {
+      const ShardFrame stop{kShardStop};
+      send_all(s->fd, &stop, sizeof stop);
+      ::close(s->fd);
+    }
+    if (s->pid > 0) ::waitpid(s->pid, nullptr, 0);
   }
 }
 
@@ -248,8 +390,17 @@ std::string ProcessPsTrainer::describe() const {
   if (mode_ == Mode::ps_ssp) extra = fmt::format(", staleness bound {}", options_.staleness);
   for (const auto& [w, f] : options_.stragglers)
     extra += fmt::format(", worker {} {}x slower", w, f);
+  const auto first = hosts_.begin() + server_hosts_;
   const std::string where =
-      hosts_.empty() ? "sockets" : fmt::format("TCP, on hosts {}", fmt::join(hosts_, ", "));
+      hosts_.empty() ? "sockets"
+                     : fmt::format("TCP, on host{} {}", hosts_.end() - first == 1 ? "" : "s",
+                                   fmt::join(first, hosts_.end(), ", "));
+  if (!shards_.empty())
+    extra += fmt::format(", {} shard process{} on host{} {}", shards_.size(),
+                         shards_.size() == 1 ? "" : "es", server_hosts_ == 1 ? "" : "s",
+                         fmt::join(hosts_.begin(), first, ", "));
+  else if (options_.servers > 1)
+    extra += fmt::format(", {} server shards", options_.servers);
   return fmt::format("mode {}, {} worker process{} ({}), batch {} per push{}", options_.mode,
                      options_.workers, options_.workers == 1 ? "" : "es", where, config_.batch,
                      extra);
@@ -258,7 +409,7 @@ std::string ProcessPsTrainer::describe() const {
 nn::EpochResult ProcessPsTrainer::run_epoch(
     const std::function<void(const nn::StepProgress&)>& on_progress, std::size_t) {
   const float lr = config_.lr_decay != 1.0f ? nn::epoch_lr(config_, state_.epoch) : config_.sgd.lr;
-  server_->set_lr(lr);
+  set_lr(lr);
   staleness_.reset();
   const std::size_t steps = (train_.n + config_.batch - 1) / config_.batch;
   std::deque<std::uint64_t> todo;
@@ -269,7 +420,7 @@ nn::EpochResult ProcessPsTrainer::run_epoch(
     w->correct = w->rows = w->batches = 0;
   }
   const bool ssp = mode_ == Mode::ps_ssp;
-  std::vector<float> buffer(server_->size());
+  std::vector<float> buffer(parameters_);
   std::size_t applied = 0;
   const auto start = Clock::now();
 
@@ -286,9 +437,12 @@ nn::EpochResult ProcessPsTrainer::run_epoch(
       t.batch = todo.front();
       t.epoch = state_.epoch;
       t.seed = state_.seed;
-      t.version = server_->pull(buffer);
+      if (server_)
+        t.version = server_->pull(buffer);
+      else
+        t.type = kTaskFromShards;  // the worker pulls from the shards itself
       if (!send_all(w->fd, &t, sizeof t) ||
-          !send_all(w->fd, buffer.data(), buffer.size() * sizeof(float))) {
+          (server_ && !send_all(w->fd, buffer.data(), buffer.size() * sizeof(float)))) {
         drop(*w, "its socket closed (the process died)");
         continue;
       }
@@ -307,6 +461,7 @@ nn::EpochResult ProcessPsTrainer::run_epoch(
                                workers_.back()->lost_why);
     fds.clear();
     owners.clear();
+    for (auto& s : shards_) fds.push_back({s->fd, POLLIN, 0});  // a shard speaks only if asked
     for (auto& w : workers_)
       if (w->alive) {
         fds.push_back({w->fd, POLLIN, 0});
@@ -314,12 +469,14 @@ nn::EpochResult ProcessPsTrainer::run_epoch(
       }
     if (::poll(fds.data(), fds.size(), 1000) < 0 && errno != EINTR)
       throw std::runtime_error(fmt::format("poll: {}", std::strerror(errno)));
-    for (std::size_t i = 0; i < fds.size(); ++i) {
+    for (std::size_t i = 0; i < shards_.size(); ++i)
+      if (fds[i].revents != 0) shard_lost(*shards_[i]);  // its end of file: it died
+    for (std::size_t i = shards_.size(); i < fds.size(); ++i) {
       if (fds[i].revents == 0) continue;
-      Worker& w = *owners[i];
+      Worker& w = *owners[i - shards_.size()];
       ResultHeader r;
       const bool ok = recv_all(w.fd, &r, sizeof r) && r.type == kResult &&
-                      recv_all(w.fd, buffer.data(), buffer.size() * sizeof(float));
+                      (!server_ || recv_all(w.fd, buffer.data(), buffer.size() * sizeof(float)));
       if (!ok || r.batch != w.batch) {
         // The process is gone (or broke the protocol): its batch goes back to the head of the
         // queue for another worker.
@@ -331,7 +488,7 @@ nn::EpochResult ProcessPsTrainer::run_epoch(
         drop(w, ok ? "it answered another batch than it was given" : "its process died");
         continue;
       }
-      staleness_.add(server_->push(buffer, r.version_seen));
+      staleness_.add(server_ ? server_->push(buffer, r.version_seen) : r.staleness);
       ++applied;
       w.busy = false;
       ++w.clock;
@@ -376,8 +533,8 @@ nn::EpochResult ProcessPsTrainer::run_epoch(
 }
 
 std::vector<float> ProcessPsTrainer::parameters() const {
-  std::vector<float> p(server_->size()), v(server_->size());
-  server_->read_state(p, v);
+  std::vector<float> p(parameters_), v(parameters_);
+  read_state(p, v);
   return p;
 }
 
@@ -389,13 +546,13 @@ nn::EvalResult ProcessPsTrainer::evaluate(const nn::Dataset& d) {
 
 void ProcessPsTrainer::save(const std::filesystem::path& checkpoint) const {
   save_global(checkpoint, config_, state_,
-              [&](std::span<float> p, std::span<float> v) { server_->read_state(p, v); });
+              [&](std::span<float> p, std::span<float> v) { read_state(p, v); });
 }
 
 void ProcessPsTrainer::resume(const std::filesystem::path& checkpoint) {
   state_ = resume_global(checkpoint, config_, options_.mode, options_.workers,
                          [&](std::span<const float> p, std::span<const float> v,
-                             const nn::TrainState& st) { server_->write_state(p, v, st.step); });
+                             const nn::TrainState& st) { write_state(p, v, st.step); });
 }
 
 std::map<std::string, double> ProcessPsTrainer::epoch_metrics() const {
@@ -404,6 +561,7 @@ std::map<std::string, double> ProcessPsTrainer::epoch_metrics() const {
   m["workers_lost"] = static_cast<double>(static_cast<int>(workers_.size()) - workers_alive());
   m["batches_requeued"] = static_cast<double>(requeued_);
   if (mode_ == Mode::ps_ssp) m["ssp_max_lead"] = static_cast<double>(ssp_max_lead_);
+  if (!shards_.empty()) m["shard_processes"] = static_cast<double>(shards_.size());
   const auto [lo, hi] = std::minmax_element(batches_.begin(), batches_.end());
   m["batches_min"] = static_cast<double>(*lo);
   m["batches_max"] = static_cast<double>(*hi);

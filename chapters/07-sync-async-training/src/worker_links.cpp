@@ -71,6 +71,21 @@ void no_delay(int fd) {
   ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
 }
 
+std::string ipv4_of(const std::string& host) {
+  addrinfo hints{};
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  if (::getaddrinfo(host.c_str(), nullptr, &hints, &found) != 0 || found == nullptr)
+    throw UsageError(fmt::format("--hostfile: cannot resolve host '{}'", host));
+  char text[INET_ADDRSTRLEN] = {};
+  const auto* a = reinterpret_cast<const sockaddr_in*>(found->ai_addr);
+  const bool ok = ::inet_ntop(AF_INET, &a->sin_addr, text, sizeof text) != nullptr;
+  ::freeaddrinfo(found);
+  if (!ok) throw UsageError(fmt::format("--hostfile: host '{}' has no IPv4 address", host));
+  return text;
+}
+
 std::string address_towards(const std::string& host) {
   addrinfo hints{};
   hints.ai_family = AF_INET;
@@ -127,6 +142,11 @@ int connect_tcp(const std::string& where) {
       throw std::runtime_error("ps-worker: cannot reach the server at " + where);
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
+}
+
+bool ask(int fd, const ShardFrame& request, ShardFrame& reply) {
+  return send_all(fd, &request, sizeof request) && recv_all(fd, &reply, sizeof reply) &&
+         reply.type == kReply;
 }
 
 // Everything is built before fork: between fork and exec a child of a threaded process may only

@@ -15,7 +15,34 @@ namespace concurdl::asgd::links {
 
 using Clock = std::chrono::steady_clock;
 
-enum MessageType : std::uint32_t { kHello = 0, kTask = 1, kStop = 2, kResult = 3, kDie = 4 };
+enum MessageType : std::uint32_t {
+  kHello = 0,
+  kTask = 1,  // the parameters follow
+  kStop = 2,
+  kResult = 3,
+  kDie = 4,
+  kTaskFromShards = 5,  // --server-hosts: the worker pulls the parameters from the shards
+  kShardHello = 6,      // a shard process to the server: HelloHeader{worker: shard, parameters:
+                        // the port it serves the workers on}
+};
+
+// The frames of a shard process (--server-hosts), to and from the server and the workers: one
+// header whose fields mean what its type says; every request is answered by a kReply frame.
+enum ShardMessage : std::uint32_t {
+  kPull = 10,        // worker: -> kReply{value: version} + the shard's parameters
+  kPush = 11,        // worker: {value: version seen} + gradient -> kReply{value: staleness}
+  kSetLr = 12,       // server: {real: lr} -> kReply
+  kReadState = 13,   // server: -> kReply{value: version} + parameters + momentum
+  kWriteState = 14,  // server: {value: version} + parameters + momentum -> kReply
+  kJoin = 15,        // worker, once on connecting: {from: worker} -> kReply{offset, count}
+  kReply = 16,
+  kShardStop = 17,  // server: the shard process exits
+};
+struct ShardFrame {
+  std::uint32_t type = 0, from = 0;
+  std::uint64_t value = 0, offset = 0, count = 0;
+  double real = 0;
+};
 
 struct TaskHeader {
   std::uint32_t type = kTask, pad = 0;
@@ -26,6 +53,7 @@ struct ResultHeader {
   std::uint64_t batch = 0, version_seen = 0;
   double loss_sum = 0;
   std::uint64_t correct = 0, rows = 0;
+  std::uint64_t staleness = 0;  // after kTaskFromShards: the largest any shard returned
 };
 struct HelloHeader {
   std::uint32_t type = kHello, worker = 0;
@@ -42,12 +70,16 @@ std::string shell_word(const std::string& w);
 // to use (scripts/cluster's), else ssh. Words split at spaces.
 std::vector<std::string> remote_shell();
 void no_delay(int fd);
+// A host's IPv4 address as text (a name is resolved); UsageError when it has none.
+std::string ipv4_of(const std::string& host);
 // This machine's address as seen from `host`: the source address of its route there.
 std::string address_towards(const std::string& host);
 // A TCP socket listening on every address, on a port the kernel picks (returned in `port`).
 int listen_tcp(std::uint16_t& port);
 // A connection to ADDR:PORT, tried for up to 30 s (the server listens before it starts us).
 int connect_tcp(const std::string& where);
+// A request and its kReply frame (false when the peer is gone or answers otherwise).
+bool ask(int fd, const ShardFrame& request, ShardFrame& reply);
 // Starts `args` (argv[0] a path or a name on PATH); with fd3 >= 0, that socket is its fd 3.
 pid_t spawn(std::vector<std::string> args, int fd3);
 

@@ -8,7 +8,12 @@
 #  3. the same over TCP, as across hosts (--hostfile, each worker started through a remote shell
 #     that connects back to the server), with local_agent.sh for ssh and this machine for every
 #     host: one worker's checkpoint is again the worker thread's, byte for byte, and a worker
-#     told to SIGKILL itself is survived (scripts/cluster's test runs it across two hosts).
+#     told to SIGKILL itself is survived (scripts/cluster's test runs it across two hosts);
+#  4. the shards as processes of their own (--server-hosts 1: two shards on the first host, the
+#     workers on the second, each worker pulling from and pushing to every shard): one worker's
+#     checkpoint is the worker thread's, byte for byte; a worker killed is survived; a shard
+#     killed ends the run with an error naming it (it held the only copy of its parameters), and
+#     no worker or shard process is left behind.
 #   process_workers.sh CONCURDL WORKDIR
 set -u
 concurdl=$1 dir=$2
@@ -31,9 +36,18 @@ if ! cmp "$dir/threads.ckpt" "$dir/tcp.ckpt"; then
   echo "FAIL: one worker process over TCP did not take the steps one worker thread takes"; exit 1
 fi
 
-for case in ps-async ps-ssp ps-async-tcp; do
+$concurdl $common --mode ps-async --ranks 1 --backend processes --hostfile "$dir/hosts" \
+  --server-hosts 1 --servers 2 --checkpoint "$dir/shards.ckpt" >/dev/null ||
+  { echo "FAIL: the run with shard processes failed"; exit 1; }
+if ! cmp "$dir/threads.ckpt" "$dir/shards.ckpt"; then
+  echo "FAIL: one worker on two shard processes did not take the steps one worker thread takes"; exit 1
+fi
+
+for case in ps-async ps-ssp ps-async-tcp ps-async-shards; do
   mode=${case%-tcp} extra=""
-  [ "$case" != "$mode" ] && extra="--hostfile $dir/hosts"
+  mode=${mode%-shards}
+  [ "$case" = ps-async-tcp ] && extra="--hostfile $dir/hosts"
+  [ "$case" = ps-async-shards ] && extra="--hostfile $dir/hosts --server-hosts 1 --servers 2"
   out=$($concurdl train --mode $mode --backend processes --ranks 3 --fail-worker 1:30 --epochs 2 \
         $extra --train-limit 12000 --test-limit 1000 --quiet --no-report --out "$dir/$case") ||
     { echo "FAIL: $case: the run did not survive a killed worker process"; exit 1; }
@@ -48,8 +62,52 @@ if lost != 1:
     sys.exit(f"FAIL: {sys.argv[2]}: workers_lost is {lost}, not 1")
 if acc < 0.6:
     sys.exit(f"FAIL: {sys.argv[2]}: test accuracy {acc} after 2 epochs: it did not learn")
+shards = last["derived"].get("shard_processes", 0)
+if sys.argv[2].endswith("-shards") and shards != 2:
+    sys.exit(f"FAIL: {sys.argv[2]}: shard_processes is {shards}, not 2")
 print(f"{sys.argv[2]}: a worker process killed, {lost:.0f} lost, test accuracy {acc:.3f}")
 PY
 done
+
+# A shard killed (SIGKILL, once the workers are running): the run must end, naming the shard.
+descendants() { for c in $(pgrep -P "$1"); do echo "$c"; descendants "$c"; done; }
+# A concurdl process's command line (not a shell that runs one); empty for anything else.
+concurdl_args() {
+  case "$(tr '\0' '\n' </proc/$1/cmdline 2>/dev/null | head -n1)" in
+    */concurdl) tr '\0' ' ' </proc/$1/cmdline 2>/dev/null ;;
+  esac
+}
+$concurdl train --mode ps-async --backend processes --ranks 2 --hostfile "$dir/hosts" \
+  --server-hosts 1 --servers 2 --epochs 20 --train-limit 12000 --test-limit 1000 --quiet \
+  --no-report --out "$dir/shard-kill" 2>"$dir/shard-kill.err" >/dev/null &
+run=$!
+shard="" tries=0
+while [ -z "$shard" ] && [ $tries -lt 600 ]; do
+  sleep 0.1
+  tries=$((tries + 1))
+  seen=$(descendants $run)
+  for p in $seen; do
+    case "$(concurdl_args $p)" in *" ps-worker "*) worker=$p ;; esac
+  done
+  [ -n "${worker:-}" ] || continue
+  for p in $seen; do
+    case "$(concurdl_args $p)" in *" ps-shard "*" --shard 1 "*) shard=$p ;; esac
+  done
+done
+[ -n "$shard" ] || { kill $run; echo "FAIL: no shard process seen under the run"; exit 1; }
+sleep 1
+kill -KILL "$shard"
+wait $run
+rc=$?
+if [ $rc -eq 0 ] || ! grep -q "parameter-server shard 1 (on host 127.0.0.1) is gone" "$dir/shard-kill.err"; then
+  echo "FAIL: a killed shard did not end the run naming it (exit $rc):"; cat "$dir/shard-kill.err"; exit 1
+fi
+sleep 0.5
+for p in $seen; do
+  if [ -d /proc/$p ] && [ "$(cut -d' ' -f3 /proc/$p/stat 2>/dev/null)" != Z ]; then
+    echo "FAIL: process $p ($(tr '\0' ' ' </proc/$p/cmdline)) outlived the run"; exit 1
+  fi
+done
+echo "a shard killed: the run ended (exit $rc): $(grep -o 'parameter-server shard.*' "$dir/shard-kill.err" | head -1)"
 rm -rf "$dir"
 echo "PASS"

@@ -29,6 +29,7 @@
 #include <mutex>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "concurdl/nn/sgd.hpp"
@@ -68,6 +69,8 @@ class ParameterServer {
 
   std::size_t size() const { return params_.size(); }
   int shards() const { return static_cast<int>(shards_.size()); }
+  // Shard s's range of n parameters cut into `shards`: its first parameter and its count.
+  static std::pair<std::size_t, std::size_t> shard_range(std::size_t n, int shards, int s);
 
   // Copies the parameters into `out` (size() floats) and returns the version they are at: the
   // number of pushes applied before the copy began. With several shards another push may land

@@ -20,9 +20,25 @@
 // same end of file, now of a TCP connection; `--fail-worker` then has the server tell the worker
 // to SIGKILL itself, as it cannot signal a process on another host.
 //
+// Shards as processes (`--server-hosts N` with `--hostfile`): the --servers shards run as
+// `concurdl ps-shard` processes on the hostfile's first N hosts (shard s on host s mod N) and the
+// workers on the others, the layout of a parameter server proper (Li et al., OSDI 2014):
+//
+//      concurdl train (the server: hands out batches, keeps the clocks; holds no parameters)
+//        │ TCP                │ TCP                     │ TCP
+//   ps-shard 0 ... ps-shard K-1  (hosts 0..N-1)     ps-worker 0 ... (hosts N..H-1)
+//        ^──────── pull / push, a connection from every worker to every shard ──────┘
+//
+// A task then carries no parameters: the worker pulls each shard's range from that shard,
+// computes, pushes each range back and tells the server the batch is done (with the staleness
+// the shards saw). A shard applies a push whole or, when its worker dies halfway, not at all; a
+// worker killed between its pushes to two shards leaves its gradient applied on the first only,
+// and its batch is run again. A shard holds the only copy of its range (no replication), so a
+// dead shard ends the run, with an error naming it.
+//
 // Messages are little-endian frames on a stream socket: the worker's hello (its number and
 // parameter count), the server's task, stop or die, the worker's result (batch, version seen,
-// loss sum, correct, rows, gradient).
+// loss sum, correct, rows, gradient); the shards' frames are in worker_links.hpp.
 #pragma once
 
 #include <sys/types.h>
@@ -30,6 +46,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -48,6 +65,9 @@ struct WorkerLaunch {
   // The hosts the workers run on (an MPI-style hostfile: a host a line, `slots=` ignored); empty:
   // this machine, over socket pairs.
   std::filesystem::path hostfile;
+  // With a hostfile: the first server_hosts hosts run the shards as processes and the workers
+  // run on the rest (0: the shards are in the server's process, the workers on every host).
+  int server_hosts = 0;
 };
 
 // The hosts of an MPI-style hostfile, in order: the first word of each line that is not blank
@@ -78,29 +98,43 @@ class ProcessPsTrainer final : public nn::RankTrainer {
 
  private:
   struct Worker;
+  struct Shard;
   std::vector<std::string> worker_args(const WorkerLaunch& launch, int w) const;
   void start_local(const WorkerLaunch& launch);
   void start_remote(const WorkerLaunch& launch);
+  std::string start_shards(const WorkerLaunch& launch, const std::vector<std::string>& rsh,
+                           int listener, const std::string& server_at);
   void check_hello(const Worker& w, std::uint64_t parameters) const;
   void abandon();
   void drop(Worker& w, const std::string& why);
+  // The server's parameters, in this process or in the shard processes.
+  void set_lr(float lr);
+  void read_state(std::span<float> params, std::span<float> velocity) const;
+  void write_state(std::span<const float> params, std::span<const float> velocity,
+                   std::uint64_t version);
+  [[noreturn]] void shard_lost(const Shard& s) const;
   nn::TrainConfig config_;
   const nn::Dataset& train_;
   AsyncOptions options_;
   Mode mode_ = Mode::ps_async;  // options_.mode's row
   nn::TrainState state_;
-  std::unique_ptr<ParameterServer> server_;
+  std::size_t parameters_ = 0;
+  std::unique_ptr<ParameterServer> server_;  // without shard processes
+  std::vector<std::unique_ptr<Shard>> shards_;
   std::vector<std::unique_ptr<Worker>> workers_;
   std::unique_ptr<nn::Mlp> eval_model_;
   StalenessLog staleness_;
   std::vector<std::size_t> batches_;
   std::uint64_t requeued_ = 0, ssp_max_lead_ = 0;
-  std::vector<std::string> hosts_;  // the workers' hosts, across hosts; empty on this machine
+  std::vector<std::string> hosts_;  // the hostfile's, across hosts; empty on this machine
+  int server_hosts_ = 0;
 };
 
 // The `ps-worker` command's body: serves tasks on file descriptor `fd` (--fd) or on a TCP
 // connection to the server (--connect ADDR:PORT) until told to stop or the server goes away.
 // Returns the exit code.
 int ps_worker_main(const std::vector<std::string>& args);
+// The `ps-shard` command's body: one shard (--server-hosts) until the server says stop or goes.
+int ps_shard_main(const std::vector<std::string>& args);
 
 }  // namespace concurdl::asgd

@@ -51,6 +51,9 @@ struct DistributedOptions {
   // --hostfile with --backend processes: the hosts chapter 07's worker processes run on ("":
   // this machine). With --backend mpi the launcher passes it to mpirun instead.
   std::filesystem::path hostfile;
+  // --server-hosts N with it: the parameter-server shards run as processes on its first N hosts,
+  // the workers on the others (0: the shards are in the trainer's process).
+  int server_hosts = 0;
   // Chapter 06's pipeline (`--pipeline P`, mode "pipeline", ranks = P stages): micro-batches
   // per batch (0: the mode's default) and the schedule ("" : the mode's default).
   std::size_t micro_batches = 0;
