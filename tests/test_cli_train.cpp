@@ -130,6 +130,13 @@ TEST_F(Cli, DataParallelTrainRejectsBadFlags) {
                      "--server-hosts 3: three-hosts.txt names 3 hosts; the workers need");
   expect_usage_error(run(ps_hosts + "--server-hosts 2 --servers 1", bin),
                      "--servers 1: fewer shards than --server-hosts 2");
+  expect_usage_error(run(ps_hosts + "--push-pull", bin),
+                     "--push-pull: only with --mode ps-async and --server-hosts");
+  expect_usage_error(
+      run("train --ranks 2 --mode ps-ssp --backend processes --hostfile three-hosts.txt "
+          "--server-hosts 1 --push-pull --data no-such-dir",
+          bin),
+      "--push-pull: only with --mode ps-async and --server-hosts");
   {
     std::ofstream(dir_ / "garbage.bin") << "not a checkpoint";
     expect_usage_error(run("train --resume garbage.bin --data no-such-dir", bin), "--resume: ");

@@ -72,7 +72,8 @@ const bool registered = [] {
                                      .train_limit = o.train_limit,
                                      .gemm = o.gemm,
                                      .hostfile = o.hostfile,
-                                     .server_hosts = o.server_hosts});
+                                     .server_hosts = o.server_hosts,
+                                     .push_pull = o.push_pull});
                  loop(t);
                } else {
                  AsyncTrainer t(c, train, a);

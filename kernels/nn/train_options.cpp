@@ -146,6 +146,9 @@ void add_distributed_options(CLI::App& app, TrainArgs& a) {
       ->check(whole_number(1, 1u << 20));
   app.add_option("--servers", a.servers, "--mode ps-*: parameter-server shards (default 1)")
       ->check(whole_number(1, 1024));
+  app.add_flag("--push-pull", a.push_pull,
+               "with --server-hosts, --mode ps-async: a push's answer carries the shard's "
+               "parameters, which the worker's next batch is computed on (no pull of its own)");
   app.add_option("--server-hosts", a.server_hosts,
                  "--mode ps-* with --backend processes --hostfile F: the shards run as processes "
                  "on F's first N hosts, the workers on the others")

@@ -132,6 +132,10 @@ TrainWorkers resolve_workers(TrainArgs& a, const std::function<bool(const char*)
     throw UsageError(
         "--server-hosts: only with --mode ps-async or ps-ssp, --backend processes and "
         "--hostfile (the hosts the shards and the workers run on)");
+  if (given("--push-pull") && (a.mode != "ps-async" || !given("--server-hosts")))
+    throw UsageError(
+        "--push-pull: only with --mode ps-async and --server-hosts (ps-ssp's worker must pull "
+        "after its wait, not before)");
   if (mode != nullptr)
     for (const char* flag : {"--bucket-mb", "--overlap", "--allreduce", "--zero"})
       if (given(flag))
@@ -168,6 +172,7 @@ TrainWorkers resolve_workers(TrainArgs& a, const std::function<bool(const char*)
   dist.local_steps = a.local_steps;
   dist.servers = a.servers;
   dist.server_hosts = a.server_hosts;
+  dist.push_pull = a.push_pull;
   if (a.ranks != 0) {
     if (a.backend.empty()) a.backend = "threads";
     backend = find_distributed_backend(a.backend);

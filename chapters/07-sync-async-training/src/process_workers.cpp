@@ -121,6 +121,9 @@ ProcessPsTrainer::ProcessPsTrainer(nn::TrainConfig config, const nn::Dataset& tr
   eval_model_ = std::make_unique<nn::Mlp>(config_.spec, config_.seed, config_.gemm);
   parameters_ = eval_model_->parameters().size();
   server_hosts_ = launch.server_hosts;
+  push_pull_ = launch.push_pull && server_hosts_ > 0;
+  if (launch.push_pull && (server_hosts_ == 0 || mode_ != Mode::ps_async))
+    throw UsageError("--push-pull: only with --mode ps-async and --server-hosts");
   if (server_hosts_ > 0 && launch.hostfile.empty())
     throw UsageError("--server-hosts: only with --hostfile (the hosts the shards run on)");
   if (server_hosts_ > 0 && options_.servers < server_hosts_)
@@ -220,6 +223,7 @@ void ProcessPsTrainer::start_remote(const WorkerLaunch& launch) {
         fmt::format("{} ps-worker --connect {}", shell_word(launch.executable), server_at(host));
     for (const std::string& a : worker_args(launch, w)) command += ' ' + shell_word(a);
     if (!shard_list.empty()) command += " --shards " + shell_word(shard_list);
+    if (push_pull_) command += " --push-pull 1";
     std::vector<std::string> args = rsh;
     args.push_back(host);
     args.push_back(command);
@@ -396,9 +400,9 @@ std::string ProcessPsTrainer::describe() const {
                      : fmt::format("TCP, on host{} {}", hosts_.end() - first == 1 ? "" : "s",
                                    fmt::join(first, hosts_.end(), ", "));
   if (!shards_.empty())
-    extra += fmt::format(", {} shard process{} on host{} {}", shards_.size(),
+    extra += fmt::format(", {} shard process{} on host{} {}{}", shards_.size(),
                          shards_.size() == 1 ? "" : "es", server_hosts_ == 1 ? "" : "s",
-                         fmt::join(hosts_.begin(), first, ", "));
+                         fmt::join(hosts_.begin(), first, ", "), push_pull_ ? ", push-pull" : "");
   else if (options_.servers > 1)
     extra += fmt::format(", {} server shards", options_.servers);
   return fmt::format("mode {}, {} worker process{} ({}), batch {} per push{}", options_.mode,

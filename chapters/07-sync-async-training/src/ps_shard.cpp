@@ -50,6 +50,12 @@ bool serve_worker(int fd, ParameterServer& shard, std::vector<float>& buffer,
       if (!recv_all(fd, buffer.data(), buffer.size() * sizeof(float))) return false;
       reply.value = shard.push(buffer, f.value);
       return send_all(fd, &reply, sizeof reply);
+    case kPushPull:
+      if (!recv_all(fd, buffer.data(), buffer.size() * sizeof(float))) return false;
+      reply.value = shard.push(buffer, f.value);
+      reply.version = shard.pull(buffer);
+      return send_all(fd, &reply, sizeof reply) &&
+             send_all(fd, buffer.data(), buffer.size() * sizeof(float));
     default:
       return false;
   }

@@ -64,9 +64,9 @@ std::vector<Link> join_shards(const std::string& list, int id, std::size_t param
   return shards;
 }
 
-// A pull (into `into`) or a push (of `from`) on every shard: the requests go out to all of them
-// before any answer is read, so the shards serve this worker at the same time. A push returns
-// the largest staleness any shard saw in `staleness`.
+// A pull (into `into`), a push (of `from`) or both (kPushPull) on every shard: the requests go
+// out to all of them before any answer is read, so the shards serve this worker at the same
+// time. A push returns the largest staleness any shard saw in `staleness`.
 bool exchange(std::vector<Link>& shards, std::uint32_t type, float* into, const float* from,
               std::uint64_t* staleness) {
   for (Link& l : shards) {
@@ -74,7 +74,7 @@ bool exchange(std::vector<Link>& shards, std::uint32_t type, float* into, const 
     f.type = type;
     f.value = l.version;
     if (!send_all(l.fd, &f, sizeof f) ||
-        (type == kPush && !send_all(l.fd, from + l.offset, l.count * sizeof(float))))
+        (type != kPull && !send_all(l.fd, from + l.offset, l.count * sizeof(float))))
       return false;
   }
   if (staleness != nullptr) *staleness = 0;
@@ -84,11 +84,10 @@ bool exchange(std::vector<Link>& shards, std::uint32_t type, float* into, const 
       std::fprintf(stderr, "ps-worker: the shard at %s is gone\n", l.where.c_str());
       return false;
     }
-    if (type == kPull) {
-      l.version = reply.value;
+    if (type != kPull && staleness != nullptr) *staleness = std::max(*staleness, reply.value);
+    if (type != kPush) {
+      l.version = type == kPull ? reply.value : reply.version;
       if (!recv_all(l.fd, into + l.offset, l.count * sizeof(float))) return false;
-    } else if (staleness != nullptr) {
-      *staleness = std::max(*staleness, reply.value);
     }
   }
   return true;
@@ -101,6 +100,7 @@ int ps_worker_main(const std::vector<std::string>& args) {
   std::size_t batch = 64, train_limit = 0;
   std::string arch, gemm = "openblas", data, connect, shard_list;
   double straggler = 1.0;
+  bool push_pull = false, pulled = false;  // --push-pull: `pulled` once params hold a pull
   for (std::size_t i = 0; i + 1 < args.size(); i += 2) {
     const std::string& k = args[i];
     const std::string& v = args[i + 1];
@@ -124,6 +124,8 @@ int ps_worker_main(const std::vector<std::string>& args) {
       straggler = std::stod(v);
     else if (k == "--shards")
       shard_list = v;
+    else if (k == "--push-pull")
+      push_pull = v == "1";
     else
       throw UsageError("ps-worker: unknown option " + k);
   }
@@ -156,7 +158,9 @@ int ps_worker_main(const std::vector<std::string>& args) {
     if (t.type == kStop) return 0;
     if (t.type == kDie) ::raise(SIGKILL);  // --fail-worker across hosts: a real death
     if (t.type == kTaskFromShards) {
-      if (!exchange(shards, kPull, params.data(), nullptr, nullptr)) return 1;
+      // With --push-pull the last push brought the parameters this step computes on.
+      if (!(push_pull && pulled) && !exchange(shards, kPull, params.data(), nullptr, nullptr))
+        return 1;
     } else if (t.type != kTask || !recv_all(fd, params.data(), params.size_bytes())) {
       return 1;
     }
@@ -185,7 +189,10 @@ int ps_worker_main(const std::vector<std::string>& args) {
     const auto grads = model.gradients();
     if (t.type == kTaskFromShards) {
       // Every shard has applied its part before the server hears of the result.
-      if (!exchange(shards, kPush, nullptr, grads.data(), &r.staleness)) return 1;
+      if (!exchange(shards, push_pull ? kPushPull : kPush, params.data(), grads.data(),
+                    &r.staleness))
+        return 1;
+      pulled = push_pull;
       if (!send_all(fd, &r, sizeof r)) return 0;
     } else if (!send_all(fd, &r, sizeof r) || !send_all(fd, grads.data(), grads.size_bytes())) {
       return 0;

@@ -37,11 +37,15 @@ enum ShardMessage : std::uint32_t {
   kJoin = 15,        // worker, once on connecting: {from: worker} -> kReply{offset, count}
   kReply = 16,
   kShardStop = 17,  // server: the shard process exits
+  kPushPull = 18,   // worker (--push-pull): a push whose answer is also the next pull:
+                    // {value: version seen} + gradient -> kReply{value: staleness, version} +
+                    // the shard's parameters after it
 };
 struct ShardFrame {
   std::uint32_t type = 0, from = 0;
   std::uint64_t value = 0, offset = 0, count = 0;
   double real = 0;
+  std::uint64_t version = 0;  // kPushPull's answer: the version its parameters are at
 };
 
 struct TaskHeader {

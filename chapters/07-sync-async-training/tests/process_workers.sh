@@ -11,7 +11,8 @@
 #     told to SIGKILL itself is survived (scripts/cluster's test runs it across two hosts);
 #  4. the shards as processes of their own (--server-hosts 1: two shards on the first host, the
 #     workers on the second, each worker pulling from and pushing to every shard): one worker's
-#     checkpoint is the worker thread's, byte for byte; a worker killed is survived; a shard
+#     checkpoint is the worker thread's, byte for byte (with --push-pull too); a worker killed is
+#     survived (with --push-pull too); a shard
 #     killed ends the run with an error naming it (it held the only copy of its parameters), and
 #     no worker or shard process is left behind.
 #   process_workers.sh CONCURDL WORKDIR
@@ -42,12 +43,21 @@ $concurdl $common --mode ps-async --ranks 1 --backend processes --hostfile "$dir
 if ! cmp "$dir/threads.ckpt" "$dir/shards.ckpt"; then
   echo "FAIL: one worker on two shard processes did not take the steps one worker thread takes"; exit 1
 fi
+# --push-pull: alone, the parameters a push brings back are those a pull would have read.
+$concurdl $common --mode ps-async --ranks 1 --backend processes --hostfile "$dir/hosts" \
+  --server-hosts 1 --servers 2 --push-pull --checkpoint "$dir/push-pull.ckpt" >/dev/null ||
+  { echo "FAIL: the run with --push-pull failed"; exit 1; }
+if ! cmp "$dir/threads.ckpt" "$dir/push-pull.ckpt"; then
+  echo "FAIL: one worker with --push-pull did not take the steps one worker thread takes"; exit 1
+fi
 
-for case in ps-async ps-ssp ps-async-tcp ps-async-shards; do
+for case in ps-async ps-ssp ps-async-tcp ps-async-shards ps-async-pushpull; do
   mode=${case%-tcp} extra=""
   mode=${mode%-shards}
+  mode=${mode%-pushpull}
   [ "$case" = ps-async-tcp ] && extra="--hostfile $dir/hosts"
   [ "$case" = ps-async-shards ] && extra="--hostfile $dir/hosts --server-hosts 1 --servers 2"
+  [ "$case" = ps-async-pushpull ] && extra="--hostfile $dir/hosts --server-hosts 1 --servers 2 --push-pull"
   out=$($concurdl train --mode $mode --backend processes --ranks 3 --fail-worker 1:30 --epochs 2 \
         $extra --train-limit 12000 --test-limit 1000 --quiet --no-report --out "$dir/$case") ||
     { echo "FAIL: $case: the run did not survive a killed worker process"; exit 1; }
@@ -63,7 +73,7 @@ if lost != 1:
 if acc < 0.6:
     sys.exit(f"FAIL: {sys.argv[2]}: test accuracy {acc} after 2 epochs: it did not learn")
 shards = last["derived"].get("shard_processes", 0)
-if sys.argv[2].endswith("-shards") and shards != 2:
+if sys.argv[2].endswith(("-shards", "-pushpull")) and shards != 2:
     sys.exit(f"FAIL: {sys.argv[2]}: shard_processes is {shards}, not 2")
 print(f"{sys.argv[2]}: a worker process killed, {lost:.0f} lost, test accuracy {acc:.3f}")
 PY

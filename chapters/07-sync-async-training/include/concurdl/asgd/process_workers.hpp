@@ -68,6 +68,10 @@ struct WorkerLaunch {
   // With a hostfile: the first server_hosts hosts run the shards as processes and the workers
   // run on the rest (0: the shards are in the server's process, the workers on every host).
   int server_hosts = 0;
+  // With shard processes, ps-async: each push's answer carries the shard's parameters after it,
+  // and the worker computes its next batch on them instead of pulling again (one request fewer
+  // a step, and parameters older by the wait for the next task).
+  bool push_pull = false;
 };
 
 // The hosts of an MPI-style hostfile, in order: the first word of each line that is not blank
@@ -128,6 +132,7 @@ class ProcessPsTrainer final : public nn::RankTrainer {
   std::uint64_t requeued_ = 0, ssp_max_lead_ = 0;
   std::vector<std::string> hosts_;  // the hostfile's, across hosts; empty on this machine
   int server_hosts_ = 0;
+  bool push_pull_ = false;
 };
 
 // The `ps-worker` command's body: serves tasks on file descriptor `fd` (--fd) or on a TCP

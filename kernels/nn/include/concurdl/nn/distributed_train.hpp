@@ -54,6 +54,7 @@ struct DistributedOptions {
   // --server-hosts N with it: the parameter-server shards run as processes on its first N hosts,
   // the workers on the others (0: the shards are in the trainer's process).
   int server_hosts = 0;
+  bool push_pull = false;  // with it, ps-async: a push's answer is the worker's next pull
   // Chapter 06's pipeline (`--pipeline P`, mode "pipeline", ranks = P stages): micro-batches
   // per batch (0: the mode's default) and the schedule ("" : the mode's default).
   std::size_t micro_batches = 0;
