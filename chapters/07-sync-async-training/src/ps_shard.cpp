@@ -122,7 +122,7 @@ int ps_shard_main(const std::vector<std::string>& args) {
   std::vector<float> buffer(count);
   std::uint16_t port = 0;
   const int listener = listen_tcp(port);
-  const int server = connect_tcp(connect);
+  const int server = connect_tcp(connect, "ps-shard: the server");
   HelloHeader hello;
   hello.type = kShardHello;
   hello.worker = static_cast<std::uint32_t>(id);

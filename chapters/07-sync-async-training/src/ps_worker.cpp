@@ -42,7 +42,7 @@ std::vector<Link> join_shards(const std::string& list, int id, std::size_t param
     const std::size_t comma = std::min(list.find(',', at), list.size());
     Link l;
     l.where = list.substr(at, comma - at);
-    l.fd = connect_tcp(l.where);
+    l.fd = connect_tcp(l.where, "ps-worker: a shard");
     ShardFrame join, reply;
     join.type = kJoin;
     join.from = static_cast<std::uint32_t>(id);
@@ -142,7 +142,9 @@ int ps_worker_main(const std::vector<std::string>& args) {
   const std::span<float> params = model.parameters();
   // --server-hosts: a connection to every shard, each of which says which range it holds.
   std::vector<Link> shards = join_shards(shard_list, id, params.size());
-  if (!connect.empty()) fd = connect_tcp(connect);  // once the data is loaded: then it says hello
+  if (!connect.empty())
+    fd = connect_tcp(connect,
+                     "ps-worker: the server");  // once the data is loaded: then it says hello
   HelloHeader hello;
   hello.worker = static_cast<std::uint32_t>(id);
   hello.parameters = model.parameters().size();

@@ -122,7 +122,7 @@ int listen_tcp(std::uint16_t& port) {
   return fd;
 }
 
-int connect_tcp(const std::string& where) {
+int connect_tcp(const std::string& where, const char* who) {
   const auto colon = where.rfind(':');
   if (colon == std::string::npos) throw UsageError("ps-worker: --connect wants ADDR:PORT");
   sockaddr_in a{};
@@ -137,9 +137,13 @@ int connect_tcp(const std::string& where) {
       no_delay(fd);
       return fd;
     }
+    const int why = errno;
     if (fd >= 0) ::close(fd);
-    if (Clock::now() > until)
-      throw std::runtime_error("ps-worker: cannot reach the server at " + where);
+    // Refused: nothing listens there any more (every peer listens before it is named to
+    // another), so the run it belonged to is over. Anything else may pass: try again.
+    if (why == ECONNREFUSED || Clock::now() > until)
+      throw std::runtime_error(
+          fmt::format("{} cannot be reached at {}: {}", who, where, std::strerror(why)));
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
 }

@@ -80,8 +80,9 @@ std::string ipv4_of(const std::string& host);
 std::string address_towards(const std::string& host);
 // A TCP socket listening on every address, on a port the kernel picks (returned in `port`).
 int listen_tcp(std::uint16_t& port);
-// A connection to ADDR:PORT, tried for up to 30 s (the server listens before it starts us).
-int connect_tcp(const std::string& where);
+// A connection to ADDR:PORT (`who`: which peer, for the error), tried for up to 30 s; refused, at
+// once (a peer listens before it is named to another, so a refusal means it is gone).
+int connect_tcp(const std::string& where, const char* who);
 // A request and its kReply frame (false when the peer is gone or answers otherwise).
 bool ask(int fd, const ShardFrame& request, ShardFrame& reply);
 // Starts `args` (argv[0] a path or a name on PATH); with fd3 >= 0, that socket is its fd 3.

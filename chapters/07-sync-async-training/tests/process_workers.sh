@@ -79,7 +79,10 @@ print(f"{sys.argv[2]}: a worker process killed, {lost:.0f} lost, test accuracy {
 PY
 done
 
-# A shard killed (SIGKILL, once the workers are running): the run must end, naming the shard.
+# A shard killed (SIGKILL, once both workers are running: each holds a socket to the server and
+# one to each shard): the run must end, naming the shard, and every process of the run must be
+# gone within moments (a worker learns it from its sockets; one still starting, from a refused
+# connection).
 descendants() { for c in $(pgrep -P "$1"); do echo "$c"; descendants "$c"; done; }
 # A concurdl process's command line (not a shell that runs one); empty for anything else.
 concurdl_args() {
@@ -87,35 +90,39 @@ concurdl_args() {
     */concurdl) tr '\0' ' ' </proc/$1/cmdline 2>/dev/null ;;
   esac
 }
+sockets() { ls -l /proc/$1/fd 2>/dev/null | grep -c 'socket:'; }
 $concurdl train --mode ps-async --backend processes --ranks 2 --hostfile "$dir/hosts" \
   --server-hosts 1 --servers 2 --epochs 20 --train-limit 12000 --test-limit 1000 --quiet \
   --no-report --out "$dir/shard-kill" 2>"$dir/shard-kill.err" >/dev/null &
 run=$!
 shard="" tries=0
-while [ -z "$shard" ] && [ $tries -lt 600 ]; do
+while [ -z "$shard" ] && [ $tries -lt 1200 ]; do
   sleep 0.1
   tries=$((tries + 1))
   seen=$(descendants $run)
+  running=0 candidate=""
   for p in $seen; do
-    case "$(concurdl_args $p)" in *" ps-worker "*) worker=$p ;; esac
+    case "$(concurdl_args $p)" in
+      *" ps-worker "*) [ "$(sockets $p)" -ge 3 ] && running=$((running + 1)) ;;
+      *" ps-shard "*" --shard 1 "*) candidate=$p ;;
+    esac
   done
-  [ -n "${worker:-}" ] || continue
-  for p in $seen; do
-    case "$(concurdl_args $p)" in *" ps-shard "*" --shard 1 "*) shard=$p ;; esac
-  done
+  [ $running -eq 2 ] && shard=$candidate
 done
-[ -n "$shard" ] || { kill $run; echo "FAIL: no shard process seen under the run"; exit 1; }
-sleep 1
+[ -n "$shard" ] || { kill $run; echo "FAIL: the run's two workers and shard 1 were not seen running"; exit 1; }
+sleep 0.5
 kill -KILL "$shard"
 wait $run
 rc=$?
 if [ $rc -eq 0 ] || ! grep -q "parameter-server shard 1 (on host 127.0.0.1) is gone" "$dir/shard-kill.err"; then
   echo "FAIL: a killed shard did not end the run naming it (exit $rc):"; cat "$dir/shard-kill.err"; exit 1
 fi
-sleep 0.5
+alive() { [ -d /proc/$1 ] && [ "$(cut -d' ' -f3 /proc/$1/stat 2>/dev/null)" != Z ]; }
 for p in $seen; do
-  if [ -d /proc/$p ] && [ "$(cut -d' ' -f3 /proc/$p/stat 2>/dev/null)" != Z ]; then
-    echo "FAIL: process $p ($(tr '\0' ' ' </proc/$p/cmdline)) outlived the run"; exit 1
+  waited=0
+  while alive $p && [ $waited -lt 100 ]; do sleep 0.1; waited=$((waited + 1)); done
+  if alive $p; then
+    echo "FAIL: process $p ($(tr '\0' ' ' </proc/$p/cmdline)) outlived the run by 10 s"; exit 1
   fi
 done
 echo "a shard killed: the run ended (exit $rc): $(grep -o 'parameter-server shard.*' "$dir/shard-kill.err" | head -1)"

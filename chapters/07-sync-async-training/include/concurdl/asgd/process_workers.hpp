@@ -117,6 +117,7 @@ class ProcessPsTrainer final : public nn::RankTrainer {
   void write_state(std::span<const float> params, std::span<const float> velocity,
                    std::uint64_t version);
   [[noreturn]] void shard_lost(const Shard& s) const;
+  void check_shards() const;  // shard_lost for the first shard whose connection has ended
   nn::TrainConfig config_;
   const nn::Dataset& train_;
   AsyncOptions options_;
