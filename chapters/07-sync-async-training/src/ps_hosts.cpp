@@ -12,6 +12,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <functional>
 #include <stdexcept>
 #include <tuple>
 
@@ -98,7 +99,7 @@ void ProcessPsTrainer::start_remote(const WorkerLaunch& launch) {
     return shell_word(fmt::format("{}:{}", address_towards(host), port));
   };
   const std::string shard_list =
-      server_hosts_ > 0 ? start_shards(launch, rsh, listener, server_at(hosts_[0])) : "";
+      server_hosts_ > 0 ? start_shards(launch, rsh, listener, server_at) : "";
   const std::size_t first = static_cast<std::size_t>(server_hosts_);
   for (int w = 0; w < options_.workers; ++w) {
     const std::string& host = hosts_[first + static_cast<std::size_t>(w) % (hosts_.size() - first)];
@@ -128,9 +129,9 @@ void ProcessPsTrainer::start_remote(const WorkerLaunch& launch) {
 
 // Shard s on host s mod N; each says on which port it serves the workers, and is given its
 // part of the initial parameters. Returns their addresses, ADDR:PORT,... in shard order.
-std::string ProcessPsTrainer::start_shards(const WorkerLaunch& launch,
-                                           const std::vector<std::string>& rsh, int listener,
-                                           const std::string& server_at) {
+std::string ProcessPsTrainer::start_shards(
+    const WorkerLaunch& launch, const std::vector<std::string>& rsh, int listener,
+    const std::function<std::string(const std::string&)>& server_at) {
   for (int s = 0; s < options_.servers; ++s) {
     auto shard = std::make_unique<Shard>();
     shard->id = s;
@@ -140,8 +141,8 @@ std::string ProcessPsTrainer::start_shards(const WorkerLaunch& launch,
     const std::string command = fmt::format(
         "{} ps-shard --connect {} --shard {} --offset {} --count {} --lr {} --momentum {} "
         "--weight-decay {}",
-        shell_word(launch.executable), server_at, s, shard->offset, shard->count, config_.sgd.lr,
-        config_.sgd.momentum, config_.sgd.weight_decay);
+        shell_word(launch.executable), server_at(shard->host), s, shard->offset, shard->count,
+        config_.sgd.lr, config_.sgd.momentum, config_.sgd.weight_decay);
     std::vector<std::string> args = rsh;
     args.push_back(shard->host);
     args.push_back(command);

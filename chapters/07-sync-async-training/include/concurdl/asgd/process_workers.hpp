@@ -45,6 +45,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -106,8 +107,10 @@ class ProcessPsTrainer final : public nn::RankTrainer {
   std::vector<std::string> worker_args(const WorkerLaunch& launch, int w) const;
   void start_local(const WorkerLaunch& launch);
   void start_remote(const WorkerLaunch& launch);
+  // server_at(host): the trainer's ADDR:PORT as seen from that host, one shell word.
   std::string start_shards(const WorkerLaunch& launch, const std::vector<std::string>& rsh,
-                           int listener, const std::string& server_at);
+                           int listener,
+                           const std::function<std::string(const std::string&)>& server_at);
   void check_hello(const Worker& w, std::uint64_t parameters) const;
   void abandon();
   void drop(Worker& w, const std::string& why);
