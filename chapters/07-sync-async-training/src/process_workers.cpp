@@ -129,23 +129,18 @@ void ProcessPsTrainer::check_hello(const Worker& w, std::uint64_t parameters) co
 
 // A start that failed: every worker and shard started so far is ended and reaped.
 void ProcessPsTrainer::abandon() {
-  for (auto& s : shards_) {
-    if (s->fd >= 0) ::close(s->fd);
-    s->fd = -1;
-    if (s->pid > 0) {
-      ::kill(s->pid, SIGKILL);
-      ::waitpid(s->pid, nullptr, 0);
+  const auto end = [](auto& peer) {
+    if (peer.fd >= 0) ::close(peer.fd);
+    peer.fd = -1;
+    if (peer.pid > 0) {
+      ::kill(peer.pid, SIGKILL);
+      ::waitpid(peer.pid, nullptr, 0);
     }
-    s->pid = -1;
-  }
+    peer.pid = -1;
+  };
+  for (auto& s : shards_) end(*s);
   for (auto& w : workers_) {
-    if (w->fd >= 0) ::close(w->fd);
-    w->fd = -1;
-    if (w->pid > 0) {
-      ::kill(w->pid, SIGKILL);
-      ::waitpid(w->pid, nullptr, 0);
-    }
-    w->pid = -1;
+    end(*w);
     w->alive = false;
   }
 }
