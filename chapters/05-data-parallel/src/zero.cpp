@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <optional>
 #include <stdexcept>
 
 #include "concurdl/core/errors.hpp"
@@ -74,12 +75,19 @@ ZeroTrainer::ZeroTrainer(Communicator& comm, nn::TrainConfig config, const nn::D
       config_(std::move(config)),
       train_(train),
       options_(std::move(options)),
-      model_(config_.spec, config_.seed, config_.gemm),
+      model_(config_.spec, config_.seed, config_.gemm, &ledger_),
       offsets_(model_.layer_offsets()),
       velocity_(ledger_, MemoryKind::optimizer),
       param_shard_(ledger_, MemoryKind::parameters),
       grad_shard_(ledger_, MemoryKind::gradients),
-      lr_(config_.sgd.lr) {
+      lr_(config_.sgd.lr),
+      batch_x_(kernels::LineAllocator<float>(&ledger_, MemoryKind::activations)),
+      dlogits_(kernels::LineAllocator<float>(&ledger_, MemoryKind::workspace)),
+      delta_{kernels::LineVector<float>(
+                 kernels::LineAllocator<float>(&ledger_, MemoryKind::workspace)),
+             kernels::LineVector<float>(
+                 kernels::LineAllocator<float>(&ledger_, MemoryKind::workspace))},
+      full_momentum_(kernels::LineAllocator<float>(&ledger_, MemoryKind::optimizer)) {
   if (options_.stage < 0 || options_.stage > 3)
     throw UsageError(fmt::format("--zero {}: the stages are 0, 1, 2 and 3", options_.stage));
   if (!options_.zero2.reduce) options_.zero2.reduce = &zero_reduce_layer;
@@ -105,18 +113,11 @@ ZeroTrainer::ZeroTrainer(Communicator& comm, nn::TrainConfig config, const nn::D
     shard_offsets_.push_back(layer.shard_offset + layer.mine.count);
     layers_.push_back(layer);
   }
-  model_param_bytes_ = model_.parameters().size_bytes();
-  model_grad_bytes_ = model_.gradients().size_bytes();
-  ledger_.add(MemoryKind::parameters, model_param_bytes_);
-  ledger_.add(MemoryKind::gradients, model_grad_bytes_);
   const int stage = options_.stage;
   velocity_.allocate(stage == 0 ? parameter_count() : shard_count());
-  full_opt_ = std::make_unique<nn::Sgd>(parameter_count(), config_.sgd);
   if (stage >= 2) {
     grad_shard_.allocate(shard_count());
     model_.release_gradients();
-    ledger_.remove(MemoryKind::gradients, model_grad_bytes_);
-    model_grad_bytes_ = 0;
     for (std::size_t l = 0; l < L; ++l) layer_grad_.emplace_back(ledger_, MemoryKind::gradients);
   }
   if (stage >= 3) {
@@ -125,14 +126,16 @@ ZeroTrainer::ZeroTrainer(Communicator& comm, nn::TrainConfig config, const nn::D
       std::memcpy(param_shard_.data() + layer.shard_offset,
                   model_.parameters().data() + layer.offset + layer.mine.offset,
                   layer.mine.count * sizeof(float));
-    // The whole initial model, for an evaluation before the first epoch (as after each one).
-    full_model_ = std::make_unique<nn::Mlp>(config_.spec, config_.seed, config_.gemm);
+    // The writer keeps the whole initial model, for an evaluation before the first epoch (as
+    // after each one); the next step frees it.
+    if (r == 0) {
+      full_model_ = std::make_unique<nn::Mlp>(config_.spec, config_.seed, config_.gemm, &ledger_);
+      full_model_->release_gradients();
+    }
     model_.release_parameters();
-    ledger_.remove(MemoryKind::parameters, model_param_bytes_);
-    model_param_bytes_ = 0;
     for (std::size_t l = 0; l < L; ++l) gathered_.emplace_back(ledger_, MemoryKind::parameters);
   }
-  acts_.resize(L);
+  for (std::size_t l = 0; l < L; ++l) acts_.emplace_back(&ledger_);
   state_.seed = config_.seed;
   state_.mode = "sync";
   state_.workers = static_cast<std::uint64_t>(size());
@@ -206,17 +209,6 @@ CommQueue::Ticket ZeroTrainer::reduce_layer(std::size_t l) {
   });
 }
 
-void ZeroTrainer::count_activations() {
-  std::size_t bytes =
-      (batch_x_.capacity() + dlogits_.capacity() + delta_[0].capacity() + delta_[1].capacity()) *
-      sizeof(float);
-  for (const nn::Activations& a : acts_) bytes += a.bytes();
-  if (bytes == activation_bytes_) return;
-  ledger_.remove(MemoryKind::activations, activation_bytes_);
-  ledger_.add(MemoryKind::activations, bytes);
-  activation_bytes_ = bytes;
-}
-
 void ZeroTrainer::update() {
   trace::Span span("sgd (own blocks)", "update");
   const nn::SgdOptions& o = config_.sgd;
@@ -258,7 +250,7 @@ void ZeroTrainer::update() {
 
 ZeroTrainer::StepResult ZeroTrainer::step() {
   if (!epoch_started_) start_epoch();
-  full_model_.reset();  // the whole state of the last epoch's end is stale from here
+  drop_consolidated();  // the whole state of the last epoch's end is stale from here
   trace::Span step_span("step", "step");
   const auto t0 = Clock::now();
   const std::uint64_t sent0 = comm_.bytes_sent();
@@ -349,7 +341,6 @@ ZeroTrainer::StepResult ZeroTrainer::step() {
       reduce_layer(l);
     }
   }
-  count_activations();
   if (options_.after_compute) options_.after_compute(rank(), seconds_since(t0));
   {
     trace::Span wait("finish reductions", "wait");
@@ -367,23 +358,43 @@ ZeroTrainer::StepResult ZeroTrainer::step() {
 }
 
 void ZeroTrainer::consolidate() {
+  queue_->wait_all();
   const int stage = options_.stage;
-  if (stage >= 3) {
-    full_model_ = std::make_unique<nn::Mlp>(config_.spec, config_.seed, config_.gemm);
-    const std::vector<float> params = gather_parameters();
-    std::copy(params.begin(), params.end(), full_model_->parameters().begin());
+  if (stage == 0) return;  // every rank holds the whole state already
+  const bool writer = rank() == 0;
+  // Layer by layer, through one layer's buffer: no rank holds more than one layer whole beyond
+  // its shards, and the writer keeps what it gathers.
+  CountedBuffer whole(ledger_, MemoryKind::communication);
+  if (writer) {
+    full_momentum_.assign(parameter_count(), 0.0f);
+    if (stage >= 3 && !full_model_) {
+      full_model_ = std::make_unique<nn::Mlp>(config_.spec, config_.seed, config_.gemm, &ledger_);
+      full_model_->release_gradients();
+    }
   }
-  std::span<float> v = full_opt_->velocity();
-  if (stage == 0) {
-    std::copy(velocity_.span().begin(), velocity_.span().end(), v.begin());
-    return;
-  }
-  for (const Layer& ly : layers_) {
-    const std::span<float> whole = v.subspan(ly.offset, ly.count);
-    std::memcpy(whole.data() + ly.mine.offset, velocity_.data() + ly.shard_offset,
+  const auto gather = [&](const Layer& ly, const float* shard, float* into) {
+    whole.allocate(ly.count);
+    std::memcpy(whole.data() + ly.mine.offset, shard + ly.shard_offset,
                 ly.mine.count * sizeof(float));
-    all_gather_ring(comm_, whole, options_.algo);
+    all_gather_ring(comm_, whole.span(), options_.algo);
+    if (writer) std::memcpy(into + ly.offset, whole.data(), ly.count * sizeof(float));
+    whole.release();
+  };
+  for (const Layer& ly : layers_) {
+    gather(ly, velocity_.data(), full_momentum_.data());
+    if (stage >= 3)
+      gather(ly, param_shard_.data(), writer ? full_model_->parameters().data() : nullptr);
   }
+}
+
+void ZeroTrainer::drop_consolidated() {
+  full_model_.reset();
+  kernels::release(full_momentum_);
+}
+
+std::span<const float> ZeroTrainer::momentum_at_epoch_end() const {
+  if (options_.stage == 0) return velocity_.span();
+  return {full_momentum_.data(), full_momentum_.size()};
 }
 
 std::vector<float> ZeroTrainer::gather_parameters() {
@@ -407,9 +418,30 @@ nn::EpochResult ZeroTrainer::run_epoch(
   if (epoch_started_ && step_in_epoch_ != 0)
     throw std::logic_error("ZeroTrainer::run_epoch: an epoch is half done (step())");
   start_epoch();
+  drop_consolidated();
+  ledger_.reset_peak();
+  // The witness, where this rank is a process of its own: the kernel's count of its resident
+  // memory over the steps.
+  const bool own_process = comm_.name() == "mpi";
+  const std::optional<ResidentMemory> resident_start =
+      own_process && reset_resident_peak() ? resident_memory() : std::nullopt;
   nn::EpochResult result = run_rank_epoch(
       comm_, steps_per_epoch(), train_.n, state_.epoch, [this] { return step(); },
       [this] { return state_.step; }, on_progress, report_every);
+  queue_->wait_all();
+  steps_memory_ = {ledger_.current(), ledger_.peak(), ledger_.peak_total()};
+  if (own_process) {  // every rank's (start, peak) in MiB, to every rank (a collective)
+    resident_mib_.assign(2 * static_cast<std::size_t>(size()), 0.0f);
+    const std::optional<ResidentMemory> now = resident_memory();
+    if (resident_start && now) {
+      constexpr double kMiB = 1024.0 * 1024.0;
+      resident_mib_[2 * static_cast<std::size_t>(rank())] =
+          static_cast<float>(static_cast<double>(resident_start->rss_bytes) / kMiB);
+      resident_mib_[2 * static_cast<std::size_t>(rank()) + 1] =
+          static_cast<float>(static_cast<double>(now->hwm_bytes) / kMiB);
+    }
+    comm_.all_reduce(resident_mib_);
+  }
   consolidate();  // the whole state, for evaluate and save (a collective: every rank)
   return result;
 }
@@ -418,22 +450,29 @@ nn::EvalResult ZeroTrainer::evaluate(const nn::Dataset& d) {
   if (options_.stage < 3) return model_.evaluate(d.x.data(), d.y.data(), d.n);
   if (!full_model_)
     throw std::logic_error(
-        "ZeroTrainer::evaluate: stage 3 holds the whole model only between "
-        "epochs (after run_epoch)");
+        "ZeroTrainer::evaluate: stage 3 holds the whole model only on rank 0, between epochs "
+        "(after run_epoch)");
   return full_model_->evaluate(d.x.data(), d.y.data(), d.n);
 }
 
 void ZeroTrainer::save(const std::filesystem::path& checkpoint) const {
+  if ((options_.stage >= 3 && !full_model_) ||
+      (options_.stage >= 1 && full_momentum_.size() != parameter_count()))
+    throw std::logic_error(
+        "ZeroTrainer::save: the whole state is held only on rank 0, between epochs");
   const nn::Mlp& params = options_.stage >= 3 ? *full_model_ : model_;
-  if (options_.stage >= 3 && !full_model_)
-    throw std::logic_error("ZeroTrainer::save: the whole model is held only between epochs");
-  nn::save_checkpoint(checkpoint, params, *full_opt_, state_);
+  // The checkpoint's optimizer: a copy of the momentum, for as long as the write takes.
+  nn::Sgd opt(parameter_count(), config_.sgd, &ledger_);
+  const std::span<const float> v = momentum_at_epoch_end();
+  std::copy(v.begin(), v.end(), opt.velocity().begin());
+  nn::save_checkpoint(checkpoint, params, opt, state_);
 }
 
 void ZeroTrainer::resume(const std::filesystem::path& checkpoint) {
   queue_->wait_all();
-  auto loaded_model = std::make_unique<nn::Mlp>(config_.spec, config_.seed, config_.gemm);
-  auto loaded_opt = std::make_unique<nn::Sgd>(parameter_count(), config_.sgd);
+  drop_consolidated();
+  auto loaded_model = std::make_unique<nn::Mlp>(config_.spec, config_.seed, config_.gemm, &ledger_);
+  auto loaded_opt = std::make_unique<nn::Sgd>(parameter_count(), config_.sgd, &ledger_);
   nn::TrainState loaded = nn::load_checkpoint(checkpoint, *loaded_model, *loaded_opt, "sync",
                                               static_cast<std::uint64_t>(size()));
   const std::span<const float> p = loaded_model->parameters();
@@ -449,8 +488,14 @@ void ZeroTrainer::resume(const std::filesystem::path& checkpoint) {
       std::copy_n(v.begin() + static_cast<std::ptrdiff_t>(from), ly.mine.count,
                   velocity_.data() + ly.shard_offset);
   }
-  if (options_.stage >= 3) full_model_ = std::move(loaded_model);
-  full_opt_ = std::move(loaded_opt);
+  // The writer keeps the whole state it read, as after an epoch; the others only their shards.
+  if (rank() == 0) {
+    if (options_.stage >= 3) {
+      loaded_model->release_gradients();
+      full_model_ = std::move(loaded_model);
+    }
+    if (options_.stage >= 1) full_momentum_.assign(v.begin(), v.end());
+  }
   loaded.mode = "sync";
   loaded.workers = static_cast<std::uint64_t>(size());
   state_ = loaded;
@@ -460,12 +505,18 @@ void ZeroTrainer::resume(const std::filesystem::path& checkpoint) {
 
 std::map<std::string, double> ZeroTrainer::epoch_metrics() const {
   std::map<std::string, double> m;
-  const MemoryBytes now = ledger_.current(), peak = ledger_.peak();
+  const MemoryBytes now = steps_memory_.now, peak = steps_memory_.peak;
   const ZeroModel model = zero_model(parameter_count(), size(), stage());
   for (std::size_t k = 0; k < kMemoryKinds; ++k) {
     m[fmt::format("{}_bytes", kMemoryKindNames[k])] = static_cast<double>(now.bytes[k]);
     m[fmt::format("{}_peak_bytes", kMemoryKindNames[k])] = static_cast<double>(peak.bytes[k]);
   }
+  m["peak_bytes"] = static_cast<double>(steps_memory_.peak_total);
+  for (std::size_t r = 0; 2 * r + 1 < resident_mib_.size(); ++r)
+    if (resident_mib_[2 * r + 1] > 0) {
+      m[fmt::format("rank{}_resident_start_mib", r)] = resident_mib_[2 * r];
+      m[fmt::format("rank{}_resident_peak_mib", r)] = resident_mib_[2 * r + 1];
+    }
   m["parameters_model_bytes"] = model.parameters;
   m["gradients_model_bytes"] = model.gradients;
   m["optimizer_model_bytes"] = model.optimizer;

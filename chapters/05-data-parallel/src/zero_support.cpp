@@ -1,5 +1,5 @@
-// What the ZeRO trainer (zero.hpp, src/zero.cpp) stands on: the memory ledger and its counted
-// buffers, ZeRO's model of memory and traffic, and the communication queue.
+// What the ZeRO trainer (zero.hpp, src/zero.cpp) stands on: its counted buffers, ZeRO's model of
+// memory and traffic, and the communication queue.
 #include <fmt/format.h>
 
 #include <utility>
@@ -9,63 +9,12 @@
 
 namespace concurdl::dp {
 
-namespace {
-void raise_to(std::atomic<std::uint64_t>& peak, std::uint64_t value) {
-  std::uint64_t seen = peak.load(std::memory_order_relaxed);
-  while (value > seen && !peak.compare_exchange_weak(seen, value, std::memory_order_relaxed)) {
-  }
-}
-}  // namespace
-
-// --- MemoryLedger ------------------------------------------------------------------------------
-
-void MemoryLedger::add(MemoryKind k, std::size_t bytes) {
-  const auto i = static_cast<std::size_t>(k);
-  raise_to(peak_[i], now_[i].fetch_add(bytes, std::memory_order_relaxed) + bytes);
-  raise_to(peak_total_, total_.fetch_add(bytes, std::memory_order_relaxed) + bytes);
-}
-
-void MemoryLedger::remove(MemoryKind k, std::size_t bytes) {
-  now_[static_cast<std::size_t>(k)].fetch_sub(bytes, std::memory_order_relaxed);
-  total_.fetch_sub(bytes, std::memory_order_relaxed);
-}
-
-MemoryBytes MemoryLedger::current() const {
-  MemoryBytes m;
-  for (std::size_t i = 0; i < kMemoryKinds; ++i)
-    m.bytes[i] = now_[i].load(std::memory_order_relaxed);
-  return m;
-}
-
-MemoryBytes MemoryLedger::peak() const {
-  MemoryBytes m;
-  for (std::size_t i = 0; i < kMemoryKinds; ++i)
-    m.bytes[i] = peak_[i].load(std::memory_order_relaxed);
-  return m;
-}
-
-void MemoryLedger::reset_peak() {
-  for (std::size_t i = 0; i < kMemoryKinds; ++i)
-    peak_[i].store(now_[i].load(std::memory_order_relaxed), std::memory_order_relaxed);
-  peak_total_.store(total_.load(std::memory_order_relaxed), std::memory_order_relaxed);
-}
-
-CountedBuffer::CountedBuffer(CountedBuffer&& other) noexcept
-    : ledger_(other.ledger_), kind_(other.kind_), data_(std::move(other.data_)) {
-  other.data_ = {};
-}
-
 void CountedBuffer::allocate(std::size_t floats) {
   release();
   data_.assign(floats, 0.0f);
-  ledger_->add(kind_, data_.capacity() * sizeof(float));
 }
 
-void CountedBuffer::release() {
-  if (data_.capacity() == 0) return;
-  ledger_->remove(kind_, data_.capacity() * sizeof(float));
-  data_ = kernels::LineVector<float>();
-}
+void CountedBuffer::release() { kernels::release(data_); }
 
 ZeroModel zero_model(std::size_t psi, int ranks, int stage) {
   const double p = static_cast<double>(psi) * sizeof(float);

@@ -27,6 +27,8 @@
 namespace {
 
 using namespace concurdl::dp;
+using concurdl::MemoryBytes;
+using concurdl::MemoryKind;
 using concurdl::testing::finishes_within;
 using concurdl::testing::within_seconds;
 namespace nn = concurdl::nn;
@@ -196,12 +198,14 @@ INSTANTIATE_TEST_SUITE_P(ZeroEx5_3, Zero2Steps5_3,
 // --- memory and traffic -----------------------------------------------------------------------
 
 struct Counted {
-  MemoryBytes now, peak;
+  MemoryBytes now, peak;        // over the epoch's steps (steps_memory())
+  MemoryBytes after_epoch;      // the account after run_epoch: with what the writer gathered
+  MemoryBytes after_next_step;  // and after one more step
   std::uint64_t sent_per_step = 0;
   std::size_t shard = 0;
 };
 
-// One epoch at `ranks`, `stage`: rank `who`'s ledger and bytes sent per step.
+// One epoch at `ranks`, `stage`: rank `who`'s account and bytes sent per step.
 Counted count(int ranks, int stage, bool overlap, int who) {
   concurdl::kernels::set_compute_threads(1);
   Counted c;
@@ -212,12 +216,16 @@ Counted count(int ranks, int stage, bool overlap, int who) {
       z.overlap = overlap;
       ZeroTrainer t(comm, config(5), data(), z);
       t.run_epoch();
+      const MemoryBytes after_epoch = t.memory().current();
       if (comm.rank() == who) {
-        c.now = t.memory().current();
-        c.peak = t.memory().peak();
+        c.now = t.steps_memory().now;
+        c.peak = t.steps_memory().peak;
+        c.after_epoch = after_epoch;
         c.sent_per_step = t.step_bytes_sent() / t.steps_counted();
         c.shard = t.shard_count();
       }
+      t.step();
+      if (comm.rank() == who) c.after_next_step = t.memory().current();
     });
   });
   return c;
@@ -274,7 +282,35 @@ TEST(ZeroMemory, EachStageHoldsWhatItsShardsAddUpTo) {
         } else {
           EXPECT_EQ(c.peak[MemoryKind::gradients], whole);
         }
+        // The optimizer state never exceeds the shard during the steps: no whole momentum.
+        EXPECT_EQ(c.peak[MemoryKind::optimizer], stage >= 1 ? shard : whole);
+        // Between epochs the writer holds the whole state it evaluates and saves (the momentum
+        // from stage 1, the parameters at stage 3); the other ranks their shards only; the
+        // next step frees it.
+        const bool writer = who == 0;
+        EXPECT_EQ(c.after_epoch[MemoryKind::optimizer],
+                  stage >= 1 ? shard + (writer ? whole : 0) : whole);
+        EXPECT_EQ(c.after_epoch[MemoryKind::parameters],
+                  stage >= 3 ? shard + (writer ? whole : 0) : whole);
+        EXPECT_EQ(c.after_epoch[MemoryKind::communication], 0u);
+        EXPECT_EQ(c.after_next_step[MemoryKind::optimizer], stage >= 1 ? shard : whole);
+        EXPECT_EQ(c.after_next_step[MemoryKind::parameters], stage >= 3 ? shard : whole);
       }
+}
+
+// Stage 3 against stage 0 at 4 ranks, read from the accounts: the state (parameters, gradients,
+// momentum) kept between steps falls to about a quarter, and the peak of a step, which adds
+// the activations and a layer in flight, stays below stage 0's by about what ZeRO's model saves.
+TEST(ZeroMemory, StageThreeKeepsAQuarterOfStageZerosState) {
+  const Counted s0 = count(4, 0, false, 1), s3 = count(4, 3, false, 1);
+  const auto state = [](const MemoryBytes& b) {
+    return static_cast<double>(b[MemoryKind::parameters] + b[MemoryKind::gradients] +
+                               b[MemoryKind::optimizer]);
+  };
+  EXPECT_NEAR(state(s3.now) / state(s0.now), 0.25, 0.01);
+  const double saved = zero_model(kPsi, 4, 0).total() - zero_model(kPsi, 4, 3).total();
+  EXPECT_NEAR(static_cast<double>(s0.peak.total()) - static_cast<double>(s3.peak.total()), saved,
+              static_cast<double>(kLayerSizes.front() * sizeof(float)) * 3);
 }
 
 TEST(ZeroMemory, PrefetchHoldsAtMostTwoLayersAtOnce) {

@@ -15,8 +15,10 @@
 #include <thread>
 #include <vector>
 
+#include "concurdl/core/memory.hpp"
 #include "concurdl/core/trace.hpp"
 #include "concurdl/dp/algorithms.hpp"
+#include "concurdl/kernels/aligned.hpp"
 #include "concurdl/mp/pipeline.hpp"
 
 namespace concurdl::mp::detail {
@@ -98,25 +100,55 @@ PipelineStepResult run_pipeline_step(dp::Communicator& comm, Model& model,
   const bool poll = options.poll && static_cast<unsigned>(p) <= std::thread::hardware_concurrency();
   const std::vector<char> split = split_of(order, m, v);
 
+  // Every buffer of the step is counted in the step's own account (and, through it, in the
+  // stage's, options.memory): the step's peaks are read from it, not from the schedule.
+  MemoryAccount step_memory(options.memory);
+  const auto counted = [&](MemoryKind k) { return kernels::LineAllocator<float>(&step_memory, k); };
   BasicPipelineWorkspace<Acts> local;
   BasicPipelineWorkspace<Acts>& ws = workspace != nullptr ? *workspace : local;
   const std::size_t slots = m * static_cast<std::size_t>(v);
-  for (auto* b : {&ws.inputs, &ws.outputs, &ws.grads_in, &ws.grads_out})
-    if (b->size() < slots) b->resize(slots);
-  if (ws.acts.size() < slots) ws.acts.resize(slots);
-  if (ws.recompute.size() < static_cast<std::size_t>(v))
-    ws.recompute.resize(static_cast<std::size_t>(v));
-  std::vector<dp::Request> sends;
+  ws.clear();
+  // Whatever happens, the step's buffers are gone before its account is.
+  struct ClearOnExit {
+    BasicPipelineWorkspace<Acts>& ws;
+    ~ClearOnExit() { ws.clear(); }
+  } clear_on_exit{ws};
+  for (std::size_t k = 0; k < slots; ++k) {
+    ws.acts.emplace_back(&step_memory);
+    ws.inputs.emplace_back(counted(MemoryKind::activations));  // kept for backward
+    ws.outputs.emplace_back(counted(MemoryKind::communication));
+    ws.grads_in.emplace_back(counted(MemoryKind::communication));
+    ws.grads_out.emplace_back(counted(MemoryKind::communication));
+  }
+  for (int c = 0; c < v; ++c) ws.recompute.emplace_back(&step_memory);
+  // A send's buffer is freed once the send has completed (checked before every operation).
+  struct Send {
+    dp::Request request;
+    kernels::LineVector<float>* buffer;
+  };
+  std::vector<Send> sends;
+  const bool keep = options.keep_buffers;
+  const auto reap_sends = [&] {
+    for (Send& send : sends)
+      if (send.buffer != nullptr && send.request.test()) {
+        if (!keep) kernels::release(*send.buffer);
+        send.buffer = nullptr;
+      }
+  };
+  // What backward no longer needs goes as soon as it is done with (unless keep_buffers: the
+  // deliberately leaky variant holds every micro-batch's buffers to the step's end).
+  const auto drop = [&](auto& buffer) {
+    if (keep) return;
+    if constexpr (requires { buffer.release(); })
+      buffer.release();
+    else
+      kernels::release(buffer);
+  };
   PipelineStepResult result;
   // Per chunk: backward (or W) passes done, so the first overwrites the gradients.
   std::vector<std::size_t> grads_done(static_cast<std::size_t>(v), 0);
   std::size_t live = 0;
-  // Bytes held for backward now (see PipelineStepResult::peak_activation_bytes).
-  std::size_t held_bytes = 0;
   const bool recompute = options.recompute;
-  const auto held = [&](std::size_t transient) {
-    result.peak_activation_bytes = std::max(result.peak_activation_bytes, held_bytes + transient);
-  };
   Clock::duration busy{};
   // Compute is timed (and traced) apart from the waits for a neighbour around it.
   const auto compute = [&](const char* kind, const PipeOp& op, const auto& work) {
@@ -151,33 +183,31 @@ PipelineStepResult run_pipeline_step(dp::Communicator& comm, Model& model,
     const auto input = [&]() -> const float* {
       return first_piece ? x + mb.offset * widths[0] : ws.inputs[key].data();
     };
-    const std::size_t in_bytes = first_piece ? 0 : mb.count * in_w * sizeof(float);
+    reap_sends();
     Acts& a =
         recompute && split[key] == 0 ? ws.recompute[static_cast<std::size_t>(c)] : ws.acts[key];
     if (op.kind == OpKind::forward) {
       if (!first_piece) {
         ws.inputs[key].resize(mb.count * in_w);
         receive(comm, prev, ws.inputs[key], tag(i, c, false), poll);
-        held_bytes += in_bytes;
       }
       Acts& fa = recompute ? ws.recompute[static_cast<std::size_t>(c)] : ws.acts[key];
       compute("forward", op, [&] { model.forward_layers(first, last, input(), mb.count, fa); });
       result.peak_activations = std::max(result.peak_activations, ++live);
-      if (!recompute) held_bytes += fa.output_bytes();
-      held(recompute ? fa.output_bytes() : 0);
       if (!last_piece) {
         ws.outputs[key].assign(fa.output(), fa.output() + mb.count * out_w);
-        sends.push_back(comm.isend(next, ws.outputs[key], tag(i, next_chunk, false)));
+        sends.push_back(
+            {comm.isend(next, ws.outputs[key], tag(i, next_chunk, false)), &ws.outputs[key]});
       }
+      if (recompute) drop(fa);  // only the input stays until the backward recomputes the rest
     } else if (op.kind == OpKind::backward) {
-      std::vector<float>& dout = ws.grads_out[key];
+      kernels::LineVector<float>& dout = ws.grads_out[key];
       dout.resize(mb.count * out_w);
       if (!last_piece) receive(comm, next, dout, tag(i, c, true), poll);
       if (!first_piece) ws.grads_in[key].resize(mb.count * in_w);
       float* din = first_piece ? nullptr : ws.grads_in[key].data();
       if (recompute) {  // the forward again, from the input kept: the same bits as the first time
         compute("recompute", op, [&] { model.forward_layers(first, last, input(), mb.count, a); });
-        if (split[key] != 0) held_bytes += a.output_bytes();
       }
       compute("backward", op, [&] {
         if (last_piece) {
@@ -193,28 +223,31 @@ PipelineStepResult run_pipeline_step(dp::Communicator& comm, Model& model,
                                 /*accumulate=*/grads_done[static_cast<std::size_t>(c)]++ > 0);
         }
       });
-      if (split[key] != 0) {
-        held_bytes += a.pending_gradient_bytes();
-        held(0);
-      } else {
-        held(recompute ? a.output_bytes() : 0);
+      drop(dout);
+      if (split[key] == 0) {  // done with this micro-batch (a split one waits for its W)
         --live;
-        if (!recompute) held_bytes -= a.output_bytes();
-        held_bytes -= in_bytes;
+        drop(a);
+        drop(ws.inputs[key]);
       }
       if (!first_piece)
-        sends.push_back(comm.isend(prev, ws.grads_in[key], tag(i, prev_chunk, true)));
+        sends.push_back(
+            {comm.isend(prev, ws.grads_in[key], tag(i, prev_chunk, true)), &ws.grads_in[key]});
     } else {  // W: the weights' gradient, from what the B kept
-      const std::size_t pending = a.pending_gradient_bytes();
       compute("weight", op, [&] {
         model.backward_weight_layers(first, last, a,
                                      /*accumulate=*/grads_done[static_cast<std::size_t>(c)]++ > 0);
       });
       --live;
-      held_bytes -= pending + a.output_bytes() + in_bytes;
+      drop(a);
+      drop(ws.inputs[key]);
     }
   }
-  dp::wait_all(sends);
+  for (Send& send : sends) send.request.wait();
+  reap_sends();
+  const MemoryBytes peak = step_memory.peak();
+  result.peak_memory = peak;
+  result.peak_bytes = step_memory.peak_total();
+  result.peak_activation_bytes = peak[MemoryKind::activations];
   result.busy_seconds = std::chrono::duration<double>(busy).count();
   result.step_seconds = std::chrono::duration<double>(Clock::now() - step_start).count();
   return result;

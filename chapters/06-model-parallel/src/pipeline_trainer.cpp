@@ -6,9 +6,11 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 #include <stdexcept>
 
 #include "concurdl/core/errors.hpp"
+#include "concurdl/core/memory.hpp"
 #include "concurdl/core/trace.hpp"
 #include "concurdl/dp/threads_backend.hpp"
 #include "concurdl/kernels/threads.hpp"
@@ -28,17 +30,21 @@ std::optional<Schedule> parse_schedule(std::string_view name) {
 struct PipelineTrainer::Stage {
   // Its chunks' spans of the flat parameter buffer, [lo, hi) each.
   Stage(const nn::TrainConfig& c, std::vector<std::pair<std::size_t, std::size_t>> spans)
-      : model(c.spec, c.seed, c.gemm), spans(std::move(spans)) {
-    for (const auto& [lo, hi] : this->spans) opt.emplace_back(hi - lo, c.sgd);
+      : model(c.spec, c.seed, c.gemm, &memory),
+        spans(std::move(spans)),
+        x(kernels::LineAllocator<float>(&memory, MemoryKind::activations)) {
+    for (const auto& [lo, hi] : this->spans) opt.emplace_back(hi - lo, c.sgd, &memory);
   }
+  MemoryAccount memory;  // every buffer of the stage: its model, optimizer, batch, steps
   nn::Mlp model;
   std::vector<std::pair<std::size_t, std::size_t>> spans;  // per chunk: [lo, hi)
   std::vector<nn::Sgd> opt;                                // per chunk: over its span
-  std::vector<float> x;                                    // stage 0: the batch's inputs
+  kernels::LineVector<float> x;                            // stage 0: the batch's inputs
   std::vector<std::uint8_t> y;                             // the last stage: its labels
-  PipelineWorkspace ws;                                    // its buffers, kept across steps
+  PipelineWorkspace ws;                                    // a step's buffers
   double loss_sum = 0, busy = 0, step_time = 0;
   std::size_t correct = 0, peak = 0, peak_bytes = 0;
+  MemoryBytes step_peak;  // per kind, the most one step's buffers held
 };
 
 PipelineTrainer::PipelineTrainer(nn::TrainConfig config, const nn::Dataset& train,
@@ -104,12 +110,18 @@ nn::EpochResult PipelineTrainer::run_epoch(
   nn::epoch_permutation(n, state_.seed, state_.epoch, order_);
   for (auto& st : stages_) {
     st->loss_sum = st->busy = st->step_time = 0;
-    st->correct = st->peak = 0;
+    st->correct = st->peak = st->peak_bytes = 0;
+    st->step_peak = {};
+    st->memory.reset_peak();
     if (config_.lr_decay != 1.0f)
       for (nn::Sgd& o : st->opt) o.set_lr(lr);
   }
   const int p = options_.stages;
   double bubble_sum = 0;  // over the steps, written by stage 0 alone
+  // The witness: the process's resident memory over the epoch's steps (all stages are threads
+  // of this process), as the kernel counts it.
+  const std::optional<ResidentMemory> resident_start =
+      reset_resident_peak() ? resident_memory() : std::nullopt;
   const auto start = Clock::now();
   dp::run_threads(p, [&](dp::Communicator& comm) {
     const int s = comm.rank();
@@ -126,9 +138,10 @@ nn::EpochResult PipelineTrainer::run_epoch(
         if (last) st.y[i] = train_.y[idx];
       }
       const std::size_t m = std::min(options_.micro_batches, rows);
-      const PipelineStepResult r = pipeline_step(
-          comm, st.model, bounds_, first ? st.x.data() : nullptr, last ? st.y.data() : nullptr,
-          rows, m, options_.schedule, &st.ws, {.recompute = options_.recompute});
+      const PipelineStepResult r =
+          pipeline_step(comm, st.model, bounds_, first ? st.x.data() : nullptr,
+                        last ? st.y.data() : nullptr, rows, m, options_.schedule, &st.ws,
+                        {.recompute = options_.recompute, .memory = &st.memory});
       {
         trace::Span update("sgd", "update");
         for (std::size_t c = 0; c < st.spans.size(); ++c) {
@@ -141,6 +154,8 @@ nn::EpochResult PipelineTrainer::run_epoch(
       st.step_time += r.step_seconds;
       st.peak = std::max(st.peak, r.peak_activations);
       st.peak_bytes = std::max(st.peak_bytes, r.peak_activation_bytes);
+      for (std::size_t kind = 0; kind < kMemoryKinds; ++kind)
+        st.step_peak.bytes[kind] = std::max(st.step_peak.bytes[kind], r.peak_memory.bytes[kind]);
       // The step's bubble: what the stages did not compute of the step's wall time, which is
       // stage 0's (it starts the first forward and ends with the last backward). The stages'
       // busy times reach stage 0 by a one-float all-reduce.
@@ -196,6 +211,26 @@ nn::EpochResult PipelineTrainer::run_epoch(
   metrics_["bubble_model"] = schedule_row(options_.schedule).bubble(p, m, options_.chunks);
   metrics_["peak_activations"] = static_cast<double>(peak);
   metrics_["peak_activation_bytes"] = static_cast<double>(peak_bytes);
+  // Memory by kind, measured (each stage's account): the busiest stage's (the most bytes at
+  // once over the epoch), and what the steps' own buffers held at most.
+  const Stage* busiest = stages_.front().get();
+  for (const auto& st : stages_)
+    if (st->memory.peak_total() > busiest->memory.peak_total()) busiest = st.get();
+  const MemoryBytes stage_peak = busiest->memory.peak();
+  for (std::size_t kind = 0; kind < kMemoryKinds; ++kind) {
+    metrics_[fmt::format("stage_{}_peak_bytes", kMemoryKindNames[kind])] =
+        static_cast<double>(stage_peak.bytes[kind]);
+    metrics_[fmt::format("step_{}_peak_bytes", kMemoryKindNames[kind])] =
+        static_cast<double>(busiest->step_peak.bytes[kind]);
+  }
+  metrics_["stage_peak_bytes"] = static_cast<double>(busiest->memory.peak_total());
+  for (std::size_t s = 0; s < stages_.size(); ++s)
+    if (stages_[s].get() == busiest) metrics_["busiest_stage"] = static_cast<double>(s);
+  if (resident_start)
+    if (const std::optional<ResidentMemory> now = resident_memory()) {
+      metrics_["resident_start_bytes"] = static_cast<double>(resident_start->rss_bytes);
+      metrics_["resident_peak_bytes"] = static_cast<double>(now->hwm_bytes);
+    }
   return r;
 }
 

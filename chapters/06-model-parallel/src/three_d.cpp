@@ -18,6 +18,21 @@ using kernels::Trans;
 
 // ---- the tensor-parallel stage ------------------------------------------------------------
 
+TensorParallelStage::Activations::Activations(MemoryAccount* account)
+    : kept_(account, MemoryKind::activations),
+      scratch_(account, MemoryKind::workspace),
+      grad_{kernels::LineVector<float>(scratch_), kernels::LineVector<float>(scratch_)},
+      hidden_grad_(scratch_) {}
+
+void TensorParallelStage::Activations::release() {
+  outputs_.clear();
+  outputs_.shrink_to_fit();
+  for (auto& g : grad_) kernels::release(g);
+  kernels::release(hidden_grad_);
+  batch_ = 0;
+  input_ = nullptr;
+}
+
 const float* TensorParallelStage::Activations::output() const {
   if (batch_ == 0 || outputs_.empty())
     throw std::out_of_range("TensorParallelStage::Activations: nothing ran forward yet");
@@ -134,7 +149,8 @@ void TensorParallelStage::forward_layers(std::size_t first, std::size_t last, co
     throw std::invalid_argument("TensorParallelStage::forward_layers: an empty or null batch");
   a.batch_ = batch;
   a.input_ = in;
-  a.outputs_.resize(last - first);
+  a.outputs_.resize(std::min(a.outputs_.size(), last - first));
+  while (a.outputs_.size() < last - first) a.outputs_.emplace_back(a.kept_);
   const float* x = in;
   for (std::size_t l = first; l < last; ++l) {
     const Layer& y = layer_[l - first];

@@ -63,8 +63,14 @@ MlpSpec MlpSpec::parse(std::string_view text) {
   return spec;
 }
 
-Mlp::Mlp(MlpSpec spec, std::uint64_t seed, kernels::GemmVersion gemm)
-    : spec_(std::move(spec)), gemm_(gemm) {
+Mlp::Mlp(MlpSpec spec, std::uint64_t seed, kernels::GemmVersion gemm, MemoryAccount* account)
+    : spec_(std::move(spec)),
+      gemm_(gemm),
+      params_(kernels::LineAllocator<float>(account, MemoryKind::parameters)),
+      grads_(kernels::LineAllocator<float>(account, MemoryKind::gradients)),
+      step_acts_(account),
+      dlogits_(kernels::LineAllocator<float>(account, MemoryKind::workspace)),
+      mixed_(account) {
   if (spec_.widths.size() < 2)
     throw std::invalid_argument("Mlp: need at least two widths, got '" + spec_.describe() + "'");
   for (const std::size_t w : spec_.widths)
@@ -107,12 +113,12 @@ LayerView Mlp::layer_gradient(std::size_t l) {
 }
 
 void Mlp::release_parameters() {
-  params_ = kernels::LineVector<float>();
+  kernels::release(params_);
   bound_params_.assign(layers(), nullptr);
 }
 
 void Mlp::release_gradients() {
-  grads_ = kernels::LineVector<float>();
+  kernels::release(grads_);
   bound_grads_.assign(layers(), nullptr);
 }
 
@@ -150,6 +156,22 @@ float* Mlp::gradient_of(std::size_t l) {
     throw std::logic_error("Mlp: layer " + std::to_string(l) +
                            "'s gradients are released and not bound");
   return bound_grads_[l];
+}
+
+Activations::Activations(MemoryAccount* account)
+    : kept_(account, MemoryKind::activations),
+      scratch_(account, MemoryKind::workspace),
+      delta_{kernels::LineVector<float>(scratch_), kernels::LineVector<float>(scratch_)} {}
+
+void Activations::release() {
+  outputs_.clear();
+  deltas_.clear();
+  outputs_.shrink_to_fit();
+  deltas_.shrink_to_fit();
+  for (auto& d : delta_) kernels::release(d);
+  batch_ = 0;
+  input_ = nullptr;
+  deltas_pending_ = false;
 }
 
 std::size_t Activations::bytes() const {
@@ -214,7 +236,8 @@ void Mlp::forward_layers(std::size_t first, std::size_t last, const float* in, s
   a.batch_ = batch;
   a.input_ = in;
   a.deltas_pending_ = false;  // a split backward's W left waiting is dropped
-  a.outputs_.resize(last - first);
+  a.outputs_.resize(std::min(a.outputs_.size(), last - first));
+  while (a.outputs_.size() < last - first) a.outputs_.emplace_back(a.kept_);
   const float* in_act = in;
   for (std::size_t l = first; l < last; ++l) {
     const std::size_t in_w = spec_.widths[l], out = spec_.widths[l + 1];
@@ -335,7 +358,8 @@ void Mlp::backward_input_layers(std::size_t first, std::size_t last, Activations
         "its backward_weight_layers yet");
   if (dout == nullptr) throw std::invalid_argument("Mlp::backward_input_layers: null dout");
   const std::size_t batch = a.batch_;
-  a.deltas_.resize(a.last_ - a.first_);
+  a.deltas_.resize(std::min(a.deltas_.size(), a.last_ - a.first_));
+  while (a.deltas_.size() < a.last_ - a.first_) a.deltas_.emplace_back(a.kept_);
   // The top layer's dZ: dout, through the layer's ReLU when it has one (as backward does).
   {
     const std::size_t n = batch * spec_.widths[last];

@@ -34,6 +34,17 @@ void widen(Precision p, const u16* in, std::size_t n, float* out) {
 
 }  // namespace
 
+Mlp::Mixed::Mixed(MemoryAccount* a)
+    : params(kernels::LineAllocator<std::uint16_t>(a, MemoryKind::parameters)),
+      grads(kernels::LineAllocator<std::uint16_t>(a, MemoryKind::gradients)),
+      input(kernels::LineAllocator<std::uint16_t>(a, MemoryKind::activations)),
+      delta(kernels::LineAllocator<std::uint16_t>(a, MemoryKind::workspace)),
+      wide(kernels::LineAllocator<float>(a, MemoryKind::workspace)),
+      a32(kernels::LineAllocator<float>(a, MemoryKind::workspace)),
+      b32(kernels::LineAllocator<float>(a, MemoryKind::workspace)),
+      logits(kernels::LineAllocator<float>(a, MemoryKind::workspace)),
+      sums(kernels::LineAllocator<float>(a, MemoryKind::workspace)) {}
+
 void Mlp::gemm16(Precision p, Trans ta, Trans tb, std::size_t m, std::size_t n, std::size_t k,
                  const u16* a, std::size_t lda, const u16* b, std::size_t ldb, float* c,
                  std::size_t ldc) {
@@ -87,7 +98,8 @@ Mlp::MixedStep Mlp::forward_backward_mixed(Precision p, const float* x, const st
     mx.input.resize(batch * spec_.widths[0]);
     narrow(p, x, batch * spec_.widths[0], mx.input.data());
   }
-  mx.outputs.resize(L);
+  mx.outputs.resize(std::min(mx.outputs.size(), L));
+  while (mx.outputs.size() < L) mx.outputs.emplace_back(mx.input.get_allocator());
   const u16* act = mx.input.data();
   for (std::size_t l = 0; l < L; ++l) {
     const std::size_t in = spec_.widths[l], out = spec_.widths[l + 1];

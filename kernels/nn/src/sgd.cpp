@@ -10,8 +10,9 @@
 
 namespace concurdl::nn {
 
-Sgd::Sgd(std::size_t parameters, SgdOptions options)
-    : options_(options), velocity_(parameters, 0.0f) {}
+Sgd::Sgd(std::size_t parameters, SgdOptions options, MemoryAccount* account)
+    : options_(options),
+      velocity_(parameters, 0.0f, kernels::LineAllocator<float>(account, MemoryKind::optimizer)) {}
 
 namespace {
 void check_sizes(const char* who, std::size_t params, std::size_t grads, std::size_t velocities) {

@@ -29,10 +29,13 @@
 // all-reduce's first half, and SGD is element-wise, so updating only block r gives block r's
 // bits. The tests hold every stage to it.
 //
-// Memory is counted, not assumed: every buffer of model state (and the activations) is a
-// CountedBuffer or is registered with the rank's MemoryLedger when it is allocated and when it
-// is freed, so memory() is what this rank held, now and at its peak. Bytes sent are counted by
-// the communicator (Communicator::bytes_sent).
+// Memory is counted, not assumed: every buffer the rank holds (the model's parameters and
+// gradients, the momentum, the shards, the gathered layers, the activations and the batch) is
+// made with the allocator of the rank's MemoryAccount, so memory() is what the buffers held,
+// now and at the peak. Between epochs the writer (rank 0) alone holds the whole state it
+// evaluates and saves, gathered layer by layer and freed at the next step; steps_memory() is
+// what the epoch's steps held, without it. Bytes sent are counted by the communicator
+// (Communicator::bytes_sent).
 #pragma once
 
 #include <array>
@@ -50,6 +53,7 @@
 #include <thread>
 #include <vector>
 
+#include "concurdl/core/memory.hpp"
 #include "concurdl/dp/algorithms.hpp"
 #include "concurdl/dp/communicator.hpp"
 #include "concurdl/dp/data_parallel.hpp"
@@ -63,42 +67,19 @@ namespace concurdl::dp {
 
 // --- memory, counted ---------------------------------------------------------------------------
 
-enum class MemoryKind : int { parameters, gradients, optimizer, activations };
-inline constexpr std::size_t kMemoryKinds = 4;
-inline constexpr std::array<const char*, kMemoryKinds> kMemoryKindNames = {
-    "parameters", "gradients", "optimizer", "activations"};
+// A rank's memory account (core/memory.hpp): the model's, the optimizer's and the trainer's
+// buffers are all made with its allocator, so it counts what they hold as they are allocated and
+// freed.
+using MemoryLedger = MemoryAccount;
 
-struct MemoryBytes {
-  std::array<std::uint64_t, kMemoryKinds> bytes{};
-  std::uint64_t operator[](MemoryKind k) const { return bytes[static_cast<std::size_t>(k)]; }
-  std::uint64_t total() const { return bytes[0] + bytes[1] + bytes[2] + bytes[3]; }
-};
-
-// Bytes held per kind, now and at the peak since reset_peak(). Thread-safe (the communication
-// thread frees what it has reduced).
-class MemoryLedger {
- public:
-  void add(MemoryKind k, std::size_t bytes);
-  void remove(MemoryKind k, std::size_t bytes);
-  MemoryBytes current() const;
-  // Per kind, the most it held at once; and the most all kinds held at once (total).
-  MemoryBytes peak() const;
-  std::uint64_t peak_total() const { return peak_total_.load(std::memory_order_relaxed); }
-  void reset_peak();  // the peaks start again from what is held now
-
- private:
-  std::array<std::atomic<std::uint64_t>, kMemoryKinds> now_{}, peak_{};
-  std::atomic<std::uint64_t> total_{0}, peak_total_{0};
-};
-
-// A float buffer whose bytes its ledger counts for as long as it holds them.
+// A float buffer of one kind, counted in its ledger for as long as it holds its bytes.
 class CountedBuffer {
  public:
-  CountedBuffer(MemoryLedger& ledger, MemoryKind kind) : ledger_(&ledger), kind_(kind) {}
-  CountedBuffer(CountedBuffer&& other) noexcept;
+  CountedBuffer(MemoryLedger& ledger, MemoryKind kind)
+      : data_(kernels::LineAllocator<float>(&ledger, kind)) {}
+  CountedBuffer(CountedBuffer&& other) noexcept = default;
   CountedBuffer& operator=(CountedBuffer&&) = delete;
   CountedBuffer(const CountedBuffer&) = delete;
-  ~CountedBuffer() { release(); }
   void allocate(std::size_t floats);  // zero-filled; frees what it held first
   void release();                     // frees it (no-op when empty)
   std::span<float> span() { return {data_.data(), data_.size()}; }
@@ -107,8 +88,6 @@ class CountedBuffer {
   std::size_t size() const { return data_.size(); }
 
  private:
-  MemoryLedger* ledger_;
-  MemoryKind kind_;
   kernels::LineVector<float> data_;
 };
 
@@ -217,13 +196,22 @@ class ZeroTrainer final : public nn::RankTrainer {
 
   // The whole parameters, the same on every rank (a collective: every rank calls it).
   std::vector<float> gather_parameters();
-  // The whole momentum as of the last run_epoch's end (or construction, or resume): what a
-  // checkpoint holds.
-  std::span<const float> momentum_at_epoch_end() const { return full_opt_->velocity(); }
-  // This rank's ledger: between steps, current() is what it keeps; peak() includes what a step
-  // holds for a while (a layer's gathered parameters, a layer's whole gradient).
+  // The whole momentum as of the last run_epoch's end (or resume), on the writer (rank 0): what
+  // a checkpoint holds. Empty on the other ranks from stage 1 on (they keep their shard only),
+  // and on rank 0 once a step has run since.
+  std::span<const float> momentum_at_epoch_end() const;
+  // This rank's account: current() is what it holds now; peak() what it held at most since
+  // construction or reset_peak(), including what a step holds for a while (a layer's gathered
+  // parameters, a layer's whole gradient) and the writer's whole state between epochs.
   const MemoryLedger& memory() const { return ledger_; }
   MemoryLedger& memory() { return ledger_; }
+  // The last run_epoch's steps, without what the epoch's end gathers: what the account held
+  // after the last step (now) and at most during the steps (peak, per kind and all at once).
+  struct StepsMemory {
+    MemoryBytes now, peak;
+    std::uint64_t peak_total = 0;
+  };
+  const StepsMemory& steps_memory() const { return steps_memory_; }
   // Bytes this rank's collectives sent during the steps taken since construction (the
   // communicator's count; the gathers of run_epoch's end are not a step's), and those steps.
   std::uint64_t step_bytes_sent() const { return step_bytes_sent_; }
@@ -236,18 +224,18 @@ class ZeroTrainer final : public nn::RankTrainer {
     std::size_t shard_offset = 0;       // where that block sits in the shards
   };
   void start_epoch();
-  void consolidate();  // the whole state for evaluate/save (collective)
+  void consolidate();        // the whole state for evaluate/save, on rank 0 (collective)
+  void drop_consolidated();  // frees it
   CommQueue::Ticket gather_layer(std::size_t l);
   CommQueue::Ticket reduce_layer(std::size_t l);
   void update();
-  void count_activations();
 
   Communicator& comm_;
   nn::TrainConfig config_;
   const nn::Dataset& train_;
   ZeroOptions options_;
-  MemoryLedger ledger_;
-  nn::Mlp model_;  // parameters released from stage 3 on, gradients from stage 2 on
+  mutable MemoryLedger ledger_;  // mutable: save() counts the checkpoint's copy while it writes
+  nn::Mlp model_;                // parameters released from stage 3 on, gradients from stage 2 on
   std::vector<std::size_t> offsets_, shard_offsets_;
   std::vector<Layer> layers_;
   CountedBuffer velocity_;                 // Ψ (stage 0) or the shard's momentum
@@ -255,19 +243,22 @@ class ZeroTrainer final : public nn::RankTrainer {
   CountedBuffer grad_shard_;               // stages 2-3: this rank's blocks of the summed gradients
   std::vector<CountedBuffer> gathered_;    // stage 3: layer l's whole parameters, while needed
   std::vector<CountedBuffer> layer_grad_;  // stages 2-3: layer l's whole gradient, while needed
-  std::size_t model_param_bytes_ = 0, model_grad_bytes_ = 0;  // the Mlp's own, as counted
-  std::size_t activation_bytes_ = 0;                          // as counted now
   float lr_;
   nn::TrainState state_;
   std::vector<std::uint32_t> order_;
   std::size_t step_in_epoch_ = 0;
   bool epoch_started_ = false;
-  std::vector<float> batch_x_, dlogits_, delta_[2];
+  kernels::LineVector<float> batch_x_, dlogits_, delta_[2];
   std::vector<std::uint8_t> batch_y_;
   std::vector<nn::Activations> acts_;
-  // The whole state between epochs (evaluate, save): stage 3's parameters, stage 1-3's momentum.
+  // The whole state between epochs (evaluate, save), on rank 0 only: stage 3's parameters,
+  // stage 1-3's momentum; freed by the next step.
   std::unique_ptr<nn::Mlp> full_model_;
-  std::unique_ptr<nn::Sgd> full_opt_;
+  kernels::LineVector<float> full_momentum_;
+  StepsMemory steps_memory_;
+  // Each rank's resident memory over the last run_epoch's steps, in MiB (start, peak), where a
+  // rank is a process of its own (the MPI backend): the witness beside the account.
+  std::vector<float> resident_mib_;
   std::uint64_t step_bytes_sent_ = 0, steps_counted_ = 0;
   std::unique_ptr<CommQueue> queue_;  // last: its thread stops first
 };

@@ -43,8 +43,10 @@
 #include <string_view>
 #include <vector>
 
+#include "concurdl/core/memory.hpp"
 #include "concurdl/core/variants.hpp"
 #include "concurdl/dp/communicator.hpp"
+#include "concurdl/kernels/aligned.hpp"
 #include "concurdl/nn/mlp.hpp"
 
 namespace concurdl::mp {
@@ -166,26 +168,41 @@ struct PipelineStepResult {
   std::size_t correct = 0;  // the last stage: rows predicted right
   // Micro-batches (times chunks) whose activations this stage held at once.
   std::size_t peak_activations = 0;
-  // The most bytes this stage held at once for backward: the layer outputs of the micro-batches
-  // in flight (nn::Activations::output_bytes(), by capacity), the output gradients of those
-  // whose W waits (pending_gradient_bytes()) and the inputs received for them. With
-  // recompute, outputs only from a B's recomputation on, and those of the F at hand.
-  // activation_model says what it should be.
+  // Memory, measured: the most bytes the step's buffers held at once, read from the counting
+  // allocator every one of them was made with (core/memory.hpp), never from the schedule. By
+  // kind: activations (the layer outputs of the micro-batches in flight, the inputs received
+  // for them, the output gradients a deferred W waits on), communication (messages received,
+  // and sent until their send completes), workspace (backward's scratch). peak_bytes: all kinds
+  // at once. activation_model says what peak_activation_bytes should be; they are computed by
+  // different code, and a stage that keeps what it should free (keep_buffers) disagrees.
   std::size_t peak_activation_bytes = 0;
+  MemoryBytes peak_memory;
+  std::size_t peak_bytes = 0;
   // This stage's wall time in the step (from its start to its last send completing) and the
   // part of it spent computing (its forwards, backwards and the loss): the rest is waiting
   // for a neighbour (the bubble) or moving messages.
   double step_seconds = 0, busy_seconds = 0;
 };
 
-// A stage's buffers (activations, the messages in and out), kept between steps so that a
-// step allocates nothing once the first has run: pass the same one to every step of a stage.
-// Acts: the stage model's activations (nn::Activations for an nn::Mlp).
+// A stage's buffers during a step (activations, the messages in and out), one slot per
+// micro-batch and chunk. Each buffer is allocated when its micro-batch needs it and freed when
+// the schedule is done with it, so the workspace holds nothing between steps; it is there for a
+// caller (a test, an exercise) that wants to look at a step's slots. Acts: the stage model's
+// activations (nn::Activations for an nn::Mlp), made with a MemoryAccount* and freed by
+// release().
 template <class Acts>
 struct BasicPipelineWorkspace {
   std::vector<Acts> acts;       // [chunk x m + micro-batch]
   std::vector<Acts> recompute;  // [chunk]: with recompute, the F or R at hand's
-  std::vector<std::vector<float>> inputs, outputs, grads_in, grads_out;  // [chunk x m + i]
+  std::vector<kernels::LineVector<float>> inputs, outputs, grads_in, grads_out;  // [chunk x m + i]
+  void clear() {
+    acts.clear();
+    recompute.clear();
+    inputs.clear();
+    outputs.clear();
+    grads_in.clear();
+    grads_out.clear();
+  }
 };
 using PipelineWorkspace = BasicPipelineWorkspace<nn::Activations>;
 
@@ -200,6 +217,13 @@ struct StepOptions {
   // thread of its own (comm.size() <= the machine's). False where the stages share the
   // machine with other ranks (3D parallelism's other groups): they then always sleep.
   bool poll = true;
+  // Where the stage's memory is counted (its model's account, say): the step's buffers are
+  // counted there too, besides the step's own account that PipelineStepResult reads.
+  MemoryAccount* memory = nullptr;
+  // The deliberately leaky variant, for the tests and the lesson's control: every buffer a
+  // micro-batch used is kept until the step ends, as a stage with one slot per micro-batch kept
+  // for reuse would hold them. 1F1B then holds what GPipe holds.
+  bool keep_buffers = false;
 };
 
 // The model of a stage's peak_activations and peak_activation_bytes under `order`, walked op by

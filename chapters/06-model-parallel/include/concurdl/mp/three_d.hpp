@@ -50,6 +50,9 @@ class TensorParallelStage {
 
   class Activations {
    public:
+    // Outputs counted in `account` as activations, backward's scratch as workspace.
+    explicit Activations(MemoryAccount* account = nullptr);
+    void release();  // frees every buffer
     // The range's output (batch x widths[last]), whole on every rank.
     const float* output() const;
     // Bytes of layer outputs held for backward, this rank's, by capacity.
@@ -60,6 +63,7 @@ class TensorParallelStage {
     friend class TensorParallelStage;
     std::size_t batch_ = 0;
     const float* input_ = nullptr;
+    kernels::LineAllocator<float> kept_, scratch_;
     std::vector<kernels::LineVector<float>> outputs_;  // per layer, as this rank holds it
     kernels::LineVector<float> grad_[2], hidden_grad_;
   };

@@ -78,6 +78,13 @@ LossResult softmax_xent_loss(const float* logits, const std::uint8_t* labels, st
 // one thread at a time.
 class Activations {
  public:
+  // Buffers counted in `account` (core/memory.hpp), when given: the layer outputs and the
+  // output gradients a deferred W keeps as activations, backward's ping-pong scratch as
+  // workspace. A default one counts nothing.
+  explicit Activations(MemoryAccount* account = nullptr);
+  // Frees every buffer (the borrowed input is forgotten): what a pipeline stage does once a
+  // micro-batch's backward no longer needs them. forward_layers may run on it again.
+  void release();
   std::size_t first() const { return first_; }
   std::size_t last() const { return last_; }
   std::size_t batch() const { return batch_; }  // 0 until forward_layers ran
@@ -102,6 +109,7 @@ class Activations {
   friend class Mlp;
   std::size_t first_ = 0, last_ = 0, batch_ = 0;
   const float* input_ = nullptr;
+  kernels::LineAllocator<float> kept_, scratch_;     // activations, workspace
   std::vector<kernels::LineVector<float>> outputs_;  // outputs_[i]: layer first + i's output
   kernels::LineVector<float> delta_[2];              // backward's ping-pong gradient buffers
   // The split backward's: deltas_[i] is layer first + i's output gradient (dZ), kept from
@@ -115,7 +123,10 @@ class Mlp {
  public:
   // Deterministic initialisation from `seed` (He-uniform weights, zero biases), the same on
   // every machine and compiler (the suite's own generator, not <random>'s distributions).
-  Mlp(MlpSpec spec, std::uint64_t seed, kernels::GemmVersion gemm = kernels::GemmVersion::openblas);
+  // With `account`, every buffer the model owns is counted there (core/memory.hpp): parameters,
+  // gradients, the 16-bit copies of mixed precision, forward_backward's activations and scratch.
+  Mlp(MlpSpec spec, std::uint64_t seed, kernels::GemmVersion gemm = kernels::GemmVersion::openblas,
+      MemoryAccount* account = nullptr);
 
   const MlpSpec& spec() const { return spec_; }
   kernels::GemmVersion gemm() const { return gemm_; }
@@ -125,6 +136,8 @@ class Mlp {
   std::span<const float> parameters() const { return params_; }
   std::span<float> gradients() { return grads_; }
   std::span<const float> gradients() const { return grads_; }
+  // Where the model's buffers are counted (null: nowhere).
+  MemoryAccount* memory_account() const { return params_.get_allocator().account; }
   LayerView layer(std::size_t l);           // views into parameters()
   LayerView layer_gradient(std::size_t l);  // views into gradients()
   // Where layer l's parameters start in the flat buffers, plus the total at the end
@@ -239,7 +252,7 @@ class Mlp {
   kernels::LineVector<float> params_, grads_;  // on cache lines (aligned.hpp)
   std::vector<std::size_t> offsets_;
   Activations step_acts_;  // forward_backward's, kept so that a training step does not allocate
-  std::vector<float> dlogits_;
+  kernels::LineVector<float> dlogits_;
 
   void check_range(const char* who, std::size_t first, std::size_t last) const;
   float forward_loss(const char* who, const float* x, const std::uint8_t* labels, std::size_t batch,
@@ -254,6 +267,7 @@ class Mlp {
   // forward_backward_mixed's buffers: the 16-bit copies, and float32 scratch (a GEMM's output,
   // widened operands, the logits).
   struct Mixed {
+    explicit Mixed(MemoryAccount* a);
     kernels::LineVector<std::uint16_t> params, grads, input, delta;
     std::vector<kernels::LineVector<std::uint16_t>> outputs;
     kernels::LineVector<float> wide, a32, b32, logits, sums;

@@ -19,7 +19,8 @@ struct SgdOptions {
 
 class Sgd {
  public:
-  Sgd(std::size_t parameters, SgdOptions options);
+  // The momentum counted in `account` as optimizer state, when given (core/memory.hpp).
+  Sgd(std::size_t parameters, SgdOptions options, MemoryAccount* account = nullptr);
   void step(std::span<float> params, std::span<const float> grads);
   // The same update for parameters [first, first + count) only, on the calling thread (a
   // layer's biases, after their gradient: Mlp::train_step).
