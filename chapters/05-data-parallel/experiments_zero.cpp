@@ -173,6 +173,7 @@ Trial fsdp_trial(int ranks) {
   const std::size_t global = kRows * static_cast<std::size_t>(ranks);
   t.work.items = static_cast<double>(steps_for(global)) * static_cast<double>(global);
   auto pending = std::make_shared<std::vector<double>>();
+  auto peak_rss = std::make_shared<double>(0);  // the peer's processes' largest VmHWM; 0: unknown
   t.measure = [=]() -> Sample {
     if (pending->empty()) {
       const nlohmann::json j = nn::run_torch_peer(
@@ -180,17 +181,23 @@ Trial fsdp_trial(int ranks) {
                       ranks, kRows, steps_for(global), kWarmSteps, kImages),
           fsdp_python()->python);
       for (const auto& v : j.at("seconds")) pending->push_back(v.get<double>());
+      if (j.contains("peak_rss_bytes"))
+        for (const auto& v : j.at("peak_rss_bytes"))
+          *peak_rss = std::max(*peak_rss, v.get<double>());
     }
     Sample s(pending->front());
     pending->erase(pending->begin());
-    for (const Metric& m : kZeroMetrics) s.metrics[m.name] = 0;  // not counted inside PyTorch
+    // What PyTorch holds by kind and sends is not counted from outside it: left out, not 0.
+    // Each of its processes' peak resident memory is, where /proc says it.
+    if (*peak_rss > 0) s.metrics["peak_rss_bytes"] = *peak_rss;
     return s;
   };
   t.notes["pytorch_fsdp"] = fmt::format(
       "PyTorch {} FSDP2 (fully_shard on each Linear and the model: ZeRO stage 3, gloo) in "
       "ranks processes of kernels/nn/scripts/torch_peer.py --fsdp, 1 thread each; its "
-      "repetitions are timed in one run of the script, not interleaved; the memory and traffic "
-      "metrics are not counted (0)",
+      "repetitions are timed in one run of the script, not interleaved; its memory by kind and "
+      "its traffic are not measured and left out; peak_rss_bytes is the largest of its "
+      "processes' VmHWM over the timed steps",
       fsdp_python()->version);
   return t;
 }

@@ -211,6 +211,17 @@ nn::EpochResult PipelineTrainer::run_epoch(
   metrics_["bubble_model"] = schedule_row(options_.schedule).bubble(p, m, options_.chunks);
   metrics_["peak_activations"] = static_cast<double>(peak);
   metrics_["peak_activation_bytes"] = static_cast<double>(peak_bytes);
+  // Beside it, the model of the same (activation_model, which walks each stage's order: other
+  // code than the allocator's count): the largest stage's, full-size micro-batches.
+  std::size_t model_bytes = 0;
+  const auto mb = static_cast<std::size_t>(m);
+  for (int s = 0; s < p; ++s)
+    model_bytes = std::max(
+        model_bytes, activation_model(config_.spec, bounds_, s, p,
+                                      stage_order(options_.schedule, s, p, mb, options_.chunks),
+                                      (batch + mb - 1) / mb, options_.recompute)
+                         .peak_bytes);
+  metrics_["peak_activation_model_bytes"] = static_cast<double>(model_bytes);
   // Memory by kind, measured (each stage's account): the busiest stage's (the most bytes at
   // once over the epoch), and what the steps' own buffers held at most.
   const Stage* busiest = stages_.front().get();

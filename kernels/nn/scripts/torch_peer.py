@@ -145,6 +145,28 @@ def plain(args):
             "compiled": bool(args.compile), "autocast": bool(args.autocast)}
 
 
+def reset_peak_rss():
+    """VmHWM back to VmRSS (Linux >= 4.0), so the peak covers what follows; False if refused."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        return True
+    except OSError:
+        return False
+
+
+def peak_rss_bytes():
+    """This process's peak resident memory (VmHWM), or None where /proc does not say."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
 def worker(rank, args, init_file, out_queue):
     import torch
     import torch.distributed as dist
@@ -184,9 +206,13 @@ def worker(rank, args, init_file, out_queue):
         opt.step()
         return float(loss.detach())
 
+    reset_peak_rss()
     seconds = timed_windows(args, step, dist.barrier)
+    # Every rank's peak resident memory over the timed steps; rank 0's message has the times.
+    out = {"rank": rank, "peak_rss_bytes": peak_rss_bytes()}
     if rank == 0:
-        out_queue.put({"seconds": seconds, "torch": torch.__version__})
+        out.update({"seconds": seconds, "torch": torch.__version__})
+    out_queue.put(out)
     dist.destroy_process_group()
 
 
@@ -243,14 +269,17 @@ def main():
         ctx = mp.get_context("spawn")
         q = ctx.Queue()
         mp.spawn(worker, args=(args, init_file, q), nprocs=args.ranks, join=True)
-        r = q.get(timeout=60)
+        msgs = [q.get(timeout=60) for _ in range(args.ranks)]
+    r = next(m for m in msgs if m["rank"] == 0)
+    rss = [m["peak_rss_bytes"] for m in sorted(msgs, key=lambda m: m["rank"])]
     seconds = r["seconds"]
     gb = args.batch * args.ranks
     best = sorted(seconds)[len(seconds) // 2]
     print(json.dumps({"samples_per_s": gb * args.steps / best, "ranks": args.ranks,
                       "threads": 1, "batch_per_rank": args.batch, "global_batch": gb, "steps": args.steps,
                       "seconds": seconds, "torch": r["torch"], "backend": "gloo",
-                      "bucket_cap_mb": args.bucket_mb, "fsdp": bool(args.fsdp)}))
+                      "bucket_cap_mb": args.bucket_mb, "fsdp": bool(args.fsdp),
+                      **({"peak_rss_bytes": rss} if all(b is not None for b in rss) else {})}))
     return 0
 
 
