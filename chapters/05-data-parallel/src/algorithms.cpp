@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "concurdl/kernels/aligned.hpp"
+
 namespace concurdl::dp {
 namespace {
 
@@ -19,6 +21,21 @@ std::span<float> scratch(std::size_t count) {
   if (buf.size() < count) buf.resize(count);
   return {buf.data(), count};
 }
+
+// A call's scratch: counted in opts.memory for the call only, when given; else the thread's.
+struct CallScratch {
+  CallScratch(std::size_t count, const AlgoOptions& opts)
+      : owned(kernels::LineAllocator<float>(opts.memory, MemoryKind::communication)) {
+    if (opts.memory == nullptr) {
+      span = scratch(count);
+      return;
+    }
+    owned.resize(count);
+    span = {owned.data(), count};
+  }
+  kernels::LineVector<float> owned;
+  std::span<float> span;
+};
 
 void require_host(const Communicator& comm, const char* what) {
   if (comm.memory() != MemorySpace::host)
@@ -129,7 +146,8 @@ void allreduce_halving_doubling(Communicator& comm, std::span<const float> in, s
   int p = 1;
   while (p * 2 <= n) p *= 2;
   const int rem = n - p;
-  std::span<float> tmp = scratch(count);
+  CallScratch call_scratch(count, opts);
+  std::span<float> tmp = call_scratch.span;
 
   // Fold: rank r < 2·rem is even (sits out) or odd (takes its even neighbour's vector).
   int v = -1;  // rank among the p that take part
@@ -224,7 +242,8 @@ void reduce_scatter_ring_from(Communicator& comm, std::span<const float> in, std
   const std::size_t count = data.size();
   if (n == 1 || count == 0) return;
   const int right = (r + 1) % n, left = (r - 1 + n) % n;
-  std::span<float> tmp = scratch(count);
+  CallScratch call_scratch(count, opts);
+  std::span<float> tmp = call_scratch.span;
   auto block = [&](int s, int which) { return block_of(count, n, mod(r - s - which, n)); };
   const std::size_t seg_floats = ring_segment_floats(block_of(count, n, 0).count, opts);
 

@@ -90,6 +90,7 @@ ZeroTrainer::ZeroTrainer(Communicator& comm, nn::TrainConfig config, const nn::D
       full_momentum_(kernels::LineAllocator<float>(&ledger_, MemoryKind::optimizer)) {
   if (options_.stage < 0 || options_.stage > 3)
     throw UsageError(fmt::format("--zero {}: the stages are 0, 1, 2 and 3", options_.stage));
+  options_.algo.memory = &ledger_;  // the ring's scratch is the rank's too
   if (!options_.zero2.reduce) options_.zero2.reduce = &zero_reduce_layer;
   if (!options_.zero2.update) options_.zero2.update = &zero_update_layer;
   if (config_.batch == 0) throw std::invalid_argument("ZeroTrainer: batch size 0");

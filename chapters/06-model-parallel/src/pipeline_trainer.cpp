@@ -25,23 +25,57 @@ std::optional<Schedule> parse_schedule(std::string_view name) {
   return std::nullopt;
 }
 
-// One stage: a replica of the whole model (only its own layers are used and kept up to date),
-// the SGD state of those layers, and its share of the epoch's figures.
+// One stage: its own layers' parameters and gradients (the model's layers bound to them; the
+// other layers' are not held), the SGD state of those layers, and its share of the epoch's
+// figures.
 struct PipelineTrainer::Stage {
-  // Its chunks' spans of the flat parameter buffer, [lo, hi) each.
-  Stage(const nn::TrainConfig& c, std::vector<std::pair<std::size_t, std::size_t>> spans)
+  // Its chunks' spans of the flat parameter buffer, [lo, hi) each, and their layers.
+  Stage(const nn::TrainConfig& c, std::vector<std::pair<std::size_t, std::size_t>> spans,
+        const std::vector<std::pair<std::size_t, std::size_t>>& layers)
       : model(c.spec, c.seed, c.gemm, &memory),
         spans(std::move(spans)),
         x(kernels::LineAllocator<float>(&memory, MemoryKind::activations)) {
-    for (const auto& [lo, hi] : this->spans) opt.emplace_back(hi - lo, c.sgd, &memory);
+    const auto& off = model.layer_offsets();
+    own.reserve(this->spans.size());  // the layers point into them: no reallocation
+    for (std::size_t k = 0; k < this->spans.size(); ++k) {
+      const auto [lo, hi] = this->spans[k];
+      opt.emplace_back(hi - lo, c.sgd, &memory);
+      Chunk& ch = own.emplace_back(Chunk{kernels::LineVector<float>(kernels::LineAllocator<float>(
+                                             &memory, MemoryKind::parameters)),
+                                         kernels::LineVector<float>(kernels::LineAllocator<float>(
+                                             &memory, MemoryKind::gradients))});
+      const auto p = model.parameters();
+      ch.params.assign(p.begin() + static_cast<std::ptrdiff_t>(lo),
+                       p.begin() + static_cast<std::ptrdiff_t>(hi));
+      ch.grads.assign(hi - lo, 0.0f);
+    }
+    model.release_parameters();  // the whole model's flat buffers go; each stage keeps its own
+    model.release_gradients();
+    for (std::size_t k = 0; k < this->spans.size(); ++k)
+      for (std::size_t l = layers[k].first; l < layers[k].second; ++l) {
+        model.bind_layer_parameters(l, own[k].params.data() + (off[l] - this->spans[k].first));
+        model.bind_layer_gradients(l, own[k].grads.data() + (off[l] - this->spans[k].first));
+      }
   }
-  MemoryAccount memory;  // every buffer of the stage: its model, optimizer, batch, steps
+  ~Stage() {
+    for (std::size_t l = 0; l < model.layers(); ++l) {
+      model.bind_layer_parameters(l, nullptr);
+      model.bind_layer_gradients(l, nullptr);
+    }
+  }
+  Stage(const Stage&) = delete;
+  Stage& operator=(const Stage&) = delete;
+  MemoryAccount memory;  // every buffer of the stage: its layers, optimizer, batch, steps
   nn::Mlp model;
   std::vector<std::pair<std::size_t, std::size_t>> spans;  // per chunk: [lo, hi)
-  std::vector<nn::Sgd> opt;                                // per chunk: over its span
-  kernels::LineVector<float> x;                            // stage 0: the batch's inputs
-  std::vector<std::uint8_t> y;                             // the last stage: its labels
-  PipelineWorkspace ws;                                    // a step's buffers
+  struct Chunk {
+    kernels::LineVector<float> params, grads;  // the chunk's span of the flat buffers
+  };
+  std::vector<Chunk> own;        // per chunk
+  std::vector<nn::Sgd> opt;      // per chunk: over its span
+  kernels::LineVector<float> x;  // stage 0: the batch's inputs
+  std::vector<std::uint8_t> y;   // the last stage: its labels
+  PipelineWorkspace ws;          // a step's buffers
   double loss_sum = 0, busy = 0, step_time = 0;
   std::size_t correct = 0, peak = 0, peak_bytes = 0;
   MemoryBytes step_peak;  // per kind, the most one step's buffers held
@@ -74,12 +108,13 @@ PipelineTrainer::PipelineTrainer(nn::TrainConfig config, const nn::Dataset& trai
   eval_model_ = std::make_unique<nn::Mlp>(config_.spec, config_.seed, config_.gemm);
   const auto& off = eval_model_->layer_offsets();
   for (int s = 0; s < options_.stages; ++s) {
-    std::vector<std::pair<std::size_t, std::size_t>> spans;
+    std::vector<std::pair<std::size_t, std::size_t>> spans, layers_of;
     for (int c = 0; c < options_.chunks; ++c) {
       const auto piece = static_cast<std::size_t>(c * options_.stages + s);
       spans.emplace_back(off[bounds_[piece]], off[bounds_[piece + 1]]);
+      layers_of.emplace_back(bounds_[piece], bounds_[piece + 1]);
     }
-    stages_.push_back(std::make_unique<Stage>(config_, std::move(spans)));
+    stages_.push_back(std::make_unique<Stage>(config_, std::move(spans), layers_of));
   }
   stages_.front()->x.resize(config_.batch * train_.dim);
   stages_.back()->y.resize(config_.batch);
@@ -144,11 +179,8 @@ nn::EpochResult PipelineTrainer::run_epoch(
                         {.recompute = options_.recompute, .memory = &st.memory});
       {
         trace::Span update("sgd", "update");
-        for (std::size_t c = 0; c < st.spans.size(); ++c) {
-          const auto [lo, hi] = st.spans[c];
-          st.opt[c].step(st.model.parameters().subspan(lo, hi - lo),
-                         st.model.gradients().subspan(lo, hi - lo));
-        }
+        for (std::size_t c = 0; c < st.spans.size(); ++c)
+          st.opt[c].step(st.own[c].params, st.own[c].grads);
       }
       st.busy += r.busy_seconds;
       st.step_time += r.step_seconds;
@@ -249,11 +281,9 @@ std::map<std::string, double> PipelineTrainer::epoch_metrics() const { return me
 
 void PipelineTrainer::assemble(std::span<float> params, std::span<float> velocity) const {
   for (const auto& st : stages_) {
-    const auto src = st->model.parameters();
     for (std::size_t c = 0; c < st->spans.size(); ++c) {
       const auto lo = static_cast<std::ptrdiff_t>(st->spans[c].first);
-      const auto hi = static_cast<std::ptrdiff_t>(st->spans[c].second);
-      std::copy(src.begin() + lo, src.begin() + hi, params.begin() + lo);
+      std::copy(st->own[c].params.begin(), st->own[c].params.end(), params.begin() + lo);
       if (!velocity.empty())
         std::copy(st->opt[c].velocity().begin(), st->opt[c].velocity().end(),
                   velocity.begin() + lo);
@@ -286,12 +316,14 @@ void PipelineTrainer::resume(const std::filesystem::path& checkpoint) {
   nn::TrainState loaded = nn::load_checkpoint(checkpoint, model, opt, "pipeline",
                                               static_cast<std::uint64_t>(options_.stages));
   for (auto& st : stages_) {
-    std::copy(model.parameters().begin(), model.parameters().end(), st->model.parameters().begin());
+    const auto p = model.parameters();
     const auto v = opt.velocity();
-    for (std::size_t c = 0; c < st->spans.size(); ++c)
-      std::copy(v.begin() + static_cast<std::ptrdiff_t>(st->spans[c].first),
-                v.begin() + static_cast<std::ptrdiff_t>(st->spans[c].second),
-                st->opt[c].velocity().begin());
+    for (std::size_t c = 0; c < st->spans.size(); ++c) {
+      const auto lo = static_cast<std::ptrdiff_t>(st->spans[c].first);
+      const auto hi = static_cast<std::ptrdiff_t>(st->spans[c].second);
+      std::copy(p.begin() + lo, p.begin() + hi, st->own[c].params.begin());
+      std::copy(v.begin() + lo, v.begin() + hi, st->opt[c].velocity().begin());
+    }
   }
   loaded.mode = "pipeline";
   loaded.workers = static_cast<std::uint64_t>(options_.stages);

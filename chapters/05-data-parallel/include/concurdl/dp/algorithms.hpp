@@ -30,6 +30,7 @@
 #include <memory>
 #include <span>
 
+#include "concurdl/core/memory.hpp"
 #include "concurdl/core/variants.hpp"
 #include "concurdl/dp/communicator.hpp"
 
@@ -44,6 +45,10 @@ struct AlgoOptions {
   // that a segment received and summed can go on to the next rank while the rest arrives.
   // kAutoSegment: chosen from the block's size (ring_segment_floats).
   std::size_t segment_floats = kAutoSegment;
+  // Where the collective's scratch (the ring's and halving-doubling's received blocks, one whole
+  // vector) is counted, as communication: with an account it is allocated for the call and
+  // freed after it; without, each thread keeps one between calls (no page faults in a timed loop).
+  MemoryAccount* memory = nullptr;
 };
 
 // The segment the ring uses for blocks of `block_floats`: opts.segment_floats, or with
