@@ -127,22 +127,21 @@ PipelineStepResult run_pipeline_step(dp::Communicator& comm, Model& model,
     kernels::LineVector<float>* buffer;
   };
   std::vector<Send> sends;
-  const bool keep = options.keep_buffers;
-  const auto reap_sends = [&] {
-    for (Send& send : sends)
-      if (send.buffer != nullptr && send.request.test()) {
-        if (!keep) kernels::release(*send.buffer);
-        send.buffer = nullptr;
-      }
-  };
   // What backward no longer needs goes as soon as it is done with (unless keep_buffers: the
   // deliberately leaky variant holds every micro-batch's buffers to the step's end).
-  const auto drop = [&](auto& buffer) {
+  const auto drop = [keep = options.keep_buffers](auto& buffer) {
     if (keep) return;
     if constexpr (requires { buffer.release(); })
       buffer.release();
     else
       kernels::release(buffer);
+  };
+  const auto reap_sends = [&] {
+    for (Send& send : sends)
+      if (send.buffer != nullptr && send.request.test()) {
+        drop(*send.buffer);
+        send.buffer = nullptr;
+      }
   };
   PipelineStepResult result;
   // Per chunk: backward (or W) passes done, so the first overwrites the gradients.

@@ -136,8 +136,6 @@ class Mlp {
   std::span<const float> parameters() const { return params_; }
   std::span<float> gradients() { return grads_; }
   std::span<const float> gradients() const { return grads_; }
-  // Where the model's buffers are counted (null: nowhere).
-  MemoryAccount* memory_account() const { return params_.get_allocator().account; }
   LayerView layer(std::size_t l);           // views into parameters()
   LayerView layer_gradient(std::size_t l);  // views into gradients()
   // Where layer l's parameters start in the flat buffers, plus the total at the end
