@@ -46,23 +46,27 @@ constexpr const char* kArch = "784-256-128-10";
 constexpr const char* kDeepArch = "784-256-256-256-256-256-256-10";
 
 const std::vector<Metric> kZeroMetrics = {
-    {"parameters_bytes", "B", false, "per rank, between steps: parameters held (ledger)"},
-    {"gradients_bytes", "B", false, "per rank, between steps: gradients held (ledger)"},
-    {"optimizer_bytes", "B", false, "per rank, between steps: momentum held (ledger)"},
+    {"parameters_bytes", "B", false, "per rank, between steps: parameters held (ledger)", true},
+    {"gradients_bytes", "B", false, "per rank, between steps: gradients held (ledger)", true},
+    {"optimizer_bytes", "B", false, "per rank, between steps: momentum held (ledger)", true},
     {"state_bytes", "B", false,
-     "per rank, between steps: parameters + gradients + momentum (ZeRO's model states)"},
+     "per rank, between steps: parameters + gradients + momentum (ZeRO's model states)", true},
     {"state_model_bytes", "B", false,
-     "ZeRO's model of state_bytes: (4 + 4 + 4)Ψ, one term /N a stage"},
+     "ZeRO's model of state_bytes: (4 + 4 + 4)Ψ, one term /N a stage", true},
     {"peak_bytes", "B", false,
      "per rank, the most held at once during the steps: model states, a layer's gathered "
-     "parameters or whole gradient in flight, and activations"},
-    {"activations_bytes", "B", false, "per rank: activations and backward's scratch (ledger)"},
-    {"sent_bytes_per_step", "B", false, "per rank per step: bytes sent (communicator's count)"},
+     "parameters or whole gradient in flight, and activations",
+     true},
+    {"activations_bytes", "B", false, "per rank: activations and backward's scratch (ledger)",
+     true},
+    {"sent_bytes_per_step", "B", false, "per rank per step: bytes sent (communicator's count)",
+     true},
     {"sent_model_bytes_per_step", "B", false,
-     "ZeRO's model of sent_bytes_per_step: 2Ψ (stages 0-2) or 3Ψ (stage 3) floats x (N-1)/N"},
+     "ZeRO's model of sent_bytes_per_step: 2Ψ (stages 0-2) or 3Ψ (stage 3) floats x (N-1)/N", true},
     {"peak_rss_bytes", "B", false,
      "the process's peak resident set (every rank thread, the data set and the libraries): "
-     "the ledger's bytes are a small part of it"}};
+     "the ledger's bytes are a small part of it",
+     true}};
 
 struct ZeroState {
   double divergence = 0, first_loss = 0, last_loss = 0;

@@ -102,11 +102,17 @@ Sample run_once(Trial& t, Timer& timer, bool across_ranks = false, NoiseMeter* n
 }
 
 // Every declared metric in every sample, and nothing undeclared: a metric missing from one
-// repetition would silently shift its samples against the others.
+// repetition would silently shift its samples against the others. An optional metric is in
+// every sample of a record or in none.
 void add_sample(const Experiment& e, Record& r, Sample&& s) {
-  for (const Metric& m : e.metrics)
-    if (!s.metrics.count(m.name))
+  for (const Metric& m : e.metrics) {
+    const bool has = s.metrics.count(m.name) != 0;
+    if (!has && !m.optional)
       throw std::runtime_error(fmt::format("the sample has no metric '{}'", m.name));
+    if (m.optional && !r.samples.empty() && has == r.metrics.at(m.name).samples.empty())
+      throw std::runtime_error(fmt::format(
+          "optional metric '{}' is in some of the record's samples and not in others", m.name));
+  }
   for (const auto& [name, v] : s.metrics) {
     auto it = r.metrics.find(name);
     if (it == r.metrics.end())
@@ -255,6 +261,11 @@ std::vector<Record> finish_group(const Experiment& e, std::vector<Slot>& slots) 
     if (!s.record.samples.empty()) s.record.stats = summarize(s.record.samples);
     for (auto& [name, m] : s.record.metrics)
       if (!m.samples.empty()) m.stats = summarize(m.samples);
+    // An optional metric no sample had was not measured: left out of the record.
+    if (!s.record.samples.empty())
+      for (const Metric& m : e.metrics)
+        if (m.optional && s.record.metrics.at(m.name).samples.empty())
+          s.record.metrics.erase(m.name);
     const Work& w = s.trial.work;
     const double t = s.record.stats.median;
     if (e.metric == "time" && t > 0) {

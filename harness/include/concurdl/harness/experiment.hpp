@@ -39,6 +39,10 @@ struct Metric {
   std::string unit;  // "" for a ratio or a count
   bool lower_is_better = false;
   std::string what;  // one line: what it is and what a good value looks like
+  // May be left out of a record where it was not measured (a peer that does not count it):
+  // then absent from every sample of that record, never from some. Not measured is left out,
+  // not 0.
+  bool optional = false;
 };
 
 // What one repetition yields: the main metric (the time, unless the experiment declares
