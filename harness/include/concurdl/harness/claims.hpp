@@ -88,8 +88,9 @@ inline constexpr const char* kReferenceCh05MpiRun = "debian12-zen4-2vcpu-e790176
 inline constexpr const char* kReferenceCh06Run = "debian12-zen4-2vcpu-e790176/ch06";
 // Chapter 05's sharded data parallelism (`concurdl run ch05/zero --profile full`, with
 // CONCURDL_TORCH_PYTHON naming PyTorch 2.15 for the FSDP peer): an experiment added after the
-// sitting above, taken on the same machine from a later clean build.
-inline constexpr const char* kReferenceZeroRun = "debian12-zen4-2vcpu-bb9537e/ch05-zero";
+// sitting above, retaken once its memory was measured from a later clean build on a 2-vCPU Zen 5
+// guest (family 26 model 2), as were chapter 06's recomputation, schedules and 3D runs below.
+inline constexpr const char* kReferenceZeroRun = "debian12-zen5-2vcpu-56d9aff/ch05-zero";
 // The bfloat16 GEMM (`concurdl run kernels/gemm_bf16 --profile full`), likewise added later.
 inline constexpr const char* kReferenceBf16Run = "debian12-zen4-2vcpu-c0b81a1/gemm-bf16";
 // Chapter 05's mixed precision (`concurdl run ch05/precision --profile full`, with
@@ -98,12 +99,13 @@ inline constexpr const char* kReferenceBf16Run = "debian12-zen4-2vcpu-c0b81a1/ge
 inline constexpr const char* kReferencePrecisionRun = "debian12-zen4-2vcpu-d894319/ch05-precision";
 inline constexpr const char* kReferenceAccuracyRun =
     "debian12-zen4-2vcpu-d894319/ch05-precision-accuracy";
-// Chapter 06's activation recomputation (`concurdl run ch06/recompute --profile full`), likewise.
-inline constexpr const char* kReferenceRecomputeRun = "debian12-zen4-2vcpu-f402d6f/ch06-recompute";
+// Chapter 06's activation recomputation (`concurdl run ch06/recompute --profile full`), on the
+// Zen 5 guest of kReferenceZeroRun.
+inline constexpr const char* kReferenceRecomputeRun = "debian12-zen5-2vcpu-56d9aff/ch06-recompute";
 // Chapter 06's schedules (`concurdl run ch06/schedules --profile full`), likewise.
-inline constexpr const char* kReferenceSchedulesRun = "debian12-zen4-2vcpu-2a9880c/ch06-schedules";
+inline constexpr const char* kReferenceSchedulesRun = "debian12-zen5-2vcpu-56d9aff/ch06-schedules";
 // Chapter 06's 3D parallelism (`concurdl run ch06/three_d --profile full`), likewise.
-inline constexpr const char* kReferenceThreeDRun = "debian12-zen4-2vcpu-32f459b/ch06-three-d";
+inline constexpr const char* kReferenceThreeDRun = "debian12-zen5-2vcpu-56d9aff/ch06-three-d";
 // The runs above in the order a claim's reference is taken from them: a claim measured in two
 // takes the later one's value.
 inline constexpr const char* kReferenceRuns[] = {
