@@ -10,6 +10,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -441,6 +442,9 @@ TEST(PipelineMemory, AStageThatKeepsWhatItShouldFreeIsMeasuredHoldingMore) {
         activation_model(kSpec, bounds, s, 2, stage_order(Schedule::one_f_one_b, s, 2, m), rows / m,
                          false)
             .peak_bytes;
+    std::printf("stage %d, activations' peak: 1F1B %zu B (model %zu), leaky 1F1B %zu, GPipe %zu\n",
+                s, ofob[su].step.peak_activation_bytes, model, leaky[su].step.peak_activation_bytes,
+                gpipe[su].step.peak_activation_bytes);
     EXPECT_EQ(ofob[su].step.peak_activation_bytes, model);
     EXPECT_GT(leaky[su].step.peak_activation_bytes, model);
     EXPECT_GE(leaky[su].step.peak_activation_bytes, gpipe[su].step.peak_activation_bytes);
