@@ -27,6 +27,8 @@ const char* to_string(ClaimStatus s) {
       return "not applicable";
     case ClaimStatus::reported:
       return "reported";
+    case ClaimStatus::not_judged:
+      return "not judged";
   }
   return "?";
 }
@@ -219,6 +221,18 @@ ClaimResult judge_claim(const Experiment& e, const Claim& c, const RunFile& run)
   }
   const bool holds = at_least ? *worst >= c.bound : *worst <= c.bound;
   out.status = holds ? ClaimStatus::held : ClaimStatus::not_held;
+  // A law about speed on disturbed records is not judged, held or not: flags work both ways.
+  // A count (timing false) does not depend on speed and is judged all the same.
+  const auto flagged = [&](const char* f) {
+    return std::find(out.flags.begin(), out.flags.end(), f) != out.flags.end();
+  };
+  if (c.timing && (flagged("noisy") || flagged("cores_short"))) {
+    out.reason = fmt::format("not judged: its records are noted {}; it would have {}",
+                             flagged("noisy") ? "noisy (the machine was busy)"
+                                              : "cores_short (the CPUs were not a core each)",
+                             holds ? "held" : "failed");
+    out.status = ClaimStatus::not_judged;
+  }
   return out;
 }
 
@@ -257,13 +271,13 @@ std::string claim_causes_text(const ClaimResult& r) {
     for (ClaimCause c : r.causes) out += (out.empty() ? "" : ", ") + std::string(to_string(c));
     return "depends on: " + out;
   }
-  if (r.status != ClaimStatus::not_held) return "";
+  if (r.status != ClaimStatus::not_held && r.status != ClaimStatus::not_judged) return "";
   for (ClaimCause c : r.causes) out += (out.empty() ? "" : "; ") + std::string(cause_text(c));
   return "where to look: " + out;
 }
 
 std::string claims_counts(const std::vector<ClaimResult>& results) {
-  int held = 0, failed = 0, na = 0, reported = 0, flagged = 0;
+  int held = 0, failed = 0, na = 0, reported = 0, flagged = 0, unjudged = 0;
   for (const auto& r : results) {
     switch (r.status) {
       case ClaimStatus::held:
@@ -278,10 +292,16 @@ std::string claims_counts(const std::vector<ClaimResult>& results) {
       case ClaimStatus::not_applicable:
         ++na;
         break;
+      case ClaimStatus::not_judged:
+        ++unjudged;
+        break;
     }
-    if (!r.flags.empty() && r.status != ClaimStatus::not_applicable) ++flagged;
+    if (!r.flags.empty() && r.status != ClaimStatus::not_applicable &&
+        r.status != ClaimStatus::not_judged)
+      ++flagged;
   }
   std::string out = fmt::format("{} held, {} not held, {} not applicable", held, failed, na);
+  if (unjudged) out += fmt::format("; {} not judged (disturbed records)", unjudged);
   if (reported) out += fmt::format("; {} magnitude{} reported", reported, reported == 1 ? "" : "s");
   if (flagged) out += fmt::format("; {} judged on flagged records", flagged);
   return out;
@@ -290,13 +310,16 @@ std::string claims_counts(const std::vector<ClaimResult>& results) {
 std::string claims_text(const std::vector<ClaimResult>& results) {
   std::string out;
   for (const auto& r : results) {
-    const char* status = r.status == ClaimStatus::held       ? "held    "
-                         : r.status == ClaimStatus::not_held ? "NOT HELD"
-                         : r.status == ClaimStatus::reported ? "value   "
-                                                             : "n/a     ";
+    const char* status = r.status == ClaimStatus::held         ? "held    "
+                         : r.status == ClaimStatus::not_held   ? "NOT HELD"
+                         : r.status == ClaimStatus::reported   ? "value   "
+                         : r.status == ClaimStatus::not_judged ? "unjudged"
+                                                               : "n/a     ";
     out += fmt::format("{}  {}: {}\n", status, r.experiment, r.statement);
     std::string detail = r.status == ClaimStatus::not_applicable ? r.reason : claim_outcome_text(r);
-    if (r.status == ClaimStatus::not_held && !r.reason.empty()) detail += "; " + r.reason;
+    if ((r.status == ClaimStatus::not_held || r.status == ClaimStatus::not_judged) &&
+        !r.reason.empty())
+      detail += "; " + r.reason;
     if (!r.where.empty() && r.status != ClaimStatus::not_applicable) detail += " at " + r.where;
     for (const auto& f : r.flags)
       detail += f == "noisy"         ? " [NOISY: measured while the machine was busy]"

@@ -62,7 +62,7 @@ std::string range_text(double lo, double hi, const std::string& unit) {
 }
 
 std::string machine_cell(const Experiment& e, const Claim& c, const MachineRuns& m) {
-  int judged = 0, held = 0, noisy_failures = 0;
+  int judged = 0, held = 0, unjudged = 0;
   std::optional<double> lo, hi;
   std::string unit = c.unit;
   for (const RunFile* run : m.runs) {
@@ -71,13 +71,10 @@ std::string machine_cell(const Experiment& e, const Claim& c, const MachineRuns&
     if (!measured) continue;
     const ClaimResult r = evaluate_claim(e, c, *run);
     if (r.status == ClaimStatus::not_applicable) continue;
-    // A law that failed on records measured while the machine was busy, or while its CPUs were
-    // not a core each, is that moment's disturbance.
-    const bool disturbed =
-        std::find(r.flags.begin(), r.flags.end(), "noisy") != r.flags.end() ||
-        std::find(r.flags.begin(), r.flags.end(), "cores_short") != r.flags.end();
-    if (r.status == ClaimStatus::not_held && disturbed) {
-      ++noisy_failures;
+    // A law about speed on records measured while the machine was busy, or while its CPUs were
+    // not a core each, is not judged, whether it passed or failed.
+    if (r.status == ClaimStatus::not_judged) {
+      ++unjudged;
       continue;
     }
     ++judged;
@@ -88,8 +85,8 @@ std::string machine_cell(const Experiment& e, const Claim& c, const MachineRuns&
     }
   }
   const std::string noisy_text =
-      noisy_failures ? fmt::format("; {} more on disturbed records", noisy_failures) : "";
-  if (judged == 0) return noisy_failures ? "only on disturbed records" : "—";
+      unjudged ? fmt::format("; {} not judged (disturbed records)", unjudged) : "";
+  if (judged == 0) return unjudged ? "not judged (disturbed records only)" : "—";
   const std::string values = lo ? range_text(*lo, *hi, unit) : std::string("no value");
   if (c.kind == Claim::Kind::magnitude)
     return fmt::format("{} ({} run{})", values, judged, judged == 1 ? "" : "s");

@@ -45,7 +45,9 @@ std::string judged_cell(const std::optional<ClaimResult>& r) {
   if (!r) return "—";
   if (r->status == ClaimStatus::not_applicable) return "n/a: " + r->reason;
   std::string out = r->value ? claim_value_text(*r->value, r->unit) : std::string("—");
-  if (r->status != ClaimStatus::reported)
+  if (r->status == ClaimStatus::not_judged)
+    out += " not judged (disturbed records)";
+  else if (r->status != ClaimStatus::reported)
     out += r->status == ClaimStatus::held ? " held" : " NOT HELD";
   if (r->status == ClaimStatus::not_held && !r->reason.empty()) out += ": " + r->reason;
   return out + flags_text(*r);
@@ -61,12 +63,15 @@ std::vector<ClaimLine> claim_lines(const std::vector<JudgedClaim>& judged,
     line.statement = j.experiment + ": " + j.statement;
     if (j.per_run.size() == 1 && j.per_run[0]) {
       const ClaimResult& r = *j.per_run[0];
-      line.mark = r.status == ClaimStatus::held       ? "held"
-                  : r.status == ClaimStatus::not_held ? "NOT HELD"
-                  : r.status == ClaimStatus::reported ? "value"
-                                                      : "n/a";
+      line.mark = r.status == ClaimStatus::held         ? "held"
+                  : r.status == ClaimStatus::not_held   ? "NOT HELD"
+                  : r.status == ClaimStatus::reported   ? "value"
+                  : r.status == ClaimStatus::not_judged ? "not judged"
+                                                        : "n/a";
       line.outcome = r.status == ClaimStatus::not_applicable ? r.reason : claim_outcome_text(r);
-      if (r.status == ClaimStatus::not_held && !r.reason.empty()) line.outcome += "; " + r.reason;
+      if ((r.status == ClaimStatus::not_held || r.status == ClaimStatus::not_judged) &&
+          !r.reason.empty())
+        line.outcome += "; " + r.reason;
       line.outcome += flags_text(r);
       if (std::string causes = claim_causes_text(r); !causes.empty()) line.outcome += "; " + causes;
       line.failed = r.status == ClaimStatus::not_held;
@@ -77,7 +82,8 @@ std::vector<ClaimLine> claim_lines(const std::vector<JudgedClaim>& judged,
         const auto& r = j.per_run[i];
         if (r && r->status == ClaimStatus::reported)
           ++reported;
-        else if (r && r->status != ClaimStatus::not_applicable) {
+        else if (r && r->status != ClaimStatus::not_applicable &&
+                 r->status != ClaimStatus::not_judged) {
           ++applicable;
           held += r->status == ClaimStatus::held;
           line.failed = line.failed || r->status == ClaimStatus::not_held;
@@ -116,22 +122,29 @@ Table chapter_claims(const std::vector<JudgedClaim>& judged, const std::string& 
 Glance glance_of(const ChapterSection& cs, const std::string& chapter,
                  const std::vector<RunFile>& runs, const std::vector<JudgedClaim>& judged) {
   Glance g{cs.heading, cs.anchor, cs.lesson, "", ""};
-  int held = 0, applicable = 0, na = 0;
+  int held = 0, applicable = 0, na = 0, unjudged = 0;
   for (const auto& j : judged)
     if (j.chapter == chapter)
       for (const auto& r : j.per_run) {
         if (!r) continue;
+        unjudged += r->status == ClaimStatus::not_judged;
         if (r->status == ClaimStatus::not_applicable) {
           ++na;
           continue;
         }
-        if (r->status == ClaimStatus::reported) continue;  // a magnitude is not a claim held
+        // A magnitude is not a claim held; a law on disturbed records was not judged.
+        if (r->status == ClaimStatus::reported || r->status == ClaimStatus::not_judged) continue;
         ++applicable;
         held += r->status == ClaimStatus::held;
       }
-  g.claims = applicable + na == 0 ? "none made"
-                                  : fmt::format("{} of {} held{}", held, applicable,
-                                                na ? fmt::format(" ({} not applicable)", na) : "");
+  std::string aside;
+  if (na) aside = fmt::format("{} not applicable", na);
+  if (unjudged)
+    aside +=
+        fmt::format("{}{} not judged (disturbed records)", aside.empty() ? "" : ", ", unjudged);
+  g.claims = applicable + na + unjudged == 0 ? "none made"
+                                             : fmt::format("{} of {} held{}", held, applicable,
+                                                           aside.empty() ? "" : " (" + aside + ")");
   std::size_t n = 0, invalid = 0, noisy = 0, above = 0;
   for (const auto& run : runs)
     for (const auto& r : run.records) {

@@ -16,8 +16,11 @@
 namespace concurdl {
 
 // A law is held or not held; a magnitude that was measured is reported (Claim::Kind).
-enum class ClaimStatus { held, not_held, not_applicable, reported };
-const char* to_string(ClaimStatus s);  // "held", "not held", "not applicable", "reported"
+// not_judged: a law about speed whose records were noted noisy or cores_short. A disturbance
+// can make a law fail or pass (a noisy peer is slow too), so such a law is neither held nor
+// not held, whichever way its value fell.
+enum class ClaimStatus { held, not_held, not_applicable, reported, not_judged };
+const char* to_string(ClaimStatus s);  // "held", "not held", "not applicable", "reported", ...
 const char* to_string(Claim::Kind k);  // "law", "magnitude"
 const char* to_string(ClaimCause c);   // "noise", "cores_and_smt", ...
 // Where to look, in a sentence: "other processes or the hypervisor took CPU time: ...".
