@@ -168,6 +168,31 @@ TEST(Claims, FlagsOfTheRecordsTravelWithTheClaim) {
   EXPECT_EQ(r.flags.size(), 1u);
 }
 
+// A law with a positive control is judged only where the control shows the effect can be seen
+// in the same run; without the control's records it does not apply.
+TEST(Claims, ALawWithAPositiveControlIsJudgedOnlyWhereTheControlShowsTheEffect) {
+  Claim c = padded_faster(1.2);
+  c.timing = false;
+  c.control = Claim::Control{.select = {{"variant", "adjacent"}, {"threads", "1"}},
+                             .bound = 0.005,
+                             .shows = "adjacent at one thread takes 5 ms"};
+  const Record a = rec("adjacent", "2", 0.013), p = rec("padded", "2", 0.010);
+  ClaimResult r = evaluate_claim(experiment(), c, run({a, p, rec("adjacent", "1", 0.006)}));
+  EXPECT_EQ(r.status, ClaimStatus::held) << r.reason;
+  ASSERT_TRUE(r.control_value);
+  EXPECT_DOUBLE_EQ(*r.control_value, 0.006);
+  EXPECT_NE(claims_text({r}).find("positive control 0.006"), std::string::npos);
+  r = evaluate_claim(experiment(), c, run({a, p, rec("adjacent", "1", 0.001)}));
+  EXPECT_EQ(r.status, ClaimStatus::not_judged);
+  EXPECT_NE(r.reason.find("positive control did not show the effect"), std::string::npos)
+      << r.reason;
+  EXPECT_NE(r.reason.find("it would have held"), std::string::npos) << r.reason;
+  EXPECT_FALSE(any_failed({r}));
+  r = evaluate_claim(experiment(), c, run({a, p}));
+  EXPECT_EQ(r.status, ClaimStatus::not_applicable);
+  EXPECT_NE(r.reason.find("was not measured"), std::string::npos) << r.reason;
+}
+
 // A record timed while the CPUs were not a core each (the cores probe's note) flags the claim,
 // and a law that fails on it says to look at the cores first.
 TEST(Claims, ACoresShortRecordPointsAtTheCores) {

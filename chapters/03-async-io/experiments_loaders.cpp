@@ -358,15 +358,23 @@ const bool registered = [] {
                   .field = "overlap_efficiency",
                   .bound = 0.85},
                  {.id = "sync_overlaps_nothing",
-                  // Law by the model io + compute: the synchronous loader overlaps nothing (at most
-                  // -0.008 over every machine's quiet committed runs).
+                  // Law by the model io + compute: a loader that reads and then computes, on one
+                  // thread, overlaps nothing. Its io is the same loader's epoch without compute,
+                  // so the efficiency could stay near 0 were the measurement blind to overlap:
+                  // judged only where the prefetch loader, in the same run and at the same ratio,
+                  // is seen hiding at least half the I/O.
                   .statement = "The synchronous loader overlaps nothing: at every compute/io "
                                "ratio its overlap efficiency is at most 0.1 (its epoch is io + "
                                "compute)",
                   .select = {{"loader", "sync"}},
                   .field = "overlap_efficiency",
                   .compare = Claim::Compare::at_most,
-                  .bound = 0.1}},
+                  .bound = 0.1,
+                  .control =
+                      Claim::Control{.select = {{"loader", "prefetch"}, {"compute_ratio", "1"}},
+                                     .field = "overlap_efficiency",
+                                     .bound = 0.5,
+                                     .shows = "the prefetch loader hides at least half the I/O"}}},
   });
 
   register_experiment({

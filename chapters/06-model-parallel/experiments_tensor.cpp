@@ -225,28 +225,28 @@ const bool registered_tensor = register_experiment({
                  .y_label = "forward + backward (s, log)",
                  .x_label = "ranks p (log)",
                  .models = tensor_projection()}},
-    .claims =
-        {{.id = "block_speedup_2_ranks",
-          // Magnitude: a scaling ratio on vCPUs (1.79x on the Emerald Rapids guest, 1.93-2.02x on
-          // Zen 4).
-          .statement = "How many times as fast Megatron's MLP block runs forward and backward on 2 "
-                       "ranks as on one (each rank does half the arithmetic)",
-          .select = {{"ranks", "2"}},
-          .field = "speedup",
-          .kind = Claim::Kind::magnitude,
-          .causes = {ClaimCause::cores_and_smt, ClaimCause::caches},
-          .unit = "x",
-          .min_cpus = 2},
-         {.id = "block_comm_share_2_ranks",
-          // Law by the bytes: two all-reduces of a batch's activations against four GEMMs of the
-          // block. Bound: the largest over every machine's quiet committed runs is 0.0185.
-          .statement = "On 2 thread ranks the block's two all-reduces take under 5% of its "
-                       "time: in shared memory they are cheap beside the GEMMs",
-          .select = {{"ranks", "2"}},
-          .field = "comm_share",
-          .compare = Claim::Compare::at_most,
-          .bound = 0.05,
-          .min_cpus = 2}},
+    .claims = {{.id = "block_speedup_2_ranks",
+                // Magnitude: a scaling ratio on vCPUs (1.79x on the Emerald Rapids
+                // guest, 1.93-2.02x on Zen 4).
+                .statement =
+                    "How many times as fast Megatron's MLP block runs forward and backward on 2 "
+                    "ranks as on one (each rank does half the arithmetic)",
+                .select = {{"ranks", "2"}},
+                .field = "speedup",
+                .kind = Claim::Kind::magnitude,
+                .causes = {ClaimCause::cores_and_smt, ClaimCause::caches},
+                .unit = "x",
+                .min_cpus = 2},
+               {.id = "block_comm_share_2_ranks",
+                // A magnitude: the GEMMs' speed against a shared-memory all-reduce's (0.003-0.026
+                // on the committed guests).
+                .statement = "On 2 thread ranks, the share of Megatron's MLP block's time its two "
+                             "all-reduces take (in shared memory, beside the GEMMs)",
+                .select = {{"ranks", "2"}},
+                .field = "comm_share",
+                .kind = Claim::Kind::magnitude,
+                .causes = {ClaimCause::memory_bandwidth, ClaimCause::wakeup_latency},
+                .min_cpus = 2}},
 });
 
 }  // namespace

@@ -174,14 +174,14 @@ const bool registered_executors = register_experiment({
                 .unit = "×",
                 .min_cpus = 2},
                {.id = "parallel_speeds_up_wide",
-                // Law: the wide graph's independent branches run on both threads. Bound: the
-                // smallest over every machine's quiet committed runs is 1.54x (Zen 4).
-                .statement = "On the wide graph, the parallel executor at 2 threads is at least "
-                             "1.1x faster than the sequential executor (1.7x when the guest has "
-                             "both its vCPUs; seen as low as 1.2x when the host took one)",
+                // A magnitude: how much of the second vCPU the host gives (1.2-1.75x on the
+                // committed guests).
+                .statement = "On the wide graph, the parallel executor's speed at 2 threads over "
+                             "the sequential executor's",
                 .select = {{"graph", "wide"}, {"executor", "parallel"}, {"threads", "2"}},
                 .field = "speedup",
-                .bound = 1.1,
+                .kind = Claim::Kind::magnitude,
+                .causes = {ClaimCause::cores_and_smt, ClaimCause::wakeup_latency},
                 .unit = "×",
                 .min_cpus = 2}},
 });
@@ -277,28 +277,37 @@ const bool registered_inter_intra = register_experiment({
                  .y = "speedup",
                  .series = "split",
                  .y_label = "speedup over 1x1"}},
-    .claims =
-        {{.id = "wide_wants_inter_op",
-          // Law: small independent GEMMs gain more from running side by side than from splitting
-          // each. Bound: the smallest over every machine's quiet committed runs is 1.4x (Zen 4).
-          .statement = "On the wide graph, 2 inter-op threads (2x1) beat 2 intra-op threads "
-                       "(1x2) by at least 1.1x",
-          .select = {{"graph", "wide"}, {"split", "2x1"}},
-          .versus = {{"split", "1x2"}},
-          .bound = 1.1,
-          .unit = "×",
-          .min_cpus = 2},
-         {.id = "deep_gains_nothing_from_inter_op",
-          // Law: a chain has no two nodes ready at once. Bound: the largest over every machine's
-          // quiet committed runs is 0.997x.
-          .statement = "On the deep graph (one chain) 2 inter-op threads (2x1) gain nothing "
-                       "over one thread (at most 1.1x): no two of its nodes can run at once",
-          .select = {{"graph", "deep"}, {"split", "2x1"}},
-          .field = "speedup",
-          .compare = Claim::Compare::at_most,
-          .bound = 1.1,
-          .unit = "×",
-          .min_cpus = 2}},
+    .claims = {{.id = "wide_wants_inter_op",
+                // A magnitude: OpenBLAS's threading of small GEMMs against the executor's on each
+                // machine.
+                .statement =
+                    "On the wide graph, 2 inter-op threads (2x1) over 2 intra-op threads (1x2)",
+                .select = {{"graph", "wide"}, {"split", "2x1"}},
+                .versus = {{"split", "1x2"}},
+                .kind = Claim::Kind::magnitude,
+                .causes = {ClaimCause::cores_and_smt, ClaimCause::peer_kernels},
+                .unit = "×",
+                .min_cpus = 2},
+               {.id = "deep_gains_nothing_from_inter_op",
+                // Law by the graph: a chain has no two nodes ready at once, so a second inter-op
+                // thread can only add its hand-offs (speedup at most 1; 1.1 leaves the run's
+                // spread). An executor that ignored its second thread would pass too, so it is
+                // judged only where the same executor, in the same run, is seen running the wide
+                // graph's independent nodes at once (its 2x1 speedup at least 1.2).
+                .statement = "On the deep graph (one chain) 2 inter-op threads (2x1) gain nothing "
+                             "over one thread (at most 1.1x): no two of its nodes can run at once",
+                .select = {{"graph", "deep"}, {"split", "2x1"}},
+                .field = "speedup",
+                .compare = Claim::Compare::at_most,
+                .bound = 1.1,
+                .unit = "×",
+                .min_cpus = 2,
+                .control =
+                    Claim::Control{
+                        .select = {{"graph", "wide"}, {"split", "2x1"}},
+                        .field = "speedup",
+                        .bound = 1.2,
+                        .shows = "the inter-op executor runs the wide graph's nodes at once"}}},
 });
 
 }  // namespace

@@ -119,17 +119,17 @@ const bool registered_fusion = register_experiment({
                  .log_x = true,
                  .y_label = "bytes/s (declared traffic / time)",
                  .x_label = "ops in the chain k (log)"}},
-    .claims =
-        {{.id = "fusion_k8_near_bytes_model",
-          // Law by the bytes model: 8 passes over memory against one, memory-bound. Bound: the
-          // smallest over every machine's quiet committed runs is 5.96x (Emerald Rapids, 2 vCPUs).
-          .statement = "Fusing a chain of 8 element-wise ops over millions of floats is at "
-                       "least 5x faster than running them as 8 passes (the bytes model "
-                       "says 8x)",
-          .select = {{"variant", "fused"}, {"k", "8"}},
-          .versus = {{"variant", "unfused"}},
-          .bound = 5,
-          .unit = "×"}},
+    .claims = {{.id = "fusion_k8_near_bytes_model",
+                // A magnitude: the bytes model holds only while the floats miss the last-level
+                // cache (12.1x on Zen 5, above it).
+                .statement = "How many times as fast fusing a chain of 8 element-wise ops over "
+                             "millions of floats runs as 8 separate passes (the bytes model says "
+                             "8x while the data miss the last-level cache)",
+                .select = {{"variant", "fused"}, {"k", "8"}},
+                .versus = {{"variant", "unfused"}},
+                .kind = Claim::Kind::magnitude,
+                .causes = {ClaimCause::caches, ClaimCause::memory_bandwidth},
+                .unit = "×"}},
 });
 
 }  // namespace

@@ -226,6 +226,34 @@ ClaimResult judge_claim(const Experiment& e, const Claim& c, const RunFile& run)
   const auto flagged = [&](const char* f) {
     return std::find(out.flags.begin(), out.flags.end(), f) != out.flags.end();
   };
+  // A positive control: the law is judged only where the run shows the effect could be seen.
+  if (c.control) {
+    const Claim::Control& k = *c.control;
+    const bool k_at_least = k.compare == Claim::Compare::at_least;
+    std::optional<double> kv;
+    for (const Record& r : run.records) {
+      if (r.experiment != e.id || !matches(r.params, k.select) || !r.valid) continue;
+      bool lower = false;
+      const std::optional<double> v = field_of(r, k.field, lower);
+      if (v && (!kv || (k_at_least ? *v < *kv : *v > *kv))) kv = *v;
+    }
+    if (!kv) {
+      out.status = ClaimStatus::not_applicable;
+      out.reason = fmt::format("its positive control ({}: {}) was not measured in this run",
+                               describe(k.select), k.shows);
+      return out;
+    }
+    out.control_value = *kv;
+    if (!(k_at_least ? *kv >= k.bound : *kv <= k.bound)) {
+      out.status = ClaimStatus::not_judged;
+      out.reason = fmt::format(
+          "not judged: its positive control did not show the effect ({} at {}: {} {:.4g}, "
+          "needs {} {:.4g}), so the law could pass because nothing happened; it would have {}",
+          k.shows, describe(k.select), k.field, *kv, k_at_least ? "at least" : "at most", k.bound,
+          holds ? "held" : "failed");
+      return out;
+    }
+  }
   if (c.timing && (flagged("noisy") || flagged("cores_short"))) {
     out.reason = fmt::format("not judged: its records are noted {}; it would have {}",
                              flagged("noisy") ? "noisy (the machine was busy)"
@@ -321,6 +349,8 @@ std::string claims_text(const std::vector<ClaimResult>& results) {
         !r.reason.empty())
       detail += "; " + r.reason;
     if (!r.where.empty() && r.status != ClaimStatus::not_applicable) detail += " at " + r.where;
+    if (r.control_value && r.status != ClaimStatus::not_judged)
+      detail += fmt::format("; positive control {:.4g}", *r.control_value);
     for (const auto& f : r.flags)
       detail += f == "noisy"         ? " [NOISY: measured while the machine was busy]"
                 : f == "cores_short" ? " [CORES SHORT: the CPUs were not a core each]"
@@ -480,6 +510,7 @@ nlohmann::json to_json(const ClaimResult& r) {
   if (!r.where.empty()) j["where"] = r.where;
   if (!r.reason.empty()) j["reason"] = r.reason;
   if (!r.flags.empty()) j["flags"] = r.flags;
+  if (r.control_value) j["control_value"] = *r.control_value;
   return j;
 }
 

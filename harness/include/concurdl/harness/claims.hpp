@@ -40,6 +40,7 @@ struct ClaimResult {
   // The records it came from carry these notes: "noisy" (measured while the machine was busy)
   // or "above_ceiling". A claim judged on such records says so.
   std::vector<std::string> flags;
+  std::optional<double> control_value;  // the positive control's value, when it has one
 };
 
 // One claim of `e` against `run`'s records.

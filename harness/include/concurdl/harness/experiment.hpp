@@ -219,12 +219,14 @@ enum class ClaimCause {
 };
 
 struct Claim {
-  // A law is the lesson's point, true on every machine the claim applies to: judged held or
-  // not held against `bound`, which a comment beside the claim justifies by a model or by the
-  // spread over every committed machine's quiet runs; `concurdl check` fails when a law does
-  // not hold. A magnitude is a figure that depends on the machine (a speedup on vCPUs, a
-  // fraction of a peak, a ratio against a peer's kernels): it is reported beside the reference
-  // machine's value with what it depends on (`causes`), has no bound, and never fails a check.
+  // A law is the lesson's point, true on every machine the claim applies to: an analytical
+  // model or an invariant, judged held or not held against `bound`, which a comment beside the
+  // claim derives from a model the code under test does not share (never from the runs it
+  // judges; a change goes into results/reference/README.md's changelog); `concurdl check` fails
+  // when a law does not hold. A magnitude is a figure that depends on the machine (a speedup on
+  // vCPUs, a fraction of a peak, a ratio against a peer's kernels): it is reported beside the
+  // reference machine's value with what it depends on (`causes`), has no bound, and never fails a
+  // check.
   enum class Kind { law, magnitude };
   std::string id;         // unique within the experiment: "padding_beats_adjacent"
   std::string statement;  // one sentence a student can read as the lesson's claim
@@ -243,6 +245,18 @@ struct Claim {
   std::string cpu_feature;  // "avx512f": among provenance.cpu.flags_used
   bool needs_gpu = false;   // provenance.gpus is not empty
   bool timing = true;       // depends on speed: not judged on the smoke profile
+  // A positive control, for a law that could pass because nothing happened (no forbidden
+  // outcome also when the threads never overlapped): the law is judged only when the control's
+  // records (select, with this experiment's id) show the effect can be seen in that run, its
+  // worst value meeting `bound`; otherwise the law is "not judged", saying so.
+  struct Control {
+    Params select;
+    std::string field = "median";
+    Compare compare = Compare::at_least;
+    double bound = 0;
+    std::string shows;  // what a passing control shows: "relaxed store buffering shows r1 = r2 = 0"
+  };
+  std::optional<Control> control;
   // Its value on the reference machine is no field: claim_reference() reads it from the
   // committed runs the claim was judged in (claims.hpp), so retaking a machine is committing a
   // run.
