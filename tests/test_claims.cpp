@@ -2,8 +2,11 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
+#include <stdexcept>
 #include <string>
 
+#include "concurdl/build_info.hpp"
 #include "concurdl/harness/claims.hpp"
 
 namespace {
@@ -294,6 +297,39 @@ TEST(Claims, ClaimsByMachineGroupsRunsAndCountsHeld) {
   // column (the cells are checked through the same evaluate_claim).
   const std::string table = claims_by_machine_markdown(machines);
   EXPECT_EQ(table, "| claim | kind |\n|---|---|\n") << table;
+}
+
+// The reference manifest: roles and paths, read from a file; a bad line is an error naming it.
+TEST(ReferenceManifest, ParsesRolesAndRefusesBadLines) {
+  const ReferenceManifest m = parse_reference_manifest(
+      "# comment\nlessons a/all\nclaims a/all  # the sitting\nclaims b/zero\ngpu g/ch04\n"
+      "repeats z/repeats\n");
+  EXPECT_EQ(m.lessons, "a/all");
+  EXPECT_EQ(m.claims, (std::vector<std::string>{"a/all", "b/zero"}));
+  EXPECT_EQ(m.gpu, "g/ch04");
+  EXPECT_EQ(m.repeats, "z/repeats");
+  const auto error = [](const char* text) {
+    try {
+      parse_reference_manifest(text);
+    } catch (const std::invalid_argument& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(error("lessons a\nclaims a\nmachine x\n").find("line 3: unknown role 'machine'"),
+            std::string::npos);
+  EXPECT_NE(error("lessons a b\n").find("line 1"), std::string::npos);
+  EXPECT_NE(error("lessons a\nlessons b\nclaims a\n").find("a second 'lessons'"),
+            std::string::npos);
+  EXPECT_NE(error("lessons ../a\nclaims a\n").find("not a path under"), std::string::npos);
+  EXPECT_NE(error("claims a\n").find("needs a 'lessons' line"), std::string::npos);
+  // The committed manifest reads, and names runs that exist.
+  const ReferenceManifest& committed = reference_manifest();
+  EXPECT_FALSE(committed.claims.empty());
+  for (const std::string& name : committed.claims)
+    EXPECT_TRUE(std::filesystem::exists(std::filesystem::path(build::source_dir) / "results" /
+                                        "reference" / name / "results.json"))
+        << name;
 }
 
 }  // namespace

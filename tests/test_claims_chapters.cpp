@@ -80,7 +80,7 @@ TEST(ReferenceClaims, ReferencesAreTheReferenceRunsValues) {
   // Per claim, the last of the reference runs that measured it.
   std::map<std::string, ClaimResult> by_claim;
   const fs::path root = fs::path(build::source_dir) / "results" / "reference";
-  for (const char* name : kReferenceRuns) {
+  for (const std::string& name : reference_manifest().claims) {
     const RunFile f = load_run(root / name);
     for (ClaimResult& r : evaluate_claims(f))
       if (r.value || !by_claim.count(r.experiment + " " + r.id))
@@ -88,7 +88,7 @@ TEST(ReferenceClaims, ReferencesAreTheReferenceRunsValues) {
   }
   // The claims that need a GPU come from the GPU's run; its CPU references (ch04/cpu_reference,
   // on that machine's CPU) are not the reference machine's.
-  for (ClaimResult& r : evaluate_claims(load_run(root / kReferenceGpuRun)))
+  for (ClaimResult& r : evaluate_claims(load_run(root / reference_manifest().gpu)))
     if (claim_needs_gpu(r)) by_claim[r.experiment + " " + r.id] = std::move(r);
   std::vector<ClaimResult> results;
   for (auto& [key, r] : by_claim) results.push_back(std::move(r));
@@ -267,7 +267,7 @@ TEST(ReferenceClaims, ARunBesideABusyProcessFlagsItsClaimsNoisy) {
   }
   EXPECT_GT(unjudged, 0u);
   EXPECT_GT(would_fail, 0u) << "a core taken away should cost some claim, were it judged";
-  for (const auto& entry : fs::directory_iterator(root / kReferenceRepeats))
+  for (const auto& entry : fs::directory_iterator(root / reference_manifest().repeats))
     for (const ClaimResult& r : evaluate_claims(load_run(entry.path()))) {
       SCOPED_TRACE(entry.path().filename().string() + ": " + r.experiment + " " + r.id);
       EXPECT_EQ(std::find(r.flags.begin(), r.flags.end(), "noisy"), r.flags.end());
@@ -282,7 +282,7 @@ class LessonNumbers : public ::testing::TestWithParam<const char*> {};
 TEST_P(LessonNumbers, EveryMarkerIsItsRecordsNumber) {
   const fs::path src = build::source_dir;
   const fs::path lesson = src / GetParam();
-  RunLibrary runs(src / "results" / "reference", kReferenceRun);
+  RunLibrary runs(src / "results" / "reference", reference_manifest().lessons);
   if (std::getenv("CONCURDL_UPDATE_README") != nullptr) {
     std::ifstream in(lesson);
     std::stringstream text;

@@ -1,8 +1,13 @@
 // The claims' reference values (claims.hpp, claim_reference): every claim judged once on the
 // committed reference runs of the source tree this program was built from.
+#include <fmt/format.h>
+
 #include <filesystem>
+#include <fstream>
 #include <limits>
 #include <map>
+#include <sstream>
+#include <stdexcept>
 #include <string>
 
 #include "claims_detail.hpp"
@@ -35,14 +40,88 @@ std::map<std::string, double> read_reference_values() {
         if (r.value) out[e.id + " " + c.id] = *r.value;
       }
   };
-  for (const char* name : kReferenceRuns) take(name, false);
+  const ReferenceManifest& m = reference_manifest();
+  for (const std::string& name : m.claims) take(name.c_str(), false);
   // The claims that need a GPU come from the GPU's run; its CPU references (ch04/cpu_reference,
   // on that machine's CPU) are not the reference machine's.
-  take(kReferenceGpuRun, true);
+  if (!m.gpu.empty()) take(m.gpu.c_str(), true);
   return out;
 }
 
 }  // namespace
+
+ReferenceManifest parse_reference_manifest(std::string_view text) {
+  ReferenceManifest m;
+  std::istringstream in{std::string(text)};
+  std::string line;
+  for (int n = 1; std::getline(in, line); ++n) {
+    if (const auto hash = line.find('#'); hash != std::string::npos) line.erase(hash);
+    std::istringstream words(line);
+    std::string role, path, extra;
+    if (!(words >> role)) continue;  // blank or a comment
+    if (!(words >> path) || (words >> extra))
+      throw std::invalid_argument(
+          fmt::format("reference manifest, line {}: '{}' is not ROLE PATH", n, line));
+    if (path.find("..") != std::string::npos || path.front() == '/')
+      throw std::invalid_argument(fmt::format(
+          "reference manifest, line {}: '{}' is not a path under results/reference", n, path));
+    const auto once = [&](std::string& slot) {
+      if (!slot.empty())
+        throw std::invalid_argument(
+            fmt::format("reference manifest, line {}: a second '{}' line", n, role));
+      slot = path;
+    };
+    if (role == "lessons")
+      once(m.lessons);
+    else if (role == "gpu")
+      once(m.gpu);
+    else if (role == "repeats")
+      once(m.repeats);
+    else if (role == "claims")
+      m.claims.push_back(path);
+    else
+      throw std::invalid_argument(fmt::format(
+          "reference manifest, line {}: unknown role '{}' (lessons, claims, gpu or repeats)", n,
+          role));
+  }
+  if (m.lessons.empty() || m.claims.empty())
+    throw std::invalid_argument("reference manifest: needs a 'lessons' line and 'claims' lines");
+  return m;
+}
+
+const ReferenceManifest& reference_manifest() {
+  static const ReferenceManifest m = [] {
+    std::ifstream in(fs::path(build::source_dir) / "results" / "reference" / "manifest");
+    if (!in) return ReferenceManifest{};  // away from its sources: no reference runs
+    std::stringstream text;
+    text << in.rdbuf();
+    return parse_reference_manifest(text.str());
+  }();
+  return m;
+}
+
+std::string reference_machine_text(const RunFile& run) {
+  const nlohmann::json& p = run.provenance;
+  if (!p.is_object() || !p.contains("cpu") || !p.at("cpu").is_object()) return "";
+  const nlohmann::json& c = p.at("cpu");
+  if (!c.contains("family") || !c.contains("model") || !c.at("family").is_number() ||
+      !c.at("model").is_number())
+    return "";
+  std::string out;
+  if (p.contains("cores") && p.at("cores").is_number_integer())
+    out = fmt::format("{}-vCPU ", p.at("cores").get<int>());
+  const std::string brand = p.contains("cpu_model") && p.at("cpu_model").is_string()
+                                ? p.at("cpu_model").get<std::string>()
+                                : std::string("CPU");
+  out += fmt::format("{} guest, family {} model {}", brand, c.at("family").get<int>(),
+                     c.at("model").get<int>());
+  if (c.contains("microarchitecture") && c.at("microarchitecture").is_string())
+    out += fmt::format(" ({})", c.at("microarchitecture").get<std::string>());
+  if (p.contains("gpus") && p.at("gpus").is_array() && !p.at("gpus").empty() &&
+      p.at("gpus")[0].contains("name"))
+    out = fmt::format("{} in a {}", p.at("gpus")[0].at("name").get<std::string>(), out);
+  return out;
+}
 
 double claim_reference(const std::string& experiment, const std::string& claim_id) {
   static const std::map<std::string, double> values = read_reference_values();

@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "claims_detail.hpp"
+#include "concurdl/build_info.hpp"
 #include "concurdl/harness/records.hpp"
 #include "concurdl/harness/runner.hpp"
 
@@ -443,17 +444,26 @@ std::string claims_markdown(const std::string& chapter) {
                       kind_text(c), expected_text(c),
                       claim_reference_text(claim_reference(e.id, c.id), c.unit), applies_text(c));
   }
+  // The machines, as the runs' own provenance says.
+  const ReferenceManifest& m = reference_manifest();
+  const auto machine_of = [](const std::string& name) {
+    try {
+      return reference_machine_text(
+          load_run(std::filesystem::path(build::source_dir) / "results" / "reference" / name));
+    } catch (const std::exception&) {
+      return std::string("(its run is not there)");
+    }
+  };
   out += fmt::format(
       "\nThe reference machine: {}, every chapter in one sitting from one clean build "
-      "(`results/reference/{}`; taken again: `{}`; training: `{}`; chapter 05 across MPI ranks: "
-      "`{}`; chapter 06's full profile: `{}`), and for the claims that need a GPU an {} (`{}`). "
-      "`concurdl check "
-      "RUN` judges these on your own run; the report of every run opens with them. A law is the "
-      "lesson's point and holds on every machine it applies to (`concurdl check` fails when one "
-      "does not); a magnitude depends on the machine, on what the kind column names, and is "
-      "reported beside the reference machine's value, never failing a check.\n",
-      kReferenceMachine, kReferenceRun, kReferenceRerun, kReferenceTrainRun, kReferenceCh05MpiRun,
-      kReferenceCh06Run, kReferenceGpuMachine, kReferenceGpuRun);
+      "(`results/reference/{}`); each claim's reference value is the last of the runs "
+      "`results/reference/manifest` lists that measured it, and for the claims that need a GPU "
+      "an {} (`{}`). `concurdl check RUN` judges these on your own run; the report of every run "
+      "opens with them. A law is an analytical model or an invariant and holds on every machine "
+      "it applies to (`concurdl check` fails when one does not); a magnitude depends on the "
+      "machine, on what the kind column names, and is reported beside the reference machine's "
+      "value, never failing a check.\n",
+      machine_of(m.lessons), m.lessons, machine_of(m.gpu), m.gpu);
   return out;
 }
 

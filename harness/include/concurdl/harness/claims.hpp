@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "concurdl/harness/experiment.hpp"
@@ -52,8 +53,8 @@ std::vector<ClaimResult> evaluate_claims(const RunFile& run);
 std::string claim_value_text(double v, const std::string& unit);
 // A claim's value on the reference machine, read from the committed runs (results/reference
 // in the source tree this program was built from, read once): per claim, the last of
-// kReferenceRuns that measured it, and for a claim that needs a GPU, kReferenceGpuRun. NaN when
-// none measured it (or the runs are not there, as with a program moved away from its sources).
+// the manifest's claims runs that measured it, and for a claim that needs a GPU, its gpu run. NaN
+// when none measured it (or the runs are not there, as with a program moved away from its sources).
 double claim_reference(const std::string& experiment, const std::string& claim_id);
 // A claim's reference value as claim_value_text prints it; "not measured yet" for NaN.
 std::string claim_reference_text(double reference, const std::string& unit);
@@ -71,61 +72,26 @@ std::string claim_expected_text(const Claim& c);
 // A law that applies and does not hold (a magnitude never fails).
 bool any_failed(const std::vector<ClaimResult>& results);
 
-// The edition's machine and its committed runs (results/reference/NAME): every lesson's numbers
-// and every claim's `reference` come from them, all taken in one sitting from one clean build,
-// except what needs a GPU. Retaking an edition: docs/methodology.md, "A new edition".
-inline constexpr const char* kReferenceMachine =
-    "2-vCPU AMD EPYC guest, family 25 model 17 (Zen 4), AVX-512, KVM";
-// Every chapter, quick profile, calibration first (`concurdl run`).
-inline constexpr const char* kReferenceRun = "debian12-zen4-2vcpu-e790176/all";
-// The experiments of kReferenceRun whose records the cores probe flagged or whose law did not
-// hold there, taken again minutes later from the same build (`concurdl run EXPERIMENTS`): their
-// claims and numbers come from this run.
-inline constexpr const char* kReferenceRerun = "debian12-zen4-2vcpu-e790176/rerun";
-// The claims about training (`concurdl train --epochs 10 --threads 2`).
-inline constexpr const char* kReferenceTrainRun = "debian12-zen4-2vcpu-e790176/train-2t";
-// Chapter 05's collectives across MPI ranks (`concurdl run --ranks 2,4 ch05/allreduce_mpi`).
-inline constexpr const char* kReferenceCh05MpiRun = "debian12-zen4-2vcpu-e790176/ch05-mpi";
-// Chapter 06 on its full profile (`concurdl run 06-model-parallel --profile full`): 4 stages and
-// 16 micro-batches, which the quick profile leaves out. Its claims are judged here rather than
-// in kReferenceRun.
-inline constexpr const char* kReferenceCh06Run = "debian12-zen4-2vcpu-e790176/ch06";
-// Chapter 05's sharded data parallelism (`concurdl run ch05/zero --profile full`, with
-// CONCURDL_TORCH_PYTHON naming PyTorch 2.15 for the FSDP peer): an experiment added after the
-// sitting above, retaken once its memory was measured from a later clean build on a 2-vCPU Zen 5
-// guest (family 26 model 2), as were chapter 06's recomputation, schedules and 3D runs below.
-inline constexpr const char* kReferenceZeroRun = "debian12-zen5-2vcpu-56d9aff/ch05-zero";
-// The bfloat16 GEMM (`concurdl run kernels/gemm_bf16 --profile full`), likewise added later.
-inline constexpr const char* kReferenceBf16Run = "debian12-zen4-2vcpu-c0b81a1/gemm-bf16";
-// Chapter 05's mixed precision (`concurdl run ch05/precision --profile full`, with
-// CONCURDL_TORCH_PYTHON naming PyTorch 2.15 for the autocast peer, and `concurdl run
-// ch05/precision_accuracy --profile full`), likewise.
-inline constexpr const char* kReferencePrecisionRun = "debian12-zen4-2vcpu-d894319/ch05-precision";
-inline constexpr const char* kReferenceAccuracyRun =
-    "debian12-zen4-2vcpu-d894319/ch05-precision-accuracy";
-// Chapter 06's activation recomputation (`concurdl run ch06/recompute --profile full`), on the
-// Zen 5 guest of kReferenceZeroRun.
-inline constexpr const char* kReferenceRecomputeRun = "debian12-zen5-2vcpu-56d9aff/ch06-recompute";
-// Chapter 06's schedules (`concurdl run ch06/schedules --profile full`), likewise.
-inline constexpr const char* kReferenceSchedulesRun = "debian12-zen5-2vcpu-56d9aff/ch06-schedules";
-// Chapter 06's 3D parallelism (`concurdl run ch06/three_d --profile full`), likewise.
-inline constexpr const char* kReferenceThreeDRun = "debian12-zen5-2vcpu-56d9aff/ch06-three-d";
-// The runs above in the order a claim's reference is taken from them: a claim measured in two
-// takes the later one's value.
-inline constexpr const char* kReferenceRuns[] = {
-    kReferenceRun,         kReferenceRerun,        kReferenceTrainRun,     kReferenceCh05MpiRun,
-    kReferenceCh06Run,     kReferenceZeroRun,      kReferenceBf16Run,      kReferencePrecisionRun,
-    kReferenceAccuracyRun, kReferenceRecomputeRun, kReferenceSchedulesRun, kReferenceThreeDRun};
-// Chapter 04's GPU claims (`concurdl run ch04 --profile full`, the device's own experiments and
-// the CPU references beside them), on the first GPU lent to the project.
-inline constexpr const char* kReferenceGpuRun = "ubuntu24-h200-emr16-ch04";
-inline constexpr const char* kReferenceGpuMachine =
-    "NVIDIA H200 (sm_90, 132 SMs, 141 GB HBM3e) in a 16-vCPU Intel Xeon guest, family 6 model 207 "
-    "(Emerald Rapids)";
-// Further quiet runs of one build on the previous edition's machine (Zen 5;
-// results/reference/NAME/RUN/results.json): none of their records is noisy, and every law
-// holds in them (tests/test_claims_chapters.cpp).
-inline constexpr const char* kReferenceRepeats = "debian12-zen5-2vcpu-repeats";
+// The committed reference runs by role, read from results/reference/manifest (one "ROLE PATH"
+// a line; roles lessons, claims, gpu, repeats; see the file): every lesson's numbers and every
+// claim's `reference` come from them. Which machine a run was taken on is read from its
+// records' provenance (reference_machine_text), never typed beside its name. Retaking an
+// edition: docs/methodology.md, "A new edition".
+struct ReferenceManifest {
+  std::string lessons;              // lesson numbers' default run
+  std::vector<std::string> claims;  // claims' reference values, later ones win
+  std::string gpu;                  // the claims that need a GPU
+  std::string repeats;              // a folder of quiet repeats of one build
+};
+// Parses a manifest; a line that is not "ROLE PATH" with a known role, or a missing lessons /
+// gpu line, throws std::invalid_argument naming the line.
+ReferenceManifest parse_reference_manifest(std::string_view text);
+// The source tree's results/reference/manifest, read once (an empty manifest when the program
+// is away from its sources).
+const ReferenceManifest& reference_manifest();
+// "2-vCPU AMD EPYC guest, family 25 model 17 (Zen 4), KVM": what a run's provenance says of
+// its machine; "" when it does not identify the CPU.
+std::string reference_machine_text(const RunFile& run);
 
 // A chapter README's claims block, generated from the chapter's declarations:
 //   <!-- claims:begin 01-threads -->

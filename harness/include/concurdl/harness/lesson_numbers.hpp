@@ -24,7 +24,7 @@
 //   vs:SELECT    divide by the record that SELECT's values give when substituted into the
 //                first record's parameters: how many times better (for a lower-is-better
 //                field, the peer's over this one's), as a claim's `versus`
-//   run:NAME     results/reference/NAME (default: claims.hpp's kReferenceRun); a folder of
+//   run:NAME     results/reference/NAME (default: the manifest's lessons run); a folder of
 //                several runs takes NAME/RUN
 //   unit:TEXT    appended after a space ("B/s" after an SI prefix: "49.2 GB/s")
 //   inv          one over the value: items_per_s inv t3 is the time per item ("441 ns")
