@@ -107,17 +107,19 @@ const bool registered = [] {
                .x = "variant",
                .series = "threads"},
           },
-      .claims =
-          {{.id = "dynamic_beats_static",
-            // Law: the static split leaves one thread the expensive half. Bound: the smallest over
-            // every machine's quiet committed runs is 1.63x (Zen 5); 1.4 is below all of them.
-            .statement = "On uneven rows, handing rows out on demand (omp_dynamic) is at "
-                         "least 1.4x faster than contiguous static blocks at 2 threads",
-            .select = {{"variant", "omp_dynamic"}, {"threads", "2"}},
-            .versus = {{"variant", "omp_static"}},
-            .bound = 1.4,
-            .unit = "×",
-            .min_cpus = 2}},
+      .claims = {{.id = "dynamic_beats_static",
+                  // Law by the work model: counted from the serial image's escape iterations (this
+                  // view, 512 x 1024 pixels, 512 at most), the first half of the rows holds 91.5%
+                  // of the work, so the static split takes 0.915 W on one thread against dynamic's
+                  // W / 2 (plus a row): 1.83x. The bound 1.4 leaves 23% of it for two vCPUs that
+                  // are not two whole cores and dynamic's one atomic per row.
+                  .statement = "On uneven rows, handing rows out on demand (omp_dynamic) is at "
+                               "least 1.4x faster than contiguous static blocks at 2 threads",
+                  .select = {{"variant", "omp_dynamic"}, {"threads", "2"}},
+                  .versus = {{"variant", "omp_static"}},
+                  .bound = 1.4,
+                  .unit = "×",
+                  .min_cpus = 2}},
   });
   return true;
 }();
