@@ -165,11 +165,6 @@ constexpr KnownException kKnownExceptions[] = {
     {"ubuntu24-emr16-ch02", "deadlock_detected",
      "build 7c1c929, whose demonstration had one try at the deadlock (three since b836ba7): at "
      "8 threads on 16 vCPUs the naive transfers finished without meeting the cycle"},
-    {"debian12-zen4-2vcpu-e790176/all", "sharded_beats_fetch_add",
-     "the sharded counter took as long on 2 threads as on 1 (0.397 against 0.349 ms) while "
-     "fetch_add's 2 threads contended: a hypothesis, the two vCPUs on one core for a stretch "
-     "shorter than the group, which the cores probe around it did not see; taken again minutes "
-     "later (e790176/rerun): 7.75x"},
 };
 
 TEST(ReferenceClaims, EveryLawHoldsOnEveryQuietRunOfEveryMachine) {
