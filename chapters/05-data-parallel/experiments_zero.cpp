@@ -9,7 +9,6 @@
 //              gathered parameters must be rank 0's and the loss must have gone down.
 //   exercise 5.3  the student's ZeRO-2 steps against zero_reduce_layer / zero_update_layer
 #include <fmt/format.h>
-#include <sys/resource.h>
 
 #include <chrono>
 #include <cmath>
@@ -21,6 +20,7 @@
 #include <vector>
 
 #include "concurdl/core/errors.hpp"
+#include "concurdl/core/memory.hpp"
 #include "concurdl/dp/data_parallel.hpp"
 #include "concurdl/dp/threads_backend.hpp"
 #include "concurdl/dp/zero.hpp"
@@ -57,15 +57,15 @@ const std::vector<Metric> kZeroMetrics = {
      "per rank, the most held at once during the steps: model states, a layer's gathered "
      "parameters or whole gradient in flight, and activations",
      true},
-    {"activations_bytes", "B", false, "per rank: activations and backward's scratch (ledger)",
-     true},
+    {"activations_bytes", "B", false,
+     "per rank: the batch's inputs and the layers' outputs (ledger)", true},
     {"sent_bytes_per_step", "B", false, "per rank per step: bytes sent (communicator's count)",
      true},
     {"sent_model_bytes_per_step", "B", false,
      "ZeRO's model of sent_bytes_per_step: 2Ψ (stages 0-2) or 3Ψ (stage 3) floats x (N-1)/N", true},
     {"peak_rss_bytes", "B", false,
-     "the process's peak resident set (every rank thread, the data set and the libraries): "
-     "the ledger's bytes are a small part of it",
+     "the process's peak resident set over the timed steps (VmHWM reset before them; every rank "
+     "thread, the data set and the libraries): the ledger's bytes are a small part of it",
      true}};
 
 struct ZeroState {
@@ -96,6 +96,11 @@ Sample measure_zero(const nn::Dataset& data, const nn::MlpSpec& spec, int ranks,
     const std::uint64_t sent0 = t.step_bytes_sent(), steps0 = t.steps_counted();
     const int steps = steps_for(t.global_batch());
     comm.barrier();
+    // The process's peak resident memory over these steps alone (every rank is a thread of it):
+    // VmHWM reset here and read after them.
+    bool rss_reset = false;
+    if (comm.rank() == 0) rss_reset = reset_resident_peak();
+    comm.barrier();
     const auto t0 = std::chrono::steady_clock::now();
     for (int i = 0; i < steps; ++i) {
       const auto r = t.step();
@@ -121,9 +126,8 @@ Sample measure_zero(const nn::Dataset& data, const nn::MlpSpec& spec, int ranks,
       s.metrics["sent_bytes_per_step"] = static_cast<double>(t.step_bytes_sent() - sent0) /
                                          static_cast<double>(t.steps_counted() - steps0);
       s.metrics["sent_model_bytes_per_step"] = model.sent_per_step;
-      rusage ru{};
-      ::getrusage(RUSAGE_SELF, &ru);
-      s.metrics["peak_rss_bytes"] = static_cast<double>(ru.ru_maxrss) * 1024.0;
+      if (const auto rss = resident_memory(); rss && rss_reset)
+        s.metrics["peak_rss_bytes"] = static_cast<double>(rss->hwm_bytes);
       st.divergence = div;
       st.first_loss = first / kWarmSteps;
       st.last_loss = last / kWarmSteps;

@@ -23,9 +23,11 @@ std::span<float> scratch(std::size_t count) {
 }
 
 // A call's scratch: counted in opts.memory for the call only, when given; else the thread's.
+// None where the backend does not use it (the threads backend adds as the message arrives).
 struct CallScratch {
-  CallScratch(std::size_t count, const AlgoOptions& opts)
+  CallScratch(std::size_t count, const AlgoOptions& opts, const Communicator& comm)
       : owned(kernels::LineAllocator<float>(opts.memory, MemoryKind::communication)) {
+    if (!comm.uses_receive_scratch()) return;
     if (opts.memory == nullptr) {
       span = scratch(count);
       return;
@@ -146,7 +148,7 @@ void allreduce_halving_doubling(Communicator& comm, std::span<const float> in, s
   int p = 1;
   while (p * 2 <= n) p *= 2;
   const int rem = n - p;
-  CallScratch call_scratch(count, opts);
+  CallScratch call_scratch(count, opts, comm);
   std::span<float> tmp = call_scratch.span;
 
   // Fold: rank r < 2·rem is even (sits out) or odd (takes its even neighbour's vector).
@@ -242,7 +244,7 @@ void reduce_scatter_ring_from(Communicator& comm, std::span<const float> in, std
   const std::size_t count = data.size();
   if (n == 1 || count == 0) return;
   const int right = (r + 1) % n, left = (r - 1 + n) % n;
-  CallScratch call_scratch(count, opts);
+  CallScratch call_scratch(count, opts, comm);
   std::span<float> tmp = call_scratch.span;
   auto block = [&](int s, int which) { return block_of(count, n, mod(r - s - which, n)); };
   const std::size_t seg_floats = ring_segment_floats(block_of(count, n, 0).count, opts);

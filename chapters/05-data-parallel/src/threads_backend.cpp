@@ -185,6 +185,7 @@ class ThreadsCommunicator final : public Communicator {
   }
   // The sender adds into `acc` (or, if its message came first, it is added from the buffer):
   // `scratch` is not needed.
+  bool uses_receive_scratch() const override { return false; }
   Request do_irecv_reduce(int src, std::span<float> acc, std::span<float>, int tag) override {
     return post_request(src, acc, tag, /*reduce=*/true);
   }

@@ -36,6 +36,7 @@
 //   need host memory.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -200,10 +201,10 @@ class Communicator {
   Request irecv_reduce(int src, std::span<float> acc, std::span<float> scratch, int tag) {
     check_peer(src, true, "irecv_reduce");
     check_tag(tag);
-    if (scratch.size() < acc.size())
+    if (scratch.size() < acc.size() && (uses_receive_scratch() || !scratch.empty()))
       throw std::invalid_argument("irecv_reduce: scratch has " + std::to_string(scratch.size()) +
                                   " floats, acc " + std::to_string(acc.size()));
-    return do_irecv_reduce(src, acc, scratch.first(acc.size()), tag);
+    return do_irecv_reduce(src, acc, scratch.first(std::min(scratch.size(), acc.size())), tag);
   }
   // out[i] = in[i] + message[i]: a receive-and-add into another buffer, so that an out-of-place
   // reduction need not copy in to out first. `in` and `out` have the same size and are the
@@ -217,12 +218,16 @@ class Communicator {
     if (in.size() != out.size())
       throw std::invalid_argument("irecv_add: in has " + std::to_string(in.size()) +
                                   " floats, out " + std::to_string(out.size()));
-    if (scratch.size() < out.size())
+    if (scratch.size() < out.size() && (uses_receive_scratch() || !scratch.empty()))
       throw std::invalid_argument("irecv_add: scratch has " + std::to_string(scratch.size()) +
                                   " floats, out " + std::to_string(out.size()));
     if (in.data() != out.data()) check_disjoint(in, out, "irecv_add");
-    return do_irecv_add(src, in, out, scratch.first(out.size()), tag);
+    return do_irecv_add(src, in, out, scratch.first(std::min(scratch.size(), out.size())), tag);
   }
+  // Whether irecv_reduce and irecv_add use their scratch: a backend whose sender adds into the
+  // destination (the threads backend) does not, and a caller may then pass an empty one (a
+  // short one that is not empty is still an error).
+  virtual bool uses_receive_scratch() const { return true; }
   // Blocking; the default's scratch is this thread's, kept between calls.
   int recv_reduce(int src, std::span<float> acc, int tag) {
     thread_local std::vector<float> scratch;
