@@ -323,6 +323,16 @@ TEST(ReferenceManifest, ParsesRolesAndRefusesBadLines) {
             std::string::npos);
   EXPECT_NE(error("lessons ../a\nclaims a\n").find("not a path under"), std::string::npos);
   EXPECT_NE(error("claims a\n").find("needs a 'lessons' line"), std::string::npos);
+  EXPECT_EQ(parse_reference_manifest("lessons a\nclaims a\nfrozen 2026-11-28T20:00:00Z\n").frozen,
+            "2026-11-28T20:00:00Z");
+  // A run started after the bounds were frozen is held out; one before, or undated, is not.
+  RunFile r;
+  r.provenance = {{"started", "2026-12-01T10:00:00Z"}};
+  EXPECT_TRUE(held_out(r, "2026-11-28T20:00:00Z"));
+  r.provenance = {{"started", "2026-11-28T18:29:14Z"}};
+  EXPECT_FALSE(held_out(r, "2026-11-28T20:00:00Z"));
+  EXPECT_FALSE(held_out(RunFile{}, "2026-11-28T20:00:00Z"));
+  EXPECT_FALSE(held_out(r, ""));
   // The committed manifest reads, and names runs that exist.
   const ReferenceManifest& committed = reference_manifest();
   EXPECT_FALSE(committed.claims.empty());

@@ -77,12 +77,15 @@ ReferenceManifest parse_reference_manifest(std::string_view text) {
       once(m.gpu);
     else if (role == "repeats")
       once(m.repeats);
+    else if (role == "frozen")
+      once(m.frozen);
     else if (role == "claims")
       m.claims.push_back(path);
     else
-      throw std::invalid_argument(fmt::format(
-          "reference manifest, line {}: unknown role '{}' (lessons, claims, gpu or repeats)", n,
-          role));
+      throw std::invalid_argument(
+          fmt::format("reference manifest, line {}: unknown role '{}' (lessons, claims, gpu, "
+                      "repeats or frozen)",
+                      n, role));
   }
   if (m.lessons.empty() || m.claims.empty())
     throw std::invalid_argument("reference manifest: needs a 'lessons' line and 'claims' lines");

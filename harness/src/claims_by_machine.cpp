@@ -61,8 +61,9 @@ std::string range_text(double lo, double hi, const std::string& unit) {
   return low + "–" + claim_value_text(hi, unit);
 }
 
-std::string machine_cell(const Experiment& e, const Claim& c, const MachineRuns& m) {
-  int judged = 0, held = 0, unjudged = 0;
+std::string machine_cell(const Experiment& e, const Claim& c, const MachineRuns& m,
+                         const std::string& frozen) {
+  int judged = 0, held = 0, unjudged = 0, out_judged = 0, out_held = 0;
   std::optional<double> lo, hi;
   std::string unit = c.unit;
   for (const RunFile* run : m.runs) {
@@ -79,6 +80,10 @@ std::string machine_cell(const Experiment& e, const Claim& c, const MachineRuns&
     }
     ++judged;
     held += r.status == ClaimStatus::held;
+    if (held_out(*run, frozen)) {
+      ++out_judged;
+      out_held += r.status == ClaimStatus::held;
+    }
     if (r.value) {
       lo = lo ? std::min(*lo, *r.value) : *r.value;
       hi = hi ? std::max(*hi, *r.value) : *r.value;
@@ -90,21 +95,33 @@ std::string machine_cell(const Experiment& e, const Claim& c, const MachineRuns&
   const std::string values = lo ? range_text(*lo, *hi, unit) : std::string("no value");
   if (c.kind == Claim::Kind::magnitude)
     return fmt::format("{} ({} run{})", values, judged, judged == 1 ? "" : "s");
+  const std::string out_text =
+      out_judged ? fmt::format("; held out: held in {} of {}", out_held, out_judged) : "";
   if (held == judged)
-    return fmt::format("held in {} of {} ({}){}", held, judged, values, noisy_text);
-  return fmt::format("**NOT HELD** in {} of {} ({}){}", judged - held, judged, values, noisy_text);
+    return fmt::format("held in {} of {} ({}){}{}", held, judged, values, noisy_text, out_text);
+  return fmt::format("**NOT HELD** in {} of {} ({}){}{}", judged - held, judged, values, noisy_text,
+                     out_text);
 }
 
 }  // namespace
 
-std::string claims_by_machine_markdown(const std::vector<MachineRuns>& all) {
+bool held_out(const RunFile& run, const std::string& frozen) {
+  if (frozen.empty() || !run.provenance.is_object() || !run.provenance.contains("started") ||
+      !run.provenance.at("started").is_string())
+    return false;
+  // ISO 8601 UTC timestamps of one format order as strings.
+  return run.provenance.at("started").get<std::string>() > frozen;
+}
+
+std::string claims_by_machine_markdown(const std::vector<MachineRuns>& all,
+                                       const std::string& frozen) {
   // A machine whose runs measured no claim (runs of experiments without claims, such as the
   // simulated cluster's) would be a column of dashes: it is left out.
   std::vector<MachineRuns> machines;
   for (const MachineRuns& m : all) {
     bool any = false;
     for (const Experiment& e : experiments())
-      for (const Claim& c : e.claims) any = any || machine_cell(e, c, m) != "—";
+      for (const Claim& c : e.claims) any = any || machine_cell(e, c, m, frozen) != "—";
     if (any) machines.push_back(m);
   }
   std::string out = "| claim | kind |";
@@ -120,7 +137,7 @@ std::string claims_by_machine_markdown(const std::vector<MachineRuns>& all) {
       out += fmt::format(
           "| `{}` {} | {} |", e.id, c.id,
           c.kind == Claim::Kind::law ? "law, " + claim_expected_text(c) : std::string("magnitude"));
-      for (const MachineRuns& m : machines) out += " " + machine_cell(e, c, m) + " |";
+      for (const MachineRuns& m : machines) out += " " + machine_cell(e, c, m, frozen) + " |";
       out += "\n";
     }
   return out;

@@ -82,6 +82,9 @@ struct ReferenceManifest {
   std::vector<std::string> claims;  // claims' reference values, later ones win
   std::string gpu;                  // the claims that need a GPU
   std::string repeats;              // a folder of quiet repeats of one build
+  // When the laws' bounds were last set ("2026-11-28T20:00:00Z"): a run started after it is
+  // held-out data for them, judged by bounds it never helped set.
+  std::string frozen;
 };
 // Parses a manifest; a line that is not "ROLE PATH" with a known role, or a missing lessons /
 // gpu line, throws std::invalid_argument naming the line.
@@ -119,7 +122,12 @@ struct MachineRuns {
   std::string label;
   std::vector<const RunFile*> runs;
 };
-std::string claims_by_machine_markdown(const std::vector<MachineRuns>& machines);
+// `frozen` (the manifest's): runs started after it are counted apart as held out.
+std::string claims_by_machine_markdown(const std::vector<MachineRuns>& machines,
+                                       const std::string& frozen = "");
+// Whether `run` started (provenance.started, ISO 8601 UTC) after `frozen`; false when either
+// is unknown.
+bool held_out(const RunFile& run, const std::string& frozen);
 // Groups runs by machine_label, in order of first appearance.
 std::vector<MachineRuns> group_by_machine(const std::vector<RunFile>& runs);
 
