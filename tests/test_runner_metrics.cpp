@@ -69,4 +69,3 @@ TEST(Runner, AnOptionalMetricIsInEverySampleOrLeftOut) {
   EXPECT_NE(by["required_missing"]->validation.find("no metric 'steps'"), std::string::npos)
       << by["required_missing"]->validation;
 }
-
