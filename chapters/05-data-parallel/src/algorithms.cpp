@@ -61,6 +61,10 @@ int mod(int a, int n) { return ((a % n) + n) % n; }
 
 std::span<float> sub(std::span<float> s, Block b) { return s.subspan(b.offset, b.count); }
 
+// A segment of the receive scratch, which is empty on a backend that adds in place (it is never
+// read there; a subspan of an empty span would offset a null pointer).
+std::span<float> scratch_sub(std::span<float> s, Block b) { return s.empty() ? s : sub(s, b); }
+
 }  // namespace
 
 void add_into(std::span<float> acc, std::span<const float> x) {
@@ -253,7 +257,7 @@ void reduce_scatter_ring_from(Communicator& comm, std::span<const float> in, std
   for (int s = 0; s < n - 1; ++s)
     for_segments(block(s, 2), seg_floats, [&](Block seg) {
       recvs[static_cast<std::size_t>(s)].push_back(comm.irecv_add(
-          left, in.subspan(seg.offset, seg.count), sub(data, seg), sub(tmp, seg), opts.tag));
+          left, in.subspan(seg.offset, seg.count), sub(data, seg), scratch_sub(tmp, seg), opts.tag));
     });
   std::vector<Request> sends;
   for_segments(block(0, 1), seg_floats, [&](Block seg) {
