@@ -79,17 +79,23 @@ bool claim_needs_gpu(const ClaimResult& r) {
 TEST(ReferenceClaims, ReferencesAreTheReferenceRunsValues) {
   // Per claim, the last of the reference runs that measured it.
   std::map<std::string, ClaimResult> by_claim;
+  std::map<std::string, std::string> run_of;  // the run each value came from
   const fs::path root = fs::path(build::source_dir) / "results" / "reference";
   for (const std::string& name : reference_manifest().claims) {
     const RunFile f = load_run(root / name);
-    for (ClaimResult& r : evaluate_claims(f))
-      if (r.value || !by_claim.count(r.experiment + " " + r.id))
-        by_claim[r.experiment + " " + r.id] = std::move(r);
+    for (ClaimResult& r : evaluate_claims(f)) {
+      const std::string key = r.experiment + " " + r.id;
+      if (r.value) run_of[key] = name;
+      if (r.value || !by_claim.count(key)) by_claim[key] = std::move(r);
+    }
   }
   // The claims that need a GPU come from the GPU's run; its CPU references (ch04/cpu_reference,
   // on that machine's CPU) are not the reference machine's.
   for (ClaimResult& r : evaluate_claims(load_run(root / reference_manifest().gpu)))
-    if (claim_needs_gpu(r)) by_claim[r.experiment + " " + r.id] = std::move(r);
+    if (claim_needs_gpu(r)) {
+      if (r.value) run_of[r.experiment + " " + r.id] = reference_manifest().gpu;
+      by_claim[r.experiment + " " + r.id] = std::move(r);
+    }
   std::vector<ClaimResult> results;
   for (auto& [key, r] : by_claim) results.push_back(std::move(r));
   std::size_t judged = 0;
@@ -103,6 +109,8 @@ TEST(ReferenceClaims, ReferencesAreTheReferenceRunsValues) {
     EXPECT_EQ(claim_reference(r.experiment, r.id), *r.value)
         << "the quoted reference is not the last reference run's value, "
         << claim_value_text(*r.value, r.unit);
+    // The README names the machine of the run the value came from, so it must be that run.
+    EXPECT_EQ(claim_reference_run(r.experiment, r.id), run_of[r.experiment + " " + r.id]);
   }
   // Every registered claim of a chapter the reference run measured is judged there.
   std::size_t declared = 0;

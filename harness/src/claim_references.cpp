@@ -22,9 +22,14 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// "experiment claim_id" -> the value its reference run measured.
-std::map<std::string, double> read_reference_values() {
-  std::map<std::string, double> out;
+struct ReferenceValue {
+  double value;
+  std::string run;  // the manifest's path of the run it was read from
+};
+
+// "experiment claim_id" -> the value its reference run measured, and which run that was.
+std::map<std::string, ReferenceValue> read_reference_values() {
+  std::map<std::string, ReferenceValue> out;
   const fs::path root = fs::path(build::source_dir) / "results" / "reference";
   const auto take = [&](const char* name, bool gpu_claims_only) {
     RunFile f;
@@ -37,7 +42,7 @@ std::map<std::string, double> read_reference_values() {
       for (const Claim& c : e.claims) {
         if (gpu_claims_only && !c.needs_gpu) continue;
         const ClaimResult r = claims_detail::judge_claim(e, c, f);
-        if (r.value) out[e.id + " " + c.id] = *r.value;
+        if (r.value) out[e.id + " " + c.id] = {*r.value, name};
       }
   };
   const ReferenceManifest& m = reference_manifest();
@@ -126,10 +131,22 @@ std::string reference_machine_text(const RunFile& run) {
   return out;
 }
 
+namespace {
+const std::map<std::string, ReferenceValue>& reference_values() {
+  static const std::map<std::string, ReferenceValue> values = read_reference_values();
+  return values;
+}
+}  // namespace
+
 double claim_reference(const std::string& experiment, const std::string& claim_id) {
-  static const std::map<std::string, double> values = read_reference_values();
-  const auto it = values.find(experiment + " " + claim_id);
-  return it == values.end() ? std::numeric_limits<double>::quiet_NaN() : it->second;
+  const auto it = reference_values().find(experiment + " " + claim_id);
+  return it == reference_values().end() ? std::numeric_limits<double>::quiet_NaN()
+                                        : it->second.value;
+}
+
+std::string claim_reference_run(const std::string& experiment, const std::string& claim_id) {
+  const auto it = reference_values().find(experiment + " " + claim_id);
+  return it == reference_values().end() ? std::string() : it->second.run;
 }
 
 }  // namespace concurdl

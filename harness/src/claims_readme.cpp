@@ -4,6 +4,8 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <string_view>
@@ -49,6 +51,40 @@ std::string md_escape(std::string s) {
   return out;
 }
 
+// A reference run's provenance, read once per run.
+const RunFile* reference_run(const std::string& name) {
+  static std::map<std::string, std::optional<RunFile>> runs;
+  auto it = runs.find(name);
+  if (it == runs.end()) {
+    std::optional<RunFile> run;
+    try {
+      run = load_run(std::filesystem::path(build::source_dir) / "results" / "reference" / name);
+    } catch (const std::exception&) {
+    }
+    it = runs.emplace(name, std::move(run)).first;
+  }
+  return it->second ? &*it->second : nullptr;
+}
+
+// A reference run's machine in a word or two, from its records: the GPU's name, else the CPU's
+// microarchitecture, else its family and model.
+std::string machine_label(const std::string& run_name) {
+  const RunFile* run = run_name.empty() ? nullptr : reference_run(run_name);
+  if (run == nullptr || !run->provenance.is_object()) return "";
+  const nlohmann::json& p = run->provenance;
+  if (p.contains("gpus") && p.at("gpus").is_array() && !p.at("gpus").empty() &&
+      p.at("gpus")[0].contains("name") && p.at("gpus")[0].at("name").is_string())
+    return p.at("gpus")[0].at("name").get<std::string>();
+  if (!p.contains("cpu") || !p.at("cpu").is_object()) return "";
+  const nlohmann::json& c = p.at("cpu");
+  if (c.contains("microarchitecture") && c.at("microarchitecture").is_string())
+    return c.at("microarchitecture").get<std::string>();
+  if (c.contains("family") && c.contains("model") && c.at("family").is_number() &&
+      c.at("model").is_number())
+    return fmt::format("family {} model {}", c.at("family").get<int>(), c.at("model").get<int>());
+  return "";
+}
+
 struct ClaimBlock {
   std::string chapter;
   std::size_t body_begin = 0, body_end = 0, line = 0;
@@ -83,23 +119,27 @@ std::string claims_markdown(const std::string& chapter) {
   std::string out = fmt::format(
       "| claim | kind | holds when | on the reference machine | applies with |\n"
       "|---|---|---|---:|---|\n");
+  const ReferenceManifest& m = reference_manifest();
+  const std::string lessons_machine = machine_label(m.lessons);
+  bool other_machines = false;
   for (const Experiment& e : experiments()) {
     if (e.chapter != chapter) continue;
-    for (const Claim& c : e.claims)
-      out +=
-          fmt::format("| {} (`{}`) | {} | {} | {} | {} |\n", md_escape(c.statement), e.id,
-                      kind_text(c), claim_expected_text(c),
-                      claim_reference_text(claim_reference(e.id, c.id), c.unit), applies_text(c));
+    for (const Claim& c : e.claims) {
+      std::string value = claim_reference_text(claim_reference(e.id, c.id), c.unit);
+      // A value another machine measured names it.
+      const std::string machine = machine_label(claim_reference_run(e.id, c.id));
+      if (!machine.empty() && machine != lessons_machine) {
+        value += fmt::format(" ({})", machine);
+        other_machines = true;
+      }
+      out += fmt::format("| {} (`{}`) | {} | {} | {} | {} |\n", md_escape(c.statement), e.id,
+                         kind_text(c), claim_expected_text(c), value, applies_text(c));
+    }
   }
   // The machines, as the runs' own provenance says.
-  const ReferenceManifest& m = reference_manifest();
   const auto machine_of = [](const std::string& name) {
-    try {
-      return reference_machine_text(
-          load_run(std::filesystem::path(build::source_dir) / "results" / "reference" / name));
-    } catch (const std::exception&) {
-      return std::string("(its run is not there)");
-    }
+    const RunFile* run = reference_run(name);
+    return run ? reference_machine_text(*run) : std::string("(its run is not there)");
   };
   out += fmt::format(
       "\nThe reference machine: {}, every chapter in one sitting from one clean build "
@@ -109,8 +149,12 @@ std::string claims_markdown(const std::string& chapter) {
       "opens with them. A law is an analytical model or an invariant and holds on every machine "
       "it applies to (`concurdl check` fails when one does not); a magnitude depends on the "
       "machine, on what the kind column names, and is reported beside the reference machine's "
-      "value, never failing a check.\n",
-      machine_of(m.lessons), m.lessons, machine_of(m.gpu), m.gpu);
+      "value, never failing a check.{}\n",
+      machine_of(m.lessons), m.lessons, machine_of(m.gpu), m.gpu,
+      other_machines ? " A value with a machine in brackets was measured on that machine (the "
+                       "manifest's runs name theirs in their records), not on the reference "
+                       "machine."
+                     : "");
   return out;
 }
 

@@ -56,6 +56,8 @@ std::string claim_value_text(double v, const std::string& unit);
 // the manifest's claims runs that measured it, and for a claim that needs a GPU, its gpu run. NaN
 // when none measured it (or the runs are not there, as with a program moved away from its sources).
 double claim_reference(const std::string& experiment, const std::string& claim_id);
+// The manifest's path of the run claim_reference read the value from; "" when none measured it.
+std::string claim_reference_run(const std::string& experiment, const std::string& claim_id);
 // A claim's reference value as claim_value_text prints it; "not measured yet" for NaN.
 std::string claim_reference_text(double reference, const std::string& unit);
 // "1.25× (at least 1.5×; reference 1.27×)" or "—" with the reason; a magnitude's "17.6×
