@@ -256,8 +256,9 @@ void reduce_scatter_ring_from(Communicator& comm, std::span<const float> in, std
   std::vector<std::vector<Request>> recvs(static_cast<std::size_t>(n - 1));
   for (int s = 0; s < n - 1; ++s)
     for_segments(block(s, 2), seg_floats, [&](Block seg) {
-      recvs[static_cast<std::size_t>(s)].push_back(comm.irecv_add(
-          left, in.subspan(seg.offset, seg.count), sub(data, seg), scratch_sub(tmp, seg), opts.tag));
+      recvs[static_cast<std::size_t>(s)].push_back(
+          comm.irecv_add(left, in.subspan(seg.offset, seg.count), sub(data, seg),
+                         scratch_sub(tmp, seg), opts.tag));
     });
   std::vector<Request> sends;
   for_segments(block(0, 1), seg_floats, [&](Block seg) {
