@@ -455,23 +455,30 @@ const bool registered = [] {
                    .series = "precision",
                    .y_label = "test accuracy"}},
       .claims = {{.id = "bf16_accuracy_as_fp32",
-                  // Law: bfloat16 rounds every tensor to 8 significant bits, float32 master
-                  // weights keep the updates; 10 epochs end within 0.005 of float32's 0.89 (a
-                  // ratio of 0.994).
+                  // Law: mixed precision with float32 master weights trains to float32's
+                  // accuracy (Micikevicius et al. 2018; bfloat16: Kalamkar et al. 2019). The
+                  // tolerance is what the test set can resolve, a binomial model the trainer
+                  // does not share: an accuracy p over n = 10,000 test images has a standard
+                  // error sqrt(p (1 - p) / n), 0.0031 at p = 0.89; the difference of two has
+                  // sqrt(2) times that, 0.0044; three of those is 0.013, 1.5% of 0.89: 0.985.
                   .statement = "After 10 epochs, bfloat16 training's test accuracy is within "
-                               "0.6% of float32's (bf16's accuracy over fp32's)",
+                               "1.5% of float32's, three standard errors of the difference over "
+                               "the 10,000 test images (bf16's accuracy over fp32's)",
                   .select = {{"precision", "bf16"}, {"epoch", "10"}},
                   .versus = {{"precision", "fp32"}},
-                  .bound = 0.994,
+                  .bound = 0.985,
                   .unit = "×",
                   .timing = false},
                  {.id = "fp16_accuracy_as_fp32",
-                  // Law: with the dynamic loss scale, FP16's 11 significant bits lose no more.
+                  // Law: with a dynamic loss scale, FP16's 11 significant bits train to
+                  // float32's accuracy (Micikevicius et al. 2018); the tolerance of
+                  // bf16_accuracy_as_fp32.
                   .statement = "After 10 epochs, fp16 training with a dynamic loss scale reaches "
-                               "a test accuracy within 0.6% of float32's",
+                               "a test accuracy within 1.5% of float32's (three standard errors "
+                               "of the difference)",
                   .select = {{"precision", "fp16"}, {"epoch", "10"}},
                   .versus = {{"precision", "fp32"}},
-                  .bound = 0.994,
+                  .bound = 0.985,
                   .unit = "×",
                   .timing = false}},
   });

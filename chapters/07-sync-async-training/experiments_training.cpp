@@ -362,15 +362,21 @@ const bool registered = register_experiment({
           .unit = "×",
           .min_cpus = 2},
          {.id = "stale_gradients_cost_little_accuracy",
-          // Law with a stated tolerance: asynchronous SGD with staleness bounded well below
-          // sqrt(steps) converges at synchronous SGD's rate (Lian et al., NeurIPS 2015); here
-          // the staleness is about one update. The 5% is a tolerance, not derived from it.
+          // Law: asynchronous SGD with staleness bounded well below sqrt(steps) converges at
+          // synchronous SGD's rate (Lian et al., NeurIPS 2015); here the staleness is about one
+          // update. The tolerance is what the test set can resolve (a binomial model the
+          // trainers do not share): an accuracy p over n test images has a standard error
+          // sqrt(p (1 - p) / n), 0.0084 at p = 0.83 and the quick profile's n = 2000; the
+          // difference of two has sqrt(2) times that, 0.012; three of those is 0.036, 4.3% of
+          // 0.83: 0.957 (the full profile's 10,000 images resolve more; the bound is the
+          // smaller set's).
           .statement = "After the third epoch on 2 workers, the asynchronous parameter server's "
-                       "test accuracy is at least 0.95x synchronous SGD's: staleness of about one "
-                       "update costs little here",
+                       "test accuracy is at least 0.957x synchronous SGD's (three standard errors "
+                       "of the difference over 2,000 test images): staleness of about one update "
+                       "costs little here",
           .select = {{"mode", "ps-async"}, {"workers", "2"}, {"straggler", "none"}, {"epoch", "3"}},
           .versus = {{"mode", "sync"}},
-          .bound = 0.95,
+          .bound = 0.957,
           .unit = "×",
           .min_cpus = 2}},
 });
