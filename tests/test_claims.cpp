@@ -191,9 +191,42 @@ TEST(Claims, ALawWithAPositiveControlIsJudgedOnlyWhereTheControlShowsTheEffect) 
       << r.reason;
   EXPECT_NE(r.reason.find("it would have held"), std::string::npos) << r.reason;
   EXPECT_FALSE(any_failed({r}));
+  // Counted apart from disturbed records.
+  EXPECT_TRUE(r.control_failed);
+  EXPECT_NE(claims_counts({r}).find("1 not judged (control did not show the effect)"),
+            std::string::npos)
+      << claims_counts({r});
   r = evaluate_claim(experiment(), c, run({a, p}));
   EXPECT_EQ(r.status, ClaimStatus::not_applicable);
   EXPECT_NE(r.reason.find("was not measured"), std::string::npos) << r.reason;
+}
+
+// A count held to its model from both sides: a defect either way (a skipped gather, a buffer
+// not counted) fails it, and a count of 0 is a count, not a missing value.
+TEST(Claims, ACountWithinItsModelFailsOnEitherSideAndAtZero) {
+  Claim c = padded_faster(1.3);
+  c.compare = Claim::Compare::within;
+  c.tolerance = 0.01;
+  c.timing = false;
+  const Record a = rec("adjacent", "2", 0.013);
+  EXPECT_EQ(claim_expected_text(c), "1.3× ± 0.01");
+  EXPECT_EQ(evaluate_claim(experiment(), c, run({a, rec("padded", "2", 0.010)})).status,
+            ClaimStatus::held);
+  EXPECT_EQ(evaluate_claim(experiment(), c, run({a, rec("padded", "2", 0.0095)})).status,
+            ClaimStatus::not_held);  // 1.37x: more than the model
+  EXPECT_EQ(evaluate_claim(experiment(), c, run({a, rec("padded", "2", 0.0105)})).status,
+            ClaimStatus::not_held);  // 1.24x: less than the model
+  // Lower is better: a padded count of 0 leaves the ratio without a value, which fails.
+  ClaimResult r = evaluate_claim(experiment(), c, run({a, rec("padded", "2", 0.0)}));
+  EXPECT_EQ(r.status, ClaimStatus::not_held) << r.reason;
+  EXPECT_NE(r.reason.find("is 0"), std::string::npos) << r.reason;
+  // An adjacent count of 0 is a ratio of 0, judged and failed.
+  r = evaluate_claim(experiment(), c, run({rec("adjacent", "2", 0.0), rec("padded", "2", 0.01)}));
+  EXPECT_EQ(r.status, ClaimStatus::not_held) << r.reason;
+  ASSERT_TRUE(r.value);
+  EXPECT_EQ(*r.value, 0.0);
+  c.tolerance = 0;
+  EXPECT_EQ(claim_expected_text(c), "exactly 1.3×");
 }
 
 // A record timed while the CPUs were not a core each (the cores probe's note) flags the claim,

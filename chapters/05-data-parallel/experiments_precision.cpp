@@ -367,8 +367,9 @@ const bool registered = [] {
             .select = {{"trainer", "ours"}, {"precision", "bf16"}, {"ranks", "2"}, {"arch", kArch}},
             .field = "sent_bytes_per_step",
             .versus = {{"precision", "fp32"}},
-            .compare = Claim::Compare::at_most,
-            .bound = 0.5001,
+            .compare = Claim::Compare::within,
+            .bound = 0.5,
+            .tolerance = 1e-4,
             .unit = "×",
             .timing = false},
            {.id = "bf16_speed_wide",
@@ -461,6 +462,10 @@ const bool registered = [] {
                   // does not share: an accuracy p over n = 10,000 test images has a standard
                   // error sqrt(p (1 - p) / n), 0.0031 at p = 0.89; the difference of two has
                   // sqrt(2) times that, 0.0044; three of those is 0.013, 1.5% of 0.89: 0.985.
+                  // Both accuracies are scored on the same images, so a paired test (McNemar's,
+                  // on the images the two classify differently) would resolve less; the run
+                  // keeps no per-image verdicts, and the independent model is the looser one.
+                  // Training-seed variation, which one seed does not show, is not modelled.
                   .statement = "After 10 epochs, bfloat16 training's test accuracy is within "
                                "1.5% of float32's, three standard errors of the difference over "
                                "the 10,000 test images (bf16's accuracy over fp32's)",

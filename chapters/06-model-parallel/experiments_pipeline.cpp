@@ -449,7 +449,10 @@ const bool registered_pipeline = register_experiment({
                 // 0.015-0.074. 0.1 holds while a hand-off costs under ~5% of a slot, and while
                 // each stage has a core: where the host runs both vCPUs on one core for a while
                 // (the guests' one-core mode, calibration.cores_short), a stage waits for the core,
-                // not for the message (0.16-0.19 in such a stretch of a Zen 4 run).
+                // not for the message (0.16-0.19 in such a stretch of a Zen 4 run). delta is
+                // read from the committed runs, and the bound was raised from 0.05 when the first
+                // Emerald Rapids runs exceeded it (the changelog), so it is not independent of
+                // them: runs taken after the bounds were frozen test it.
                 .statement =
                     "With 2 stages, GPipe's measured bubble follows the model (p-1)/(m+p-1) within "
                     "0.1 at every m measured; the excess is the hand-offs the model does not count",
@@ -476,7 +479,9 @@ const bool registered_pipeline = register_experiment({
                 .select = {{"schedule", "1f1b"}, {"stages", "4"}, {"micro_batches", "16"}},
                 .field = "peak_activations",
                 .versus = {{"schedule", "gpipe"}},
+                .compare = Claim::Compare::within,
                 .bound = 4,
+                .tolerance = 0,
                 .unit = "x",
                 .timing = false}},
 });

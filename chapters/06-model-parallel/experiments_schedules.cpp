@@ -145,9 +145,10 @@ const bool registered_schedules = register_experiment({
                 // Law with a tolerance. The models: 1F1B (p-1)/(m+p-1) = 0.2 and ZB-H1
                 // (p-1)/(3m+p-1) = 0.077 at p = 2, m = 4, a ratio of 2.6. Both schedules send
                 // the same 2m(p-1) messages, so the hand-offs the models leave out add about the
-                // same excess e to both; gpipe_bubble_p2's runs put e at 0.015-0.074, which
-                // leaves 1F1B's over ZB-H1's at 0.274/0.151 = 1.8 or more. 1.33 also holds
-                // while a hand-off costs up to about twice the worst committed one.
+                // same excess e to both: (0.2 + e) / (0.077 + e) >= 1.33 while e <= 0.30. The
+                // scale of e is gpipe_bubble_p2's (0.015-0.074 in its committed runs, a quarter
+                // of the allowance), so this bound is not independent of those runs; runs taken
+                // after the bounds were frozen test it.
                 .statement = "With 2 stages and 4 micro-batches, ZB-H1's measured bubble is at "
                              "most three quarters of 1F1B's (1F1B's over ZB-H1's at least 1.33): "
                              "the deferred W's fill it",
@@ -176,7 +177,9 @@ const bool registered_schedules = register_experiment({
                            {"micro_batches", "8"}},
                 .field = "peak_activation_bytes",
                 .versus = {{"schedule", "1f1b"}},
-                .bound = 2.12,
+                .compare = Claim::Compare::within,
+                .bound = 2.125,
+                .tolerance = 1e-3,
                 .unit = "×",
                 .timing = false},
                {.id = "interleaved_samples_per_s",

@@ -31,7 +31,7 @@ struct ReferenceValue {
 std::map<std::string, ReferenceValue> read_reference_values() {
   std::map<std::string, ReferenceValue> out;
   const fs::path root = fs::path(build::source_dir) / "results" / "reference";
-  const auto take = [&](const char* name, bool gpu_claims_only) {
+  const auto take = [&](const char* name, bool gpu_claims_only, bool judged_only = false) {
     RunFile f;
     try {
       f = load_run(root / name);
@@ -42,11 +42,18 @@ std::map<std::string, ReferenceValue> read_reference_values() {
       for (const Claim& c : e.claims) {
         if (gpu_claims_only && !c.needs_gpu) continue;
         const ClaimResult r = claims_detail::judge_claim(e, c, f);
+        if (judged_only && r.status == ClaimStatus::not_judged) continue;
         if (r.value) out[e.id + " " + c.id] = {*r.value, name};
       }
   };
   const ReferenceManifest& m = reference_manifest();
-  for (const std::string& name : m.claims) take(name.c_str(), false);
+  // The claims runs in order, later ones winning; then the lessons run (the one sitting) over
+  // all of them: a claim it judged keeps its value there, and a rerun of the same build never
+  // stands in for it, failed or not (a law it could not judge, on disturbed records or without
+  // its control, takes the last claims run that measured it).
+  for (const std::string& name : m.claims)
+    if (name != m.lessons) take(name.c_str(), false);
+  take(m.lessons.c_str(), false, true);
   // The claims that need a GPU come from the GPU's run; its CPU references (ch04/cpu_reference,
   // on that machine's CPU) are not the reference machine's.
   if (!m.gpu.empty()) take(m.gpu.c_str(), true);
@@ -115,14 +122,17 @@ std::string reference_machine_text(const RunFile& run) {
   if (!c.contains("family") || !c.contains("model") || !c.at("family").is_number() ||
       !c.at("model").is_number())
     return "";
+  // A guest (the CPU reports a hypervisor) has vCPUs; bare metal has CPUs.
+  const bool guest = c.contains("hypervisor") && c.at("hypervisor").is_string() &&
+                     !c.at("hypervisor").get<std::string>().empty();
   std::string out;
   if (p.contains("cores") && p.at("cores").is_number_integer())
-    out = fmt::format("{}-vCPU ", p.at("cores").get<int>());
+    out = fmt::format("{}-{} ", p.at("cores").get<int>(), guest ? "vCPU" : "CPU");
   const std::string brand = p.contains("cpu_model") && p.at("cpu_model").is_string()
                                 ? p.at("cpu_model").get<std::string>()
                                 : std::string("CPU");
-  out += fmt::format("{} guest, family {} model {}", brand, c.at("family").get<int>(),
-                     c.at("model").get<int>());
+  out += fmt::format("{}{}, family {} model {}", brand, guest ? " guest" : "",
+                     c.at("family").get<int>(), c.at("model").get<int>());
   if (c.contains("microarchitecture") && c.at("microarchitecture").is_string())
     out += fmt::format(" ({})", c.at("microarchitecture").get<std::string>());
   if (p.contains("gpus") && p.at("gpus").is_array() && !p.at("gpus").empty() &&

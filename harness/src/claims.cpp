@@ -104,6 +104,16 @@ void add_flags(const Record& r, std::vector<std::string>& flags) {
 
 std::string expected_text(const Claim& c) {
   if (c.kind == Claim::Kind::magnitude) return "reported";
+  if (c.compare == Claim::Compare::within) {
+    // The model's value to four digits (2.125×, 0.1667×): a count is held to it closely.
+    std::string model = fmt::format("{:.4g}", c.bound);
+    if (c.unit == "×" || c.unit == "x" || c.unit == "%")
+      model += c.unit == "x" ? "×" : c.unit;
+    else if (!c.unit.empty())
+      model += " " + c.unit;
+    return c.tolerance == 0 ? "exactly " + model
+                            : fmt::format("{} ± {:.3g}", model, c.tolerance);
+  }
   return fmt::format("{} {}", c.compare == Claim::Compare::at_least ? "at least" : "at most",
                      claim_value_text(c.bound, c.unit));
 }
@@ -142,6 +152,13 @@ ClaimResult judge_claim(const Experiment& e, const Claim& c, const RunFile& run)
     return out;
   }
   const bool at_least = c.compare == Claim::Compare::at_least;
+  const bool within = c.compare == Claim::Compare::within;
+  // The worst value: the smallest (at_least), the largest (at_most), the farthest from the
+  // model (within).
+  const auto worse = [&](double a, double b) {
+    if (within) return std::abs(a - c.bound) > std::abs(b - c.bound);
+    return at_least ? a < b : a > b;
+  };
   std::optional<double> worst;
   std::string invalid, missing;
   bool any_selected = false;
@@ -177,16 +194,28 @@ ClaimResult judge_claim(const Experiment& e, const Claim& c, const RunFile& run)
       }
       bool peer_lower = false;
       const std::optional<double> pv = field_of(*peer, c.field, peer_lower);
-      if (!pv || *pv == 0 || *v == 0) {
+      if (!pv) {
         missing = fmt::format("its peer {{{}}} has no {}", describe(p), c.field);
         continue;
+      }
+      if (*pv == 0 || *v == 0) {
+        // A time of 0 was not measured; a count of 0 is a count, and a ratio to it is wrong.
+        if (c.timing) {
+          missing = fmt::format("its peer {{{}}} has no {}", describe(p), c.field);
+          continue;
+        }
+        if ((lower ? *v : *pv) == 0) {
+          invalid = fmt::format("{{{}}} over {{{}}}: {} is 0, the ratio has no value",
+                                describe(r.params), describe(p), c.field);
+          continue;
+        }
       }
       value = lower ? *pv / *v : *v / *pv;
       where += " over " + describe(peer->params);
     }
     add_flags(r, out.flags);
     if (peer) add_flags(*peer, out.flags);
-    if (!worst || (at_least ? value < *worst : value > *worst)) {
+    if (!worst || worse(value, *worst)) {
       worst = value;
       out.where = where;
     }
@@ -216,7 +245,9 @@ ClaimResult judge_claim(const Experiment& e, const Claim& c, const RunFile& run)
     out.status = ClaimStatus::reported;
     return out;
   }
-  const bool holds = at_least ? *worst >= c.bound : *worst <= c.bound;
+  const bool holds = within     ? std::abs(*worst - c.bound) <= c.tolerance
+                     : at_least ? *worst >= c.bound
+                                : *worst <= c.bound;
   out.status = holds ? ClaimStatus::held : ClaimStatus::not_held;
   // A law about speed on disturbed records is not judged, held or not: flags work both ways.
   // A count (timing false) does not depend on speed and is judged all the same.
@@ -243,6 +274,7 @@ ClaimResult judge_claim(const Experiment& e, const Claim& c, const RunFile& run)
     out.control_value = *kv;
     if (!(k_at_least ? *kv >= k.bound : *kv <= k.bound)) {
       out.status = ClaimStatus::not_judged;
+      out.control_failed = true;
       out.reason = fmt::format(
           "not judged: its positive control did not show the effect ({} at {}: {} {:.4g}, "
           "needs {} {:.4g}), so the law could pass because nothing happened; it would have {}",
@@ -301,8 +333,19 @@ std::string claim_causes_text(const ClaimResult& r) {
   return "where to look: " + out;
 }
 
+const char* not_judged_label(const ClaimResult& r) {
+  return r.control_failed ? "control did not show the effect" : "disturbed records";
+}
+
+std::string not_judged_counts(int disturbed, int control) {
+  std::string out;
+  if (disturbed) out += fmt::format("; {} not judged (disturbed records)", disturbed);
+  if (control) out += fmt::format("; {} not judged (control did not show the effect)", control);
+  return out;
+}
+
 std::string claims_counts(const std::vector<ClaimResult>& results) {
-  int held = 0, failed = 0, na = 0, reported = 0, flagged = 0, unjudged = 0;
+  int held = 0, failed = 0, na = 0, reported = 0, flagged = 0, unjudged = 0, control = 0;
   for (const auto& r : results) {
     switch (r.status) {
       case ClaimStatus::held:
@@ -318,7 +361,7 @@ std::string claims_counts(const std::vector<ClaimResult>& results) {
         ++na;
         break;
       case ClaimStatus::not_judged:
-        ++unjudged;
+        ++(r.control_failed ? control : unjudged);
         break;
     }
     if (!r.flags.empty() && r.status != ClaimStatus::not_applicable &&
@@ -326,7 +369,7 @@ std::string claims_counts(const std::vector<ClaimResult>& results) {
       ++flagged;
   }
   std::string out = fmt::format("{} held, {} not held, {} not applicable", held, failed, na);
-  if (unjudged) out += fmt::format("; {} not judged (disturbed records)", unjudged);
+  out += not_judged_counts(unjudged, control);
   if (reported) out += fmt::format("; {} magnitude{} reported", reported, reported == 1 ? "" : "s");
   if (flagged) out += fmt::format("; {} judged on flagged records", flagged);
   return out;

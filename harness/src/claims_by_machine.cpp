@@ -63,7 +63,7 @@ std::string range_text(double lo, double hi, const std::string& unit) {
 
 std::string machine_cell(const Experiment& e, const Claim& c, const MachineRuns& m,
                          const std::string& frozen) {
-  int judged = 0, held = 0, unjudged = 0, out_judged = 0, out_held = 0;
+  int judged = 0, held = 0, unjudged = 0, control = 0, out_judged = 0, out_held = 0;
   std::optional<double> lo, hi;
   std::string unit = c.unit;
   for (const RunFile* run : m.runs) {
@@ -75,7 +75,7 @@ std::string machine_cell(const Experiment& e, const Claim& c, const MachineRuns&
     // A law about speed on records measured while the machine was busy, or while its CPUs were
     // not a core each, is not judged, whether it passed or failed.
     if (r.status == ClaimStatus::not_judged) {
-      ++unjudged;
+      ++(r.control_failed ? control : unjudged);
       continue;
     }
     ++judged;
@@ -89,9 +89,14 @@ std::string machine_cell(const Experiment& e, const Claim& c, const MachineRuns&
       hi = hi ? std::max(*hi, *r.value) : *r.value;
     }
   }
-  const std::string noisy_text =
-      unjudged ? fmt::format("; {} not judged (disturbed records)", unjudged) : "";
-  if (judged == 0) return unjudged ? "not judged (disturbed records only)" : "—";
+  const std::string noisy_text = not_judged_counts(unjudged, control);
+  if (judged == 0)
+    return unjudged + control == 0 ? "—"
+           : control == 0          ? "not judged (disturbed records only)"
+           : unjudged == 0         ? "not judged (its control did not show the effect)"
+                                   : fmt::format("not judged ({} on disturbed records, {} where "
+                                                 "the control did not show the effect)",
+                                                 unjudged, control);
   const std::string values = lo ? range_text(*lo, *hi, unit) : std::string("no value");
   if (c.kind == Claim::Kind::magnitude)
     return fmt::format("{} ({} run{})", values, judged, judged == 1 ? "" : "s");

@@ -120,16 +120,24 @@ std::string claims_markdown(const std::string& chapter) {
       "| claim | kind | holds when | on the reference machine | applies with |\n"
       "|---|---|---|---:|---|\n");
   const ReferenceManifest& m = reference_manifest();
-  const std::string lessons_machine = machine_label(m.lessons);
+  // Machines compared by everything the records say of them (CPU, cores, GPU), named by the
+  // shortest part that tells them apart here.
+  const auto machine_text_of = [](const std::string& name) {
+    const RunFile* run = name.empty() ? nullptr : reference_run(name);
+    return run ? reference_machine_text(*run) : std::string();
+  };
+  const std::string lessons_machine = machine_text_of(m.lessons);
   bool other_machines = false;
   for (const Experiment& e : experiments()) {
     if (e.chapter != chapter) continue;
     for (const Claim& c : e.claims) {
       std::string value = claim_reference_text(claim_reference(e.id, c.id), c.unit);
       // A value another machine measured names it.
-      const std::string machine = machine_label(claim_reference_run(e.id, c.id));
+      const std::string run = claim_reference_run(e.id, c.id);
+      const std::string machine = machine_text_of(run);
       if (!machine.empty() && machine != lessons_machine) {
-        value += fmt::format(" ({})", machine);
+        const std::string label = machine_label(run);
+        value += fmt::format(" ({})", label == machine_label(m.lessons) ? machine : label);
         other_machines = true;
       }
       out += fmt::format("| {} (`{}`) | {} | {} | {} | {} |\n", md_escape(c.statement), e.id,

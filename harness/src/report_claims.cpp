@@ -46,7 +46,7 @@ std::string judged_cell(const std::optional<ClaimResult>& r) {
   if (r->status == ClaimStatus::not_applicable) return "n/a: " + r->reason;
   std::string out = r->value ? claim_value_text(*r->value, r->unit) : std::string("—");
   if (r->status == ClaimStatus::not_judged)
-    out += " not judged (disturbed records)";
+    out += fmt::format(" not judged ({})", not_judged_label(*r));
   else if (r->status != ClaimStatus::reported)
     out += r->status == ClaimStatus::held ? " held" : " NOT HELD";
   if (r->status == ClaimStatus::not_held && !r->reason.empty()) out += ": " + r->reason;
@@ -122,12 +122,12 @@ Table chapter_claims(const std::vector<JudgedClaim>& judged, const std::string& 
 Glance glance_of(const ChapterSection& cs, const std::string& chapter,
                  const std::vector<RunFile>& runs, const std::vector<JudgedClaim>& judged) {
   Glance g{cs.heading, cs.anchor, cs.lesson, "", ""};
-  int held = 0, applicable = 0, na = 0, unjudged = 0;
+  int held = 0, applicable = 0, na = 0, unjudged = 0, control = 0;
   for (const auto& j : judged)
     if (j.chapter == chapter)
       for (const auto& r : j.per_run) {
         if (!r) continue;
-        unjudged += r->status == ClaimStatus::not_judged;
+        if (r->status == ClaimStatus::not_judged) ++(r->control_failed ? control : unjudged);
         if (r->status == ClaimStatus::not_applicable) {
           ++na;
           continue;
@@ -142,7 +142,10 @@ Glance glance_of(const ChapterSection& cs, const std::string& chapter,
   if (unjudged)
     aside +=
         fmt::format("{}{} not judged (disturbed records)", aside.empty() ? "" : ", ", unjudged);
-  g.claims = applicable + na + unjudged == 0 ? "none made"
+  if (control)
+    aside += fmt::format("{}{} not judged (control did not show the effect)",
+                         aside.empty() ? "" : ", ", control);
+  g.claims = applicable + na + unjudged + control == 0 ? "none made"
                                              : fmt::format("{} of {} held{}", held, applicable,
                                                            aside.empty() ? "" : " (" + aside + ")");
   std::size_t n = 0, invalid = 0, noisy = 0, above = 0;

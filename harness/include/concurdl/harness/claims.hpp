@@ -17,9 +17,10 @@
 namespace concurdl {
 
 // A law is held or not held; a magnitude that was measured is reported (Claim::Kind).
-// not_judged: a law about speed whose records were noted noisy or cores_short. A disturbance
-// can make a law fail or pass (a noisy peer is slow too), so such a law is neither held nor
-// not held, whichever way its value fell.
+// not_judged: a law about speed whose records were noted noisy or cores_short (a disturbance
+// can make a law fail or pass: a noisy peer is slow too), or a law whose positive control did
+// not show the effect in that run (it could have passed because nothing happened); neither held
+// nor not held, whichever way its value fell.
 enum class ClaimStatus { held, not_held, not_applicable, reported, not_judged };
 const char* to_string(ClaimStatus s);  // "held", "not held", "not applicable", "reported", ...
 const char* to_string(Claim::Kind k);  // "law", "magnitude"
@@ -42,7 +43,17 @@ struct ClaimResult {
   // or "above_ceiling". A claim judged on such records says so.
   std::vector<std::string> flags;
   std::optional<double> control_value;  // the positive control's value, when it has one
+  // Not judged because the positive control did not show the effect (not because its records
+  // were disturbed).
+  bool control_failed = false;
 };
+
+// Why a claim was not judged, as the tables say it: "disturbed records" or "control did not
+// show the effect".
+const char* not_judged_label(const ClaimResult& r);
+// "; 2 not judged (disturbed records); 1 not judged (control did not show the effect)": the
+// non-zero counts, each with its "; " in front.
+std::string not_judged_counts(int disturbed, int control);
 
 // One claim of `e` against `run`'s records.
 ClaimResult evaluate_claim(const Experiment& e, const Claim& c, const RunFile& run);
@@ -81,15 +92,18 @@ bool any_failed(const std::vector<ClaimResult>& results);
 // edition: docs/methodology.md, "A new edition".
 struct ReferenceManifest {
   std::string lessons;              // lesson numbers' default run
-  std::vector<std::string> claims;  // claims' reference values, later ones win
+  // Claims' reference values: the lessons run's where it judged the claim, else the last of
+  // these that measured it.
+  std::vector<std::string> claims;
   std::string gpu;                  // the claims that need a GPU
   std::string repeats;              // a folder of quiet repeats of one build
   // When the laws' bounds were last set ("2026-11-28T20:00:00Z"): a run started after it is
   // held-out data for them, judged by bounds it never helped set.
   std::string frozen;
 };
-// Parses a manifest; a line that is not "ROLE PATH" with a known role, or a missing lessons /
-// gpu line, throws std::invalid_argument naming the line.
+// Parses a manifest; a line that is not "ROLE PATH" with a known role, a second line of a
+// one-line role, or a manifest without a lessons line and claims lines throws
+// std::invalid_argument naming what was wrong.
 ReferenceManifest parse_reference_manifest(std::string_view text);
 // The source tree's results/reference/manifest, read once (an empty manifest when the program
 // is away from its sources).

@@ -235,8 +235,13 @@ struct Claim {
   // ("speedup", "bytes_per_s", "fraction_of_ceiling").
   std::string field = "median";
   Params versus;  // {{"variant", "adjacent"}}: a ratio, better / worse, so > 1 means better
-  enum class Compare { at_least, at_most } compare = Compare::at_least;
-  double bound = 0;  // holds when value >= bound (at_least) or value <= bound (at_most)
+  // within: a count that has a model value, held to it from both sides (a count law with only
+  // one side passes a defect in the other direction: a skipped gather, a buffer not counted).
+  enum class Compare { at_least, at_most, within } compare = Compare::at_least;
+  // Holds when value >= bound (at_least), value <= bound (at_most) or |value - bound| <=
+  // tolerance (within).
+  double bound = 0;
+  double tolerance = 0;  // within only: what the model allows (uneven blocks, rounding)
   Kind kind = Kind::law;
   std::vector<ClaimCause> causes;  // what moves the value from machine to machine
   std::string unit;  // how the value is printed: "x" for a ratio, "" for a plain number
