@@ -110,9 +110,10 @@ const bool registered = [] {
       .claims = {{.id = "dynamic_beats_static",
                   // Law by the work model: counted from the serial image's escape iterations (this
                   // view, 512 iterations at most), the first half of the rows holds 91.5% of the
-                  // work at 192 x 384 pixels (quick) and at 512 x 1024 (full) alike, so the static split takes 0.915 W on one thread against dynamic's
-                  // W / 2 (plus a row): 1.83x. The bound 1.4 leaves 23% of it for two vCPUs that
-                  // are not two whole cores and dynamic's one atomic per row.
+                  // work at 192 x 384 pixels (quick) and at 512 x 1024 (full) alike, so the static
+                  // split takes 0.915 W on one thread against dynamic's W / 2 (plus a row): 1.83x.
+                  // The bound 1.4 leaves 23% of it for two vCPUs that are not two whole cores and
+                  // dynamic's one atomic per row.
                   .statement = "On uneven rows, handing rows out on demand (omp_dynamic) is at "
                                "least 1.4x faster than contiguous static blocks at 2 threads",
                   .select = {{"variant", "omp_dynamic"}, {"threads", "2"}},

@@ -126,29 +126,29 @@ const bool registered = [] {
       // A record is valid only when the demonstration ended the way the lesson says (the
       // deadlock detected with its cycle named, the fix finished with the money conserved), so
       // these claims are about that outcome and how soon it came.
-      .claims =
-          {{.id = "deadlock_detected",
-            // Law: the record is valid only when the watchdog found the deadlock and named its
-            // wait-for cycle. The time follows from the demonstration's bounds: at most three
-            // tries, each ended by the watchdog 100 ms after the threads last made progress
-            // (back-to-back transfers close the cycle within microseconds), 0.3 s, plus each
-            // try's start and join; 0.5 s leaves 0.2 s for those. A time, so a record taken
-            // while the machine was busy or short of cores is not judged.
-            .statement = "The watchdog detects the deadlock, names the wait-for cycle and "
-                         "ends the demonstration within 0.5 s (timeout 100 ms)",
-            .select = {{"variant", "deadlock_naive"}},
-            .compare = Claim::Compare::at_most,
-            .bound = 0.5,
-            .unit = "s"},
-           {.id = "scoped_lock_finishes",
-            // A magnitude: an absolute time; that the fix finishes at all is the record's
-            // validation.
-            .statement = "How long the std::scoped_lock fix takes to finish all its transfers at 2 "
-                         "threads (the watchdog calls 100 ms a deadlock)",
-            .select = {{"variant", "deadlock_scoped_lock"}, {"threads", "2"}},
-            .kind = Claim::Kind::magnitude,
-            .causes = {ClaimCause::cores_and_smt, ClaimCause::wakeup_latency},
-            .unit = "s"}},
+      .claims = {{.id = "deadlock_detected",
+                  // Law: the record is valid only when the watchdog found the deadlock and named
+                  // its wait-for cycle. The time follows from the demonstration's bounds: at most
+                  // three tries, each ended by the watchdog 100 ms after the threads last made
+                  // progress (back-to-back transfers close the cycle within microseconds), 0.3 s,
+                  // plus each try's start and join; 0.5 s leaves 0.2 s for those. A time, so a
+                  // record taken while the machine was busy or short of cores is not judged.
+                  .statement = "The watchdog detects the deadlock, names the wait-for cycle and "
+                               "ends the demonstration within 0.5 s (timeout 100 ms)",
+                  .select = {{"variant", "deadlock_naive"}},
+                  .compare = Claim::Compare::at_most,
+                  .bound = 0.5,
+                  .unit = "s"},
+                 {.id = "scoped_lock_finishes",
+                  // A magnitude: an absolute time; that the fix finishes at all is the record's
+                  // validation.
+                  .statement =
+                      "How long the std::scoped_lock fix takes to finish all its transfers at 2 "
+                      "threads (the watchdog calls 100 ms a deadlock)",
+                  .select = {{"variant", "deadlock_scoped_lock"}, {"threads", "2"}},
+                  .kind = Claim::Kind::magnitude,
+                  .causes = {ClaimCause::cores_and_smt, ClaimCause::wakeup_latency},
+                  .unit = "s"}},
   });
 
   return true;

@@ -193,14 +193,13 @@ const bool registered = [] {
             .field = "jain_index",
             .bound = 0.999,
             .min_cpus = 2,
-            .control = Claim::Control{.select = {{"variant", "v1_tas"},
-                                                 {"threads", "2"},
-                                                 {"cs", "1us"}},
-                                      .field = "jain_index",
-                                      .compare = Claim::Compare::at_most,
-                                      .bound = 0.99,
-                                      .shows = "test-and-set's index is below 0.99: the index "
-                                               "sees an unfair lock"}},
+            .control =
+                Claim::Control{.select = {{"variant", "v1_tas"}, {"threads", "2"}, {"cs", "1us"}},
+                               .field = "jain_index",
+                               .compare = Claim::Compare::at_most,
+                               .bound = 0.99,
+                               .shows = "test-and-set's index is below 0.99: the index "
+                                        "sees an unfair lock"}},
            {.id = "ticket_fairer_than_tas",
             // A magnitude: the ticket lock's own fairness is the law ticket_is_fair; how unfair TAS
             // is depends on which core wins the line back (1.03x on real cores, up to 2x on vCPUs).

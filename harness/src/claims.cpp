@@ -111,8 +111,7 @@ std::string expected_text(const Claim& c) {
       model += c.unit == "x" ? "×" : c.unit;
     else if (!c.unit.empty())
       model += " " + c.unit;
-    return c.tolerance == 0 ? "exactly " + model
-                            : fmt::format("{} ± {:.3g}", model, c.tolerance);
+    return c.tolerance == 0 ? "exactly " + model : fmt::format("{} ± {:.3g}", model, c.tolerance);
   }
   return fmt::format("{} {}", c.compare == Claim::Compare::at_least ? "at least" : "at most",
                      claim_value_text(c.bound, c.unit));

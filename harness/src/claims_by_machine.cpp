@@ -94,9 +94,10 @@ std::string machine_cell(const Experiment& e, const Claim& c, const MachineRuns&
     return unjudged + control == 0 ? "—"
            : control == 0          ? "not judged (disturbed records only)"
            : unjudged == 0         ? "not judged (its control did not show the effect)"
-                                   : fmt::format("not judged ({} on disturbed records, {} where "
+                                   : fmt::format(
+                                         "not judged ({} on disturbed records, {} where "
                                                  "the control did not show the effect)",
-                                                 unjudged, control);
+                                         unjudged, control);
   const std::string values = lo ? range_text(*lo, *hi, unit) : std::string("no value");
   if (c.kind == Claim::Kind::magnitude)
     return fmt::format("{} ({} run{})", values, judged, judged == 1 ? "" : "s");

@@ -145,9 +145,10 @@ Glance glance_of(const ChapterSection& cs, const std::string& chapter,
   if (control)
     aside += fmt::format("{}{} not judged (control did not show the effect)",
                          aside.empty() ? "" : ", ", control);
-  g.claims = applicable + na + unjudged + control == 0 ? "none made"
-                                             : fmt::format("{} of {} held{}", held, applicable,
-                                                           aside.empty() ? "" : " (" + aside + ")");
+  g.claims = applicable + na + unjudged + control == 0
+                 ? "none made"
+                 : fmt::format("{} of {} held{}", held, applicable,
+                               aside.empty() ? "" : " (" + aside + ")");
   std::size_t n = 0, invalid = 0, noisy = 0, above = 0;
   for (const auto& run : runs)
     for (const auto& r : run.records) {

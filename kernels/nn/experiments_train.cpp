@@ -166,8 +166,9 @@ const bool registered_curve = register_experiment({
     // does not depend on the machine's speed.
     // Law, by an external reference and a binomial model: the data set's README reports 0.8833
     // for an MLP 256-128-100 (a contributed entry of its benchmark table); the default MLP is
-    // as deep and about as wide, so it should reach it, within what 10,000 test images resolve: an accuracy p over n images has a standard error
-    // sqrt(p (1 - p) / n), 0.0032 at p = 0.883, and three of those is 0.0096: at least 0.873.
+    // as deep and about as wide, so it should reach it, within what 10,000 test images resolve: an
+    // accuracy p over n images has a standard error sqrt(p (1 - p) / n), 0.0032 at p = 0.883, and
+    // three of those is 0.0096: at least 0.873.
     .claims = {{.id = "matches_the_dataset_baseline",
                 .statement = "After 10 epochs the default MLP (784-256-128-10, batch 64) reaches "
                              "the 0.883 test accuracy the data set's benchmark reports for an MLP "

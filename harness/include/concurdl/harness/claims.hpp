@@ -91,12 +91,12 @@ bool any_failed(const std::vector<ClaimResult>& results);
 // records' provenance (reference_machine_text), never typed beside its name. Retaking an
 // edition: docs/methodology.md, "A new edition".
 struct ReferenceManifest {
-  std::string lessons;              // lesson numbers' default run
+  std::string lessons;  // lesson numbers' default run
   // Claims' reference values: the lessons run's where it judged the claim, else the last of
   // these that measured it.
   std::vector<std::string> claims;
-  std::string gpu;                  // the claims that need a GPU
-  std::string repeats;              // a folder of quiet repeats of one build
+  std::string gpu;      // the claims that need a GPU
+  std::string repeats;  // a folder of quiet repeats of one build
   // When the laws' bounds were last set ("2026-11-28T20:00:00Z"): a run started after it is
   // held-out data for them, judged by bounds it never helped set.
   std::string frozen;
