@@ -11,6 +11,14 @@
 
 namespace concurdl {
 
+bool params_match(const Params& p, const Params& select) {
+  for (const auto& [k, v] : select) {
+    const auto it = p.find(k);
+    if (it == p.end() || it->second != v) return false;
+  }
+  return true;
+}
+
 namespace {
 
 [[noreturn]] void bad(std::string_view name, std::string_view text, std::string_view why) {

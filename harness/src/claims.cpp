@@ -10,7 +10,6 @@
 
 #include "claims_detail.hpp"
 #include "concurdl/harness/records.hpp"
-#include "concurdl/harness/runner.hpp"
 
 namespace concurdl {
 
@@ -89,13 +88,6 @@ std::optional<double> field_of(const Record& r, const std::string& field, bool& 
   return std::nullopt;
 }
 
-bool matches(const Params& p, const Params& select) {
-  return std::all_of(select.begin(), select.end(), [&](const auto& kv) {
-    auto it = p.find(kv.first);
-    return it != p.end() && it->second == kv.second;
-  });
-}
-
 void add_flags(const Record& r, std::vector<std::string>& flags) {
   for (const char* key : {"noisy", "cores_short", "above_ceiling"})
     if (r.notes.count(key) && std::find(flags.begin(), flags.end(), key) == flags.end())
@@ -162,7 +154,7 @@ ClaimResult judge_claim(const Experiment& e, const Claim& c, const RunFile& run)
   std::string invalid, missing;
   bool any_selected = false;
   for (const Record& r : run.records) {
-    if (r.experiment != e.id || !matches(r.params, c.select)) continue;
+    if (r.experiment != e.id || !params_match(r.params, c.select)) continue;
     any_selected = true;
     if (!r.valid) {
       invalid = fmt::format("{{{}}} is invalid: {}", describe(r.params), r.validation);
@@ -259,7 +251,7 @@ ClaimResult judge_claim(const Experiment& e, const Claim& c, const RunFile& run)
     const bool k_at_least = k.compare == Claim::Compare::at_least;
     std::optional<double> kv;
     for (const Record& r : run.records) {
-      if (r.experiment != e.id || !matches(r.params, k.select) || !r.valid) continue;
+      if (r.experiment != e.id || !params_match(r.params, k.select) || !r.valid) continue;
       bool lower = false;
       const std::optional<double> v = field_of(r, k.field, lower);
       if (v && (!kv || (k_at_least ? *v < *kv : *v > *kv))) kv = *v;

@@ -351,24 +351,6 @@ std::optional<std::uint64_t> parse_cache_size(std::string_view text) {
   return v * scale;
 }
 
-std::optional<std::vector<int>> parse_cpu_list(std::string_view text) {
-  text = trim(text);
-  std::set<int> cpus;
-  while (!text.empty()) {
-    const auto comma = text.find(',');
-    const std::string_view item = trim(text.substr(0, comma));
-    text.remove_prefix(comma == std::string_view::npos ? text.size() : comma + 1);
-    const auto dash = item.find('-');
-    const auto first = parse_int(item.substr(0, dash));
-    const auto last = dash == std::string_view::npos ? first : parse_int(item.substr(dash + 1));
-    // A bound on the range keeps a corrupt list from filling memory.
-    if (!first || !last || *first < 0 || *last < *first || *last - *first > (1 << 20))
-      return std::nullopt;
-    for (int c = *first; c <= *last; ++c) cpus.insert(c);
-  }
-  return std::vector<int>(cpus.begin(), cpus.end());
-}
-
 std::string format_cpu_list(const std::vector<int>& cpus) {
   std::vector<int> sorted = cpus;
   std::sort(sorted.begin(), sorted.end());

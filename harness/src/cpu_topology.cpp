@@ -6,12 +6,48 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <charconv>
 #include <fstream>
 #include <set>
 
-#include "concurdl/harness/cpu_info.hpp"
-
 namespace concurdl::cpu_topology {
+
+namespace {
+
+std::string_view trim(std::string_view s) {
+  const auto space = [](char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; };
+  while (!s.empty() && space(s.front())) s.remove_prefix(1);
+  while (!s.empty() && space(s.back())) s.remove_suffix(1);
+  return s;
+}
+
+std::optional<int> parse_int(std::string_view s) {
+  s = trim(s);
+  int v = 0;
+  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc() || end != s.data() + s.size() || s.empty()) return std::nullopt;
+  return v;
+}
+
+}  // namespace
+
+std::optional<std::vector<int>> parse_cpu_list(std::string_view text) {
+  text = trim(text);
+  std::set<int> cpus;
+  while (!text.empty()) {
+    const auto comma = text.find(',');
+    const std::string_view item = trim(text.substr(0, comma));
+    text.remove_prefix(comma == std::string_view::npos ? text.size() : comma + 1);
+    const auto dash = item.find('-');
+    const auto first = parse_int(item.substr(0, dash));
+    const auto last = dash == std::string_view::npos ? first : parse_int(item.substr(dash + 1));
+    // A bound on the range keeps a corrupt list from filling memory.
+    if (!first || !last || *first < 0 || *last < *first || *last - *first > (1 << 20))
+      return std::nullopt;
+    for (int c = *first; c <= *last; ++c) cpus.insert(c);
+  }
+  return std::vector<int>(cpus.begin(), cpus.end());
+}
 
 namespace {
 
@@ -22,7 +58,7 @@ using Sharing = std::map<int, std::set<int>>;
 Sharing parse_lists(const std::map<int, std::string>& lists) {
   Sharing out;
   for (const auto& [cpu, text] : lists)
-    if (const auto parsed = cpu_info::parse_cpu_list(text); parsed && !parsed->empty())
+    if (const auto parsed = parse_cpu_list(text); parsed && !parsed->empty())
       out[cpu] = std::set<int>(parsed->begin(), parsed->end());
   return out;
 }

@@ -52,13 +52,6 @@ bool known_format(const std::string& f) {
   return std::find(kFormats.begin(), kFormats.end(), f) != kFormats.end();
 }
 
-bool matches(const Params& p, const Params& select) {
-  return std::all_of(select.begin(), select.end(), [&](const auto& kv) {
-    auto it = p.find(kv.first);
-    return it != p.end() && it->second == kv.second;
-  });
-}
-
 std::optional<double> calibration_field(const Calibration& c, const std::string& field) {
   if (field == "mem_bandwidth_bytes_per_s") return c.mem_bandwidth_bytes_per_s;
   if (field == "peak_flops") return c.peak_flops;
@@ -102,7 +95,7 @@ const Record& one_record(const RunFile& run, const std::string& experiment, cons
   const Record* found = nullptr;
   int count = 0;
   for (const Record& r : run.records)
-    if (r.experiment == experiment && matches(r.params, select)) {
+    if (r.experiment == experiment && params_match(r.params, select)) {
       found = &r;
       ++count;
     }
@@ -124,7 +117,7 @@ const Record& peer_record(const RunFile& run, const Record& r, const Params& ver
   const Record* found = nullptr;
   int count = 0;
   for (const Record& q : run.records) {
-    if (q.experiment != r.experiment || !matches(q.params, versus)) continue;
+    if (q.experiment != r.experiment || !params_match(q.params, versus)) continue;
     const bool same_elsewhere = std::all_of(q.params.begin(), q.params.end(), [&](const auto& kv) {
       if (versus.count(kv.first)) return true;
       auto it = r.params.find(kv.first);

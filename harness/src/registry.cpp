@@ -126,6 +126,13 @@ bool register_experiment(Experiment e) {
 
 const std::vector<Experiment>& experiments() { return experiment_list(); }
 
+Params applicable_params(const Experiment& e, Params p) {
+  for (const Inapplicable& rule : e.inapplicable)
+    if (params_match(p, rule.when))
+      for (const auto& axis : rule.axes) p.erase(axis);
+  return p;
+}
+
 const Experiment* find_experiment(const std::string& id) {
   for (const auto& e : experiment_list())
     if (e.id == id) return &e;

@@ -41,14 +41,6 @@ std::vector<std::string> axis_values(const Axis& a, Profile p) {
   return p == Profile::quick && !a.quick.empty() ? a.quick : a.values;
 }
 
-bool matches(const Params& p, const Params& when) {
-  for (const auto& [k, v] : when) {
-    auto it = p.find(k);
-    if (it == p.end() || it->second != v) return false;
-  }
-  return true;
-}
-
 }  // namespace
 
 int default_repetitions(Profile p) {
@@ -61,13 +53,6 @@ int default_repetitions(Profile p) {
       return 10;
   }
   return 5;
-}
-
-Params applicable_params(const Experiment& e, Params p) {
-  for (const Inapplicable& rule : e.inapplicable)
-    if (matches(p, rule.when))
-      for (const auto& axis : rule.axes) p.erase(axis);
-  return p;
 }
 
 std::vector<Config> expand(const std::vector<const Experiment*>& selected, const RunOptions& opt) {

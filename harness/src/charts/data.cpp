@@ -185,14 +185,6 @@ std::optional<std::string> x_of(const Record& r, const std::string& x) {
   return std::nullopt;
 }
 
-bool matches(const Params& params, const Params& where) {
-  for (const auto& [k, v] : where) {
-    auto it = params.find(k);
-    if (it == params.end() || it->second != v) return false;
-  }
-  return true;
-}
-
 struct Selected {
   const Record* rec;
   std::size_t run;
@@ -273,7 +265,7 @@ std::optional<ChartData> measure(const std::vector<RunFile>& runs,
   std::size_t invalid = 0;
   for (std::size_t ri = 0; ri < runs.size(); ++ri) {
     for (const Record& r : runs[ri].records) {
-      if (r.experiment != e.id || !matches(r.params, fig.where)) continue;
+      if (r.experiment != e.id || !params_match(r.params, fig.where)) continue;
       const auto x = x_of(r, fig.x);
       if (!x) continue;
       if (!r.valid) {

@@ -13,6 +13,10 @@ namespace concurdl {
 
 using Params = std::map<std::string, std::string>;
 
+// Whether `p` has every key of `select` with the same value (a record's parameters against a
+// claim's select, a rule's `when`, a figure's `where`).
+bool params_match(const Params& p, const Params& select);
+
 // What values an axis accepts. Checked when the sweep is expanded, before anything runs, so a
 // bad --set or --threads is a usage error (exit 2) and never a half-finished run.
 enum class AxisKind {

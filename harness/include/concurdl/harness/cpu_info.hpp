@@ -12,6 +12,8 @@
 #include <string_view>
 #include <vector>
 
+#include "concurdl/harness/cpu_topology.hpp"
+
 namespace concurdl::cpu_info {
 
 // The first processor block of /proc/cpuinfo.
@@ -54,8 +56,8 @@ std::string hypervisor_display(std::string_view vendor);
 
 // sysfs cache `size` ("48K", "32768K", "1M") in bytes; nullopt if it is not one.
 std::optional<std::uint64_t> parse_cache_size(std::string_view text);
-// A kernel CPU list ("0-3,8,10-11") as sorted CPU numbers; nullopt if malformed.
-std::optional<std::vector<int>> parse_cpu_list(std::string_view text);
+// A kernel CPU list ("0-3,8,10-11") as sorted CPU numbers (cpu_topology's, below this).
+using cpu_topology::parse_cpu_list;
 // The reverse: {0,1,2,3,8} -> "0-3,8".
 std::string format_cpu_list(const std::vector<int>& cpus);
 // Which of `cpus` share a resource, given each CPU's sharing list (thread_siblings_list, a

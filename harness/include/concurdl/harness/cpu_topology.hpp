@@ -14,6 +14,9 @@
 
 namespace concurdl::cpu_topology {
 
+// A kernel CPU list ("0-3,8,10-11") as sorted CPU numbers; nullopt if malformed.
+std::optional<std::vector<int>> parse_cpu_list(std::string_view text);
+
 // The placements, in the order a lesson compares them (most sharing first).
 inline constexpr std::string_view kPlacements[] = {"smt_siblings", "same_l3", "other_l3"};
 

@@ -333,6 +333,8 @@ std::vector<std::pair<const Experiment*, std::string>> unavailable_here(
 bool register_experiment(Experiment e);
 const std::vector<Experiment>& experiments();
 const Experiment* find_experiment(const std::string& id);
+// `p` without the parameters that the experiment's Inapplicable rules say mean nothing there.
+Params applicable_params(const Experiment& e, Params p);
 
 // Chapters known to the program (those that registered anything), "01-threads" etc.
 struct ChapterInfo {

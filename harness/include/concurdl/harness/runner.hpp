@@ -88,7 +88,4 @@ class Interrupted : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// `p` without the parameters that the experiment's Inapplicable rules say mean nothing there.
-Params applicable_params(const Experiment& e, Params p);
-
 }  // namespace concurdl
