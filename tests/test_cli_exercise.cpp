@@ -104,6 +104,17 @@ TEST_F(Cli, ExerciseVerdictsWeighTheTargetAndSetTheExitCode) {
   EXPECT_EQ(done.rc, 0) << done.out << done.err;
   EXPECT_NE(done.out.find("-> exercise 99.3: done: correct and within 1.2x"), std::string::npos)
       << done.out;
+  // An interval that straddles the target is measured again, its samples pooled, until it
+  // decides: 99.7's first round is too noisy, its second is not.
+  const Result noisy = run("exercise ch99 99.7 --quiet --no-build");
+  EXPECT_EQ(noisy.rc, 0) << noisy.out << noisy.err;
+  EXPECT_NE(noisy.out.find("measuring again (round 2"), std::string::npos) << noisy.out;
+  EXPECT_NE(noisy.out.find("-> exercise 99.7: done"), std::string::npos) << noisy.out;
+  // With --repeat N, one round of N: the noisy start stays undecided, and says what to do.
+  const Result once = run("exercise ch99 99.7 --repeat 9 --quiet --no-build");
+  EXPECT_EQ(once.rc, 1) << once.out << once.err;
+  EXPECT_NE(once.out.find("-> exercise 99.7: INCONCLUSIVE"), std::string::npos) << once.out;
+  EXPECT_EQ(once.out.find("measuring again"), std::string::npos) << once.out;
   const Result untouched = run("exercise ch99 99.1 --quiet --no-build");
   EXPECT_EQ(untouched.rc, 0) << untouched.out;
   EXPECT_NE(untouched.out.find("1 not attempted"), std::string::npos) << untouched.out;

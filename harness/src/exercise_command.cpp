@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -66,9 +67,23 @@ Verdict from_tests(ExerciseState s) {
 }
 
 // Times a correct attempt; prints a line per configuration and returns the timing verdicts.
-void time_attempt(Attempt& at, const RunOptions& opt) {
+// One round of timing: every configuration, student and reference interleaved, each record's
+// samples added to those of the earlier rounds (`pooled`, by parameters), and the verdict judged
+// on all of them.
+void time_round(Attempt& at, const RunOptions& opt, std::map<Params, std::vector<double>>& pooled) {
   const Exercise& x = *at.exercise;
   at.records = run_configs(expand({&x.timing}, opt), opt, {});
+  for (Record& r : at.records) {
+    std::vector<double>& all = pooled[r.params];
+    all.insert(all.end(), r.samples.begin(), r.samples.end());
+    r.samples = all;
+    r.stats.median = median(all);
+    r.stats.n = all.size();
+  }
+  at.timings.clear();
+  at.configurations.clear();
+  at.student_medians.clear();
+  at.reference_medians.clear();
   for (const Record& s : at.records) {
     if (s.params.at("impl") != "student") continue;
     Params ref_params = s.params;
@@ -96,6 +111,36 @@ void time_attempt(Attempt& at, const RunOptions& opt) {
         x.target, to_string(t.verdict));
   }
   at.verdict = at.timings.empty() ? Verdict::correct : worst_timing(at.timings);
+}
+
+// The timing, repeated while its interval straddles the target: each round adds the same number
+// of repetitions to the pooled samples, until the verdict is decided or kTimingBudget of timing
+// has been spent (then it stays inconclusive, and says so). With --repeat N, one round of N.
+constexpr double kTimingBudgetSeconds = 60;
+void time_attempt(Attempt& at, const RunOptions& opt) {
+  std::map<Params, std::vector<double>> pooled;
+  const auto start = std::chrono::steady_clock::now();
+  const auto spent = [&] {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  };
+  time_round(at, opt, pooled);
+  int rounds = 1;
+  while (!opt.repeat && at.verdict == Verdict::inconclusive) {
+    // Another round only if it fits in what is left of the budget.
+    if (spent() * (rounds + 1) / rounds > kTimingBudgetSeconds) {
+      fmt::print(
+          "    still inconclusive after {} rounds ({:.0f} s of timing, the budget is {:.0f} "
+          "s): the two are too close to the target, or the machine too noisy, to tell\n",
+          rounds, spent(), kTimingBudgetSeconds);
+      break;
+    }
+    ++rounds;
+    fmt::print(
+        "    the interval straddles the target: measuring again (round {}, the samples "
+        "pooled)\n",
+        rounds);
+    time_round(at, opt, pooled);
+  }
 }
 
 json to_json(const Attempt& at) {
@@ -325,8 +370,14 @@ int cmd_exercise(const Args& a) {
           if (at.verdict == Verdict::correct_but_slow)
             why = fmt::format(": correct, but more than {:.2g}x the reference's cost", x->target);
           else if (at.verdict == Verdict::inconclusive)
-            why = fmt::format(": the interval straddles the {:.2g}x target; measure again: {}",
-                              x->target, rerun);
+            why = opt.repeat ? fmt::format(
+                                   ": the interval straddles the {:.2g}x target after one round "
+                                   "of {}; without --repeat the timing goes on until it decides",
+                                   x->target, *opt.repeat)
+                             : fmt::format(
+                                   ": the interval straddles the {:.2g}x target after the timing "
+                                   "budget; on a quieter machine, or with more repetitions: {}",
+                                   x->target, rerun);
           else if (at.verdict == Verdict::done)
             why = fmt::format(": correct and within {:.2g}x the reference's cost", x->target);
           fmt::print("  -> exercise {}: {}{}\n", x->id, to_string(at.verdict), why);

@@ -25,7 +25,8 @@ inline std::int64_t parallel_sum(std::int64_t n, int threads) {
 // Exercise 99.k: 1 is an untouched stub, 2 a wrong attempt (off by one), 3 a right one,
 // 4 one that never returns (as a deadlocked lock would), 5 a right one that wastes 5 ms a call
 // (as a lock per element would), 6 a right one whose timing needs a device this machine lacks
-// (as chapter 04's do without a GPU).
+// (as chapter 04's do without a GPU), 7 a right one whose timing starts noisy (the timing
+// decides it in a second round).
 inline std::int64_t student_sum(int k, std::int64_t n) {
   if (k == 1) CDL_TODO("99.1 untouched stub");
   if (k == 5) std::this_thread::sleep_for(std::chrono::milliseconds(5));

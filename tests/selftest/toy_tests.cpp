@@ -23,7 +23,8 @@ struct ImplNames {
   }
 };
 
-using Impls = ::testing::Types<Impl<0>, Impl<1>, Impl<2>, Impl<3>, Impl<4>, Impl<5>, Impl<6>>;
+using Impls =
+    ::testing::Types<Impl<0>, Impl<1>, Impl<2>, Impl<3>, Impl<4>, Impl<5>, Impl<6>, Impl<7>>;
 TYPED_TEST_SUITE(ToySum, Impls, ImplNames);
 
 TYPED_TEST(ToySum, SmallSums) {
