@@ -74,10 +74,10 @@ bool is_p2p(const std::string& algorithm) { return algorithm.rfind("p2p_", 0) ==
 int partner_of(const std::vector<int>& hosts, bool cross) {
   for (std::size_t r = 1; r < hosts.size(); ++r)
     if (hosts[r] == (cross ? 1 : hosts[0])) return static_cast<int>(r);
-  throw UsageError(cross ? "p2p_cross: every rank is on one host (run across hosts: "
-                           "scripts/cluster up 2, then --hostfile)"
-                         : "p2p_local: rank 0 is alone on its host (run two or more ranks a "
-                           "host)");
+  throw Unavailable(cross ? "p2p_cross: every rank is on one host (run across hosts: "
+                            "scripts/cluster up 2, then --hostfile)"
+                          : "p2p_local: rank 0 is alone on its host (run two or more ranks a "
+                            "host: --slots 2)");
 }
 
 struct Exchange {

@@ -116,6 +116,14 @@ int measure(const std::vector<std::string>& command, const std::vector<const Exp
     }
     f.provenance["skipped_experiments"] = std::move(list);
   }
+  // Rows this machine cannot run (a pair of ranks on one host when each rank has a host of its
+  // own): left out, said, and kept in the provenance beside the experiments left out.
+  opt.on_unavailable = [&](const Config& c, const std::string& why) {
+    const std::string row = fmt::format("{} {{{}}}", c.experiment->id, describe(c.params));
+    f.provenance["skipped_experiments"].push_back({{"experiment", row}, {"reason", why}});
+    if (writer && !req.quiet)
+      std::fprintf(stderr, "concurdl: skipped %s: %s\n", row.c_str(), why.c_str());
+  };
   if (a.trace && writer) opt.trace_dir = dir / "traces";
   auto save = [&] {
     if (writer) write_run(dir, f);

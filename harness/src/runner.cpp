@@ -364,6 +364,14 @@ std::vector<Record> run_configs(
                                          : s.timer->name();
         slots.push_back(std::move(s));
       }
+      // Rows that cannot run here are left out, said, and the rest measured; across ranks
+      // only when every rank found so (otherwise the row is invalid, as any failure is).
+      std::erase_if(slots, [&](const Slot& s) {
+        const bool mine = !s.unavailable.empty();
+        if (!(s.across_ranks ? ranks::all_true(mine) : mine)) return false;
+        if (opt.on_unavailable) opt.on_unavailable(*s.config, s.unavailable);
+        return true;
+      });
       std::vector<Record> group;
       if (e->chapter == kCalibrationChapter && !e->mpi) {
         group = measure_calibration_group(*e, slots, reps, std::max(1, e->warmup), progress,

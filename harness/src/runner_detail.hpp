@@ -25,7 +25,8 @@ struct Slot {
   Record record;
   Timer* timer = nullptr;
   bool across_ranks = false;
-  NoiseMeter noise;  // other processes' CPU time during the timed repetitions
+  NoiseMeter noise;         // other processes' CPU time during the timed repetitions
+  std::string unavailable;  // why this machine cannot run it (prepare threw Unavailable)
 };
 
 // Anything a chapter's code throws becomes the record's reason; bad input stays a usage error.
@@ -35,6 +36,10 @@ void guarded(Slot& s, const char* when, F&& f) {
     f();
   } catch (const UsageError&) {
     throw;
+  } catch (const Unavailable& e) {
+    s.record.valid = false;
+    s.record.validation = fmt::format("{}: cannot run here: {}", when, e.what());
+    s.unavailable = e.what();
   } catch (const std::exception& e) {
     s.record.valid = false;
     s.record.validation = fmt::format("{}: {}", when, e.what());

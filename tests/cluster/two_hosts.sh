@@ -100,6 +100,24 @@ PY
   --set bytes=4K,64K --no-calibrate --no-report --quiet --out "$work/hosts"
 placement_check "$work"/hosts/*/results.json 2 2 mpi_placement
 
+# 2 ranks, 1 a host: the host experiment's rows that need two ranks on a host (p2p_local) are
+# left out with their reason, in the provenance, and the rest measured (no abort of the job).
+"$concurdl" run --ranks 2 --hostfile "$work/one-a-host" ch05/allreduce_hosts --profile smoke \
+  --set bytes=4K --no-calibrate --no-report --quiet --out "$work/hosts-one"
+"$python3" - "$work"/hosts-one/*/results.json << 'PY'
+import json, sys
+run = json.load(open(sys.argv[1]))
+skipped = [s for s in run["provenance"].get("skipped_experiments", [])
+           if "p2p_local" in s["experiment"]]
+if not skipped or "alone on its host" not in skipped[0]["reason"]:
+    sys.exit(f"p2p_local was not skipped with its reason: {run['provenance'].get('skipped_experiments')}")
+measured = {r["params"]["algorithm"] for r in run["records"] if r["experiment"] == "ch05/allreduce_hosts"}
+if "p2p_local" in measured or "p2p_cross" not in measured or not all(
+        r["valid"] for r in run["records"]):
+    sys.exit(f"measured {sorted(measured)}")
+print(f"one rank a host: p2p_local skipped ({skipped[0]['reason']}); measured {sorted(measured)}")
+PY
+
 # 2 ranks, 1 a host: a flat all-reduce, and one epoch of data-parallel training on a few batches.
 "$concurdl" run --ranks 2 --hostfile "$work/one-a-host" ch05/allreduce_mpi --profile smoke \
   --set algorithm=v4_ring,native --set bytes=4K,1M --no-calibrate --no-report --quiet \

@@ -3,6 +3,9 @@
 //   ValidationError  an experiment produced a wrong result                          -> exit 1
 //   LibraryError     a CUDA, NCCL or MPI call failed (CDL_*_CHECK below)            -> exit 1
 //   NotImplemented   an exercise stub that the student has not filled in (CDL_TODO) -> a skip
+//   Unavailable      a configuration this machine or placement cannot run (a pair of ranks on
+//                    one host when every rank is alone on its own) -> the row is left out, with
+//                    the reason in the run's provenance; the rest is measured
 #pragma once
 
 #include <stdexcept>
@@ -16,6 +19,11 @@ class UsageError : public std::runtime_error {
 };
 
 class ValidationError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+class Unavailable : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
 };

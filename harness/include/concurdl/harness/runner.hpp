@@ -15,6 +15,8 @@
 
 namespace concurdl {
 
+struct Config;
+
 struct RunOptions {
   Profile profile = Profile::quick;
   std::optional<std::vector<std::string>> threads;      // --threads, replaces the threads axis
@@ -29,6 +31,9 @@ struct RunOptions {
   // machine of 2 CPUs or more: records timed while the CPUs were not a core each are noted
   // "cores_short". `concurdl run` turns it on; tests leave it off (24 ms a group).
   bool probe_cores = false;
+  // A configuration this machine cannot run (its prepare threw Unavailable, on every rank
+  // alike): left out of the records and told here with the reason; the rest is measured.
+  std::function<void(const Config&, const std::string&)> on_unavailable;
 };
 
 // One configuration of one experiment, after expansion.
