@@ -1,6 +1,6 @@
-// Chapter 05's registrations with the harness. So far only the chapter itself: its experiments
-// (collective bandwidth per algorithm and backend, data-parallel training) come next, on the
-// communicator of include/concurdl/dp/.
+// Chapter 05's registration with the harness: the chapter itself (its folder, title and
+// lesson). Its experiments register from their own files (experiments_*.cpp), its exercises
+// from exercises.cpp.
 #include "concurdl/harness/experiment.hpp"
 
 namespace {

@@ -1,4 +1,5 @@
-// Timelines (trace.hpp): per-thread span buffers, Chrome trace JSON, a gnuplot Gantt chart.
+// Timelines (trace.hpp): per-thread span buffers and the selection of spans to draw; the files
+// (Chrome trace JSON, the Gantt chart) are the harness's (concurdl/harness/trace_files.hpp).
 #include "concurdl/core/trace.hpp"
 
 #include <fmt/format.h>

@@ -98,8 +98,8 @@ TYPED_TEST(PoolTyped, RejectsZeroWorkersAndReportsSize) {
   for (unsigned w : kWorkerCounts) EXPECT_EQ(TypeParam(w).size(), w);
 }
 
-// The test: 100 000 tasks, each counted in its own slot, so a task lost (0), run twice
-// (2) or a count that only adds up by accident shows.
+// Conservation: 100 000 tasks, each counted in its own slot, so a task lost (0), run twice (2)
+// or a count that only adds up by accident shows.
 TYPED_TEST(PoolTyped, EveryTaskRunsExactlyOnce) {
   for (unsigned workers : kWorkerCounts) {
     SCOPED_TRACE(::testing::Message() << workers << " workers");

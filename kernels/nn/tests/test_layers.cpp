@@ -164,7 +164,7 @@ TEST(MlpLayers, MicroBatchesAccumulateToTheFullBatchGradient) {
   float largest = 0;
   for (const float g : whole.gradients()) largest = std::max(largest, std::fabs(g));
 
-  // Halves as the issue asks, and an uneven split, whose scale rows / batch is not a power of 2.
+  // Halves, and an uneven split, whose scale rows / batch is not a power of 2.
   for (const std::size_t split : {std::size_t{6}, std::size_t{5}}) {
     SCOPED_TRACE("micro-batches of " + std::to_string(split) + " and " +
                  std::to_string(batch - split));
