@@ -29,6 +29,7 @@
 #include "concurdl/async_io/loaders.hpp"
 #include "concurdl/async_io/throttle.hpp"
 #include "concurdl/async_io/uring.hpp"
+#include "concurdl/core/clock.hpp"
 #include "concurdl/core/errors.hpp"
 #include "concurdl/core/trace.hpp"
 #include "concurdl/core/variants.hpp"
@@ -47,10 +48,6 @@ using Clock = std::chrono::steady_clock;
 
 constexpr std::int64_t kMaxRecords = std::int64_t{1} << 24;
 constexpr std::int64_t kMaxComputeRatio = 1000;
-
-double seconds_since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
 
 // One group's data set and store, shared by the loaders measured together.
 struct Setup {

@@ -9,15 +9,14 @@
 #include <thread>
 #include <vector>
 
+#include "concurdl/core/clock.hpp"
+
 namespace concurdl {
 
 namespace {
 using Vec = float __attribute__((vector_size(kFmaLanes * sizeof(float))));
 using Clock = std::chrono::steady_clock;
 
-double seconds_since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
 }  // namespace
 
 float fma_chains(std::int64_t iterations, float seed) {

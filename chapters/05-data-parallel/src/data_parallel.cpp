@@ -10,6 +10,7 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "concurdl/core/clock.hpp"
 #include "concurdl/core/errors.hpp"
 #include "concurdl/core/trace.hpp"
 #include "concurdl/dp/allreduce16.hpp"
@@ -20,9 +21,6 @@ namespace concurdl::dp {
 
 namespace {
 using Clock = std::chrono::steady_clock;
-double seconds_since(Clock::time_point t) {
-  return std::chrono::duration<double>(Clock::now() - t).count();
-}
 }  // namespace
 
 std::vector<GradBucket> plan_buckets(std::span<const std::size_t> offsets,

@@ -12,6 +12,7 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "concurdl/core/clock.hpp"
 #include "concurdl/core/errors.hpp"
 #include "concurdl/core/trace.hpp"
 #include "concurdl/kernels/ops.hpp"
@@ -21,10 +22,6 @@ namespace concurdl::dp {
 
 namespace {
 using Clock = std::chrono::steady_clock;
-double seconds_since(Clock::time_point t) {
-  return std::chrono::duration<double>(Clock::now() - t).count();
-}
-
 const char* stage_words(int stage) {
   switch (stage) {
     case 0:

@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "concurdl/asgd/hogwild.hpp"
+#include "concurdl/core/clock.hpp"
 #include "concurdl/dp/threads_backend.hpp"
 #include "concurdl/kernels/threads.hpp"
 #include "concurdl/nn/checkpoint.hpp"
@@ -23,10 +24,6 @@ namespace concurdl::asgd {
 
 namespace {
 using Clock = std::chrono::steady_clock;
-double seconds_since(Clock::time_point t) {
-  return std::chrono::duration<double>(Clock::now() - t).count();
-}
-
 // A worker's injected failure (--fail-worker): an ordinary exception, as a crash in its
 // compute would be.
 class WorkerFailed : public std::runtime_error {

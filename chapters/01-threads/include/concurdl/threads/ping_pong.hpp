@@ -28,6 +28,7 @@
 #include <string_view>
 #include <thread>
 
+#include "concurdl/core/clock.hpp"
 #include "concurdl/core/hardware.hpp"
 #include "concurdl/threads/processes.hpp"
 
@@ -47,10 +48,6 @@ using PingPongFn = PingPongResult (*)(std::int64_t round_trips);
 namespace detail {
 
 using Clock = std::chrono::steady_clock;
-inline double seconds_since(Clock::time_point t) {
-  return std::chrono::duration<double>(Clock::now() - t).count();
-}
-
 inline void check_round_trips(std::int64_t round_trips) {
   // The atomic variants count in 32 bits (see below).
   if (round_trips < 1 || round_trips > (1 << 29))
@@ -120,7 +117,7 @@ inline PingPongResult ping_pong_condvar(std::int64_t round_trips) {
     cv.wait(lock, [&] { return counter % 2 == 0; });
     out_of_turn += counter != 2 * i + 2;
   }
-  const double seconds = detail::seconds_since(start);
+  const double seconds = seconds_since(start);
   pong.join();
   return {counter, seconds, out_of_turn + pong_out_of_turn};
 }
@@ -234,7 +231,7 @@ inline PingPongResult ping_pong_pipe_threads(std::int64_t round_trips) {
                                std::to_string(reply));
     counter = reply;
   }
-  return {counter, detail::seconds_since(start)};
+  return {counter, seconds_since(start)};
 }
 
 // v5: two pipes between two processes: the same as v4, plus a switch between address spaces
@@ -279,7 +276,7 @@ inline PingPongResult ping_pong_processes(std::int64_t round_trips,
     else
       counter = reply;
   }
-  const double seconds = broken.empty() ? detail::seconds_since(start) : 0;
+  const double seconds = broken.empty() ? seconds_since(start) : 0;
   to_pong.write_end.reset();  // end-of-file: the child leaves its loop and exits
   child.reap_all();           // throws if the child failed, naming its exit status or signal
   if (!broken.empty()) throw std::runtime_error("pipe_processes: " + broken);
