@@ -24,7 +24,7 @@ namespace {
 
 using detail::bubble_curve;
 
-bool has_chunks(const ScheduleRow& r) { return r.schedule == Schedule::interleaved; }
+bool has_chunks(const ScheduleRow& r) { return r.chunking == Chunking::v_chunks; }
 
 Model bytes_curve(int p, const std::string& schedule, int v, bool recompute) {
   return detail::bytes_curve(p, schedule, v, recompute, fmt::format("{}: model", schedule),

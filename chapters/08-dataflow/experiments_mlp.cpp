@@ -79,13 +79,18 @@ Trial mlp_train_trial(const Params& p, GroupCache& cache) {
   auto run = std::make_shared<Run>();
   run->model = std::make_unique<nn::Mlp>(nn::MlpSpec{}, kSeed);
   run->initial.assign(run->model->parameters().begin(), run->model->parameters().end());
+  // nn and an executor that runs a node at a time give the threads to the kernels (intra-op);
+  // the others to the executor's workers (inter-op).
+  bool intra_op = !graph;
   if (graph) {
-    run->exec = make_executor(name, name == "sequential" ? 1 : threads);
-    if (!run->exec)
+    const ExecutorKind* kind = executor_kinds().lookup(name);
+    if (!kind)
       throw UsageError(fmt::format(
           "parameter 'executor': '{}' is not nn, sequential, parallel or tbb_flow", name));
+    intra_op = kind->threads == Threads::intra_op;
+    run->exec = kind->make(intra_op ? 1 : threads);
   }
-  const int intra = name == "nn" || name == "sequential" ? threads : 1;
+  const int intra = intra_op ? threads : 1;
   Trial t;
   t.reset = [run, graph, batch, intra, fusion] {  // every repetition trains from the same start
     // OpenBLAS's workers spin for about 0.1 s after a call on several threads: wait them out

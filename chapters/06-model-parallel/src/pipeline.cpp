@@ -45,7 +45,7 @@ std::vector<PipeOp> stage_order(Schedule s, int stage, int stages, std::size_t m
   if (stages < 1 || stage < 0 || stage >= stages)
     throw std::invalid_argument(
         fmt::format("pipeline: stage {} of {} (need 0 <= stage < stages)", stage, stages));
-  if (chunks < 1 || (chunks > 1 && s != Schedule::interleaved))
+  if (chunks < 1 || (chunks > 1 && schedule_row(s).chunking != Chunking::v_chunks))
     throw std::invalid_argument(
         fmt::format("pipeline: {} chunks a stage under {} (more than one only for interleaved)",
                     chunks, schedule_name(s)));

@@ -85,7 +85,8 @@ PipelineTrainer::PipelineTrainer(nn::TrainConfig config, const nn::Dataset& trai
                                  PipelineOptions options)
     : config_(std::move(config)), train_(train), options_(options) {
   const std::size_t layers = config_.spec.widths.size() - 1;
-  if (options_.chunks < 1 || (options_.chunks > 1 && options_.schedule != Schedule::interleaved))
+  if (options_.chunks < 1 ||
+      (options_.chunks > 1 && schedule_row(options_.schedule).chunking != Chunking::v_chunks))
     throw std::invalid_argument(fmt::format(
         "PipelineTrainer: {} chunks a stage under {} (more than one only for interleaved)",
         options_.chunks, schedule_name(options_.schedule)));

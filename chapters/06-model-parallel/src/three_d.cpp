@@ -264,7 +264,7 @@ PipelineStepResult pipeline_step(dp::Communicator& pipe, TensorParallelStage& st
                                  std::size_t micro_batches, Schedule schedule,
                                  BasicPipelineWorkspace<TensorParallelStage::Activations>* ws,
                                  const StepOptions& options) {
-  if (schedule == Schedule::zb_h1 || schedule == Schedule::interleaved)
+  if (schedule_row(schedule).three_d == InThreeD::not_offered)
     throw std::invalid_argument(fmt::format(
         "pipeline over tensor-parallel stages: {} is not offered (naive, gpipe or 1f1b)",
         schedule_name(schedule)));

@@ -37,7 +37,7 @@ ThreeDTrainer::ThreeDTrainer(nn::TrainConfig config, const nn::Dataset& train,
     throw std::invalid_argument(fmt::format(
         "ThreeDTrainer: a {} grid for a model of {} layers (need at most one stage a layer)",
         g.describe(), layers));
-  if (options_.schedule == Schedule::zb_h1 || options_.schedule == Schedule::interleaved)
+  if (schedule_row(options_.schedule).three_d == InThreeD::not_offered)
     throw std::invalid_argument(fmt::format("ThreeDTrainer: schedule {} (naive, gpipe or 1f1b)",
                                             schedule_name(options_.schedule)));
   if (options_.micro_batches < 1) throw std::invalid_argument("ThreeDTrainer: no micro-batches");

@@ -152,7 +152,8 @@ std::unique_ptr<Executor> make(int threads) {
 
 constexpr ExecutorKind kExecutorRows[] = {
     {{"sequential", "one thread, the nodes in a topological order (Kahn's): the baseline"},
-     &make<SequentialExecutor>},
+     &make<SequentialExecutor>,
+     Threads::intra_op},
     {{"parallel",
       "per node an atomic count of inputs not yet computed; ready nodes run on chapter 01's "
       "work-stealing pool, a chain staying on one thread"},

@@ -79,9 +79,15 @@ constexpr double bubble_zb_h1(double p, double m, double /*v*/) {
 
 // The schedules, a row each: the `schedule` axis of ch06/pipeline, `concurdl train --schedule`,
 // the tests and the README's table come from it.
+// Whether a schedule splits a stage into v model chunks (--chunks v > 1), and whether the
+// pipelines over tensor-parallel stages (3D, three_d.hpp) offer it.
+enum class Chunking { one_a_stage, v_chunks };
+enum class InThreeD { offered, not_offered };
 struct ScheduleRow : VariantInfo {
   Schedule schedule;
   double (*bubble)(double p, double m, double v);  // the model's bubble fraction
+  Chunking chunking = Chunking::one_a_stage;
+  InThreeD three_d = InThreeD::offered;
 };
 inline constexpr ScheduleRow kScheduleRows[] = {
     {{"naive",
@@ -107,13 +113,17 @@ inline constexpr ScheduleRow kScheduleRows[] = {
       "through chunk 0, then chunk 1, ...: the bubble falls to (p - 1) / (v m + p - 1), for v "
       "times the messages and more activations in flight (m a multiple of p)"},
      Schedule::interleaved,
-     &bubble_interleaved},
+     &bubble_interleaved,
+     Chunking::v_chunks,
+     InThreeD::not_offered},
     {{"zb-h1",
       "ZB-H1 [11]: 1F1B with each backward split into B (the input's gradient) and W (the "
       "weights'), stage s deferring its W's by s so that they fill the bubble: (p - 1) / "
       "(3m + p - 1) for m >= p, every stage holding min(m, p) micro-batches (1F1B's most)"},
      Schedule::zb_h1,
-     &bubble_zb_h1},
+     &bubble_zb_h1,
+     Chunking::one_a_stage,
+     InThreeD::not_offered},
 };
 inline constexpr VariantTable kSchedules{kScheduleRows, "schedule"};
 

@@ -72,8 +72,12 @@ class TbbFlowExecutor final : public Executor {
 // The executors, a row each (the experiments' `executor` axis, the tests, `concurdl list` and the
 // README's table iterate over it): `make` builds one with `threads` threads, owning its pool.
 // Adding an executor is its class and one row.
+// Where an executor's threads go: to its own workers running nodes at once (inter-op), or, for
+// one that runs a node at a time, to the kernels inside each node (intra-op).
+enum class Threads { inter_op, intra_op };
 struct ExecutorKind : VariantInfo {
   std::unique_ptr<Executor> (*make)(int threads) = nullptr;
+  Threads threads = Threads::inter_op;
 };
 const VariantTable<ExecutorKind>& executor_kinds();
 
