@@ -114,14 +114,17 @@ TEST_F(Cli, DataParallelTrainRejectsBadFlags) {
   // checkpoint that is no checkpoint.
   expect_usage_error(
       run("train --ranks 2 --mode hogwild --backend processes --data no-such-dir", bin),
-      "--mode hogwild: runs its workers as threads");
+      "--mode hogwild: runs its workers on --backend threads; --backend processes runs --mode "
+      "ps-async, ps-ssp");
   expect_usage_error(run("train --ranks 2 --allreduce v9_magic --data no-such-dir", bin),
                      "v9_magic");
   expect_usage_error(run("train --ranks 2 --bucket-mb -1 --data no-such-dir", bin), "--bucket-mb");
   // The parameter server's shards as processes: only across hosts, and a host left to the
   // workers.
   expect_usage_error(run("train --ranks 2 --mode ps-async --server-hosts 1", bin),
-                     "--server-hosts: only with --mode ps-async or ps-ssp, --backend processes");
+                     "--server-hosts: only with --backend processes and --hostfile");
+  expect_usage_error(run("train --ranks 2 --mode hogwild --server-hosts 1", bin),
+                     "--server-hosts: only with --mode ps-async or --mode ps-ssp");
   std::ofstream(dir_ / "three-hosts.txt") << "10.0.0.1\n10.0.0.2 slots=2\n10.0.0.3\n";
   const std::string ps_hosts =
       "train --ranks 2 --mode ps-async --backend processes --hostfile three-hosts.txt --data "
@@ -130,13 +133,12 @@ TEST_F(Cli, DataParallelTrainRejectsBadFlags) {
                      "--server-hosts 3: three-hosts.txt names 3 hosts; the workers need");
   expect_usage_error(run(ps_hosts + "--server-hosts 2 --servers 1", bin),
                      "--servers 1: fewer shards than --server-hosts 2");
-  expect_usage_error(run(ps_hosts + "--push-pull", bin),
-                     "--push-pull: only with --mode ps-async and --server-hosts");
+  expect_usage_error(run(ps_hosts + "--push-pull", bin), "--push-pull: only with --server-hosts");
   expect_usage_error(
       run("train --ranks 2 --mode ps-ssp --backend processes --hostfile three-hosts.txt "
           "--server-hosts 1 --push-pull --data no-such-dir",
           bin),
-      "--push-pull: only with --mode ps-async and --server-hosts");
+      "--push-pull: only with --mode ps-async");
   {
     std::ofstream(dir_ / "garbage.bin") << "not a checkpoint";
     expect_usage_error(run("train --resume garbage.bin --data no-such-dir", bin), "--resume: ");
@@ -144,7 +146,9 @@ TEST_F(Cli, DataParallelTrainRejectsBadFlags) {
   if (concurdl::build::have_mpi) {
     // Refused before mpirun starts: started, each rank would say it again, and mpirun more.
     const Result ps = run("train --ranks 2 --mode ps-async --backend mpi", bin);
-    expect_usage_error(ps, "--mode ps-async: runs its workers as threads of this process");
+    expect_usage_error(ps,
+                       "--mode ps-async: runs its workers on --backend threads or processes; "
+                       "--backend mpi runs only --mode sync");
     EXPECT_EQ(ps.err.find("mpirun"), std::string::npos) << ps.err;
   }
   EXPECT_FALSE(fs::exists(dir_ / "results"));

@@ -85,7 +85,7 @@ ThreeDOptions three_d_options(const nn::DistributedOptions& o, const nn::TrainCo
         fmt::format("--micro-batches {}: more than the batch's {} rows", t.micro_batches, c.batch));
   const std::string sched = o.schedule.empty() ? "1f1b" : o.schedule;
   const auto parsed = parse_schedule(sched);
-  if (!parsed || *parsed == Schedule::zb_h1 || *parsed == Schedule::interleaved)
+  if (!parsed || schedule_row(*parsed).three_d == InThreeD::not_offered)
     throw UsageError(
         fmt::format("--schedule {}: the 3D grid's pipelines run naive, gpipe or 1f1b", sched));
   t.schedule = *parsed;

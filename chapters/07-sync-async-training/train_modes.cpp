@@ -21,6 +21,14 @@ AsyncOptions options_of(const std::string& mode, const nn::DistributedOptions& o
         mode, ps ? " or as worker processes (--backend processes)" : ""));
   if (o.ranks > kMaxWorkers)
     throw UsageError(fmt::format("--ranks {}: at most {} workers", o.ranks, kMaxWorkers));
+  if (o.server_hosts > 0 && (o.backend != "processes" || o.hostfile.empty()))
+    throw UsageError(
+        "--server-hosts: only with --backend processes and --hostfile (the hosts the shards and "
+        "the workers run on)");
+  if (o.push_pull && o.server_hosts <= 0)
+    throw UsageError(
+        "--push-pull: only with --server-hosts (the shards on hosts of their own; ps-ssp's "
+        "worker must pull after its wait, not before)");
   AsyncOptions a;
   a.mode = mode;
   a.workers = o.ranks;
@@ -53,6 +61,17 @@ AsyncOptions options_of(const std::string& mode, const nn::DistributedOptions& o
   return a;
 }
 
+// The flags each mode owns: the parameter server's shards and hosts for its two modes, SSP's
+// bound, ps-async's push-and-pull, local SGD's steps between averages.
+std::vector<std::string> flags_of(const ModeRow& m) {
+  std::vector<std::string> out;
+  if (m.parameter_server) out = {"--servers", "--server-hosts"};
+  if (m.mode == Mode::ps_ssp) out.push_back("--staleness");
+  if (m.mode == Mode::ps_async) out.push_back("--push-pull");
+  if (m.mode == Mode::local_sgd) out.push_back("--local-steps");
+  return out;
+}
+
 const bool registered = [] {
   for (const ModeRow& m : kModes) {
     if (m.mode == Mode::sync) continue;  // chapter 05's, registered there
@@ -60,6 +79,9 @@ const bool registered = [] {
     nn::register_training_mode(
         {.name = name,
          .what = std::string(m.what),
+         .flags = flags_of(m),
+         .backends = m.parameter_server ? std::vector<std::string>{"threads", "processes"}
+                                        : std::vector<std::string>{"threads"},
          .check = [name](const nn::DistributedOptions& o,
                          const nn::TrainConfig&) { (void)options_of(name, o); },
          .run =

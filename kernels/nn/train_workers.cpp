@@ -1,12 +1,14 @@
 // `concurdl train`'s flags about several workers (train_args.hpp): --ranks, --backend, --mode,
 // --straggler, --fail-worker and the flags that belong to one backend or mode.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <map>
 #include <utility>
 
 #include "concurdl/core/errors.hpp"
@@ -121,21 +123,16 @@ TrainWorkers resolve_workers(TrainArgs& a, const std::function<bool(const char*)
                              "--straggler", "--fail-worker", "--mode", "--zero"})
       if (given(flag)) throw UsageError(fmt::format("{}: only with --ranks N", flag));
   }
-  if (a.mode != "ps-ssp" && given("--staleness"))
-    throw UsageError("--staleness: only with --mode ps-ssp");
-  if (a.mode != "local-sgd" && given("--local-steps"))
-    throw UsageError("--local-steps: only with --mode local-sgd");
-  if (a.mode.rfind("ps-", 0) != 0 && given("--servers"))
-    throw UsageError("--servers: only with --mode ps-async or ps-ssp");
-  if (given("--server-hosts") &&
-      (a.mode.rfind("ps-", 0) != 0 || a.backend != "processes" || a.hostfile.empty()))
-    throw UsageError(
-        "--server-hosts: only with --mode ps-async or ps-ssp, --backend processes and "
-        "--hostfile (the hosts the shards and the workers run on)");
-  if (given("--push-pull") && (a.mode != "ps-async" || !given("--server-hosts")))
-    throw UsageError(
-        "--push-pull: only with --mode ps-async and --server-hosts (ps-ssp's worker must pull "
-        "after its wait, not before)");
+  // A flag that belongs to other modes than the one asked for (each mode's row lists its own).
+  std::map<std::string, std::vector<std::string>> owners;  // flag -> the modes that take it
+  for (const std::string& name : training_mode_names())
+    if (const TrainingMode* m = find_training_mode(name))
+      for (const std::string& flag : m->flags) owners[flag].push_back(name);
+  for (const auto& [flag, modes] : owners)
+    if (given(flag.c_str()) && (mode == nullptr || std::find(mode->flags.begin(), mode->flags.end(),
+                                                             flag) == mode->flags.end()))
+      throw UsageError(
+          fmt::format("{}: only with --mode {}", flag, fmt::join(modes, " or --mode ")));
   if (mode != nullptr)
     for (const char* flag : {"--bucket-mb", "--overlap", "--allreduce", "--zero"})
       if (given(flag))
@@ -188,16 +185,19 @@ TrainWorkers resolve_workers(TrainArgs& a, const std::function<bool(const char*)
     }
     if (const std::string why = backend->missing ? backend->missing() : ""; !why.empty())
       throw UsageError(why);
-    if (mode != nullptr && a.backend == "processes" && a.mode.rfind("ps-", 0) != 0)
-      throw UsageError(fmt::format(
-          "--mode {}: runs its workers as threads of this process (--backend threads); worker "
-          "processes (--backend processes) run the parameter-server modes, ps-async and ps-ssp",
-          a.mode));
-    if (mode != nullptr && backend->mpi_launch)
-      throw UsageError(fmt::format(
-          "--mode {}: runs its workers as threads of this process (--backend threads); across "
-          "processes only --mode sync runs (--backend {})",
-          a.mode, a.backend));
+    if (mode != nullptr && std::find(mode->backends.begin(), mode->backends.end(), a.backend) ==
+                               mode->backends.end()) {
+      std::vector<std::string> on;  // the modes that run on this backend
+      for (const std::string& name : training_mode_names())
+        if (const TrainingMode* m = find_training_mode(name);
+            m && std::find(m->backends.begin(), m->backends.end(), a.backend) != m->backends.end())
+          on.push_back(name);
+      throw UsageError(
+          fmt::format("--mode {}: runs its workers on --backend {}; --backend {} runs {}", a.mode,
+                      fmt::join(mode->backends, " or "), a.backend,
+                      on.empty() ? std::string("only --mode sync")
+                                 : fmt::format("--mode {}", fmt::join(on, ", "))));
+    }
     if (!a.hostfile.empty() && !backend->mpi_launch && a.backend != "processes")
       throw UsageError(
           "--hostfile: only with --backend mpi, or processes (the parameter server's workers)");

@@ -134,6 +134,12 @@ namespace concurdl::nn {
 struct TrainingMode {
   std::string name;  // "ps-async"
   std::string what;  // one line for --help
+  // The flags that belong to this mode ("--staleness"): `concurdl train` refuses one given with
+  // a mode that does not list it, naming the modes that do. The mode's check says what else
+  // each needs.
+  std::vector<std::string> flags;
+  // The --backend values it runs on (the first is the default).
+  std::vector<std::string> backends = {"threads"};
   // As DistributedBackend::check: UsageError for options it cannot run, before any data.
   std::function<void(const DistributedOptions&, const TrainConfig&)> check;
   std::function<void(const DistributedOptions&, const TrainConfig&, const Dataset& train,
