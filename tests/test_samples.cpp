@@ -280,6 +280,28 @@ TEST(Samples, AMeasurementAboveItsCeilingIsFlaggedWithTheLikelyCauses) {
   EXPECT_EQ(recs[0].notes.count("above_ceiling"), 0u);
 }
 
+// The calibrated bandwidth counts no write-allocate traffic, so a kernel that only reads may
+// reach up to 1.5x it on a correct run: flagged only above that (and the 5% margin).
+TEST(Samples, AReadOnlyKernelMayReachOneAndAHalfTimesTheCalibratedBandwidth) {
+  Calibration calib;
+  calib.mem_bandwidth_bytes_per_s = 20e9;
+  Record reads, impossible;
+  for (Record* r : {&reads, &impossible}) {
+    r->experiment = "testv2/unregistered_bandwidth";
+    r->samples = {1.0};
+    r->stats = summarize(r->samples);
+  }
+  reads.derived["fraction_of_ceiling"] = 1.3;  // a sum over memory, measured at 26 GB/s
+  impossible.derived["fraction_of_ceiling"] = 1.7;
+  std::vector<Record> recs = {reads, impossible};
+  derive_metrics(recs, calib);
+  EXPECT_EQ(recs[0].notes.count("above_ceiling"), 0u) << recs[0].notes["above_ceiling"];
+  ASSERT_EQ(recs[1].notes.count("above_ceiling"), 1u);
+  EXPECT_NE(recs[1].notes.at("above_ceiling").find("1.70 x the calibrated memory bandwidth"),
+            std::string::npos)
+      << recs[1].notes.at("above_ceiling");
+}
+
 // A speedup above the CPUs the run had is as impossible as a rate above the calibration: two CPUs
 // cannot do three times one CPU's work in the same time (threads timed from different starts).
 TEST(Samples, ASpeedupAboveTheCpusIsFlagged) {

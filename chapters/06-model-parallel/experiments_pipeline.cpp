@@ -455,7 +455,8 @@ const bool registered_pipeline = register_experiment({
                 // them: runs taken after the bounds were frozen test it.
                 .statement =
                     "With 2 stages, GPipe's measured bubble follows the model (p-1)/(m+p-1) within "
-                    "0.1 at every m measured; the excess is the hand-offs the model does not count",
+                    "0.1 at every m measured (the excess is, by hypothesis, the hand-offs the "
+                    "model does not count)",
                 .select = {{"schedule", "gpipe"}, {"stages", "2"}},
                 .field = "bubble_error",
                 .compare = Claim::Compare::at_most,
