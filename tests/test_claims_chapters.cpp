@@ -257,6 +257,62 @@ TEST(ReferenceClaims, ClaimsByMachineTableIsTheCommittedRuns) {
 // What a disturbed run looks like: the same build as a repeat, taken while `sh -c 'while :; do
 // :; done'` burned one of the two CPUs. Every claim's records are flagged noisy, so no law about
 // speed is judged there (held or not), while the quiet repeats flag no claim as noisy.
+// Every positive control of a real claim is wired: on the committed run that judged the law,
+// the control's records made to show nothing (relaxed store buffering never seen, a prefetch
+// loader that hides nothing, a wide graph that gains nothing) turn the law into "not judged",
+// counted apart; untouched, the same run judges it.
+TEST(ReferenceClaims, EveryControlMadeToShowNothingLeavesItsLawNotJudged) {
+  const fs::path root = fs::path(build::source_dir) / "results" / "reference";
+  std::vector<RunFile> runs;
+  for (const std::string& name : reference_manifest().claims) runs.push_back(load_run(root / name));
+  std::size_t controls = 0;
+  for (const Experiment& e : experiments())
+    for (const Claim& c : e.claims) {
+      if (!c.control) continue;
+      SCOPED_TRACE(e.id + " " + c.id);
+      // A run where the law was judged with its control in place.
+      const RunFile* judged = nullptr;
+      for (const RunFile& f : runs)
+        if (const ClaimResult r = evaluate_claim(e, c, f);
+            r.status == ClaimStatus::held || r.status == ClaimStatus::not_held)
+          judged = &f;
+      if (judged == nullptr) continue;  // no committed run judged it (a GPU's, an MPI run's)
+      ++controls;
+      RunFile f = *judged;
+      const Claim::Control& k = *c.control;
+      // The value the control must not reach: the wrong side of its bound.
+      const double nothing = k.compare == Claim::Compare::at_least
+                                 ? k.bound - std::max(1.0, std::abs(k.bound))
+                                 : k.bound + std::max(1.0, std::abs(k.bound));
+      std::size_t touched = 0;
+      for (Record& r : f.records) {
+        if (r.experiment != e.id) continue;
+        bool all = true;
+        for (const auto& [key, v] : k.select)
+          if (!r.params.count(key) || r.params.at(key) != v) all = false;
+        if (!all) continue;
+        if (auto m = r.metrics.find(k.field); m != r.metrics.end()) {
+          m->second.stats.median = nothing;
+          std::fill(m->second.samples.begin(), m->second.samples.end(), nothing);
+          ++touched;
+        } else if (auto d = r.derived.find(k.field); d != r.derived.end()) {
+          d->second = nothing;
+          ++touched;
+        } else if (k.field == "median") {
+          r.stats.median = nothing;
+          ++touched;
+        }
+      }
+      ASSERT_GT(touched, 0u) << "the control's records were not found in the judged run";
+      const ClaimResult r = evaluate_claim(e, c, f);
+      EXPECT_EQ(r.status, ClaimStatus::not_judged) << r.reason;
+      EXPECT_TRUE(r.control_failed);
+      EXPECT_NE(r.reason.find("positive control did not show the effect"), std::string::npos)
+          << r.reason;
+    }
+  EXPECT_GE(controls, 3u) << "the litmus, loader and inter-op laws' controls";
+}
+
 // Bounds change only through the changelog, and the freeze comes after every change: a run
 // counted as held out never saw a bound set after it started.
 TEST(ReferenceClaims, ChangelogIsBeforeTheFreeze) {

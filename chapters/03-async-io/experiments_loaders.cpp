@@ -365,8 +365,9 @@ const bool registered = [] {
                   // Law by the model io + compute: a loader that reads and then computes, on one
                   // thread, overlaps nothing. Its io is the same loader's epoch without compute,
                   // so the efficiency could stay near 0 were the measurement blind to overlap:
-                  // judged only where the prefetch loader, in the same run and at the same ratio,
-                  // is seen hiding at least half the I/O.
+                  // judged only where the prefetch loader, in the same run, is seen hiding at
+                  // least half the I/O at compute/io 1 (the one ratio the control reads, whatever
+                  // ratio the law's worst value comes from).
                   .statement = "The synchronous loader overlaps nothing: at every compute/io "
                                "ratio its overlap efficiency is at most 0.1 (its epoch is io + "
                                "compute)",
