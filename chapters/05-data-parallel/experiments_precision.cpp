@@ -362,8 +362,8 @@ const bool registered = [] {
           {{.id = "bf16_halves_the_allreduce",
             // Law: the same ring, 2 bytes a value on the wire instead of 4; a block of odd size
             // pads one value (2 bytes of 470292).
-            .statement = "At 2 ranks, the bfloat16 gradients' all-reduce sends at most half the "
-                         "bytes per step of the float32 one (bf16's bytes over fp32's)",
+            .statement = "At 2 ranks, the bfloat16 gradients' all-reduce sends half the bytes per "
+                         "step of the float32 one (bf16's bytes over fp32's)",
             .select = {{"trainer", "ours"}, {"precision", "bf16"}, {"ranks", "2"}, {"arch", kArch}},
             .field = "sent_bytes_per_step",
             .versus = {{"precision", "fp32"}},
