@@ -352,8 +352,8 @@ const bool registered = [] {
                    .kind = FigureKind::bars,
                    .y = "speedup"}},
       .claims = {{.id = "padding_beats_adjacent",
-                  // A magnitude: the line's round trip between the cores (1.14-3.25x on the
-                  // committed guests).
+                  // A magnitude: what a move of the line between the cores costs, and how
+                  // many updates one move serves (1.14-10.9x on the committed guests).
                   .statement = "How many times as fast the 2-thread sum runs with each thread's "
                                "partial sum padded to its own cache line as with adjacent slots "
                                "that share a line (false sharing)",

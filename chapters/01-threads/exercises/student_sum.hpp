@@ -33,8 +33,8 @@ inline double student_thread_sum([[maybe_unused]] std::span<const float> x,
 // Exercise 1.2: fix the false sharing.
 // The code below is v2_adjacent_partials: each thread adds every element into its own slot of
 // `partial`, in memory. It is correct, and with two or more threads it is slow, because the
-// slots are 8 bytes apart and several of them share one 64-byte cache line: every store by one
-// core takes the line away from the others. Make it fast WITHOUT changing the algorithm: each
+// slots are 8 bytes apart and several of them share one 64-byte cache line, which the cores
+// keep taking away from each other to write it. Make it fast WITHOUT changing the algorithm: each
 // thread must still update its slot in memory on every element (keep the atomic_ref loop; it
 // stops the compiler from keeping the sum in a register). Delete the CDL_TODO line first; the
 // tests will pass at once, and `concurdl exercise ch01` will show how much slower than the

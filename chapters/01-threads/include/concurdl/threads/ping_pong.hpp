@@ -191,8 +191,9 @@ inline PingPongResult ping_pong_atomic_wait(std::int64_t round_trips) {
 }
 
 // v3: spinning: no system call at all, the hop travels as one cache line between two cores
-// (the floor: ~100 ns). Only while each side has a core: otherwise the spinner burns the slice
-// its partner needed, hence the bound and the yield.
+// (the floor: tens of nanoseconds a round trip, two moves of the line). Only while each side
+// has a core: otherwise the spinner burns the slice its partner needed, hence the bound and the
+// yield.
 inline PingPongResult ping_pong_atomic_spin(std::int64_t round_trips) {
   return detail::ping_pong_atomic<false>(round_trips);
 }

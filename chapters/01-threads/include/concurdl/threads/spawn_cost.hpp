@@ -105,8 +105,8 @@ inline constexpr SpawnVariant kSpawnRows[] = {
       "microseconds)"},
      spawn_threads},
     {{"fork_waitpid",
-      "fork + waitpid: a new address space, page tables copied copy-on-write: costs more the "
-      "more memory the parent has touched"},
+      "fork + waitpid: a new address space, the page tables copied and the pages shared "
+      "copy-on-write: costs more the more memory the parent has touched"},
      spawn_fork},
     {{"fork_exec_true",
       "fork + execve(/bin/true): copy the page tables, then discard them for a new program"},
