@@ -24,6 +24,7 @@
 #include "concurdl/core/variants.hpp"
 #include "concurdl/dp/algorithms.hpp"
 #include "concurdl/dp/communicator.hpp"
+#include "concurdl/dp/rank_team.hpp"
 #include "concurdl/dp/threads_backend.hpp"
 #include "concurdl/harness/experiment.hpp"
 #include "concurdl/harness/records.hpp"
@@ -158,88 +159,6 @@ double time_rank(int iters, std::span<float> in, int rank, Barrier&& barrier, Op
 }
 
 // --- ch05/allreduce: the threads backend -------------------------------------------------------
-
-// A team of rank threads that lives as long as its group of configurations: run_threads on a
-// thread of its own, each rank waiting for the next job. The threads are started once, so a
-// sample times the all-reduce, not thread creation.
-class RankTeam {
- public:
-  using Job = std::function<void(Communicator&)>;
-
-  explicit RankTeam(int ranks) : ranks_(ranks) {
-    host_ = std::jthread([this] {
-      try {
-        run_threads(ranks_, [this](Communicator& comm) { serve(comm); });
-      } catch (...) {
-        std::lock_guard lock(m_);
-        if (!error_) error_ = std::current_exception();
-        dead_ = true;
-        cv_.notify_all();
-      }
-    });
-  }
-  ~RankTeam() {
-    {
-      std::lock_guard lock(m_);
-      stop_ = true;
-    }
-    cv_.notify_all();
-  }
-  RankTeam(const RankTeam&) = delete;
-  RankTeam& operator=(const RankTeam&) = delete;
-
-  int ranks() const { return ranks_; }
-
-  // Runs job on every rank; returns when all have finished it. If a rank threw, the team is
-  // dead: this and every later call throw that rank's exception.
-  void run(Job job) {
-    std::unique_lock lock(m_);
-    if (dead_) std::rethrow_exception(error_);
-    job_ = std::move(job);
-    finished_ = 0;
-    ++generation_;
-    cv_.notify_all();
-    cv_.wait(lock, [&] { return finished_ == ranks_ || dead_; });
-    if (dead_) std::rethrow_exception(error_);
-  }
-
- private:
-  void serve(Communicator& comm) {
-    std::uint64_t seen = 0;
-    for (;;) {
-      Job job;
-      {
-        std::unique_lock lock(m_);
-        cv_.wait(lock, [&] { return generation_ != seen || stop_ || dead_; });
-        if (stop_ || dead_) return;
-        seen = generation_;
-        job = job_;
-      }
-      try {
-        job(comm);
-      } catch (...) {
-        // Wake the ranks idle between jobs, so that they return and run_threads can end.
-        std::lock_guard lock(m_);
-        if (!error_) error_ = std::current_exception();
-        dead_ = true;
-        cv_.notify_all();
-        throw;
-      }
-      std::lock_guard lock(m_);
-      if (++finished_ == ranks_) cv_.notify_all();
-    }
-  }
-
-  const int ranks_;
-  std::mutex m_;
-  std::condition_variable cv_;
-  Job job_;
-  std::uint64_t generation_ = 0;
-  int finished_ = 0;
-  bool stop_ = false, dead_ = false;
-  std::exception_ptr error_;
-  std::jthread host_;  // last: joined first, while the members above still exist
-};
 
 // Every rank's input and output, allocated and first touched by the rank's own thread.
 struct RankBuffers {
