@@ -144,8 +144,9 @@ const bool registered_schedules = register_experiment({
     .claims = {{.id = "zb_h1_shrinks_the_bubble",
                 // Law with a tolerance. The models: 1F1B (p-1)/(m+p-1) = 0.2 and ZB-H1
                 // (p-1)/(3m+p-1) = 0.077 at p = 2, m = 4, a ratio of 2.6. Both schedules send
-                // the same 2m(p-1) messages, so the hand-offs the models leave out add about the
-                // same excess e to both: (0.2 + e) / (0.077 + e) >= 1.33 while e <= 0.30. The
+                // the same 2m(p-1) messages; if the excess over the models is the hand-offs they
+                // leave out (gpipe_bubble_p2's hypothesis, which no variant isolates), it is
+                // about the same e for both: (0.2 + e) / (0.077 + e) >= 1.33 while e <= 0.30. The
                 // scale of e is gpipe_bubble_p2's (0.015-0.074 in its committed runs, a quarter
                 // of the allowance), so this bound is not independent of those runs; runs taken
                 // after the bounds were frozen test it.

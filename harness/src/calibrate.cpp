@@ -1,10 +1,17 @@
 // Calibration: this machine's ceilings, measured by ordinary registered experiments so that they
 // get the same repetitions, statistics, records and charts as everything else.
-//   calibrate/mem_copy     c[i] = a[i]            2 arrays moved   (BabelStream's Copy)
-//   calibrate/mem_triad    a[i] = b[i] + s*c[i]   3 arrays moved   (BabelStream's Triad)
+//   calibrate/mem_copy     c[i] = a[i]            2 arrays counted (BabelStream's Copy)
+//   calibrate/mem_triad    a[i] = b[i] + s*c[i]   3 arrays counted (BabelStream's Triad)
 //   calibrate/fma_peak     independent FMA chains in registers, no memory traffic
 //   calibrate/thread_copy  one thread writes a chunk, another copies it out: cache-to-cache
 // Arrays are >= 4x the last-level cache so that the memory, not the cache, is measured.
+// Bytes are counted as STREAM and BabelStream count them, without the read of each stored line
+// that ordinary stores make first (write-allocate): on the bus the copy moves 3 arrays for the 2
+// it counts and the triad 4 for 3. So a kernel that only reads can pass the calibrated bandwidth
+// (the best of the two): up to 4/3 of a triad's figure, 3/2 of a copy's, and more where memory
+// serves reads alone faster than a mix (docs/methodology.md, "A measurement above its ceiling").
+// GCC 12 compiles both loops to ordinary vector stores (vmovupd; no non-temporal store, no
+// memcpy call: objdump of the default build), so the factors above hold for them.
 #include "concurdl/harness/calibrate.hpp"
 
 #include <fmt/format.h>
@@ -166,9 +173,11 @@ Trial mem_trial(const Params& p, GroupCache& cache, bool triad) {
   return t;
 }
 
-// The FMA kernel and its constants are the cores probe's (cores_probe.hpp): kFmaChains chains
-// of one vector register each. Chains of 8 floats on a Sapphire-Rapids-class VM reached only
-// 187 of the ~300 GFLOP/s that GEMM kernels achieve there, hence one register per chain.
+// The FMA kernel and its constants are the cores probe's (cores_probe.hpp): kFmaChains (12)
+// chains of one vector register each, kFmaLanes floats a vector: 16 (512 bits) where the build
+// targets AVX-512, 8 (256 bits) otherwise. One register per chain, as wide as the build allows:
+// narrower chains on a CPU with 512-bit FMA units would report half its peak, and a GEMM that
+// uses the full width would sit above it. 2 x 12 x kFmaLanes FLOP a thread and iteration.
 constexpr int kChains = kFmaChains;
 constexpr int kLanes = kFmaLanes;
 

@@ -343,10 +343,10 @@ std::optional<ChartData> measure(const std::vector<RunFile>& runs,
         "{}", fmt::join(above.begin(), above.begin() + std::min(above.size(), kNamed), "; "));
     if (above.size() > kNamed) named += fmt::format("; and {} more", above.size() - kNamed);
     chart.notes.push_back(fmt::format(
-        "{} point{} above the calibrated ceiling (circled in red): {}. A measurement cannot beat "
-        "its ceiling: the calibration may have been disturbed (another program running while it "
-        "measured), or the declared work is wrong; a speedup cannot exceed the CPUs the run had "
-        "(see the records' notes).",
+        "{} point{} above the calibrated ceiling (circled in red): {}. Such a measurement is "
+        "suspect: the calibration may have been disturbed (another program running while it "
+        "measured), or the declared work is wrong; a speedup above the CPUs the run had was "
+        "timed wrongly or against a slow baseline (see the records' notes).",
         above.size(), above.size() == 1 ? " lies" : "s lie", named));
   }
   if (fig.kind == FigureKind::stacked) stack(d);

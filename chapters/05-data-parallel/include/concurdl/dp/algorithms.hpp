@@ -111,12 +111,15 @@ struct HostGroups {
 };
 HostGroups host_groups(Communicator& world, int host);
 
-// Hierarchical all-reduce (what MPI libraries and NCCL do on clusters of multi-rank hosts):
+// Hierarchical all-reduce, in the phases of Horovod's HOROVOD_HIERARCHICAL_ALLREDUCE:
 // reduce-scatter within each host (ring), all-reduce each rank's block with the same block of
 // every other host (`cross`, by `cross_algorithm`), all-gather within each host. With k ranks a
 // host and H hosts, a rank sends 2(H - 1)/H · N/k floats between hosts, where a flat ring over
-// all ranks sends 2(n - 1)/n · N through whichever links it crosses: the slow links carry 1/k of
-// the data. `in` may be `out`.
+// all n = Hk ranks sends 2(n - 1)/n · N through whichever link it crosses. Where every rank has
+// a link of its own, each carries (Hk - 1)/(H - 1) ≥ k times less than the flat ring's; where a
+// host's k ranks share one, the host's link saves only (k - 1)/(Hk - 1) of the flat ring's
+// bytes, which goes to 0 as H grows. Either way the ring steps fall from 2(Hk - 1) to 2(k - 1)
+// inside hosts plus 2(H - 1) across them. `in` may be `out`.
 void allreduce_hierarchical(HostGroups& groups, std::span<const float> in, std::span<float> out,
                             AllReduceFn cross_algorithm = nullptr, const AlgoOptions& opts = {});
 

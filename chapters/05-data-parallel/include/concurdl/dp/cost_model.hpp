@@ -141,9 +141,10 @@ inline std::optional<double> allreduce_time(std::string_view algorithm, double p
 // 2(H - 1)/H · n/k β on the link between them. `sharing`: how many of a host's ranks cross
 // through one link at once, so each gets 1/sharing of its bandwidth: 1 where every rank has a
 // link of its own (GPUs with a NIC each), k where the host has one (a simulated host of
-// scripts/cluster, a machine with one NIC). With sharing = k the bytes across hosts are
-// 2(H - 1)/H · n a host, where a flat ring's are 2(n - 1)/n · n: the saving shrinks to the
-// ring's crossing count, not k.
+// scripts/cluster, a machine with one NIC). With sharing = k the bytes across a host's link are
+// 2(H - 1)/H · bytes, where a flat ring over all Hk ranks puts 2(Hk - 1)/(Hk) · bytes on it:
+// the hierarchy saves (k - 1)/(Hk - 1) of them, a third at H = k = 2, towards none as H grows,
+// not a factor k. What it keeps saving is steps, 2(k - 1) + 2(H - 1) against 2(Hk - 1).
 inline double hierarchical_allreduce_time(double k, double hosts, double bytes, const Link& local,
                                           const Link& cross, double sharing = 1) {
   const double inside =
