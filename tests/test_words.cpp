@@ -83,3 +83,18 @@ TEST(Words, TheLintSeesAHistoryWord) {
 }
 
 }  // namespace
+
+namespace {
+
+// docs/architecture.md is a map a maintainer reads at once, not a second manual: a line budget
+// keeps it so (what a piece does in detail belongs in its own README or header).
+TEST(Words, TheArchitectureStaysAMap) {
+  std::ifstream in(fs::path(concurdl::build::source_dir) / "docs" / "architecture.md");
+  ASSERT_TRUE(in) << "docs/architecture.md is not there";
+  std::size_t lines = 0;
+  for (std::string line; std::getline(in, line);) ++lines;
+  EXPECT_LE(lines, 320u) << "docs/architecture.md has " << lines
+                         << " lines: move detail to the piece's own README or header";
+}
+
+}  // namespace
