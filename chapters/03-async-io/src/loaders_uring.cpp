@@ -97,7 +97,7 @@ void UringLoader::loop(std::stop_token st) {
     ring.register_buffers(iov);
     fixed_ = true;
   } catch (const std::system_error&) {
-    fixed_ = false;  // pinning refused (RLIMIT_MEMLOCK): plain reads work as well, a bit slower
+    fixed_ = false;  // pinning refused (RLIMIT_MEMLOCK): plain reads work as well
   }
 
   struct Slot {

@@ -161,8 +161,9 @@ constexpr ReadPath kReadPathRows[] = {
      true,
      make_uring},
     {{"uring_fixed",
-      "as uring, with the destination registered once (READ_FIXED): the kernel no longer pins "
-      "and unpins the user pages on every request",
+      "as uring, with the destination registered, its pages pinned, once (READ_FIXED): with "
+      "O_DIRECT the kernel no longer pins and releases them on every request; a read from the "
+      "page cache pins nothing (it is a copy), so there it saves little",
       Capability::uring},
      true,
      make_uring_fixed},

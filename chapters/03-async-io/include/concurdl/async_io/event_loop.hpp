@@ -1,8 +1,9 @@
 // Readiness vs completion, the two models of asynchronous I/O.
 //   readiness (epoll, kqueue, select): the kernel says "fd 7 can be read now"; the program then
-//     does the read itself, a system call that will not block. Works for sockets and pipes;
-//     epoll_ctl refuses a regular file (EPERM, epoll_ctl(2)): a read of one waits for the disk
-//     inside the call whatever readiness says, so epoll cannot make file reads asynchronous.
+//     does the read itself, a system call that will not block. Works for sockets and pipes,
+//     not for regular files: epoll_ctl refuses one with EPERM (epoll_ctl(2)), and poll and
+//     select report one always readable while its read still waits for the disk inside the
+//     call. Readiness cannot make file reads asynchronous.
 //   completion (io_uring, Windows IOCP): the program says "read fd 7 into this buffer"; the
 //     kernel does it and reports "done, 4096 bytes". Works for files too.
 // EventLoop is the smallest useful readiness loop: register a callback per descriptor, run()

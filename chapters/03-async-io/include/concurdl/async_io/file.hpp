@@ -1,7 +1,7 @@
 // Files for I/O experiments: a temporary directory that removes itself, page-aligned buffers
 // (what O_DIRECT reads into), dropping a file from the page cache so that the next read comes
 // from the device ("cold"), and finding out whether O_DIRECT works on a file system at all
-// (tmpfs, for one, refuses it).
+// (tmpfs refuses it before Linux 6.6; from 6.6 it accepts it, but serves it from memory).
 #pragma once
 
 #include <cstddef>
@@ -59,7 +59,8 @@ class AlignedBuffer {
 };
 
 // Whether a file in `dir` can be opened with O_DIRECT and read with an aligned request. When
-// not, `why` says what refused it (open: EINVAL on tmpfs, for instance).
+// not, `why` says what refused it (open: EINVAL on tmpfs before Linux 6.6, for instance). It
+// cannot tell a file system that accepts O_DIRECT without a device behind it (tmpfs from 6.6).
 bool direct_io_supported(const std::filesystem::path& dir, std::string* why = nullptr);
 
 // Write the file's dirty pages back, then ask the kernel to drop its pages from the page cache

@@ -5,8 +5,10 @@
 //   mmap         map the file and copy out of the mapping: page faults instead of system calls
 //                (the kernel reads ahead on its own); depth = threads copying
 //   uring        one thread, io_uring, `depth` reads in flight, results reaped in batches
-//   uring_fixed  uring with the destination registered once (IORING_OP_READ_FIXED): no page
-//                pinning per request
+//   uring_fixed  uring with the destination registered, its pages pinned, once
+//                (IORING_OP_READ_FIXED): with O_DIRECT no pinning and release per request; a
+//                page-cache read pins nothing anyway (the kernel copies), so there it saves
+//                little
 // and three states of the file: in the page cache (reads are memcpy), cold (dropped from the
 // cache before each run: the device's speed), and direct (O_DIRECT: no page cache at all,
 // aligned requests, the device's speed for every run). mmap cannot bypass the cache, so it has
