@@ -2,8 +2,10 @@
 
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <linux/magic.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -67,6 +69,14 @@ bool direct_io_supported(const std::filesystem::path& dir, std::string* why) {
     std::filesystem::remove(probe, ec);
     return false;
   };
+  // tmpfs has no device under it: since Linux 6.6 it accepts O_DIRECT, and a "direct" read
+  // there is a copy from memory (nor can its pages be dropped to make a read cold).
+  if (struct statfs fs{}; ::statfs(dir.c_str(), &fs) == 0 && fs.f_type == TMPFS_MAGIC)
+    return say(
+        fmt::format("{} is on tmpfs: there is no device under it (O_DIRECT, which tmpfs "
+                    "accepts since Linux 6.6, would read memory); set TMPDIR to a "
+                    "directory on a disk",
+                    dir.string()));
   {
     const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0)
@@ -79,8 +89,8 @@ bool direct_io_supported(const std::filesystem::path& dir, std::string* why) {
   const int fd = ::open(probe.c_str(), O_RDONLY | O_DIRECT | O_CLOEXEC);
   if (fd < 0)
     return say(
-        fmt::format("open(O_DIRECT) in {} fails: {} (tmpfs and some other file systems "
-                    "refuse O_DIRECT; set TMPDIR to a directory on a disk)",
+        fmt::format("open(O_DIRECT) in {} fails: {} (some file systems refuse O_DIRECT; set "
+                    "TMPDIR to a directory on a disk)",
                     dir.string(), std::strerror(errno)));
   AlignedBuffer buf(kDirectAlign);
   const ssize_t r = ::pread(fd, buf.data(), kDirectAlign, 0);

@@ -41,8 +41,8 @@ data::ShardedDataset open_dataset(const std::filesystem::path& dir, ReadMode mod
     return data::ShardedDataset(std::move(info), O_DIRECT);
   } catch (const std::system_error& e) {
     throw DirectIoUnsupported(
-        fmt::format("O_DIRECT refused in {} ({}): tmpfs and some other "
-                    "file systems do not support it",
+        fmt::format("O_DIRECT refused in {} ({}): some file systems do not support it "
+                    "(tmpfs before Linux 6.6)",
                     dir.string(), e.what()));
   }
 }

@@ -7,6 +7,8 @@
 //   ch03_tests --gtest_filter='ReadPaths*:RecordStore*:Throttle*:UringBatch*'
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <linux/magic.h>
+#include <sys/vfs.h>
 
 #include <algorithm>
 #include <chrono>
@@ -133,6 +135,17 @@ TEST(RecordStore, DirectModeOnTmpfsSaysSo) {
   const SharedDataset& ds = small_dataset();
   if (direct_io_supported(ds.dir.path())) GTEST_SKIP() << "O_DIRECT works here";
   EXPECT_THROW(RecordStore(ds.path, {.mode = ReadMode::direct}), DirectIoUnsupported);
+}
+
+// tmpfs has no device under it: since Linux 6.6 it accepts O_DIRECT, whose reads there would be
+// memory copies labelled direct. The probe refuses it, naming tmpfs.
+TEST(DirectIo, TmpfsIsRefusedWhateverTheKernelAccepts) {
+  struct statfs fs {};
+  if (::statfs("/dev/shm", &fs) != 0 || fs.f_type != TMPFS_MAGIC)
+    GTEST_SKIP() << "no tmpfs at /dev/shm";
+  std::string why;
+  EXPECT_FALSE(direct_io_supported("/dev/shm", &why));
+  EXPECT_NE(why.find("tmpfs"), std::string::npos) << why;
 }
 
 TEST(Throttle, LatencyIsPaidPerSequentialRequest) {
