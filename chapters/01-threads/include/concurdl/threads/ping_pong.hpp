@@ -191,7 +191,8 @@ inline PingPongResult ping_pong_atomic_wait(std::int64_t round_trips) {
 }
 
 // v3: spinning: no system call at all, the hop travels as one cache line between two cores
-// (the floor: tens of nanoseconds a round trip, two moves of the line). Only while each side
+// (the floor: tens of nanoseconds a round trip, at least two transfers of the line and the
+// upgrades of each side's read-modify-write). Only while each side
 // has a core: otherwise the spinner burns the slice its partner needed, hence the bound and the
 // yield.
 inline PingPongResult ping_pong_atomic_spin(std::int64_t round_trips) {
