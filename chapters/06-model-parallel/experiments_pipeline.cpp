@@ -449,9 +449,10 @@ const bool registered_pipeline = register_experiment({
                 // costs step time when its receiver is already waiting; stage 0's backward lacks
                 // the first layer's input-gradient GEMM. If the hand-offs were all of it, the
                 // excess would be about 2m x delta / step; the committed runs' excess of
-                // 0.015-0.074 at m = 16 (slots of 0.6-0.8 ms) would put delta at ~13 us (Zen 4)
-                // to ~36 us (Emerald Rapids, 2 vCPUs). 0.1 holds while a hand-off costs under ~5%
-                // of a slot, and while each stage has a core: where the host runs both vCPUs on
+                // 0.015-0.074 at m = 16 would put delta at ~13 us to ~55 us (e x step / 2m on
+                // each run's own step). 0.1 holds while a hand-off costs under about a tenth of
+                // a micro-batch's F + B slot (0.6-0.8 ms in those runs), and while each stage has
+                // a core: where the host runs both vCPUs on
                 // one core for a while (the guests' one-core mode, calibration.cores_short), a
                 // stage waits for the core, not for the message (0.16-0.19 in such a stretch of a
                 // Zen 4 run). The bound of 0.1 was chosen with the committed runs in view (the

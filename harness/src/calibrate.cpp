@@ -10,8 +10,9 @@
 // it counts and the triad 4 for 3. So a kernel that only reads can pass the calibrated bandwidth
 // (the best of the two): up to 4/3 of a triad's figure, 3/2 of a copy's, and more where memory
 // serves reads alone faster than a mix (docs/methodology.md, "A measurement above its ceiling").
-// GCC 12 compiles both loops to ordinary vector stores (vmovupd; no non-temporal store, no
-// memcpy call: objdump of the default build), so the factors above hold for them.
+// GCC 12 compiled both loops to ordinary vector stores (vmovupd; no non-temporal store, no
+// memcpy call) in an objdump of the default build that no test repeats, so the factors above
+// hold for them on a CPU whose stores write-allocate.
 #include "concurdl/harness/calibrate.hpp"
 
 #include <fmt/format.h>

@@ -75,7 +75,7 @@ void flag_above_ceiling(Record& r, const Calibration& calib, unsigned cpus, bool
   if (auto it = r.derived.find("fraction_of_ceiling");
       it != r.derived.end() && it->second > kTolerance * (bandwidth ? kReadOnlyBandwidth : 1.0)) {
     note(it->second, bandwidth ? "memory bandwidth (a kernel that only reads may reach 1.33-1.5x "
-                                 "it under its byte counting, not more)"
+                                 "it under its byte counting; above 1.5x it is suspect)"
                                : "peak FLOP/s");
   } else if (auto f = r.derived.find("flops_per_s"); f != r.derived.end()) {
     // A record that measured the peak of its own arithmetic (metric own_peak_flops: bfloat16's
