@@ -28,26 +28,8 @@ using nlohmann::json;
 
 namespace {
 
-std::string_view trim(std::string_view s) {
-  const auto space = [](char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; };
-  while (!s.empty() && space(s.front())) s.remove_prefix(1);
-  while (!s.empty() && space(s.back())) s.remove_suffix(1);
-  return s;
-}
-
-// "26" or "0xd4f"; nullopt for anything else.
-std::optional<int> parse_int(std::string_view s) {
-  s = trim(s);
-  int base = 10;
-  if (s.size() > 2 && s[0] == '0' && (s[1] == 'x' || s[1] == 'X')) {
-    s.remove_prefix(2);
-    base = 16;
-  }
-  int v = 0;
-  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v, base);
-  if (ec != std::errc() || end != s.data() + s.size() || s.empty()) return std::nullopt;
-  return v;
-}
+using cpu_topology::parse_int;
+using cpu_topology::trim;
 
 std::vector<std::string> words(std::string_view s) {
   std::vector<std::string> out;

@@ -12,8 +12,6 @@
 
 namespace concurdl::cpu_topology {
 
-namespace {
-
 std::string_view trim(std::string_view s) {
   const auto space = [](char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; };
   while (!s.empty() && space(s.front())) s.remove_prefix(1);
@@ -23,13 +21,16 @@ std::string_view trim(std::string_view s) {
 
 std::optional<int> parse_int(std::string_view s) {
   s = trim(s);
+  int base = 10;
+  if (s.size() > 2 && s[0] == '0' && (s[1] == 'x' || s[1] == 'X')) {
+    s.remove_prefix(2);
+    base = 16;
+  }
   int v = 0;
-  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v, base);
   if (ec != std::errc() || end != s.data() + s.size() || s.empty()) return std::nullopt;
   return v;
 }
-
-}  // namespace
 
 std::optional<std::vector<int>> parse_cpu_list(std::string_view text) {
   text = trim(text);

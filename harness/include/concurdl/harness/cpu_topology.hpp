@@ -16,6 +16,10 @@ namespace concurdl::cpu_topology {
 
 // A kernel CPU list ("0-3,8,10-11") as sorted CPU numbers; nullopt if malformed.
 std::optional<std::vector<int>> parse_cpu_list(std::string_view text);
+// The text of a /proc or /sys field without its surrounding blanks and newline.
+std::string_view trim(std::string_view s);
+// "26" or "0xd4f" (surrounding blanks allowed); nullopt for anything else.
+std::optional<int> parse_int(std::string_view s);
 
 // The placements, in the order a lesson compares them (most sharing first).
 inline constexpr std::string_view kPlacements[] = {"smt_siblings", "same_l3", "other_l3"};
