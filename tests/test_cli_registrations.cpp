@@ -5,6 +5,7 @@
 // test that notices.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -38,10 +39,48 @@ std::string run_list() {
   return out;
 }
 
+// Whether a preprocessor condition is known to hold in this build: a capability the build has.
+// Anything else (another macro, an #else branch) is not known, and what it guards is not looked
+// for.
+bool known_true(const std::string& condition) {
+  namespace b = concurdl::build;
+  const std::pair<const char*, bool> caps[] = {
+      {"CONCURDL_HAVE_MPI", b::have_mpi},   {"CONCURDL_WITH_MPI", b::have_mpi},
+      {"CONCURDL_HAVE_CUDA", b::have_cuda}, {"CONCURDL_WITH_CUDA", b::have_cuda},
+      {"CONCURDL_HAVE_NCCL", b::have_nccl}, {"CONCURDL_HAVE_URING", b::have_uring}};
+  for (const auto& [name, have] : caps)
+    if (condition.find(name) != std::string::npos && condition.find('!') == std::string::npos &&
+        condition.find("&&") == std::string::npos && condition.find("||") == std::string::npos)
+      return have;
+  return false;
+}
+
+// The text with what this build's preprocessor would drop, or might, blanked out: lines inside
+// an #if/#ifdef whose condition is not known_true, and inside any #else branch.
+std::string compiled_text(const std::string& text) {
+  std::string out;
+  std::vector<bool> live;  // per open #if: whether its current branch is known to compile
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);) {
+    std::string t = line.substr(std::min(line.find_first_not_of(" \t"), line.size()));
+    if (t.rfind("#if", 0) == 0) {
+      live.push_back(known_true(t));
+    } else if (t.rfind("#el", 0) == 0) {
+      if (!live.empty()) live.back() = false;
+    } else if (t.rfind("#endif", 0) == 0) {
+      if (!live.empty()) live.pop_back();
+    }
+    const bool on = std::all_of(live.begin(), live.end(), [](bool b) { return b; });
+    out += (on ? line : std::string()) + "\n";
+  }
+  return out;
+}
+
 // The ids a source registers: the first `.id = "..."` after each register_experiment( or
 // register_exercise( call, within the call's first lines (an id built at run time, as the
 // Google Benchmark bridge's, is not a literal and is not looked for).
-std::vector<std::pair<std::string, std::string>> registered_ids(const std::string& text) {
+std::vector<std::pair<std::string, std::string>> registered_ids(const std::string& source) {
+  const std::string text = compiled_text(source);
   std::vector<std::pair<std::string, std::string>> out;
   static const std::regex call(
       R"((register_experiment|register_exercise)\(\s*(\{|Exercise|exercise_))");
@@ -99,6 +138,12 @@ TEST(Registrations, TheScanFindsTheIdsOfACall) {
   EXPECT_EQ(ids[1].first, "register_exercise");
   EXPECT_EQ(ids[1].second, "5.3");
   EXPECT_EQ(run_list().find("\n  calibrate/no_such_thing "), std::string::npos);
+  // What the preprocessor may drop is not looked for; what this build compiles is.
+  const auto guarded = registered_ids(
+      "#if CONCURDL_HAVE_SOMETHING_ELSE\nregister_experiment({.id = \"ch99/a\"});\n#else\n"
+      "register_experiment({.id = \"ch99/b\"});\n#endif\nregister_experiment({.id = \"ch99/c\"});");
+  ASSERT_EQ(guarded.size(), 1u);
+  EXPECT_EQ(guarded[0].second, "ch99/c");
 }
 
 }  // namespace
