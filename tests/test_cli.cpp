@@ -10,6 +10,8 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -18,6 +20,7 @@
 #include "concurdl/harness/calibrate.hpp"
 #include "concurdl/harness/openblas_env.hpp"
 #include "concurdl/harness/records.hpp"
+#include "concurdl/harness/trace_files.hpp"
 
 namespace fs = std::filesystem;
 using concurdl::load_run;
@@ -320,6 +323,32 @@ TEST_F(Cli, RunMeasuresSpeedupAndAFailedValidationExitsOne) {
   const RunFile g = load_run(dir_ / r.last_line());  // the failed run is still recorded
   ASSERT_EQ(g.records.size(), 1u);
   EXPECT_FALSE(g.records[0].valid);
+}
+
+// --trace: each configuration's last repetition as Chrome trace JSON under traces/, with the
+// title its Gantt chart takes, and the chart (.dat and .gp, the pictures where gnuplot runs)
+// drawn beside it once the run is measured.
+TEST_F(Cli, TraceWritesEachConfigurationsSpansAndTheirGanttChart) {
+  Result r = run("run ch99/sum --threads 1 --repeat 2 --no-calibrate --no-report --quiet --trace");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  const fs::path traces = dir_ / r.last_line() / "traces" / "ch99_sum";
+  std::vector<fs::path> json;
+  for (const auto& e : fs::directory_iterator(traces))
+    if (e.path().extension() == ".json") json.push_back(e.path());
+  ASSERT_EQ(json.size(), 1u) << traces;
+  std::map<std::string, std::string> meta;
+  const auto events = concurdl::trace::read_chrome_trace(json[0], &meta);
+  ASSERT_FALSE(events.empty());
+  EXPECT_EQ(events[0].name, "sum");
+  EXPECT_EQ(meta.at("experiment"), "ch99/sum");
+  EXPECT_NE(meta.at("title").find("threads=1"), std::string::npos) << meta.at("title");
+  fs::path gp = json[0];
+  gp.replace_extension(".gp");
+  std::ifstream in(gp);
+  ASSERT_TRUE(in) << gp;
+  const std::string script((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(script.find("ch99/sum"), std::string::npos);
+  EXPECT_TRUE(fs::exists(fs::path(gp).replace_extension(".dat")));
 }
 
 TEST_F(Cli, MicroBenchmarksBecomeRecords) {

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "concurdl/harness/gantt.hpp"
 #include "concurdl/harness/trace_files.hpp"
 #include "train_record.hpp"
 

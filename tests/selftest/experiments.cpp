@@ -16,6 +16,7 @@
 
 #include "concurdl/core/errors.hpp"
 #include "concurdl/core/ranks.hpp"
+#include "concurdl/core/trace.hpp"
 #include "concurdl/harness/cli.hpp"
 #include "concurdl/harness/exercise.hpp"
 #include "concurdl/harness/experiment.hpp"
@@ -32,7 +33,10 @@ Trial sum_trial(const Params& p, GroupCache&) {
   const bool broken = param_int(p, "broken") != 0;
   auto result = std::make_shared<std::int64_t>(0);
   Trial t;
-  t.run = [=] { *result = toy::parallel_sum(n, threads) + (broken ? 1 : 0); };
+  t.run = [=] {
+    trace::Span step("sum", "step");  // one span a repetition, for run --trace
+    *result = toy::parallel_sum(n, threads) + (broken ? 1 : 0);
+  };
   t.check = [=] {
     const std::int64_t want = toy::serial_sum(n);
     return *result == want ? std::string() : fmt::format("sum {} != {}", *result, want);

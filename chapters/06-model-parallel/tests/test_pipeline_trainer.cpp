@@ -22,6 +22,7 @@
 #include "concurdl/core/errors.hpp"
 #include "concurdl/core/testing.hpp"
 #include "concurdl/dp/threads_backend.hpp"
+#include "concurdl/harness/gantt.hpp"
 #include "concurdl/harness/trace_files.hpp"
 #include "concurdl/kernels/threads.hpp"
 #include "concurdl/mp/pipeline_trainer.hpp"

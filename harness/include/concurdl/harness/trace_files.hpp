@@ -1,10 +1,9 @@
-// A trace's spans (core/trace.hpp) written down: as Chrome trace JSON (opens in
-// https://ui.perfetto.dev or chrome://tracing) and as a gnuplot Gantt chart beside the other
-// figures. The recorder on the hot path knows nothing of files or charts; this does.
+// A trace's spans (core/trace.hpp) written down as Chrome trace JSON (opens in
+// https://ui.perfetto.dev or chrome://tracing), and read back. The recorder on the hot path knows
+// nothing of files; this does. Drawing them is gantt.hpp's, a layer above.
 //
 //   auto events = trace::Recorder::global().stop();
 //   trace::write_chrome_trace("t.json", events, {{"experiment", "ch06/pipeline"}});
-//   trace::render_gantt(events, figures_dir, "pipeline_gantt", "GPipe, p = 2, m = 4", warning);
 #pragma once
 
 #include <cstddef>
@@ -23,15 +22,10 @@ void write_chrome_trace(const std::filesystem::path& path, const std::vector<Eve
                         const std::map<std::string, std::string>& metadata,
                         std::size_t dropped = 0);
 
-// Reads back what write_chrome_trace wrote (for tests and `concurdl report`): the complete
-// events, with their track names. std::runtime_error naming the file on anything else.
-std::vector<Event> read_chrome_trace(const std::filesystem::path& path);
-
-// A Gantt chart of the spans: one row per track, one box per outermost span, coloured by
-// category; STEM.dat and STEM.gp always, STEM.svg and STEM.png when gnuplot runs (warning says
-// why not otherwise). Spans deeper than `max_depth` are left out of the picture.
-void render_gantt(const std::vector<Event>& events, const std::filesystem::path& dir,
-                  const std::string& stem, const std::string& title, std::string& warning,
-                  int max_depth = 0);
+// Reads back what write_chrome_trace wrote (for tests and the Gantt charts): the complete
+// events, with their track names, and the string entries of its metadata into `metadata` when
+// given. std::runtime_error naming the file on anything else.
+std::vector<Event> read_chrome_trace(const std::filesystem::path& path,
+                                     std::map<std::string, std::string>* metadata = nullptr);
 
 }  // namespace concurdl::trace

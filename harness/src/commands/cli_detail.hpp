@@ -1,5 +1,6 @@
-// Internal to the harness: what the command line's parts share (cli.cpp parses and runs the
-// commands; run_command.cpp is `concurdl run`'s measuring, stopping, resuming and launching).
+// Internal to the harness: what the commands share (cli.cpp parses the command line and calls
+// them; run_command.cpp is `concurdl run`'s measuring, stopping, resuming and launching;
+// exercise_command.cpp, read_commands.cpp and list.cpp the others; shared.cpp what they share).
 #pragma once
 
 #include <cstdint>
@@ -44,6 +45,10 @@ std::filesystem::path program_dir();
 void ensure_directory(const std::filesystem::path& dir, const char* what);
 // `concurdl exercise CHAPTER [ID ...]` (exercise_command.cpp).
 int cmd_exercise(const Args& a);
+// `concurdl report`, `concurdl compare`, `concurdl check` (read_commands.cpp).
+int cmd_report(const Args& a);
+int cmd_compare(const Args& a);
+int cmd_check(const Args& a);
 void print_invalid(const std::vector<Record>& records);
 void report_run(const RunFile& f, const std::filesystem::path& dir);
 
@@ -52,7 +57,7 @@ int measure(const std::vector<std::string>& command, const std::vector<const Exp
             const Args& a, const RunRequest& req, bool calibrate_first);
 // --ranks outside an MPI launch: start one and return its status; inside one: join it.
 std::optional<int> launch_ranks(const Args& a, const RunRequest& req, int argc, char** argv);
-// --resume DIR: DIR's own command line again, told to go on in DIR.
-int resume_run(const Args& a, int argc);
+// --resume DIR: DIR's own command line, told to go on in DIR (the command line parses it again).
+std::vector<std::string> resume_command(const Args& a, int argc);
 
 }  // namespace concurdl::cli_detail

@@ -1,96 +1,25 @@
-// Timelines written down (trace_files.hpp): Chrome trace JSON and a gnuplot Gantt chart.
-#include "concurdl/harness/trace_files.hpp"
+// Timelines drawn (gantt.hpp): a gnuplot Gantt chart of a trace's spans, and the charts of a
+// run's traces/ folder.
+#include "concurdl/harness/gantt.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
-#include <cctype>
-#include <fstream>
-#include <nlohmann/json.hpp>
+#include <map>
 #include <set>
 #include <sstream>
-#include <stdexcept>
 
 #include "charts/charts_detail.hpp"
 #include "concurdl/harness/records.hpp"
 #include "concurdl/harness/report.hpp"
+#include "concurdl/harness/trace_files.hpp"
 
 namespace concurdl::trace {
 
 namespace {
 using chart_detail::gp_string;
-using nlohmann::json;
 }  // namespace
-
-void write_chrome_trace(const std::filesystem::path& path, const std::vector<Event>& events,
-                        const std::map<std::string, std::string>& metadata, std::size_t dropped) {
-  json trace_events = json::array();
-  std::map<int, std::string> tracks;
-  for (const Event& e : events) tracks[e.track_id] = e.track;
-  for (const auto& [id, name] : tracks) {
-    trace_events.push_back({{"ph", "M"},
-                            {"name", "thread_name"},
-                            {"pid", 1},
-                            {"tid", id},
-                            {"args", {{"name", name}}}});
-    trace_events.push_back({{"ph", "M"},
-                            {"name", "thread_sort_index"},
-                            {"pid", 1},
-                            {"tid", id},
-                            {"args", {{"sort_index", id}}}});
-  }
-  for (const Event& e : events)
-    trace_events.push_back({{"ph", "X"},
-                            {"name", e.name},
-                            {"cat", e.category},
-                            {"pid", 1},
-                            {"tid", e.track_id},
-                            {"ts", e.begin_us},
-                            {"dur", e.dur_us}});
-  json other = json::object();
-  for (const auto& [k, v] : metadata) other[k] = v;
-  other["dropped_spans"] = dropped;
-  const json doc = {{"traceEvents", trace_events}, {"displayTimeUnit", "ms"}, {"otherData", other}};
-  if (path.has_parent_path()) std::filesystem::create_directories(path.parent_path());
-  write_file_atomic(path, doc.dump(1) + "\n");
-}
-
-std::vector<Event> read_chrome_trace(const std::filesystem::path& path) {
-  std::ifstream in(path);
-  if (!in) throw std::runtime_error(fmt::format("{}: cannot open", path.string()));
-  json doc;
-  try {
-    doc = json::parse(in);
-  } catch (const json::exception& e) {
-    throw std::runtime_error(fmt::format("{}: not JSON ({})", path.string(), e.what()));
-  }
-  if (!doc.is_object() || !doc.contains("traceEvents") || !doc["traceEvents"].is_array())
-    throw std::runtime_error(fmt::format("{}: no traceEvents array", path.string()));
-  std::map<int, std::string> names;
-  std::vector<Event> out;
-  try {
-    for (const json& e : doc["traceEvents"]) {
-      const std::string ph = e.at("ph").get<std::string>();
-      if (ph == "M" && e.at("name") == "thread_name")
-        names[e.at("tid").get<int>()] = e.at("args").at("name").get<std::string>();
-      if (ph != "X") continue;
-      Event ev;
-      ev.name = e.at("name").get<std::string>();
-      ev.category = e.value("cat", "");
-      ev.track_id = e.at("tid").get<int>();
-      ev.begin_us = e.at("ts").get<double>();
-      ev.dur_us = e.at("dur").get<double>();
-      out.push_back(std::move(ev));
-    }
-  } catch (const json::exception& e) {
-    throw std::runtime_error(fmt::format("{}: a malformed event ({})", path.string(), e.what()));
-  }
-  for (Event& e : out) {
-    const auto it = names.find(e.track_id);
-    e.track = it == names.end() ? fmt::format("thread {}", e.track_id) : it->second;
-  }
-  return out;
-}
 
 void render_gantt(const std::vector<Event>& events, const std::filesystem::path& dir,
                   const std::string& stem, const std::string& title, std::string& warning,
@@ -192,6 +121,35 @@ void render_gantt(const std::vector<Event>& events, const std::filesystem::path&
   g += "set output '" + stem + ".png'\nreplot\nunset output\n";
   write_file_atomic(dir / (stem + ".gp"), g);
   run_chart_script(dir, stem, warning);
+}
+
+int render_trace_dir(const std::filesystem::path& dir, std::vector<std::string>& warnings) {
+  std::error_code ec;
+  if (!std::filesystem::is_directory(dir, ec)) return 0;
+  std::vector<std::filesystem::path> files;
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(dir, ec))
+    if (entry.is_regular_file() && entry.path().extension() == ".json")
+      files.push_back(entry.path());
+  std::sort(files.begin(), files.end());
+  int drawn = 0;
+  for (const std::filesystem::path& f : files) {
+    std::map<std::string, std::string> meta;
+    std::vector<Event> events;
+    try {
+      events = read_chrome_trace(f, &meta);
+    } catch (const std::exception& e) {
+      warnings.push_back(e.what());
+      continue;
+    }
+    const auto title = meta.find("title");
+    std::string warning;
+    // One step after the first (which starts the trial's threads) when there are several.
+    render_gantt(first_spans(events, 1, 1), f.parent_path(), f.stem().string(),
+                 title != meta.end() ? title->second : f.stem().string(), warning, 1);
+    if (!warning.empty()) warnings.push_back(warning);
+    ++drawn;
+  }
+  return drawn;
 }
 
 }  // namespace concurdl::trace

@@ -164,22 +164,20 @@ std::string file_stem(const std::string& text) {
   return out.empty() ? "config" : out;
 }
 
-// --trace: the spans of one repetition of `s`, as DIR/EXPERIMENT/CONFIG.json and a Gantt chart
-// of its first steps beside it. Nothing when the experiment's code records no spans.
+// --trace: the spans of one repetition of `s`, as DIR/EXPERIMENT/CONFIG.json, with the title its
+// Gantt chart takes (drawn after the run, gantt.hpp). Nothing when the experiment's code records
+// no spans.
 void write_trace(const std::filesystem::path& dir, const Slot& s,
                  const std::vector<trace::Event>& events, std::size_t dropped) {
   if (events.empty()) return;
   const Experiment& e = *s.config->experiment;
-  const std::filesystem::path sub = dir / file_stem(e.id);
   std::string params;
   for (const auto& [k, v] : s.config->params) params += (params.empty() ? "" : ",") + k + "=" + v;
-  const std::string stem = file_stem(params);
-  trace::write_chrome_trace(sub / (stem + ".json"), events,
-                            {{"experiment", e.id}, {"params", params}}, dropped);
-  std::string warning;
-  // One step after the first (which starts the trial's threads) when there are several.
-  trace::render_gantt(trace::first_spans(events, 1, 1), sub, stem,
-                      fmt::format("{}\n{}", e.id, describe(s.config->params)), warning, 1);
+  trace::write_chrome_trace(dir / file_stem(e.id) / (file_stem(params) + ".json"), events,
+                            {{"experiment", e.id},
+                             {"params", params},
+                             {"title", fmt::format("{}\n{}", e.id, describe(s.config->params))}},
+                            dropped);
 }
 
 }  // namespace

@@ -17,7 +17,7 @@
 #include "concurdl/core/ranks.hpp"
 #include "concurdl/harness/calibrate.hpp"
 #include "concurdl/harness/claims.hpp"
-#include "concurdl/harness/cli.hpp"
+#include "concurdl/harness/gantt.hpp"
 #include "concurdl/harness/noise.hpp"
 #include "concurdl/harness/provenance.hpp"
 
@@ -198,6 +198,11 @@ int measure(const std::vector<std::string>& command, const std::vector<const Exp
   if (resuming) derive_metrics(f.records, f.calibration, hardware_threads());
   f.provenance["finished"] = utc_now_iso();
   if (!writer) return all_valid(f.records) ? 0 : 1;  // validity is agreed by every rank
+  if (!opt.trace_dir.empty()) {
+    std::vector<std::string> warnings;
+    trace::render_trace_dir(opt.trace_dir, warnings);
+    for (const auto& w : warnings) std::fprintf(stderr, "concurdl: warning: %s\n", w.c_str());
+  }
   // What the lessons claim, judged on what was just measured: kept with the run and said.
   const std::vector<ClaimResult> claims = evaluate_claims(f);
   f.claims = claims_json(claims);
@@ -234,8 +239,8 @@ std::optional<int> launch_ranks(const Args& a, const RunRequest& req, int argc, 
   return std::nullopt;
 }
 
-// `concurdl run --resume DIR`: DIR's own command line again, told to go on in DIR.
-int resume_run(const Args& a, int argc) {
+// `concurdl run --resume DIR`: DIR's own command line, told to go on in DIR.
+std::vector<std::string> resume_command(const Args& a, int argc) {
   if (argc != 4)
     throw UsageError(
         "--resume takes a run directory and nothing else: the run's own command line is used");
@@ -249,10 +254,7 @@ int resume_run(const Args& a, int argc) {
   std::vector<std::string> args = f.command;
   args.push_back("--continue-run");
   args.push_back(dir.string());
-  std::vector<char*> argv;
-  for (auto& s : args) argv.push_back(s.data());
-  argv.push_back(nullptr);
-  return cli_main(static_cast<int>(args.size()), argv.data());
+  return args;
 }
 
 }  // namespace concurdl::cli_detail
