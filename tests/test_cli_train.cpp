@@ -186,6 +186,10 @@ TEST_F(Cli, PipelineTrainRejectsBadFlags) {
   expect_usage_error(run("train --dp 2 --schedule zb-h1 --data no-such-dir", bin),
                      "--schedule zb-h1: the 3D grid's pipelines run naive, gpipe or 1f1b");
   expect_usage_error(run("train --dp 0", bin), "--dp");
+  // A mode chosen by its own flags is not chosen by --mode; no mode but sync trains in 16 bits.
+  expect_usage_error(run("train --ranks 2 --mode pipeline", bin),
+                     "--mode pipeline: --pipeline P chooses it, not --mode");
+  expect_usage_error(run("train --dp 2 --precision bf16", bin), "--dp: not with --precision bf16");
   expect_usage_error(run("train --pipeline 2 --chunks 2 --data no-such-dir", bin),
                      "--chunks 2: only with --schedule interleaved (not 1f1b)");
   expect_usage_error(

@@ -1,8 +1,10 @@
-// `concurdl train --pipeline P`: the pipeline as one of the train command's training modes
-// (kernels/nn/distributed_train.hpp), registered with the program.
+// `concurdl train --pipeline P` and `--dp D --tp T --pp P`: the pipeline and the 3D grid as two
+// of the train command's training modes (kernels/nn/distributed_train.hpp), each row with its
+// flags, what chooses it, what it refuses and how many ranks it asks for.
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "concurdl/core/axis.hpp"
 #include "concurdl/core/errors.hpp"
 #include "concurdl/mp/pipeline_trainer.hpp"
 #include "concurdl/mp/three_d_trainer.hpp"
@@ -11,6 +13,80 @@
 namespace concurdl::mp {
 
 namespace {
+
+using Flag = nn::ModeFlag;
+
+// The flags the two modes bring to `concurdl train` (--micro-batches and --schedule are both's).
+const Flag kPipelineFlag{.name = "--pipeline",
+                         .help =
+                             "pipeline parallelism (chapter 06): the layers cut into P stages, "
+                             "one thread each; --batch is the whole batch, cut into "
+                             "micro-batches",
+                         .min = 1,
+                         .max = kMaxThreads};
+const Flag kMicroBatches{.name = "--micro-batches",
+                         .help =
+                             "with --pipeline or --dp/--tp/--pp: micro-batches per batch "
+                             "(default 4)",
+                         .min = 1,
+                         .max = 1 << 14};
+const Flag kSchedule{.name = "--schedule",
+                     .help =
+                         "with --pipeline: naive, gpipe, 1f1b, interleaved or zb-h1 (default "
+                         "1f1b); with --dp/--tp/--pp: naive, gpipe or 1f1b",
+                     .kind = Flag::Kind::text};
+const Flag kChunks{.name = "--chunks",
+                   .help =
+                       "with --pipeline and --schedule interleaved: model chunks per stage "
+                       "(v, default 2); the layers are cut into P x v pieces",
+                   .min = 1,
+                   .max = 64};
+const Flag kRecompute{.name = "--recompute",
+                      .help =
+                          "with --pipeline: keep only each micro-batch's stage input and run "
+                          "its forward again before its backward (activation recomputation)",
+                      .kind = Flag::Kind::toggle};
+const Flag kDp{.name = "--dp",
+               .help =
+                   "3D parallelism (chapter 06): data-parallel replicas D of a grid of D x T "
+                   "x P thread ranks (with --tp, --pp; default 1)",
+               .min = 1,
+               .max = 1024};
+const Flag kTp{.name = "--tp",
+               .help = "3D parallelism: tensor-parallel ranks T of each stage",
+               .min = 1,
+               .max = 1024};
+const Flag kPp{.name = "--pp",
+               .help = "3D parallelism: pipeline stages P of each replica",
+               .min = 1,
+               .max = 1024};
+
+// --micro-batches M (default 4, at most the batch's rows) and --schedule (default 1f1b): of
+// every schedule for the pipeline, of those the grid offers for the 3D grid.
+MicroBatching batching_of(const nn::DistributedOptions& o, const nn::TrainConfig& c, bool grid) {
+  MicroBatching b;
+  b.micro_batches = static_cast<std::size_t>(o.number(kMicroBatches.name, 4));
+  if (b.micro_batches > c.batch)
+    throw UsageError(
+        fmt::format("--micro-batches {}: more than the batch's {} rows", b.micro_batches, c.batch));
+  const std::string sched = o.text(kSchedule.name, "1f1b");
+  const auto parsed = parse_schedule(sched);
+  if (grid && (!parsed || schedule_row(*parsed).three_d == InThreeD::not_offered))
+    throw UsageError(
+        fmt::format("--schedule {}: the 3D grid's pipelines run naive, gpipe or 1f1b", sched));
+  if (!parsed)
+    throw UsageError(fmt::format("--schedule: unknown schedule '{}' (known: {})", sched,
+                                 fmt::join(kSchedules.names(Offer::all), ", ")));
+  b.schedule = *parsed;
+  return b;
+}
+
+// --dp D --tp T --pp P, each 1 when not given.
+Grid grid_of(const nn::DistributedOptions& o) {
+  return {.data = static_cast<int>(o.number(kDp.name, 1)),
+          .tensor = static_cast<int>(o.number(kTp.name, 1)),
+          .pipeline = static_cast<int>(o.number(kPp.name, 1))};
+}
 
 // The pipeline's options from `concurdl train`'s, or a UsageError naming the one it cannot run.
 PipelineOptions pipeline_options(const nn::DistributedOptions& o, const nn::TrainConfig& c) {
@@ -27,31 +103,23 @@ PipelineOptions pipeline_options(const nn::DistributedOptions& o, const nn::Trai
         o.ranks, c.spec.describe(), layers, kMaxStages));
   PipelineOptions p;
   p.stages = o.ranks;
-  p.micro_batches = o.micro_batches > 0 ? o.micro_batches : 4;
-  if (p.micro_batches > c.batch)
-    throw UsageError(
-        fmt::format("--micro-batches {}: more than the batch's {} rows", p.micro_batches, c.batch));
-  const std::string sched = o.schedule.empty() ? "1f1b" : o.schedule;
-  const auto parsed = parse_schedule(sched);
-  if (!parsed)
-    throw UsageError(fmt::format("--schedule: unknown schedule '{}' (known: {})", sched,
-                                 fmt::join(kSchedules.names(Offer::all), ", ")));
-  p.schedule = *parsed;
-  p.recompute = o.recompute;
-  if (o.chunks > 0 && p.schedule != Schedule::interleaved)
-    throw UsageError(fmt::format("--chunks {}: only with --schedule interleaved (not {})", o.chunks,
-                                 schedule_name(p.schedule)));
-  p.chunks = p.schedule == Schedule::interleaved ? (o.chunks > 0 ? o.chunks : 2) : 1;
+  p.batching = batching_of(o, c, false);
+  p.recompute = o.toggle(kRecompute.name);
+  const auto chunks = static_cast<int>(o.number(kChunks.name, 0));
+  if (chunks > 0 && p.batching.schedule != Schedule::interleaved)
+    throw UsageError(fmt::format("--chunks {}: only with --schedule interleaved (not {})", chunks,
+                                 schedule_name(p.batching.schedule)));
+  p.chunks = p.batching.schedule == Schedule::interleaved ? (chunks > 0 ? chunks : 2) : 1;
   if (static_cast<std::size_t>(o.ranks * p.chunks) > layers)
     throw UsageError(
         fmt::format("--chunks {}: {} stages x {} chunks is more pieces than the {} layers of {}",
                     p.chunks, o.ranks, p.chunks, layers, c.spec.describe()));
-  if (p.schedule == Schedule::interleaved &&
-      p.micro_batches % static_cast<std::size_t>(o.ranks) != 0)
+  if (p.batching.schedule == Schedule::interleaved &&
+      p.batching.micro_batches % static_cast<std::size_t>(o.ranks) != 0)
     throw UsageError(
         fmt::format("--schedule interleaved: --micro-batches {} is not a multiple of the {} stages "
                     "(micro-batches go through the chunks in groups of P)",
-                    p.micro_batches, o.ranks));
+                    p.batching.micro_batches, o.ranks));
   return p;
 }
 
@@ -63,60 +131,70 @@ ThreeDOptions three_d_options(const nn::DistributedOptions& o, const nn::TrainCo
         "--backend {}",
         o.backend));
   ThreeDOptions t;
-  t.grid = {o.dp, o.tp, o.pp};
+  t.grid = grid_of(o);
+  const int tp = t.grid.tensor, pp = t.grid.pipeline;
   const std::size_t layers = c.spec.widths.size() - 1;
-  if (static_cast<std::size_t>(o.pp) > layers)
+  if (static_cast<std::size_t>(pp) > layers)
     throw UsageError(fmt::format("--pp {}: the model {} has {} layers; a stage needs one at least",
-                                 o.pp, c.spec.describe(), layers));
+                                 pp, c.spec.describe(), layers));
   // Each stage's pairs split their hidden width over the tensor ranks.
-  if (o.tp > 1) {
-    const std::vector<std::size_t> bounds = stage_boundaries(layers, o.pp);
+  if (tp > 1) {
+    const std::vector<std::size_t> bounds = stage_boundaries(layers, pp);
     for (std::size_t s = 0; s + 1 < bounds.size(); ++s)
       for (std::size_t l = bounds[s]; l + 1 < bounds[s + 1]; l += 2)
-        if (c.spec.widths[l + 1] % static_cast<std::size_t>(o.tp) != 0)
+        if (c.spec.widths[l + 1] % static_cast<std::size_t>(tp) != 0)
           throw UsageError(fmt::format(
               "--tp {}: layer {}'s {} outputs (a column-parallel layer of stage {}) do not divide "
               "over {} tensor ranks",
-              o.tp, l, c.spec.widths[l + 1], s, o.tp));
+              tp, l, c.spec.widths[l + 1], s, tp));
   }
-  t.micro_batches = o.micro_batches > 0 ? o.micro_batches : 4;
-  if (t.micro_batches > c.batch)
-    throw UsageError(
-        fmt::format("--micro-batches {}: more than the batch's {} rows", t.micro_batches, c.batch));
-  const std::string sched = o.schedule.empty() ? "1f1b" : o.schedule;
-  const auto parsed = parse_schedule(sched);
-  if (!parsed || schedule_row(*parsed).three_d == InThreeD::not_offered)
-    throw UsageError(
-        fmt::format("--schedule {}: the 3D grid's pipelines run naive, gpipe or 1f1b", sched));
-  t.schedule = *parsed;
+  t.batching = batching_of(o, c, true);
   return t;
 }
 
-const bool registered_3d = nn::register_training_mode(
-    {.name = "3d",
-     .what = "3D parallelism (chapter 06): --dp D data-parallel replicas of --pp P pipeline "
-             "stages of --tp T tensor-parallel ranks, D x T x P threads; --micro-batches M, "
-             "--schedule naive|gpipe|1f1b",
-     .check = [](const nn::DistributedOptions& o,
-                 const nn::TrainConfig& c) { (void)three_d_options(o, c); },
-     .run =
-         [](const nn::DistributedOptions& o, const nn::TrainConfig& c, const nn::Dataset& train,
-            const nn::RankLoop& loop) {
-           ThreeDTrainer t(c, train, three_d_options(o, c));
-           loop(t);
-         }});
-
+// Registered before the grid, so that a flag both own names --pipeline first.
 const bool registered = nn::register_training_mode(
     {.name = "pipeline",
      .what = "pipeline parallelism (chapter 06): the layers cut into --pipeline P stages, "
              "--micro-batches M, --schedule naive|gpipe|1f1b|interleaved|zb-h1, --chunks v, "
              "--recompute",
+     .flags = {kPipelineFlag, kMicroBatches, kSchedule, kChunks, kRecompute},
+     .chosen_by = {kPipelineFlag.name},
+     .chosen_as = "--pipeline P",
+     .ranks =
+         [](const nn::DistributedOptions& o) {
+           return static_cast<int>(o.number("--pipeline", 1));
+         },
+     .refuses = {"--ranks", "--mode"},
+     .refusal =
+         "(--pipeline P runs P stages; data-parallel ranks and modes do not combine with it)",
      .check = [](const nn::DistributedOptions& o,
                  const nn::TrainConfig& c) { (void)pipeline_options(o, c); },
      .run =
          [](const nn::DistributedOptions& o, const nn::TrainConfig& c, const nn::Dataset& train,
             const nn::RankLoop& loop) {
            PipelineTrainer t(c, train, pipeline_options(o, c));
+           loop(t);
+         }});
+
+const bool registered_3d = nn::register_training_mode(
+    {.name = "3d",
+     .what = "3D parallelism (chapter 06): --dp D data-parallel replicas of --pp P pipeline "
+             "stages of --tp T tensor-parallel ranks, D x T x P threads; --micro-batches M, "
+             "--schedule naive|gpipe|1f1b",
+     .flags = {kDp, kTp, kPp, kMicroBatches, kSchedule},
+     .chosen_by = {kDp.name, kTp.name, kPp.name},
+     .chosen_as = "--dp/--tp/--pp",
+     .ranks = [](const nn::DistributedOptions& o) { return grid_of(o).size(); },
+     .refuses = {"--ranks", "--mode", kPipelineFlag.name, kRecompute.name, kChunks.name},
+     .refusal = "(the grid's ranks, its pipelines and their schedule come from --dp, --tp, --pp, "
+                "--micro-batches and --schedule)",
+     .check = [](const nn::DistributedOptions& o,
+                 const nn::TrainConfig& c) { (void)three_d_options(o, c); },
+     .run =
+         [](const nn::DistributedOptions& o, const nn::TrainConfig& c, const nn::Dataset& train,
+            const nn::RankLoop& loop) {
+           ThreeDTrainer t(c, train, three_d_options(o, c));
            loop(t);
          }});
 

@@ -1,11 +1,13 @@
 // `concurdl train`'s flags as parsed (train_options.cpp), and what the ones about several workers
-// resolve to (train_workers.cpp): chapter 05's data-parallel backends and chapter 07's modes.
+// resolve to (train_workers.cpp): a registered data-parallel backend, or a registered training
+// mode, by the rules each mode's row brings.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -29,41 +31,36 @@ struct TrainArgs {
   std::size_t train_limit = 0, test_limit = 0;
   std::string data, checkpoint, resume, out = "results/runs";
   bool no_report = false, quiet = false;
-  // Data parallel (chapter 05): 0 ranks means not given.
+  // Several workers: 0 ranks means not given.
   std::size_t ranks = 0;
   std::string backend, allreduce, hostfile;
   double bucket_mb = -1;
   bool overlap = false;
-  bool push_pull = false;  // --push-pull (chapter 07's shard processes)
-  int zero = -1;           // --zero STAGE (sharded data parallelism); -1: not given
+  int zero = -1;  // --zero STAGE (sharded data parallelism); -1: not given
   bool threads_given = false;
-  std::vector<std::string> given;  // the flags given on the command line ("--ranks", ...)
-  // Synchronous vs asynchronous (chapter 07).
-  std::string mode = "sync";
+  std::vector<std::string> given;       // the flags given on the command line ("--ranks", ...)
+  std::string mode = "sync";            // --mode
   std::vector<std::string> stragglers;  // "RANK:FACTOR"
-  int staleness = -1, local_steps = -1, servers = -1, server_hosts = 0;
-  std::string fail_worker;  // "RANK:STEP"
-  // Pipeline parallelism (chapter 06): 0 stages means not given.
-  std::size_t pipeline = 0, micro_batches = 0;
-  std::string schedule;
-  bool recompute = false;  // --recompute
-  int chunks = 0;          // --chunks: interleaved's model chunks per stage (0: not given)
-  // 3D parallelism (chapter 06): --dp D --tp T --pp P (0: not given, 1 when another is).
-  int dp = 0, tp = 0, pp = 0;
+  std::string fail_worker;              // "RANK:STEP"
+  // The training modes' own flags (TrainingMode::flags) as typed, and their toggles; given
+  // ones go to DistributedOptions::values.
+  std::map<std::string, std::string> mode_values;
+  std::map<std::string, bool> mode_toggles;
   bool trace = false;  // --trace: the run's spans, trace.json and a Gantt chart
 };
 
-// What --ranks, --backend, --mode, --pipeline and their companions resolve to: no backend (one
-// trainer), a data-parallel backend, or a training mode on one. Checks every combination and value
-// (a UsageError naming the flag), and sets a.threads as the workers need (1 per thread rank, the
-// machine's cores shared among MPI ranks unless --threads was given). `given(flag)`: whether the
-// command line set it.
+// What --ranks, --backend, --mode, the modes' own flags and their companions resolve to: no
+// backend (one trainer), a data-parallel backend, or a training mode on one. Checks every
+// combination and value (a UsageError naming the flag), and sets a.threads as the workers need (1
+// per thread rank, the machine's cores shared among MPI ranks unless --threads was given).
+// `given(flag)`: whether the command line set it.
 struct TrainWorkers {
   const DistributedBackend* backend = nullptr;
   const TrainingMode* mode = nullptr;  // null: sync
   DistributedOptions options;
 };
-TrainWorkers resolve_workers(TrainArgs& a, const std::function<bool(const char*)>& given);
+using Given = std::function<bool(const char*)>;
+TrainWorkers resolve_workers(TrainArgs& a, const Given& given);
 
 // The flags (train_options.cpp): nullopt after --help; UsageError naming the flag whose value
 // is out of its range, or CLI11's one line for an unknown flag.

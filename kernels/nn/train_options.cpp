@@ -110,14 +110,16 @@ void add_model_options(CLI::App& app, TrainArgs& a) {
   app.add_flag("--quiet", a.quiet, "no progress on stderr");
 }
 
-// The options of a distributed run (chapters 05-07): ranks, backend, mode, pipeline.
+// The options of a distributed run: ranks, backend, mode, and each training mode's own flags
+// (from the modes' rows).
 void add_distributed_options(CLI::App& app, TrainArgs& a) {
   app.add_option("--ranks", a.ranks,
                  "data-parallel ranks (chapter 05); --batch is then the per-rank batch")
       ->check(whole_number(1, kMaxThreads));
   app.add_option("--backend", a.backend,
-                 "with --ranks: threads (default), mpi or nccl; processes for --mode ps-async "
-                 "and ps-ssp (worker processes)");
+                 fmt::format("with --ranks: {} (threads the default; a mode runs on the backends "
+                             "its row names)",
+                             fmt::join(distributed_backend_names(), ", ")));
   app.add_option("--bucket-mb", a.bucket_mb,
                  "with --ranks: all-reduce the gradients in buckets of at least this many MiB "
                  "(0: one per layer; default 0.125)")
@@ -133,53 +135,29 @@ void add_distributed_options(CLI::App& app, TrainArgs& a) {
   app.add_option("--hostfile", a.hostfile,
                  "with --backend mpi: MPI hostfile (several machines); with --backend processes: "
                  "the hosts of the parameter server's workers");
+  std::vector<std::string> by_mode;  // the modes --mode chooses
+  for (const std::string& name : training_mode_names())
+    if (const TrainingMode* m = find_training_mode(name); m == nullptr || m->chosen_by.empty())
+      by_mode.push_back(name);
   app.add_option("--mode", a.mode,
-                 "with --ranks: sync (all-reduce, default), ps-async, ps-ssp, hogwild or "
-                 "local-sgd (chapter 07)");
+                 fmt::format("with --ranks: {} (sync: the all-reduce, the default)",
+                             fmt::join(by_mode, ", ")));
   app.add_option("--straggler", a.stragglers,
                  "with --ranks: RANK:FACTOR makes that worker's compute FACTOR times slower "
                  "(repeatable)");
-  app.add_option("--staleness", a.staleness, "--mode ps-ssp: the staleness bound s (default 4)")
-      ->check(whole_number(0, 1u << 20));
-  app.add_option("--local-steps", a.local_steps,
-                 "--mode local-sgd: steps between averages H (default 8)")
-      ->check(whole_number(1, 1u << 20));
-  app.add_option("--servers", a.servers, "--mode ps-*: parameter-server shards (default 1)")
-      ->check(whole_number(1, 1024));
-  app.add_flag("--push-pull", a.push_pull,
-               "with --server-hosts, --mode ps-async: a push's answer carries the shard's "
-               "parameters, which the worker's next batch is computed on (no pull of its own)");
-  app.add_option("--server-hosts", a.server_hosts,
-                 "--mode ps-* with --backend processes --hostfile F: the shards run as processes "
-                 "on F's first N hosts, the workers on the others")
-      ->check(whole_number(1, 1024));
   app.add_option("--fail-worker", a.fail_worker,
                  "with --ranks: RANK:STEP makes that worker fail after STEP steps (asynchronous "
                  "modes drop it and go on; sync stops)");
-  app.add_option("--pipeline", a.pipeline,
-                 "pipeline parallelism (chapter 06): the layers cut into P stages, one thread "
-                 "each; --batch is the whole batch, cut into micro-batches")
-      ->check(whole_number(1, kMaxThreads));
-  app.add_option("--micro-batches", a.micro_batches,
-                 "with --pipeline: micro-batches per batch (default 4)")
-      ->check(whole_number(1, 1u << 14));
-  app.add_option("--schedule", a.schedule,
-                 "with --pipeline: naive, gpipe, 1f1b, interleaved or zb-h1 (default 1f1b)");
-  app.add_option("--dp", a.dp,
-                 "3D parallelism (chapter 06): data-parallel replicas D of a grid of D x T x P "
-                 "thread ranks (with --tp, --pp; default 1)")
-      ->check(whole_number(1, 1024));
-  app.add_option("--tp", a.tp, "3D parallelism: tensor-parallel ranks T of each stage")
-      ->check(whole_number(1, 1024));
-  app.add_option("--pp", a.pp, "3D parallelism: pipeline stages P of each replica")
-      ->check(whole_number(1, 1024));
-  app.add_option("--chunks", a.chunks,
-                 "with --pipeline and --schedule interleaved: model chunks per stage (v, "
-                 "default 2); the layers are cut into P x v pieces")
-      ->check(whole_number(1, 64));
-  app.add_flag("--recompute", a.recompute,
-               "with --pipeline: keep only each micro-batch's stage input and run its forward "
-               "again before its backward (activation recomputation)");
+  for (const ModeFlag& f : training_mode_flags()) {
+    if (f.kind == ModeFlag::Kind::toggle) {
+      app.add_flag(f.name, a.mode_toggles[f.name], f.help);
+      continue;
+    }
+    CLI::Option* o = app.add_option(f.name, a.mode_values[f.name], f.help);
+    if (f.kind == ModeFlag::Kind::number) o->type_name("UINT");
+    if (f.kind == ModeFlag::Kind::number)
+      o->check(whole_number(static_cast<std::uint64_t>(f.min), static_cast<std::uint64_t>(f.max)));
+  }
   app.add_flag("--trace", a.trace,
                "record the run's timeline (its first 200000 spans): trace.json (Perfetto, "
                "chrome://tracing) and a Gantt chart of two steps in figures/timeline.svg");

@@ -1,5 +1,6 @@
 // `concurdl train`'s flags about several workers (train_args.hpp): --ranks, --backend, --mode,
-// --straggler, --fail-worker and the flags that belong to one backend or mode.
+// --straggler, --fail-worker, and the flags each training mode's row brings with its rules
+// (which flags choose it, which it refuses, how many ranks it asks for).
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -56,83 +57,104 @@ std::pair<int, double> rank_and_value(const char* flag, const std::string& text,
   return {rank, value};
 }
 
+// The modes' own flags as given, for the modes to read (DistributedOptions::values).
+std::map<std::string, std::string, std::less<>> mode_values(const TrainArgs& a,
+                                                            const Given& given) {
+  std::map<std::string, std::string, std::less<>> out;
+  for (const ModeFlag& f : training_mode_flags())
+    if (given(f.name.c_str()))
+      out[f.name] = f.kind == ModeFlag::Kind::toggle ? "1" : a.mode_values.at(f.name);
+  return out;
+}
+
+// The first of `flags` given, or nullptr.
+const std::string* first_given(const std::vector<std::string>& flags, const Given& given) {
+  for (const std::string& f : flags)
+    if (given(f.c_str())) return &f;
+  return nullptr;
+}
+
+// The mode the command line chose: by its own flags (--pipeline P), by --mode NAME, or none
+// (sync). Each mode's refusals are checked here.
+const TrainingMode* choose_mode(TrainArgs& a, const Given& given,
+                                const std::map<std::string, std::string, std::less<>>& values) {
+  std::vector<const TrainingMode*> chosen;  // by their own flags
+  for (const std::string& name : training_mode_names())
+    if (const TrainingMode* m = find_training_mode(name); m && first_given(m->chosen_by, given))
+      chosen.push_back(m);
+  for (const TrainingMode* m : chosen)
+    if (const std::string* flag = first_given(m->refuses, given))
+      throw UsageError(fmt::format("{}: not with {} {}", *flag, m->how_chosen(), m->refusal));
+  if (chosen.size() > 1)
+    throw UsageError(
+        fmt::format("{}: not with {}", chosen[1]->how_chosen(), chosen[0]->how_chosen()));
+  const TrainingMode* mode = nullptr;
+  if (!chosen.empty()) {
+    mode = chosen[0];
+    DistributedOptions probe;
+    probe.values = values;
+    a.ranks = static_cast<std::size_t>(mode->ranks(probe));
+    a.mode = mode->name;
+  } else if (a.mode != "sync") {
+    mode = find_training_mode(a.mode);
+    if (mode != nullptr && !mode->chosen_by.empty())
+      throw UsageError(
+          fmt::format("--mode {}: {} chooses it, not --mode", a.mode, mode->chosen_as));
+    if (mode == nullptr) {
+      std::vector<std::string> names;
+      for (const std::string& n : training_mode_names())
+        if (const TrainingMode* m = find_training_mode(n); m == nullptr || m->chosen_by.empty())
+          names.push_back(n);
+      throw UsageError(
+          fmt::format("--mode: unknown mode '{}' (known: {})", a.mode, fmt::join(names, ", ")));
+    }
+    for (const std::string& flag : mode->refuses)
+      if (given(flag.c_str()))
+        throw UsageError(fmt::format("{}: not with --mode {} {}", flag, a.mode, mode->refusal));
+    if (a.ranks == 0) a.ranks = 1;  // --mode alone means one worker of that mode
+  }
+  // 16-bit training runs as one trainer, or as sync ranks.
+  if (mode != nullptr && a.precision != "fp32") {
+    const std::string* flag = first_given(mode->chosen_by, given);
+    throw UsageError(
+        flag ? fmt::format("{}: not with --precision {} (16-bit training runs as one trainer, or "
+                           "as --ranks N summing its 16-bit gradients in one ring after backward)",
+                           *flag, a.precision)
+             : fmt::format("--mode {}: not with --precision {} (only sync)", a.mode, a.precision));
+  }
+  // A flag that belongs to other modes than the one chosen.
+  for (const ModeFlag& f : training_mode_flags()) {
+    if (!given(f.name.c_str()) || (mode != nullptr && mode->owns(f.name))) continue;
+    std::vector<std::string> how;
+    for (const std::string& name : training_mode_names())
+      if (const TrainingMode* m = find_training_mode(name); m && m->owns(f.name))
+        how.push_back(m->how_chosen());
+    throw UsageError(fmt::format("{}: only with {}", f.name, fmt::join(how, " or ")));
+  }
+  return mode;
+}
+
 }  // namespace
 
-TrainWorkers resolve_workers(TrainArgs& a, const std::function<bool(const char*)>& given) {
+TrainWorkers resolve_workers(TrainArgs& a, const Given& given) {
   const DistributedBackend* backend = nullptr;
   DistributedOptions dist;
+  dist.values = mode_values(a, given);
   // Mixed precision: one trainer, or data-parallel ranks summing 16-bit gradients in one ring
   // after backward (DataParallelTrainer).
-  if (a.precision != "fp32") {
-    for (const char* flag : {"--pipeline", "--zero", "--bucket-mb", "--overlap", "--allreduce"})
+  if (a.precision != "fp32")
+    for (const char* flag : {"--zero", "--bucket-mb", "--overlap", "--allreduce"})
       if (given(flag))
         throw UsageError(fmt::format(
             "{}: not with --precision {} (16-bit training runs as one trainer, or as --ranks N "
             "summing its 16-bit gradients in one ring after backward)",
             flag, a.precision));
-    if (given("--mode") && a.mode != "sync")
-      throw UsageError(
-          fmt::format("--mode {}: not with --precision {} (only sync)", a.mode, a.precision));
-  }
-  // --dp D --tp T --pp P is the mode "3d" on D x T x P ranks.
-  const bool three_d = given("--dp") || given("--tp") || given("--pp");
-  if (three_d) {
-    for (const char* flag : {"--ranks", "--mode", "--pipeline", "--recompute", "--chunks"})
-      if (given(flag))
-        throw UsageError(fmt::format(
-            "{}: not with --dp/--tp/--pp (the grid's ranks, its pipelines and their schedule "
-            "come from --dp, --tp, --pp, --micro-batches and --schedule)",
-            flag));
-    a.dp = std::max(a.dp, 1);
-    a.tp = std::max(a.tp, 1);
-    a.pp = std::max(a.pp, 1);
-    a.ranks = static_cast<std::size_t>(a.dp * a.tp * a.pp);
-    a.mode = "3d";
-  }
-  // --pipeline P is the mode "pipeline" on P stage ranks.
-  if (three_d) {
-  } else if (a.pipeline > 0) {
-    for (const char* flag : {"--ranks", "--mode"})
-      if (given(flag))
-        throw UsageError(fmt::format(
-            "{}: not with --pipeline (--pipeline P runs P stages; data-parallel ranks and "
-            "modes do not combine with it)",
-            flag));
-    a.ranks = a.pipeline;
-    a.mode = "pipeline";
-  } else {
-    for (const char* flag : {"--micro-batches", "--schedule", "--recompute", "--chunks"})
-      if (given(flag))
-        throw UsageError(fmt::format(
-            "{}: only with --pipeline P{}", flag,
-            std::string_view(flag) == "--micro-batches" || std::string_view(flag) == "--schedule"
-                ? " or --dp/--tp/--pp"
-                : ""));
-  }
-  // --mode alone means one worker of that mode.
-  if (a.ranks == 0 && given("--mode") && a.mode != "sync") a.ranks = 1;
-  const TrainingMode* mode = nullptr;
-  if (a.mode != "sync") {
-    mode = find_training_mode(a.mode);
-    if (mode == nullptr)
-      throw UsageError(fmt::format("--mode: unknown mode '{}' (known: {})", a.mode,
-                                   fmt::join(training_mode_names(), ", ")));
-  }
+  const TrainingMode* mode = choose_mode(a, given, dist.values);
   if (a.ranks == 0) {
     for (const char* flag : {"--backend", "--bucket-mb", "--overlap", "--allreduce", "--hostfile",
                              "--straggler", "--fail-worker", "--mode", "--zero"})
       if (given(flag)) throw UsageError(fmt::format("{}: only with --ranks N", flag));
   }
-  // A flag that belongs to other modes than the one asked for (each mode's row lists its own).
-  std::map<std::string, std::vector<std::string>> owners;  // flag -> the modes that take it
-  for (const std::string& name : training_mode_names())
-    if (const TrainingMode* m = find_training_mode(name))
-      for (const std::string& flag : m->flags) owners[flag].push_back(name);
-  for (const auto& [flag, modes] : owners)
-    if (given(flag.c_str()) && (mode == nullptr || std::find(mode->flags.begin(), mode->flags.end(),
-                                                             flag) == mode->flags.end()))
-      throw UsageError(
-          fmt::format("{}: only with --mode {}", flag, fmt::join(modes, " or --mode ")));
   if (mode != nullptr)
     for (const char* flag : {"--bucket-mb", "--overlap", "--allreduce", "--zero"})
       if (given(flag))
@@ -158,18 +180,6 @@ TrainWorkers resolve_workers(TrainArgs& a, const std::function<bool(const char*)
     dist.fail_after = static_cast<std::uint64_t>(step);
   }
   dist.mode = a.mode;
-  dist.micro_batches = a.micro_batches;
-  dist.schedule = a.schedule;
-  dist.recompute = a.recompute;
-  dist.chunks = a.chunks;
-  dist.dp = std::max(a.dp, 1);
-  dist.tp = std::max(a.tp, 1);
-  dist.pp = std::max(a.pp, 1);
-  dist.staleness = a.staleness;
-  dist.local_steps = a.local_steps;
-  dist.servers = a.servers;
-  dist.server_hosts = a.server_hosts;
-  dist.push_pull = a.push_pull;
   if (a.ranks != 0) {
     if (a.backend.empty()) a.backend = "threads";
     backend = find_distributed_backend(a.backend);
@@ -177,8 +187,8 @@ TrainWorkers resolve_workers(TrainArgs& a, const std::function<bool(const char*)
       const std::vector<std::string> names = distributed_backend_names();
       throw UsageError(
           names.empty()
-              ? fmt::format("--backend {}: this concurdl has no data-parallel trainer (chapter "
-                            "05 was not built)",
+              ? fmt::format("--backend {}: this concurdl has no data-parallel trainer (no "
+                            "chapter registered one)",
                             a.backend)
               : fmt::format("--backend: unknown backend '{}' (known: {})", a.backend,
                             fmt::join(names, ", ")));
@@ -198,12 +208,19 @@ TrainWorkers resolve_workers(TrainArgs& a, const std::function<bool(const char*)
                       on.empty() ? std::string("only --mode sync")
                                  : fmt::format("--mode {}", fmt::join(on, ", "))));
     }
-    if (!a.hostfile.empty() && !backend->mpi_launch && a.backend != "processes")
+    if (!a.hostfile.empty() && !backend->mpi_launch && !backend->reads_hostfile) {
+      std::vector<std::string> takers;  // the backends whose processes run on its hosts
+      for (const std::string& name : distributed_backend_names())
+        if (const DistributedBackend* b = find_distributed_backend(name);
+            b->mpi_launch || b->reads_hostfile)
+          takers.push_back(name);
       throw UsageError(
-          "--hostfile: only with --backend mpi, or processes (the parameter server's workers)");
+          fmt::format("--hostfile: only with --backend {} (backends whose ranks are processes)",
+                      fmt::join(takers, " or ")));
+    }
     if (!a.hostfile.empty() && !fs::is_regular_file(a.hostfile))
       throw UsageError(fmt::format("--hostfile: '{}' is not a readable file", a.hostfile));
-    if (a.backend == "processes") dist.hostfile = a.hostfile;
+    if (backend->reads_hostfile) dist.hostfile = a.hostfile;
     dist.ranks = static_cast<int>(a.ranks);
     dist.backend = a.backend;
     dist.bucket_mb = a.bucket_mb;

@@ -47,8 +47,8 @@ DataParallelOptions options_of(const nn::DistributedOptions& o) {
     // Only the failing rank touches its step count.
     auto steps = std::make_shared<std::uint64_t>(0);
     d.after_compute = [o, steps](int rank, double compute_s) {
-      nn::straggle(o.straggler_factor(rank), compute_s);
-      if (rank == o.fail_worker && (*steps)++ >= o.fail_after)
+      nn::straggle(o.straggler(rank), compute_s);
+      if (rank == o.fail_worker && o.fails(rank, (*steps)++))
         throw std::runtime_error(
             fmt::format("rank {} failed after {} steps (--fail-worker)", rank, o.fail_after));
     };

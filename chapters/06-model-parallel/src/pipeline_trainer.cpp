@@ -86,10 +86,11 @@ PipelineTrainer::PipelineTrainer(nn::TrainConfig config, const nn::Dataset& trai
     : config_(std::move(config)), train_(train), options_(options) {
   const std::size_t layers = config_.spec.widths.size() - 1;
   if (options_.chunks < 1 ||
-      (options_.chunks > 1 && schedule_row(options_.schedule).chunking != Chunking::v_chunks))
+      (options_.chunks > 1 &&
+       schedule_row(options_.batching.schedule).chunking != Chunking::v_chunks))
     throw std::invalid_argument(fmt::format(
         "PipelineTrainer: {} chunks a stage under {} (more than one only for interleaved)",
-        options_.chunks, schedule_name(options_.schedule)));
+        options_.chunks, schedule_name(options_.batching.schedule)));
   if (options_.stages < 1 || options_.stages > kMaxStages ||
       static_cast<std::size_t>(options_.stages * options_.chunks) > layers)
     throw std::invalid_argument(fmt::format(
@@ -97,10 +98,10 @@ PipelineTrainer::PipelineTrainer(nn::TrainConfig config, const nn::Dataset& trai
         "at most {} stages)",
         options_.stages, options_.chunks, layers, kMaxStages));
   if (config_.batch == 0) throw std::invalid_argument("PipelineTrainer: batch size 0");
-  if (options_.micro_batches < 1 || options_.micro_batches > config_.batch)
+  if (options_.batching.micro_batches < 1 || options_.batching.micro_batches > config_.batch)
     throw std::invalid_argument(
         fmt::format("PipelineTrainer: {} micro-batches of a batch of {} (need 1 .. batch)",
-                    options_.micro_batches, config_.batch));
+                    options_.batching.micro_batches, config_.batch));
   if (train_.dim != config_.spec.widths.front() || train_.x.size() != train_.n * train_.dim ||
       train_.y.size() != train_.n || train_.n == 0)
     throw std::invalid_argument("PipelineTrainer: the data set does not fit the model " +
@@ -131,7 +132,7 @@ std::string PipelineTrainer::describe() const {
       "pipeline of {} stage{} (threads), layers {}, {} micro-batches per batch "
       "of {}, schedule {}{}{}",
       options_.stages, options_.stages == 1 ? "" : "s", fmt::join(bounds_, "|"),
-      options_.micro_batches, config_.batch, schedule_name(options_.schedule),
+      options_.batching.micro_batches, config_.batch, schedule_name(options_.batching.schedule),
       options_.chunks > 1 ? fmt::format(" ({} chunks a stage)", options_.chunks) : "",
       options_.recompute ? ", activations recomputed" : "");
 }
@@ -173,10 +174,10 @@ nn::EpochResult PipelineTrainer::run_epoch(
         if (first) std::memcpy(st.x.data() + i * dim, train_.row(idx), dim * sizeof(float));
         if (last) st.y[i] = train_.y[idx];
       }
-      const std::size_t m = std::min(options_.micro_batches, rows);
+      const std::size_t m = std::min(options_.batching.micro_batches, rows);
       const PipelineStepResult r =
           pipeline_step(comm, st.model, bounds_, first ? st.x.data() : nullptr,
-                        last ? st.y.data() : nullptr, rows, m, options_.schedule, &st.ws,
+                        last ? st.y.data() : nullptr, rows, m, options_.batching.schedule, &st.ws,
                         {.recompute = options_.recompute, .memory = &st.memory});
       {
         trace::Span update("sgd", "update");
@@ -237,11 +238,11 @@ nn::EpochResult PipelineTrainer::run_epoch(
     peak = std::max(peak, st->peak);
     peak_bytes = std::max(peak_bytes, st->peak_bytes);
   }
-  const double m = static_cast<double>(std::min(options_.micro_batches, batch));
+  const double m = static_cast<double>(std::min(options_.batching.micro_batches, batch));
   metrics_["pipeline_step_seconds"] = step_time / static_cast<double>(steps);
   metrics_["pipeline_busy_seconds"] = busy_total / (p * static_cast<double>(steps));
   metrics_["bubble_fraction"] = bubble_sum / static_cast<double>(steps);
-  metrics_["bubble_model"] = schedule_row(options_.schedule).bubble(p, m, options_.chunks);
+  metrics_["bubble_model"] = schedule_row(options_.batching.schedule).bubble(p, m, options_.chunks);
   metrics_["peak_activations"] = static_cast<double>(peak);
   metrics_["peak_activation_bytes"] = static_cast<double>(peak_bytes);
   // Beside it, the model of the same (activation_model, which walks each stage's order: other
@@ -249,11 +250,11 @@ nn::EpochResult PipelineTrainer::run_epoch(
   std::size_t model_bytes = 0;
   const auto mb = static_cast<std::size_t>(m);
   for (int s = 0; s < p; ++s)
-    model_bytes = std::max(
-        model_bytes, activation_model(config_.spec, bounds_, s, p,
-                                      stage_order(options_.schedule, s, p, mb, options_.chunks),
-                                      (batch + mb - 1) / mb, options_.recompute)
-                         .peak_bytes);
+    model_bytes = std::max(model_bytes, activation_model(config_.spec, bounds_, s, p,
+                                                         stage_order(options_.batching.schedule, s,
+                                                                     p, mb, options_.chunks),
+                                                         (batch + mb - 1) / mb, options_.recompute)
+                                            .peak_bytes);
   metrics_["peak_activation_model_bytes"] = static_cast<double>(model_bytes);
   // Memory by kind, measured (each stage's account): the busiest stage's (the most bytes at
   // once over the epoch), and what the steps' own buffers held at most.

@@ -37,10 +37,11 @@ ThreeDTrainer::ThreeDTrainer(nn::TrainConfig config, const nn::Dataset& train,
     throw std::invalid_argument(fmt::format(
         "ThreeDTrainer: a {} grid for a model of {} layers (need at most one stage a layer)",
         g.describe(), layers));
-  if (schedule_row(options_.schedule).three_d == InThreeD::not_offered)
+  if (schedule_row(options_.batching.schedule).three_d == InThreeD::not_offered)
     throw std::invalid_argument(fmt::format("ThreeDTrainer: schedule {} (naive, gpipe or 1f1b)",
-                                            schedule_name(options_.schedule)));
-  if (options_.micro_batches < 1) throw std::invalid_argument("ThreeDTrainer: no micro-batches");
+                                            schedule_name(options_.batching.schedule)));
+  if (options_.batching.micro_batches < 1)
+    throw std::invalid_argument("ThreeDTrainer: no micro-batches");
   if (config_.batch == 0) throw std::invalid_argument("ThreeDTrainer: batch size 0");
   if (train_.dim != config_.spec.widths.front() || train_.x.size() != train_.n * train_.dim ||
       train_.y.size() != train_.n || train_.n == 0)
@@ -67,8 +68,8 @@ std::string ThreeDTrainer::describe() const {
   return fmt::format(
       "3D parallelism: {} grid of {} thread ranks, {} micro-batches per data "
       "shard of a batch of {}, schedule {}",
-      options_.grid.describe(), options_.grid.size(), options_.micro_batches, config_.batch,
-      schedule_name(options_.schedule));
+      options_.grid.describe(), options_.grid.size(), options_.batching.micro_batches,
+      config_.batch, schedule_name(options_.batching.schedule));
 }
 
 nn::EpochResult ThreeDTrainer::run_epoch(
@@ -110,8 +111,9 @@ nn::EpochResult ThreeDTrainer::run_epoch(
         if (last) me.y[i] = train_.y[idx];
       }
       const auto t0 = Clock::now();
-      const ThreeDStepResult r = three_d_step(groups, *me.at, me.x.data(), me.y.data(), rows,
-                                              options_.micro_batches, options_.schedule);
+      const ThreeDStepResult r =
+          three_d_step(groups, *me.at, me.x.data(), me.y.data(), rows,
+                       options_.batching.micro_batches, options_.batching.schedule);
       {
         trace::Span update("sgd", "update");
         me.opt->step(me.at->stage->parameters(), me.at->stage->gradients());

@@ -74,7 +74,8 @@ TEST_P(PipelineTrain, EndsWhereOneProcessEndsWithGradientAccumulation) {
   one.run_epoch();
   for (std::size_t m : {1, 3, 10}) {
     within_seconds(kDeadline, [&] {
-      PipelineTrainer t(toy_config(), data, {stages, m, schedule});
+      PipelineTrainer t(toy_config(), data,
+                        {.stages = stages, .batching = {.micro_batches = m, .schedule = schedule}});
       nn::EpochResult r;
       for (int e = 0; e < 2; ++e) r = t.run_epoch({}, 0);
       expect_close(t.parameters(), one.model().parameters(),
@@ -122,7 +123,10 @@ TEST(PipelineTrainInterleaved, EndsWhereOneProcessEndsAndResumes) {
   one.run_epoch();
   for (const std::size_t m : {2, 3, 4}) {
     within_seconds(kDeadline, [&] {
-      PipelineTrainer t(toy_config(), data, {2, m, Schedule::interleaved, false, 2});
+      PipelineTrainer t(toy_config(), data,
+                        {.stages = 2,
+                         .batching = {.micro_batches = m, .schedule = Schedule::interleaved},
+                         .chunks = 2});
       for (int e = 0; e < 2; ++e) t.run_epoch({}, 0);
       expect_close(t.parameters(), one.model().parameters(), "interleaved m=" + std::to_string(m));
       EXPECT_NE(t.describe().find("2 chunks a stage"), std::string::npos) << t.describe();
@@ -130,18 +134,30 @@ TEST(PipelineTrainInterleaved, EndsWhereOneProcessEndsAndResumes) {
   }
   const fs::path ck = fs::temp_directory_path() / "concurdl_interleaved_ck.bin";
   within_seconds(kDeadline, [&] {
-    PipelineTrainer first(toy_config(), data, {2, 4, Schedule::interleaved, false, 2});
+    PipelineTrainer first(toy_config(), data,
+                          {.stages = 2,
+                           .batching = {.micro_batches = 4, .schedule = Schedule::interleaved},
+                           .chunks = 2});
     first.run_epoch({}, 0);
     first.save(ck);
-    PipelineTrainer second(toy_config(), data, {2, 4, Schedule::interleaved, false, 2});
+    PipelineTrainer second(toy_config(), data,
+                           {.stages = 2,
+                            .batching = {.micro_batches = 4, .schedule = Schedule::interleaved},
+                            .chunks = 2});
     second.resume(ck);
     second.run_epoch({}, 0);
     expect_close(second.parameters(), one.model().parameters(), "interleaved, resumed");
   });
   fs::remove(ck);
-  EXPECT_THROW(PipelineTrainer(toy_config(), data, {2, 4, Schedule::one_f_one_b, false, 2}),
+  EXPECT_THROW(PipelineTrainer(toy_config(), data,
+                               {.stages = 2,
+                                .batching = {.micro_batches = 4, .schedule = Schedule::one_f_one_b},
+                                .chunks = 2}),
                std::invalid_argument);
-  EXPECT_THROW(PipelineTrainer(toy_config(), data, {3, 4, Schedule::interleaved, false, 2}),
+  EXPECT_THROW(PipelineTrainer(toy_config(), data,
+                               {.stages = 3,
+                                .batching = {.micro_batches = 4, .schedule = Schedule::interleaved},
+                                .chunks = 2}),
                std::invalid_argument);  // 6 pieces of 5 layers
 }
 
@@ -152,19 +168,27 @@ TEST(PipelineTrainCheckpoint, ResumesToTheUninterruptedRunAndRefusesAnotherStage
   fs::create_directories(dir);
   const fs::path ck = dir / "p2.ckpt";
   within_seconds(kDeadline, [&] {
-    PipelineTrainer whole(toy_config(), data, {2, 4, Schedule::one_f_one_b});
+    PipelineTrainer whole(
+        toy_config(), data,
+        {.stages = 2, .batching = {.micro_batches = 4, .schedule = Schedule::one_f_one_b}});
     whole.run_epoch({}, 0);
     whole.run_epoch({}, 0);
-    PipelineTrainer first(toy_config(), data, {2, 4, Schedule::one_f_one_b});
+    PipelineTrainer first(
+        toy_config(), data,
+        {.stages = 2, .batching = {.micro_batches = 4, .schedule = Schedule::one_f_one_b}});
     first.run_epoch({}, 0);
     first.save(ck);
     // Another schedule and micro-batch count may resume it: the arithmetic is the same.
-    PipelineTrainer second(toy_config(), data, {2, 2, Schedule::gpipe});
+    PipelineTrainer second(
+        toy_config(), data,
+        {.stages = 2, .batching = {.micro_batches = 2, .schedule = Schedule::gpipe}});
     second.resume(ck);
     EXPECT_EQ(second.state().epoch, 1u);
     second.run_epoch({}, 0);
     expect_close(second.parameters(), whole.parameters(), "resumed");
-    PipelineTrainer three(toy_config(), data, {3, 4, Schedule::one_f_one_b});
+    PipelineTrainer three(
+        toy_config(), data,
+        {.stages = 3, .batching = {.micro_batches = 4, .schedule = Schedule::one_f_one_b}});
     const std::vector<float> before = three.parameters();
     EXPECT_THROW(three.resume(ck), nn::CheckpointError);
     EXPECT_EQ(three.parameters(), before);
@@ -174,11 +198,22 @@ TEST(PipelineTrainCheckpoint, ResumesToTheUninterruptedRunAndRefusesAnotherStage
 
 TEST(PipelineTrainOptions, BadStageAndMicroBatchCountsAreRefused) {
   const nn::Dataset data = toy_data();
-  EXPECT_THROW(PipelineTrainer(toy_config(), data, {6, 4, Schedule::gpipe}), std::invalid_argument);
-  EXPECT_THROW(PipelineTrainer(toy_config(), data, {0, 4, Schedule::gpipe}), std::invalid_argument);
-  EXPECT_THROW(PipelineTrainer(toy_config(), data, {2, 11, Schedule::gpipe}),
+  EXPECT_THROW(
+      PipelineTrainer(toy_config(), data,
+                      {.stages = 6, .batching = {.micro_batches = 4, .schedule = Schedule::gpipe}}),
+      std::invalid_argument);
+  EXPECT_THROW(
+      PipelineTrainer(toy_config(), data,
+                      {.stages = 0, .batching = {.micro_batches = 4, .schedule = Schedule::gpipe}}),
+      std::invalid_argument);
+  EXPECT_THROW(PipelineTrainer(
+                   toy_config(), data,
+                   {.stages = 2, .batching = {.micro_batches = 11, .schedule = Schedule::gpipe}}),
                std::invalid_argument);
-  EXPECT_THROW(PipelineTrainer(toy_config(), data, {2, 0, Schedule::gpipe}), std::invalid_argument);
+  EXPECT_THROW(
+      PipelineTrainer(toy_config(), data,
+                      {.stages = 2, .batching = {.micro_batches = 0, .schedule = Schedule::gpipe}}),
+      std::invalid_argument);
   EXPECT_EQ(parse_schedule("1f1b"), Schedule::one_f_one_b);
   EXPECT_EQ(parse_schedule("gpipe"), Schedule::gpipe);
   EXPECT_FALSE(parse_schedule("zigzag"));

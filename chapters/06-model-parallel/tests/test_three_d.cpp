@@ -208,7 +208,9 @@ TEST(ThreeDTrain, EndsWhereOneProcessEndsAndResumes) {
   for (const Grid g : {Grid{2, 2, 2}, Grid{1, 2, 1}, Grid{2, 1, 2}})
     within_seconds(kDeadline, [&] {
       SCOPED_TRACE(g.describe());
-      ThreeDTrainer t(c, data, {g, 3, Schedule::one_f_one_b});
+      ThreeDTrainer t(
+          c, data,
+          {.grid = g, .batching = {.micro_batches = 3, .schedule = Schedule::one_f_one_b}});
       for (int e = 0; e < 2; ++e) t.run_epoch({}, 0);
       expect_near(t.parameters(), want, "parameters");
       EXPECT_EQ(t.state().step, one.state().step);
@@ -216,18 +218,31 @@ TEST(ThreeDTrain, EndsWhereOneProcessEndsAndResumes) {
     });
   const auto ck = std::filesystem::temp_directory_path() / "concurdl_three_d_ck.bin";
   within_seconds(kDeadline, [&] {
-    ThreeDTrainer first(c, data, {Grid{2, 2, 2}, 3, Schedule::gpipe});
+    ThreeDTrainer first(
+        c, data,
+        {.grid = Grid{2, 2, 2}, .batching = {.micro_batches = 3, .schedule = Schedule::gpipe}});
     first.run_epoch({}, 0);
     first.save(ck);
-    ThreeDTrainer second(c, data, {Grid{2, 2, 2}, 3, Schedule::gpipe});
+    ThreeDTrainer second(
+        c, data,
+        {.grid = Grid{2, 2, 2}, .batching = {.micro_batches = 3, .schedule = Schedule::gpipe}});
     second.resume(ck);
     second.run_epoch({}, 0);
     expect_near(second.parameters(), want, "resumed");
   });
   std::filesystem::remove(ck);
-  EXPECT_THROW(ThreeDTrainer(c, data, {Grid{1, 3, 1}, 3, Schedule::gpipe}), std::invalid_argument);
-  EXPECT_THROW(ThreeDTrainer(c, data, {Grid{1, 1, 7}, 3, Schedule::gpipe}), std::invalid_argument);
-  EXPECT_THROW(ThreeDTrainer(c, data, {Grid{1, 1, 2}, 3, Schedule::zb_h1}), std::invalid_argument);
+  EXPECT_THROW(ThreeDTrainer(c, data,
+                             {.grid = Grid{1, 3, 1},
+                              .batching = {.micro_batches = 3, .schedule = Schedule::gpipe}}),
+               std::invalid_argument);
+  EXPECT_THROW(ThreeDTrainer(c, data,
+                             {.grid = Grid{1, 1, 7},
+                              .batching = {.micro_batches = 3, .schedule = Schedule::gpipe}}),
+               std::invalid_argument);
+  EXPECT_THROW(ThreeDTrainer(c, data,
+                             {.grid = Grid{1, 1, 2},
+                              .batching = {.micro_batches = 3, .schedule = Schedule::zb_h1}}),
+               std::invalid_argument);
 }
 
 }  // namespace

@@ -129,7 +129,7 @@ std::string AsyncTrainer::describe() const {
 }
 
 void AsyncTrainer::check_failure(int w, std::uint64_t steps) const {
-  if (w == options_.fail_worker && steps >= options_.fail_after)
+  if (options_.fails(w, steps))
     throw WorkerFailed(fmt::format("worker {} failed after {} steps (--fail-worker)", w, steps));
 }
 

@@ -297,7 +297,7 @@ nn::EpochResult ProcessPsTrainer::run_epoch(
       w.loss_sum += r.loss_sum;
       w.correct += r.correct;
       w.rows += r.rows;
-      if (w.id == options_.fail_worker && w.steps >= options_.fail_after) {
+      if (options_.fails(w.id, w.steps)) {
         // --fail-worker: a real SIGKILL of a real process; the server learns of it as it would
         // of any crash, from its socket, on the next poll. On another host the server cannot
         // signal it: it tells the worker to SIGKILL itself.

@@ -53,6 +53,13 @@ namespace concurdl::mp {
 
 enum class Schedule { naive, gpipe, one_f_one_b, interleaved, zb_h1 };
 
+// How a trainer's batch goes through its pipelines: part of the pipeline's and the 3D grid's
+// options.
+struct MicroBatching {
+  std::size_t micro_batches = 4;
+  Schedule schedule = Schedule::one_f_one_b;
+};
+
 // The bubble's share of a stage's step in the idealised model (a stage's forward F, its input
 // gradient B and its weight gradient W one time slot each, 1/v of one on a chunk; messages
 // free), p stages, m micro-batches, v chunks a stage. One micro-batch in the pipe at a time

@@ -31,8 +31,7 @@ inline constexpr int kMaxStages = 64;
 
 struct PipelineOptions {
   int stages = 2;
-  std::size_t micro_batches = 4;
-  Schedule schedule = Schedule::one_f_one_b;
+  MicroBatching batching;
   bool recompute = false;  // activation recomputation (StepOptions::recompute)
   int chunks = 1;          // model chunks per stage: more than 1 only for interleaved
 };

@@ -25,8 +25,7 @@ namespace concurdl::mp {
 
 struct ThreeDOptions {
   Grid grid;
-  std::size_t micro_batches = 4;
-  Schedule schedule = Schedule::one_f_one_b;  // naive, gpipe or 1f1b
+  MicroBatching batching;  // a schedule of naive, gpipe or 1f1b
 };
 
 class ThreeDTrainer final : public nn::RankTrainer {

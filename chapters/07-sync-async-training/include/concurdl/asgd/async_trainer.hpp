@@ -42,19 +42,12 @@ inline constexpr int kDefaultStaleness = 4;   // ps-ssp's s
 inline constexpr int kDefaultLocalSteps = 8;  // local-sgd's H
 inline constexpr int kMaxWorkers = 256;
 
-struct AsyncOptions {
-  std::string mode = "ps-async";  // a row of kModes other than sync
+struct AsyncOptions : nn::WorkerFaults {  // stragglers and a failing worker, by worker id
+  std::string mode = "ps-async";          // a row of kModes other than sync
   int workers = 2;
   int staleness = kDefaultStaleness;
   int local_steps = kDefaultLocalSteps;
   int servers = 1;
-  std::map<int, double> stragglers;     // worker -> slow-down factor
-  double straggler(int worker) const {  // 1 for a worker at full speed
-    const auto it = stragglers.find(worker);
-    return it == stragglers.end() ? 1.0 : it->second;
-  }
-  int fail_worker = -1;  // that worker throws after fail_after of its steps
-  std::uint64_t fail_after = 0;
 };
 
 // The training modes chapter 07 compares, a row each, simplest first: the `mode` axis of

@@ -21,53 +21,55 @@
 
 namespace concurdl::nn {
 
+// The faults a run injects into its workers, which every backend and mode honours: the base of
+// DistributedOptions and of the trainers' own options.
+struct WorkerFaults {
+  // --straggler RANK:FACTOR: that worker's compute takes FACTOR times as long (it sleeps
+  // (FACTOR - 1) x its compute time after each step's compute).
+  std::map<int, double> stragglers;
+  // --fail-worker RANK:STEP: that worker throws after STEP of its steps (the asynchronous modes
+  // drop it and go on; -1: none).
+  int fail_worker = -1;
+  std::uint64_t fail_after = 0;
+  // The slow-down factor of `worker` (1 when it is not a straggler).
+  double straggler(int worker) const {
+    const auto it = stragglers.find(worker);
+    return it == stragglers.end() ? 1.0 : it->second;
+  }
+  // Whether `worker`, having taken `steps` steps, is to fail now.
+  bool fails(int worker, std::uint64_t steps) const {
+    return worker == fail_worker && steps >= fail_after;
+  }
+};
+
 // What `concurdl train` passes to a backend besides the training configuration (whose `batch`
-// is the per-rank batch: the global batch is ranks x batch).
-struct DistributedOptions {
+// is the per-rank batch: the global batch is ranks x batch); the injected faults are its base.
+struct DistributedOptions : WorkerFaults {
   int ranks = 1;
   std::string backend = "threads";
   double bucket_mb = -1;             // < 0: the backend's default; 0: one bucket per layer
   bool overlap = false;              // all-reduce finished buckets while backward goes on
   std::string allreduce = "native";  // an all-reduce algorithm of the backend's table
   int zero = -1;                     // ZeRO stage 0-3 (chapter 05's sharded trainer); -1: plain
-  // Chapter 07: how the workers combine their work (`--mode`); "sync" is the data-parallel
-  // all-reduce of the backends above, the others are TrainingModes.
+  // How the workers combine their work (`--mode`); "sync" is the data-parallel all-reduce of
+  // the backends above, the others are TrainingModes.
   std::string mode = "sync";
-  // --straggler RANK:FACTOR: that rank's compute takes FACTOR times as long (it sleeps
-  // (FACTOR - 1) x its compute time after each step's compute). Every mode honours it.
-  std::map<int, double> stragglers;
-  int staleness = -1;    // ps-ssp: the bound s (< 0: the mode's default)
-  int local_steps = -1;  // local-sgd: steps between averages H (< 0: the mode's default)
-  int servers = -1;      // ps-*: parameter-server shards (< 0: the mode's default)
-  // --fail-worker RANK:STEP: that worker throws after STEP steps (the asynchronous modes drop
-  // it and go on; -1: none).
-  int fail_worker = -1;
-  std::uint64_t fail_after = 0;
   // Where the training set came from, for backends whose workers load it themselves (chapter
   // 07's worker processes): the Fashion-MNIST directory and --train-limit.
   std::filesystem::path data;
   std::size_t train_limit = 0;
   std::string gemm = "openblas";
-  // --hostfile with --backend processes: the hosts chapter 07's worker processes run on ("":
-  // this machine). With --backend mpi the launcher passes it to mpirun instead.
+  // --hostfile for a backend that reads it (DistributedBackend::reads_hostfile): the hosts its
+  // processes run on ("": this machine). For an MPI launch mpirun takes it instead.
   std::filesystem::path hostfile;
-  // --server-hosts N with it: the parameter-server shards run as processes on its first N hosts,
-  // the workers on the others (0: the shards are in the trainer's process).
-  int server_hosts = 0;
-  bool push_pull = false;  // with it, ps-async: a push's answer is the worker's next pull
-  // Chapter 06's pipeline (`--pipeline P`, mode "pipeline", ranks = P stages): micro-batches
-  // per batch (0: the mode's default) and the schedule ("" : the mode's default).
-  std::size_t micro_batches = 0;
-  std::string schedule;
-  bool recompute = false;  // the pipeline's activation recomputation
-  int chunks = 0;          // interleaved's model chunks per stage (0: the mode's default)
-  // Chapter 06's 3D parallelism (`--dp D --tp T --pp P`, mode "3d", ranks = D x T x P).
-  int dp = 1, tp = 1, pp = 1;
-  // The slow-down factor of `rank` (1 when it is not a straggler).
-  double straggler_factor(int rank) const {
-    const auto it = stragglers.find(rank);
-    return it == stragglers.end() ? 1.0 : it->second;
-  }
+  // The flags the training modes bring (TrainingMode::flags), as given: "--staleness" -> "2";
+  // a toggle given is "1". A flag not given is absent.
+  std::map<std::string, std::string, std::less<>> values;
+  // A mode's flag as a whole number (its range was checked when parsed), or `otherwise` when
+  // it was not given.
+  long long number(std::string_view flag, long long otherwise) const;
+  std::string text(std::string_view flag, std::string_view otherwise) const;
+  bool toggle(std::string_view flag) const { return values.count(flag) > 0; }
 };
 
 // Sleeps (factor - 1) x compute_s: a straggler's extra time after a step's compute. A sleep,
@@ -109,8 +111,11 @@ struct DistributedBackend {
   // calls it before the data set is loaded or mpirun started, so bad input costs nothing.
   // Empty: run() checks on its own.
   std::function<void(const DistributedOptions&, const TrainConfig&)> check;
-  // Its ranks are MPI processes: `concurdl train` re-executes itself under mpirun first.
+  // Its ranks are MPI processes: `concurdl train` re-executes itself under mpirun first (and
+  // passes --hostfile to mpirun).
   bool mpi_launch = false;
+  // It starts processes of its own on the hosts of --hostfile (DistributedOptions::hostfile).
+  bool reads_hostfile = false;
   // Runs `loop` on every rank (on this process's rank only, for MPI) and returns when all are
   // done; rethrows a rank's failure. Bad options (an unknown --allreduce) are UsageErrors.
   std::function<void(const DistributedOptions&, const TrainConfig&, const Dataset& train,
@@ -127,17 +132,39 @@ std::vector<std::string> distributed_backend_names();
 
 namespace concurdl::nn {
 
-// A training mode of `concurdl train --mode NAME` other than "sync" (chapter 07 registers
-// ps-async, ps-ssp, hogwild and local-sgd). Its workers are threads of this process; run()
-// calls `loop` once, on one RankTrainer (rank 0 of 1, the writer) that drives all
-// options.ranks workers inside run_epoch.
+// A flag a training mode brings to `concurdl train` (`--staleness`): declared in the mode's row,
+// parsed by the command into DistributedOptions::values. Modes that share a flag declare it
+// alike (register_training_mode checks).
+struct ModeFlag {
+  enum class Kind { number, text, toggle };
+  std::string name;  // "--staleness"
+  std::string help;  // one line for --help
+  Kind kind = Kind::number;
+  long long min = 0, max = 1 << 20;  // a number's range, checked when parsed
+};
+
+// A training mode of `concurdl train` other than "sync" (chapter 06 registers pipeline and 3d,
+// chapter 07 ps-async, ps-ssp, hogwild and local-sgd). The row brings the mode's rules: its
+// flags, how it is chosen, what it refuses, how many ranks it asks for and how it starts. Its
+// workers are threads of this process (or processes it starts); run() calls `loop` once, on one
+// RankTrainer (rank 0 of 1, the writer) that drives all options.ranks workers inside run_epoch.
 struct TrainingMode {
   std::string name;  // "ps-async"
   std::string what;  // one line for --help
-  // The flags that belong to this mode ("--staleness"): `concurdl train` refuses one given with
-  // a mode that does not list it, naming the modes that do. The mode's check says what else
+  // The flags that belong to this mode: `concurdl train` refuses one given with a mode that
+  // does not list it, naming how to choose the modes that do. The mode's check says what else
   // each needs.
-  std::vector<std::string> flags;
+  std::vector<ModeFlag> flags;
+  // The flags that choose it instead of --mode NAME ({"--pipeline"}, {"--dp", "--tp", "--pp"}),
+  // each among `flags`; with them, `chosen_as` names them in messages ("--pipeline P") and
+  // `ranks` says how many ranks the options ask for. Empty: --mode NAME with --ranks N.
+  std::vector<std::string> chosen_by;
+  std::string chosen_as;
+  std::function<int(const DistributedOptions&)> ranks;
+  // Flags of the command that do not combine with it, and why (a parenthesis ending the
+  // message "--ranks: not with --pipeline (...)"). 16-bit precision is refused by every mode.
+  std::vector<std::string> refuses;
+  std::string refusal;
   // The --backend values it runs on (the first is the default).
   std::vector<std::string> backends = {"threads"};
   // As DistributedBackend::check: UsageError for options it cannot run, before any data.
@@ -145,10 +172,17 @@ struct TrainingMode {
   std::function<void(const DistributedOptions&, const TrainConfig&, const Dataset& train,
                      const RankLoop& loop)>
       run;
+  // "--pipeline P" or "--mode ps-async": how a user chooses it.
+  std::string how_chosen() const { return chosen_by.empty() ? "--mode " + name : chosen_as; }
+  bool owns(std::string_view flag) const;
 };
 
-bool register_training_mode(TrainingMode m);  // std::logic_error on a duplicate name
+// std::logic_error on a duplicate name, a chooser flag it does not own, or a flag declared
+// otherwise by another mode.
+bool register_training_mode(TrainingMode m);
 const TrainingMode* find_training_mode(std::string_view name);
 std::vector<std::string> training_mode_names();  // "sync" first, then the registered ones
+// Every registered mode's flags, each once, in the order first registered.
+std::vector<ModeFlag> training_mode_flags();
 
 }  // namespace concurdl::nn
