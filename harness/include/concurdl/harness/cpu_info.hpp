@@ -29,6 +29,10 @@ struct CpuinfoFields {
 
 CpuinfoFields parse_cpuinfo(std::string_view cpuinfo_text);
 
+// Arm's implementer code (MIDR_EL1[31:24], "0x41") as its vendor ("ARM", "NVIDIA", "Ampere"),
+// "implementer 0x.." for others, "" when it is no number.
+std::string arm_vendor(std::string_view implementer);
+
 // A best-effort name from a small table ("Zen 5", "Sapphire Rapids", "Neoverse V2"); outside the
 // table "unknown (family F model M)" (Arm: "unknown (implementer I part P)"), never a guess.
 std::string microarchitecture(const CpuinfoFields& cpu);
