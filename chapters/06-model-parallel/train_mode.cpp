@@ -106,15 +106,16 @@ PipelineOptions pipeline_options(const nn::DistributedOptions& o, const nn::Trai
   p.batching = batching_of(o, c, false);
   p.recompute = o.toggle(kRecompute.name);
   const auto chunks = static_cast<int>(o.number(kChunks.name, 0));
-  if (chunks > 0 && p.batching.schedule != Schedule::interleaved)
+  const bool chunked = schedule_row(p.batching.schedule).chunking == Chunking::v_chunks;
+  if (chunks > 0 && !chunked)
     throw UsageError(fmt::format("--chunks {}: only with --schedule interleaved (not {})", chunks,
                                  schedule_name(p.batching.schedule)));
-  p.chunks = p.batching.schedule == Schedule::interleaved ? (chunks > 0 ? chunks : 2) : 1;
+  p.chunks = chunked ? (chunks > 0 ? chunks : 2) : 1;
   if (static_cast<std::size_t>(o.ranks * p.chunks) > layers)
     throw UsageError(
         fmt::format("--chunks {}: {} stages x {} chunks is more pieces than the {} layers of {}",
                     p.chunks, o.ranks, p.chunks, layers, c.spec.describe()));
-  if (p.batching.schedule == Schedule::interleaved &&
+  if (chunked &&
       p.batching.micro_batches % static_cast<std::size_t>(o.ranks) != 0)
     throw UsageError(
         fmt::format("--schedule interleaved: --micro-batches {} is not a multiple of the {} stages "
