@@ -7,6 +7,7 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "concurdl/core/errors.hpp"
 
@@ -132,6 +133,25 @@ void MpiCommunicator::do_all_gather(std::span<const float> in, std::span<float> 
   count_of(out.size());
   CDL_MPI_CHECK(MPI_Allgather(in.data(), count_of(in.size()), MPI_FLOAT, out.data(),
                               count_of(in.size()), MPI_FLOAT, comm_));
+}
+
+void MpiCommunicator::do_all_to_all_v(std::span<const float> send,
+                                      std::span<const std::size_t> send_counts,
+                                      std::span<float> recv,
+                                      std::span<const std::size_t> recv_counts) {
+  const auto n = send_counts.size();
+  std::vector<int> sc(n), sd(n), rc(n), rd(n);
+  std::size_t s_at = 0, r_at = 0;
+  for (std::size_t j = 0; j < n; ++j) {
+    sc[j] = count_of(send_counts[j]);
+    rc[j] = count_of(recv_counts[j]);
+    sd[j] = count_of(s_at);
+    rd[j] = count_of(r_at);
+    s_at += send_counts[j];
+    r_at += recv_counts[j];
+  }
+  CDL_MPI_CHECK(MPI_Alltoallv(send.data(), sc.data(), sd.data(), MPI_FLOAT, recv.data(), rc.data(),
+                              rd.data(), MPI_FLOAT, comm_));
 }
 
 std::unique_ptr<Communicator> MpiCommunicator::do_split(int colour, int key) {

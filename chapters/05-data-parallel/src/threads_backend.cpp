@@ -256,6 +256,33 @@ class ThreadsCommunicator final : public Communicator {
     barrier();
   }
 
+  // Every rank publishes its send buffer and counts; each copies its block out of every
+  // sender's buffer (one pass, no message), then a barrier keeps the buffers until all are done.
+  void do_all_to_all_v(std::span<const float> send, std::span<const std::size_t> send_counts,
+                       std::span<float> recv, std::span<const std::size_t> recv_counts) override {
+    const auto me = static_cast<std::size_t>(rank_);
+    world_.coll_counts_[me] = send_counts.data();
+    publish(send, recv);
+    const auto n = static_cast<std::size_t>(size());
+    std::size_t at = 0;
+    for (std::size_t j = 0; j < n; ++j) {
+      const std::size_t* theirs = world_.coll_counts_[j];
+      std::size_t from = 0;
+      for (std::size_t k = 0; k < me; ++k) from += theirs[k];
+      if (theirs[me] != recv_counts[j]) {
+        barrier();  // the others may still read this rank's buffer
+        throw std::invalid_argument("all_to_all_v: rank " + std::to_string(j) + " sends " +
+                                    std::to_string(theirs[me]) + " floats to rank " +
+                                    std::to_string(me) + ", which expects " +
+                                    std::to_string(recv_counts[j]));
+      }
+      if (recv_counts[j] > 0)
+        std::memcpy(recv.data() + at, world_.coll_in_[j] + from, recv_counts[j] * sizeof(float));
+      at += recv_counts[j];
+    }
+    barrier();
+  }
+
   // Every rank publishes its colour and key; each group's first rank (by key, then rank) makes
   // the group's world and publishes it; every member takes it; a last barrier keeps the slots
   // until everyone has read them.

@@ -78,6 +78,7 @@ class World {
     coll_in_.resize(static_cast<std::size_t>(n));
     coll_out_.resize(static_cast<std::size_t>(n));
     coll_count_.resize(static_cast<std::size_t>(n));
+    coll_counts_.resize(static_cast<std::size_t>(n));
     split_colour_.resize(static_cast<std::size_t>(n));
     split_key_.resize(static_cast<std::size_t>(n));
     split_made_.resize(static_cast<std::size_t>(n));
@@ -174,6 +175,7 @@ class World {
   std::vector<const float*> coll_in_;
   std::vector<float*> coll_out_;
   std::vector<std::size_t> coll_count_;
+  std::vector<const std::size_t*> coll_counts_;  // all_to_all_v's send counts, size() each
   // --- split's: each rank's colour and key, and the child world a group's first rank made ---
   std::vector<int> split_colour_, split_key_;
   std::vector<std::shared_ptr<World>> split_made_;

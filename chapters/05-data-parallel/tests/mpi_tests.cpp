@@ -1,8 +1,9 @@
 // The communicator across processes: the checks of collective_checks.hpp on the mpi backend
 // (every all-reduce of the table, the ring's pieces, the trees, the native collectives, 1000
-// collectives back to back), point to point, and the nccl backend where a GPU is. Every rank
-// runs every test; a check counts wrong elements and never returns early, so one rank's failure
-// cannot leave the others waiting. The exit status is the same on every rank.
+// collectives back to back), all-to-all (all_to_all_checks.hpp), point to point, and the nccl
+// backend where a GPU is. Every rank runs every test; a check counts wrong elements and never
+// returns early, so one rank's failure cannot leave the others waiting. The exit status is the same
+// on every rank.
 //   mpirun --allow-run-as-root --oversubscribe -np 4 build/bin/ch05_mpi_tests
 // (ctest runs it at 2 and 4 ranks: ch05.mpi.np2, ch05.mpi.np4; the NCCL tests: ch05.nccl.np1.)
 #include <gtest/gtest.h>
@@ -14,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "all_to_all_checks.hpp"
 #include "collective_checks.hpp"
 #include "concurdl/core/ranks.hpp"
 #include "concurdl/core/ranks_mpi.hpp"
@@ -82,6 +84,17 @@ TEST(MpiCollectives, Native) {
 }
 
 TEST(MpiCollectives, ThousandBackToBack) { EXPECT_EQ(wrong_back_to_back(world(), 1000), 0u); }
+
+// All-to-all across processes: every row (MPI_Alltoallv as native), equal and variable blocks.
+TEST(MpiCollectives, AllToAllEveryRowAndVariableBlocks) {
+  for (const AllToAllVariant& row : kAllToAllRows)
+    for (std::size_t block : {std::size_t{0}, std::size_t{1}, std::size_t{7}, std::size_t{1000}})
+      EXPECT_EQ(wrong_all_to_all(world(), row.run, block), 0u) << row.name << ", block " << block;
+  for (int round = 0; round < 3; ++round) {
+    EXPECT_EQ(wrong_all_to_all_v(world(), true, round), 0u) << "MPI_Alltoallv, round " << round;
+    EXPECT_EQ(wrong_all_to_all_v(world(), false, round), 0u) << "pairwise, round " << round;
+  }
+}
 
 // The communicator of a harness configuration (ranks::Group, as `concurdl run --ranks` runs
 // one) works as MPI_COMM_WORLD's does.

@@ -55,6 +55,8 @@ namespace concurdl::dp {
 inline constexpr int kAnySource = -1;
 // Tags run 0..kMaxTag: the smallest upper bound MPI guarantees (MPI_TAG_UB >= 32767).
 inline constexpr int kMaxTag = 32767;
+// The tag of the default all-to-all's messages (Communicator::do_all_to_all_v).
+inline constexpr int kAllToAllTag = kMaxTag;
 
 enum class MemorySpace { host, device };
 
@@ -266,6 +268,33 @@ class Communicator {
     check_disjoint(in, out, "all_gather");
     do_all_gather(in, out);
   }
+  // All-to-all with a size per pair (MPI_Alltoallv): rank r's block j of `send` goes to rank j,
+  // where it is block r of `recv`. `send` holds size() blocks of send_counts[j] floats one after
+  // the other, `recv` size() blocks of recv_counts[j]; recv_counts[j] must be what rank j sends
+  // here (all_to_all.hpp's exchange_counts finds it). send and recv do not overlap.
+  void all_to_all_v(std::span<const float> send, std::span<const std::size_t> send_counts,
+                    std::span<float> recv, std::span<const std::size_t> recv_counts) {
+    const auto n = static_cast<std::size_t>(size());
+    if (send_counts.size() != n || recv_counts.size() != n)
+      throw std::invalid_argument("all_to_all_v: need size() send and receive counts");
+    std::size_t out = 0, in = 0;
+    for (std::size_t j = 0; j < n; ++j) out += send_counts[j], in += recv_counts[j];
+    if (send.size() != out || recv.size() != in)
+      throw std::invalid_argument("all_to_all_v: send has " + std::to_string(send.size()) +
+                                  " floats for counts summing to " + std::to_string(out) +
+                                  ", recv " + std::to_string(recv.size()) + " for " +
+                                  std::to_string(in));
+    check_disjoint(send, recv, "all_to_all_v");
+    do_all_to_all_v(send, send_counts, recv, recv_counts);
+  }
+  // Equal blocks (MPI_Alltoall): send and recv hold size() blocks of send.size() / size().
+  void all_to_all(std::span<const float> send, std::span<float> recv) {
+    const auto n = static_cast<std::size_t>(size());
+    if (send.size() != recv.size() || send.size() % n != 0)
+      throw std::invalid_argument("all_to_all: send and recv must hold size() equal blocks");
+    const std::vector<std::size_t> counts(n, send.size() / n);
+    all_to_all_v(send, counts, recv, counts);
+  }
 
  protected:
   virtual void do_send(int dst, std::span<const float> data, int tag) = 0;
@@ -323,6 +352,33 @@ class Communicator {
   virtual void do_all_reduce(std::span<const float> in, std::span<float> out) = 0;
   virtual void do_reduce_scatter(std::span<const float> in, std::span<float> out) = 0;
   virtual void do_all_gather(std::span<const float> in, std::span<float> out) = 0;
+  // The default: every receive posted (from r - s at step s), then every send (to r + s), then
+  // all waited for, with tag kAllToAllTag; a
+  // backend with its own all-to-all (MPI_Alltoallv, shared memory) overrides it.
+  virtual void do_all_to_all_v(std::span<const float> send,
+                               std::span<const std::size_t> send_counts, std::span<float> recv,
+                               std::span<const std::size_t> recv_counts) {
+    const int n = size(), r = rank();
+    std::vector<std::size_t> send_at(static_cast<std::size_t>(n) + 1, 0), recv_at = send_at;
+    for (std::size_t j = 0; j < static_cast<std::size_t>(n); ++j) {
+      send_at[j + 1] = send_at[j] + send_counts[j];
+      recv_at[j + 1] = recv_at[j] + recv_counts[j];
+    }
+    auto self = static_cast<std::size_t>(r);
+    std::copy_n(send.data() + send_at[self], send_counts[self], recv.data() + recv_at[self]);
+    std::vector<Request> pending;
+    for (int s = 1; s < n; ++s) {
+      const auto from = static_cast<std::size_t>((r - s + n) % n);
+      pending.push_back(irecv(static_cast<int>(from),
+                              recv.subspan(recv_at[from], recv_counts[from]), kAllToAllTag));
+    }
+    for (int s = 1; s < n; ++s) {
+      const auto to = static_cast<std::size_t>((r + s) % n);
+      pending.push_back(
+          isend(static_cast<int>(to), send.subspan(send_at[to], send_counts[to]), kAllToAllTag));
+    }
+    wait_all(pending);
+  }
   virtual std::unique_ptr<Communicator> do_split(int /*colour*/, int /*key*/) {
     throw std::logic_error("split: the " + std::string(name()) +
                            " backend cannot split a communicator");

@@ -40,7 +40,10 @@ class MpiCommunicator final : public Communicator {
   void do_all_reduce(std::span<const float> in, std::span<float> out) override;
   void do_reduce_scatter(std::span<const float> in, std::span<float> out) override;
   void do_all_gather(std::span<const float> in, std::span<float> out) override;
-  std::unique_ptr<Communicator> do_split(int colour, int key) override;  // MPI_Comm_split
+  void do_all_to_all_v(std::span<const float> send, std::span<const std::size_t> send_counts,
+                       std::span<float> recv,
+                       std::span<const std::size_t> recv_counts) override;  // MPI_Alltoallv
+  std::unique_ptr<Communicator> do_split(int colour, int key) override;     // MPI_Comm_split
 
  private:
   MPI_Comm comm_ = MPI_COMM_NULL;
