@@ -115,8 +115,7 @@ PipelineOptions pipeline_options(const nn::DistributedOptions& o, const nn::Trai
     throw UsageError(
         fmt::format("--chunks {}: {} stages x {} chunks is more pieces than the {} layers of {}",
                     p.chunks, o.ranks, p.chunks, layers, c.spec.describe()));
-  if (chunked &&
-      p.batching.micro_batches % static_cast<std::size_t>(o.ranks) != 0)
+  if (chunked && p.batching.micro_batches % static_cast<std::size_t>(o.ranks) != 0)
     throw UsageError(
         fmt::format("--schedule interleaved: --micro-batches {} is not a multiple of the {} stages "
                     "(micro-batches go through the chunks in groups of P)",

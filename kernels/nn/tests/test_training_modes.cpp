@@ -49,15 +49,15 @@ TEST(TrainingModes, AModeChosenByItsFlagsOwnsThemAndCountsItsRanks) {
                                        .chosen_as = "--test-stages P",
                                        .run = no_run}),
                std::logic_error);
-  ASSERT_TRUE(register_training_mode(
-      {.name = "test-f",
-       .flags = {stages},
-       .chosen_by = {stages.name},
-       .chosen_as = "--test-stages P",
-       .ranks = [](const DistributedOptions& o) {
-         return static_cast<int>(o.number("--test-stages", 1));
-       },
-       .run = no_run}));
+  ASSERT_TRUE(register_training_mode({.name = "test-f",
+                                      .flags = {stages},
+                                      .chosen_by = {stages.name},
+                                      .chosen_as = "--test-stages P",
+                                      .ranks =
+                                          [](const DistributedOptions& o) {
+                                            return static_cast<int>(o.number("--test-stages", 1));
+                                          },
+                                      .run = no_run}));
   const TrainingMode* m = find_training_mode("test-f");
   EXPECT_EQ(m->how_chosen(), "--test-stages P");
   DistributedOptions o;
