@@ -1,15 +1,27 @@
-// Chapter 05's all-reduce experiments, shared between their parts: the trials on each backend
-// (collective_trials.cpp), the α–β fits and figures (collective_figures.cpp) and the
-// registrations (experiments_collectives.cpp). Private to the chapter's experiments.
+// Chapter 05's collective experiments, shared between their parts: the all-reduce trials on
+// each backend (collective_trials.cpp), the α–β fits and figures (collective_figures.cpp), the
+// registrations (experiments_collectives.cpp), and the all-to-all's (all_to_all_trials.cpp,
+// experiments_all_to_all.cpp). Private to the chapter's experiments.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "concurdl/core/variants.hpp"
 #include "concurdl/dp/algorithms.hpp"
 #include "concurdl/harness/experiment.hpp"
+
+#if CONCURDL_HAVE_MPI
+#include "concurdl/core/ranks_mpi.hpp"
+#endif
+#if CONCURDL_HAVE_MPI && CONCURDL_HAVE_GLOO
+namespace gloo {
+class Context;
+}
+#endif
 
 namespace concurdl::dp::collectives {
 
@@ -29,6 +41,11 @@ inline const std::vector<Metric> kWrongMetric = {
 
 // Rank counts for the full profile: 2, 4, 8, ... up to twice this machine's CPUs, at most 64.
 std::vector<std::string> rank_counts();
+// The `bytes` parameter as floats (UsageError when it is not a whole number of them).
+std::size_t floats_of(const Params& p);
+// Collectives per sample: enough that a small one's sample lasts well past the clock's
+// resolution, one for the largest sizes.
+int iterations(std::size_t bytes);
 // nccl-tests' bus factor 2(n-1)/n, and algbw and busbw derived from a record's median.
 double bus_factor(int ranks);
 void derive_bandwidths(const Params& p, const Work&, Record& r);
@@ -38,6 +55,12 @@ std::vector<Axis> shared_axes(Axis algorithm, Axis ranks);
 std::vector<Figure> bandwidth_figures(const std::string& backend, bool mpi);
 // One configuration on the threads backend, with the all-reduce `fn`.
 Trial threads_trial(AllReduceFn fn, const Params& p, GroupCache& cache);
+
+#if CONCURDL_HAVE_MPI && CONCURDL_HAVE_GLOO
+// A Gloo context over the ranks of `comm` (a full mesh of TCP pairs; loopback unless
+// CONCURDL_GLOO_IFACE names another interface). Collective.
+std::shared_ptr<gloo::Context> gloo_context(MPI_Comm comm);
+#endif
 
 #if CONCURDL_HAVE_MPI
 // How a row runs, where it is not `run` over the communicator: a peer library, the hierarchical

@@ -6,10 +6,11 @@
 // carry them and how often a float is forwarded. With α the cost of a message and β of a float:
 //
 //   pairwise  n - 1 steps; at step s rank r sends its block for r + s and receives     (n-1)α
-//             rank r - s's block for it (Thakur, Rabenseifner, Gropp 2005, §5)          + (n-1)/n·Nβ
+//             rank r - s's block for it (Thakur, Rabenseifner, Gropp 2005)          + (n-1)/n·Nβ
 //   bruck     ⌈log2 n⌉ steps; at step k rank r sends to r + 2^k every block whose       ⌈log2 n⌉α
-//             index (after a local rotation) has bit k set, about half of them, so     + ⌈log2 n⌉·N/2·β
-//             a block is forwarded up to ⌈log2 n⌉ times (Bruck et al. 1997, IEEE TPDS 8(11))
+//             index (after a local rotation) has bit k set, about half of them, so     + ⌈log2
+//             n⌉·N/2·β a block is forwarded up to ⌈log2 n⌉ times (Bruck et al. 1997, IEEE TPDS
+//             8(11))
 //   native    the backend's own: shared-memory copies (threads), MPI_Alltoallv (mpi)
 //
 // Pairwise moves every float once and is the choice for large blocks; Bruck trades log2(n)/2
