@@ -1,11 +1,17 @@
 // What chapter 06's experiment files share (experiments_pipeline.cpp: ch06/pipeline and the
 // pipeline's trial; experiments_recompute.cpp: ch06/recompute, the same trial with and without
 // recomputation; experiments_schedules.cpp: ch06/schedules, the trial under 1F1B, interleaved
-// and ZB-H1; experiments_tensor.cpp: ch06/tensor_parallel).
+// and ZB-H1, and the timings of exercises 6.2 and 6.3; experiments_tensor.cpp:
+// ch06/tensor_parallel and the timing of exercise 6.1).
 #pragma once
 
+#include <fmt/format.h>
+
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -51,5 +57,27 @@ Model bytes_curve(int p, const std::string& schedule, int v, bool recompute,
 
 // The device counts the α–β projections are drawn at.
 inline std::vector<double> projection_devices() { return {1, 2, 4, 8, 16, 32, 64}; }
+
+// The exercises' timings (exercise_timings.hpp). Features and rows: 2^14 each keeps one matrix
+// at most 1 GiB.
+inline constexpr std::int64_t kMaxExerciseDim = std::int64_t{1} << 14;
+// Trials of a few milliseconds whose two threads share the machine's cores with everything else
+// on it: more repetitions than kExerciseRepetitions, so that the interval of the ratio of
+// medians is narrow enough to judge (still well under a second per exercise).
+inline constexpr int kExerciseTrialRepetitions = 41;
+// What an exercise's trial fills its outputs with before it runs: a value left unwritten fails
+// the check.
+inline constexpr float kPoison = std::numeric_limits<float>::quiet_NaN();
+
+// "" when every element of got is within float tolerance of want, else the first that is not.
+inline std::string first_difference(std::span<const float> got, std::span<const float> want,
+                                    const std::string& what) {
+  if (got.size() != want.size())
+    return fmt::format("{}: {} values, expected {}", what, got.size(), want.size());
+  for (std::size_t i = 0; i < got.size(); ++i)
+    if (!(std::fabs(got[i] - want[i]) <= 1e-3f * (1.0f + std::fabs(want[i]))))
+      return fmt::format("{}[{}] is {}, one process computes {}", what, i, got[i], want[i]);
+  return "";
+}
 
 }  // namespace concurdl::mp::detail

@@ -4,18 +4,37 @@
 //                   m = 4, 8, 16 (multiples of p: interleaved's groups), with and without
 //                   activation recomputation: each schedule's bubble against its formula, the
 //                   bytes its busiest stage keeps against its order's model, and the step time
+//   exercise 6.2    one pipeline step of a 256-512-512-512-10 MLP on 2 stages, 256 rows in 8
+//                   micro-batches: the student's 1F1B order (student_1f1b_order) against
+//                   stage_order's
+//   exercise 6.3    the same step: the student's ZB-H1 order (student_zb_h1_order) against
+//                   stage_order's
+// An exercise's trial checks every stage's gradients against one process's forward and backward
+// of the unsplit model.
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
 #include <optional>
+#include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "concurdl/core/errors.hpp"
 #include "concurdl/dp/algorithms.hpp"
+#include "concurdl/dp/threads_backend.hpp"
+#include "concurdl/harness/exercise.hpp"
 #include "concurdl/harness/experiment.hpp"
+#include "concurdl/kernels/threads.hpp"
 #include "concurdl/mp/pipeline.hpp"
 #include "concurdl/mp/pipeline_trainer.hpp"
 #include "concurdl/nn/mlp.hpp"
+#include "exercise_timings.hpp"
+#include "exercises/student_1f1b.hpp"
+#include "exercises/student_zb_h1.hpp"
 #include "experiments_common.hpp"
 
 namespace concurdl::mp {
@@ -23,6 +42,8 @@ namespace concurdl::mp {
 namespace {
 
 using detail::bubble_curve;
+using detail::first_difference;
+using detail::kPoison;
 
 bool has_chunks(const ScheduleRow& r) { return r.chunking == Chunking::v_chunks; }
 
@@ -213,6 +234,132 @@ const bool registered_schedules = register_experiment({
                 .min_cpus = 2}},
 });
 
+// --- exercises 6.2 and 6.3: a schedule's order of operations -----------------------------------
+
+const nn::MlpSpec kPipeSpec{{256, 512, 512, 512, 10}};
+constexpr std::uint64_t kPipeSeed = 6;
+
+// The batch and what one process's forward and backward of it gives every parameter.
+struct PipeInputs {
+  std::vector<float> x, gradients;
+  std::vector<std::uint8_t> labels;
+};
+
+std::shared_ptr<const PipeInputs> pipe_inputs(std::size_t rows) {
+  auto in = std::make_shared<PipeInputs>();
+  in->x = detail::pseudo_random(rows * kPipeSpec.widths.front(), 8);
+  for (float& v : in->x) v = 0.5f * (v + 1.0f);  // [0, 1), as pixels
+  in->labels.resize(rows);
+  for (std::size_t i = 0; i < rows; ++i) in->labels[i] = static_cast<std::uint8_t>((i * 7) % 10);
+  nn::Mlp whole(kPipeSpec, kPipeSeed);
+  whole.forward_backward(in->x.data(), in->labels.data(), rows);
+  in->gradients.assign(whole.gradients().begin(), whole.gradients().end());
+  return in;
+}
+
+// A stage's order of operations in an exercise: the student's function or stage_order's.
+using OrderOf = std::vector<PipeOp> (*)(Impl impl, int stage, int stages, std::size_t m);
+std::vector<PipeOp> one_f_one_b_order(Impl impl, int stage, int stages, std::size_t m) {
+  return impl == Impl::student ? ops_from_codes(student_1f1b_order(stage, stages, m))
+                               : stage_order(Schedule::one_f_one_b, stage, stages, m);
+}
+std::vector<PipeOp> zb_h1_order(Impl impl, int stage, int stages, std::size_t m) {
+  return impl == Impl::student ? student_zb_h1_order(stage, stages, m)
+                               : stage_order(Schedule::zb_h1, stage, stages, m);
+}
+
+// One pipeline step of kPipeSpec on `stages` thread ranks, every stage running the order of
+// operations that the student's function (or stage_order) gives it.
+Trial order_trial(OrderOf order_of, Impl impl, const Params& p, GroupCache& cache) {
+  const int stages = static_cast<int>(param_int(p, "stages"));
+  const auto rows = static_cast<std::size_t>(param_int(p, "rows"));
+  const auto m = static_cast<std::size_t>(param_int(p, "micro_batches"));
+  const std::size_t layers = kPipeSpec.widths.size() - 1;
+  if (static_cast<std::size_t>(stages) > layers)
+    throw UsageError(fmt::format("parameter 'stages': {} stages of a {}-layer MLP ({})", stages,
+                                 layers, kPipeSpec.describe()));
+  if (m > rows)
+    throw UsageError(
+        fmt::format("parameter 'micro_batches': {} micro-batches of {} rows", m, rows));
+  const auto in = cache.get<std::shared_ptr<const PipeInputs>>("pipe_inputs",
+                                                               [&] { return pipe_inputs(rows); });
+  struct State {
+    std::vector<std::unique_ptr<nn::Mlp>> models;  // one per stage, as every rank builds one
+    std::vector<std::size_t> bounds;
+  };
+  auto st = std::make_shared<State>();
+  st->bounds = stage_boundaries(layers, stages);
+  for (int s = 0; s < stages; ++s)
+    st->models.push_back(std::make_unique<nn::Mlp>(kPipeSpec, kPipeSeed));
+  Trial t;
+  t.reset = [st] {
+    kernels::settle_runtime(kernels::ThreadRuntime::openblas);
+    for (auto& model : st->models) {
+      const auto g = model->gradients();
+      std::fill(g.begin(), g.end(), kPoison);
+    }
+  };
+  t.run = [st, in, order_of, impl, stages, rows, m] {
+    const kernels::ComputeThreadsScope one(1);  // one compute thread per worker
+    dp::run_threads(stages, [&](dp::Communicator& comm) {
+      const int s = comm.rank();
+      const std::vector<PipeOp> order = order_of(impl, s, stages, m);
+      pipeline_step(comm, *st->models[static_cast<std::size_t>(s)], st->bounds, in->x.data(),
+                    in->labels.data(), rows, m, std::span<const PipeOp>(order));
+    });
+  };
+  t.check = [st, in]() -> std::string {
+    for (std::size_t s = 0; s < st->models.size(); ++s) {
+      const auto& off = st->models[s]->layer_offsets();
+      const std::size_t lo = off[st->bounds[s]], hi = off[st->bounds[s + 1]];
+      const std::string e =
+          first_difference(st->models[s]->gradients().subspan(lo, hi - lo),
+                           std::span<const float>(in->gradients).subspan(lo, hi - lo),
+                           fmt::format("stage {}'s gradient (from parameter {})", s, lo));
+      if (!e.empty()) return e;
+    }
+    return "";
+  };
+  // Forward and backward of every row through every layer: 6 rows x parameters FLOPs.
+  std::size_t weights = 0;
+  for (std::size_t l = 0; l < layers; ++l) weights += kPipeSpec.widths[l] * kPipeSpec.widths[l + 1];
+  t.work = {.items = static_cast<double>(rows),
+            .flops = 6.0 * static_cast<double>(rows) * static_cast<double>(weights)};
+  return t;
+}
+
+// The timing of an exercise on a schedule's order: `title`, the trial with `order_of`.
+Experiment order_timing(std::string title, OrderOf order_of) {
+  using detail::kMaxExerciseDim;
+  return exercise_timing(
+      {.title = std::move(title),
+       .threads_axis = "",
+       .axes = {{"stages", {"2"}, {}, AxisKind::count, 4},
+                {"rows", {"256"}, {}, AxisKind::count, kMaxExerciseDim, {"8"}},
+                {"micro_batches", {"8"}, {}, AxisKind::count, kMaxExerciseDim, {"4"}}},
+       .repetitions = detail::kExerciseTrialRepetitions,
+       .prepare = [order_of](Impl impl, const Params& p, GroupCache& cache) {
+         return order_trial(order_of, impl, p, cache);
+       }});
+}
+
 }  // namespace
 
 }  // namespace concurdl::mp
+
+// The timed halves of exercises 6.2 and 6.3 (exercise_timings.hpp).
+namespace concurdl::mp::exercise_timings {
+
+Experiment one_f_one_b() {
+  return order_timing(
+      "pipeline step on thread ranks (256-512-512-512-10), student's order vs stage_order's 1F1B",
+      &one_f_one_b_order);
+}
+
+Experiment zb_h1() {
+  return order_timing(
+      "pipeline step on thread ranks (256-512-512-512-10), student's order vs stage_order's ZB-H1",
+      &zb_h1_order);
+}
+
+}  // namespace concurdl::mp::exercise_timings

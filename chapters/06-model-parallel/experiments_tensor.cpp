@@ -2,24 +2,35 @@
 //   ch06/tensor_parallel  Megatron's MLP block (column- then row-parallel Linear) forward and
 //                         backward on 1, 2, 4 thread ranks: the time, and the share of it its
 //                         two all-reduces take (timed alone on the same ranks, same sizes)
-// Every trial's output and input gradient are checked against the unsplit block's, and the
-// block is projected to more devices with chapter 05's α–β links, drawn as models.
+//   exercise 6.1          the student's column-parallel Linear (student_column_forward and
+//                         student_column_backward) against ColumnParallelLinear, forward and
+//                         backward of a 784 -> 512 layer, batch 256, split over 2 ranks
+// Every trial's output and input gradient are checked against the unsplit block's (the
+// exercise's: every rank's output and gradients against the unsplit layer's), and the block is
+// projected to more devices with chapter 05's α–β links, drawn as models.
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "concurdl/core/errors.hpp"
 #include "concurdl/dp/cost_model.hpp"
 #include "concurdl/dp/threads_backend.hpp"
+#include "concurdl/harness/exercise.hpp"
 #include "concurdl/harness/experiment.hpp"
 #include "concurdl/harness/records.hpp"
+#include "concurdl/kernels/gemm.hpp"
 #include "concurdl/kernels/threads.hpp"
 #include "concurdl/mp/tensor_parallel.hpp"
+#include "exercise_timings.hpp"
+#include "exercises/student_column_parallel.hpp"
 #include "experiments_common.hpp"
 
 namespace concurdl::mp {
@@ -27,8 +38,10 @@ namespace concurdl::mp {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+using detail::first_difference;
 using detail::kMaxRows;
 using detail::kMaxWidth;
+using detail::kPoison;
 using detail::projection_devices;
 using detail::pseudo_random;
 
@@ -249,6 +262,154 @@ const bool registered_tensor = register_experiment({
                 .min_cpus = 2}},
 });
 
+// --- exercise 6.1: the column-parallel Linear --------------------------------------------------
+
+constexpr std::int64_t kMaxRanks = 64;
+
+// The layer, its input and output gradient, and what every rank must end with: its columns of
+// y, its block of dw and db, and the whole dx, from one process's unsplit forward and backward.
+struct ColumnInputs {
+  std::size_t batch = 0, in = 0, out = 0;
+  int ranks = 0;
+  std::vector<float> x, w, b, dx;
+  std::vector<std::vector<float>> dy_local, y_local;  // per rank
+  std::vector<LinearShard> grads;                     // per rank: dw in .w, db in .b
+};
+
+std::vector<float> columns(const std::vector<float>& m, std::size_t rows, std::size_t cols, int r,
+                           int p) {
+  const std::size_t k = cols / static_cast<std::size_t>(p), first = k * static_cast<std::size_t>(r);
+  std::vector<float> c(rows * k);
+  for (std::size_t row = 0; row < rows; ++row)
+    std::copy_n(m.begin() + static_cast<std::ptrdiff_t>(row * cols + first), k,
+                c.begin() + static_cast<std::ptrdiff_t>(row * k));
+  return c;
+}
+
+std::shared_ptr<const ColumnInputs> column_inputs(std::size_t batch, std::size_t in,
+                                                  std::size_t out, int ranks) {
+  auto c = std::make_shared<ColumnInputs>();
+  c->batch = batch;
+  c->in = in;
+  c->out = out;
+  c->ranks = ranks;
+  c->x = pseudo_random(batch * in, 1);
+  const std::vector<float> dy = pseudo_random(batch * out, 2);
+  c->w = pseudo_random(out * in, 3);
+  for (float& v : c->w) v *= 0.05f;
+  c->b = pseudo_random(out, 4);
+  // The unsplit layer in one process, with the GEMM kernels of the suite's own (v3, not the
+  // OpenBLAS the reference calls): y = x W^T + b, dW = dy^T x, db = dy's column sums, dx = dy W.
+  using kernels::Trans;
+  const auto v3 = kernels::GemmVersion::v3_blocked;
+  std::vector<float> y(batch * out), dw(out * in), db(out, 0.0f);
+  kernels::gemm(v3, Trans::no, Trans::yes, batch, out, in, 1.0f, c->x.data(), in, c->w.data(), in,
+                0.0f, y.data(), out);
+  for (std::size_t r = 0; r < batch; ++r)
+    for (std::size_t o = 0; o < out; ++o) {
+      y[r * out + o] += c->b[o];
+      db[o] += dy[r * out + o];
+    }
+  kernels::gemm(v3, Trans::yes, Trans::no, out, in, batch, 1.0f, dy.data(), out, c->x.data(), in,
+                0.0f, dw.data(), in);
+  c->dx.resize(batch * in);
+  kernels::gemm(v3, Trans::no, Trans::no, batch, in, out, 1.0f, dy.data(), out, c->w.data(), in,
+                0.0f, c->dx.data(), in);
+  for (int r = 0; r < ranks; ++r) {
+    c->dy_local.push_back(columns(dy, batch, out, r, ranks));
+    c->y_local.push_back(columns(y, batch, out, r, ranks));
+    c->grads.push_back(column_shard(dw, db, in, out, r, ranks));
+  }
+  return c;
+}
+
+// One forward and backward of the layer on `ranks` thread ranks, each rank with its shard.
+Trial column_trial(Impl impl, const Params& p, GroupCache& cache) {
+  const int ranks = static_cast<int>(param_int(p, "ranks"));
+  const auto batch = static_cast<std::size_t>(param_int(p, "batch"));
+  const auto in = static_cast<std::size_t>(param_int(p, "in"));
+  const auto out = static_cast<std::size_t>(param_int(p, "out"));
+  if (out % static_cast<std::size_t>(ranks) != 0)
+    throw UsageError(
+        fmt::format("parameter 'out': {} output features do not divide over {} ranks", out, ranks));
+  const auto in_ = cache.get<std::shared_ptr<const ColumnInputs>>(
+      "column_inputs", [&] { return column_inputs(batch, in, out, ranks); });
+  struct State {
+    std::vector<LinearShard> shards;
+    std::vector<std::vector<float>> y, dx;
+  };
+  auto st = std::make_shared<State>();
+  const auto n = static_cast<std::size_t>(ranks);
+  st->shards.resize(n);
+  st->y.resize(n);
+  st->dx.resize(n);
+  Trial t;
+  t.reset = [st, in_] {
+    kernels::settle_runtime(kernels::ThreadRuntime::openblas);
+    for (int r = 0; r < in_->ranks; ++r) {
+      const auto ru = static_cast<std::size_t>(r);
+      st->shards[ru] = column_shard(in_->w, in_->b, in_->in, in_->out, r, in_->ranks);
+      std::fill(st->shards[ru].dw.begin(), st->shards[ru].dw.end(), kPoison);
+      std::fill(st->shards[ru].db.begin(), st->shards[ru].db.end(), kPoison);
+      st->y[ru].assign(in_->y_local[ru].size(), kPoison);
+      st->dx[ru].assign(in_->dx.size(), kPoison);
+    }
+  };
+  t.run = [st, in_, impl] {
+    const kernels::ComputeThreadsScope one(1);  // one compute thread per worker
+    dp::run_threads(in_->ranks, [&](dp::Communicator& comm) {
+      const auto r = static_cast<std::size_t>(comm.rank());
+      const float* x = in_->x.data();
+      const float* dy = in_->dy_local[r].data();
+      if (impl == Impl::student) {
+        student_column_forward(comm, st->shards[r], x, in_->batch, st->y[r].data());
+        student_column_backward(comm, st->shards[r], x, dy, in_->batch, st->dx[r].data());
+      } else {
+        ColumnParallelLinear layer(comm, std::move(st->shards[r]));
+        layer.forward(x, in_->batch, st->y[r].data());
+        layer.backward(x, dy, in_->batch, st->dx[r].data());
+        st->shards[r] = std::move(layer.shard());
+      }
+    });
+  };
+  t.check = [st, in_]() -> std::string {
+    for (int r = 0; r < in_->ranks; ++r) {
+      const auto ru = static_cast<std::size_t>(r);
+      const std::string rank = fmt::format("rank {}'s ", r);
+      for (std::string e : {first_difference(st->y[ru], in_->y_local[ru], rank + "y_local"),
+                            first_difference(st->dx[ru], in_->dx, rank + "dx"),
+                            first_difference(st->shards[ru].dw, in_->grads[ru].w, rank + "dw"),
+                            first_difference(st->shards[ru].db, in_->grads[ru].b, rank + "db")})
+        if (!e.empty()) return e;
+    }
+    return "";
+  };
+  // Three GEMMs of batch x in x out over all ranks (y, dw, dx): 6 batch in out FLOPs.
+  t.work = {.items = static_cast<double>(batch),
+            .flops = 6.0 * static_cast<double>(batch) * static_cast<double>(in) *
+                     static_cast<double>(out)};
+  return t;
+}
+
 }  // namespace
 
 }  // namespace concurdl::mp
+
+// The timed half of exercise 6.1 (exercise_timings.hpp).
+namespace concurdl::mp::exercise_timings {
+
+Experiment column_parallel() {
+  using detail::kMaxExerciseDim;
+  return exercise_timing(
+      {.title = "column-parallel Linear forward and backward on thread ranks, student vs "
+                "ColumnParallelLinear",
+       .threads_axis = "",
+       .axes = {{"ranks", {"2"}, {}, AxisKind::count, kMaxRanks},
+                {"batch", {"256"}, {}, AxisKind::count, kMaxExerciseDim, {"16"}},
+                {"in", {"784"}, {}, AxisKind::count, kMaxExerciseDim, {"32"}},
+                {"out", {"512"}, {}, AxisKind::count, kMaxExerciseDim, {"32"}}},
+       .repetitions = detail::kExerciseTrialRepetitions,
+       .prepare = column_trial});
+}
+
+}  // namespace concurdl::mp::exercise_timings

@@ -1,5 +1,6 @@
 // Chapter 07's entry in the harness; its experiment registers in experiments_training.cpp
-// (ch07/training); its exercises in exercises.cpp, its training modes in train_modes.cpp.
+// (ch07/training); its exercises in exercises.cpp (their timings: component_trials.cpp), its
+// training modes in train_modes.cpp.
 #include "concurdl/harness/experiment.hpp"
 
 namespace {
