@@ -41,6 +41,9 @@ Trial pipeline_trial(const Params& p, GroupCache& cache);
 // Functions, not globals: the registrations in other files run at static initialisation.
 const std::vector<Metric>& pipeline_metrics();
 const std::vector<Axis>& pipeline_model_axes();
+// The axes the schedules and recomputation experiments sweep after their schedule (and chunks):
+// recompute off/on, p = 2 and 4 stages, m = 4, 8, 16 micro-batches, then the model's axes.
+std::vector<Axis> pipeline_sweep_axes();
 
 // The `chunks` parameter (interleaved's v), 1 where the experiment has no such axis.
 int chunks_of(const Params& p);

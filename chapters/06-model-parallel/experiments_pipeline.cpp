@@ -226,6 +226,24 @@ const std::vector<Axis>& pipeline_model_axes() {
   return axes;
 }
 
+std::vector<Axis> pipeline_sweep_axes() {
+  std::vector<Axis> axes = {{.name = "recompute", .values = {"off", "on"}},
+                            {.name = "stages",
+                             .values = {"2", "4"},
+                             .quick = {"2"},
+                             .kind = AxisKind::count,
+                             .max = kMaxStages,
+                             .smoke = {"2"}},
+                            {.name = "micro_batches",
+                             .values = {"4", "8", "16"},
+                             .quick = {"4", "16"},
+                             .kind = AxisKind::count,
+                             .max = kMaxRows,
+                             .smoke = {"4"}}};
+  for (const Axis& a : pipeline_model_axes()) axes.push_back(a);
+  return axes;
+}
+
 }  // namespace detail
 
 namespace {

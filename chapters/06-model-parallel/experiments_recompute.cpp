@@ -28,28 +28,26 @@ Model bytes_curve(int p, const std::string& schedule, bool recompute) {
                              fmt::format("recompute={}", recompute ? "on" : "off"));
 }
 
+// GPipe and 1F1B (the schedules that keep one chunk a stage and run every backward whole), then
+// the sweep the schedules experiment makes.
+std::vector<Axis> recompute_axes() {
+  std::vector<Axis> axes = {
+      kSchedules.axis("ch06/recompute", {.where =
+                                             [](const ScheduleRow& r) {
+                                               return r.schedule == Schedule::gpipe ||
+                                                      r.schedule == Schedule::one_f_one_b;
+                                             },
+                                         .all_quick = true})};
+  for (Axis& a : detail::pipeline_sweep_axes()) axes.push_back(std::move(a));
+  return axes;
+}
+
 const bool registered_recompute = register_experiment({
     .id = "ch06/recompute",
     .chapter = "06-model-parallel",
     .title = "Activation recomputation in the pipeline: bytes a stage keeps for backward, against "
              "their model, and the step time, with and without it",
-    .axes = {{.name = "schedule", .values = {"gpipe", "1f1b"}},
-             {.name = "recompute", .values = {"off", "on"}},
-             {.name = "stages",
-              .values = {"2", "4"},
-              .quick = {"2"},
-              .kind = AxisKind::count,
-              .max = kMaxStages,
-              .smoke = {"2"}},
-             {.name = "micro_batches",
-              .values = {"4", "8", "16"},
-              .quick = {"4", "16"},
-              .kind = AxisKind::count,
-              .max = detail::kMaxRows,
-              .smoke = {"4"}},
-             detail::pipeline_model_axes()[0],
-             detail::pipeline_model_axes()[1],
-             detail::pipeline_model_axes()[2]},
+    .axes = recompute_axes(),
     .baseline = {{"recompute", "off"}},
     .metric = "time",
     .unit = "s",

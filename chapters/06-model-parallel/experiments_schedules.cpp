@@ -63,32 +63,24 @@ std::vector<Model> bytes_models(int p, bool recompute) {
           bytes_curve(p, "interleaved", 2, recompute), bytes_curve(p, "zb-h1", 1, recompute)};
 }
 
+// Every schedule but naive, interleaved's chunks, then the sweep the recomputation experiment
+// makes too.
+std::vector<Axis> schedules_axes() {
+  std::vector<Axis> axes = {
+      kSchedules.axis("ch06/schedules",
+                      {.where = [](const ScheduleRow& r) { return r.schedule != Schedule::naive; },
+                       .all_quick = true}),
+      {.name = "chunks", .values = {"2"}, .kind = AxisKind::count, .max = kMaxStages}};
+  for (Axis& a : detail::pipeline_sweep_axes()) axes.push_back(std::move(a));
+  return axes;
+}
+
 const bool registered_schedules = register_experiment({
     .id = "ch06/schedules",
     .chapter = "06-model-parallel",
     .title = "Pipeline schedules: GPipe, 1F1B, interleaved 1F1B and ZB-H1 on one training step: "
              "bubble, bytes kept for backward and step time, with and without recomputation",
-    .axes = {kSchedules.axis(
-                 "ch06/schedules",
-                 {.where = [](const ScheduleRow& r) { return r.schedule != Schedule::naive; },
-                  .all_quick = true}),
-             {.name = "chunks", .values = {"2"}, .kind = AxisKind::count, .max = kMaxStages},
-             {.name = "recompute", .values = {"off", "on"}},
-             {.name = "stages",
-              .values = {"2", "4"},
-              .quick = {"2"},
-              .kind = AxisKind::count,
-              .max = kMaxStages,
-              .smoke = {"2"}},
-             {.name = "micro_batches",
-              .values = {"4", "8", "16"},
-              .quick = {"4", "16"},
-              .kind = AxisKind::count,
-              .max = detail::kMaxRows,
-              .smoke = {"4"}},
-             detail::pipeline_model_axes()[0],
-             detail::pipeline_model_axes()[1],
-             detail::pipeline_model_axes()[2]},
+    .axes = schedules_axes(),
     .baseline = {{"schedule", "1f1b"}},
     .metric = "time",
     .unit = "s",
