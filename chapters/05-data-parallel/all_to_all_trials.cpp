@@ -36,9 +36,8 @@ using Clock = std::chrono::steady_clock;
 
 // The i-th float rank `from` sends rank `to`: a small integer naming both and the place.
 float a2a_value(int from, int to, std::size_t i) {
-  return static_cast<float>((static_cast<std::size_t>(from) * 131 +
-                             static_cast<std::size_t>(to) * 17 + i * 7) %
-                            8191);
+  return static_cast<float>(
+      (static_cast<std::size_t>(from) * 131 + static_cast<std::size_t>(to) * 17 + i * 7) % 8191);
 }
 
 void fill_send(std::span<float> send, int rank, int ranks) {
@@ -72,9 +71,9 @@ std::size_t block_of_config(const Params& p, int ranks) {
 double bus_factor_a2a(int ranks) { return ranks > 1 ? static_cast<double>(ranks - 1) / ranks : 0; }
 
 std::string wrong_text(double wrong) {
-  return wrong == 0 ? std::string()
-                    : fmt::format("{} received elements are not the ones sent (over all ranks)",
-                                  wrong);
+  return wrong == 0
+             ? std::string()
+             : fmt::format("{} received elements are not the ones sent (over all ranks)", wrong);
 }
 
 // One rank's share of a sample: `iters` all-to-alls, each started together and timed here; the
@@ -126,8 +125,8 @@ void derive_all_to_all(const Params& p, const Work&, Record& r) {
   if (sent == r.metrics.end()) return;
   const std::string& algorithm = param_str(p, "algorithm");
   const double floats = bytes / sizeof(float);
-  const AllToAllTraffic model = algorithm == "bruck" ? bruck_traffic(ranks, floats)
-                                                     : pairwise_traffic(ranks, floats);
+  const AllToAllTraffic model =
+      algorithm == "bruck" ? bruck_traffic(ranks, floats) : pairwise_traffic(ranks, floats);
   if (model.floats > 0)
     r.derived["sent_over_model"] = sent->second.stats.median / (model.floats * sizeof(float));
 }

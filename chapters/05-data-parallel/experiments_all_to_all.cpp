@@ -21,7 +21,8 @@ using namespace concurdl::dp::collectives;
 
 // 4 KiB to 256 MiB a rank by 4x (full); the quick profile's four. Every size splits into 2, 4,
 // 8, ... 64 equal blocks of whole floats from 4 KiB up.
-const std::vector<std::string> kA2aBytes = {"4K", "16K", "64K", "256K", "1M", "4M", "16M", "64M", "256M"};
+const std::vector<std::string> kA2aBytes = {"4K", "16K", "64K", "256K", "1M",
+                                            "4M", "16M", "64M", "256M"};
 const std::vector<std::string> kA2aQuick = {"4K", "256K", "4M", "64M"};
 
 const std::vector<Metric> kA2aMetrics = {
@@ -33,7 +34,8 @@ const std::vector<Metric> kA2aMetrics = {
      .optional = true}};
 
 std::vector<Axis> a2a_axes(Axis algorithm, Axis ranks) {
-  return {std::move(algorithm), std::move(ranks),
+  return {std::move(algorithm),
+          std::move(ranks),
           {"bytes", kA2aBytes, kA2aQuick, AxisKind::size, kMaxBytes}};
 }
 
@@ -121,8 +123,9 @@ Experiment threads_experiment() {
                     .unit = "×"});
   return {.id = "ch05/all_to_all",
           .chapter = "05-data-parallel",
-          .title = "All-to-all on the threads backend (ranks are threads): time, algbw, busbw, "
-                   "bytes sent against the model, #wrong",
+          .title =
+              "All-to-all on the threads backend (ranks are threads): time, algbw, busbw, "
+              "bytes sent against the model, #wrong",
           .axes = a2a_axes(kAllToAllVariants.axis("ch05/all_to_all"),
                            {"ranks", rank_counts(), {"2", "4"}, AxisKind::count, 64}),
           .metrics = kA2aMetrics,
@@ -151,8 +154,9 @@ Experiment mpi_experiment() {
                     .min_cpus = 2});
   return {.id = "ch05/all_to_all_mpi",
           .chapter = "05-data-parallel",
-          .title = "All-to-all across MPI ranks (processes): the chapter's algorithms, "
-                   "MPI_Alltoallv and Gloo",
+          .title =
+              "All-to-all across MPI ranks (processes): the chapter's algorithms, "
+              "MPI_Alltoallv and Gloo",
           .axes = a2a_axes(mpi_all_to_all_variants().axis("ch05/all_to_all_mpi"),
                            {"ranks", {"2", "4"}, {}, AxisKind::count, kMaxThreads}),
           .metrics = kA2aMetrics,

@@ -19,9 +19,8 @@ namespace concurdl::dp::testing {
 
 // The i-th float that rank `from` sends to rank `to`.
 inline float a2a_value(int from, int to, std::size_t i) {
-  return static_cast<float>((static_cast<std::size_t>(from) * 131 +
-                             static_cast<std::size_t>(to) * 17 + i * 7) %
-                            8191);
+  return static_cast<float>(
+      (static_cast<std::size_t>(from) * 131 + static_cast<std::size_t>(to) * 17 + i * 7) % 8191);
 }
 
 // Equal blocks of `block` floats through `fn`; the send buffer must come back unchanged.
@@ -30,7 +29,8 @@ inline std::size_t wrong_all_to_all(Communicator& comm, AllToAllFn fn, std::size
   const auto un = static_cast<std::size_t>(n);
   std::vector<float> send(un * block), recv(un * block, -1.0f);
   for (std::size_t j = 0; j < un; ++j)
-    for (std::size_t i = 0; i < block; ++i) send[j * block + i] = a2a_value(r, static_cast<int>(j), i);
+    for (std::size_t i = 0; i < block; ++i)
+      send[j * block + i] = a2a_value(r, static_cast<int>(j), i);
   const std::vector<float> sent = send;
   fn(comm, send, recv, {});
   std::size_t wrong = send != sent ? 1 : 0;
@@ -43,9 +43,8 @@ inline std::size_t wrong_all_to_all(Communicator& comm, AllToAllFn fn, std::size
 // How many floats rank `from` sends to rank `to` in round `round`: uneven, some zero (as tokens
 // to experts are).
 inline std::size_t a2a_count(int from, int to, int round) {
-  return static_cast<std::size_t>((from * 7 + to * 3 + round * 5) % 11 == 0
-                                      ? 0
-                                      : (from * 5 + to * 11 + round * 3) % 97);
+  return static_cast<std::size_t>(
+      (from * 7 + to * 3 + round * 5) % 11 == 0 ? 0 : (from * 5 + to * 11 + round * 3) % 97);
 }
 
 // Variable blocks: the counts exchanged first (exchange_counts), then the data by the native
@@ -62,7 +61,8 @@ inline std::size_t wrong_all_to_all_v(Communicator& comm, bool native, int round
   if (wrong != 0) return wrong;  // every rank still took part in the exchange
   std::vector<float> send, recv;
   for (std::size_t j = 0; j < un; ++j)
-    for (std::size_t i = 0; i < send_counts[j]; ++i) send.push_back(a2a_value(r, static_cast<int>(j), i));
+    for (std::size_t i = 0; i < send_counts[j]; ++i)
+      send.push_back(a2a_value(r, static_cast<int>(j), i));
   std::size_t total = 0;
   for (std::size_t c : recv_counts) total += c;
   recv.assign(total, -1.0f);

@@ -35,14 +35,13 @@ std::size_t wrong_on_threads(int ranks, F body) {
   return wrong.load();
 }
 
-class AllToAllRows
-    : public ::testing::TestWithParam<std::tuple<const AllToAllVariant*, int>> {};
+class AllToAllRows : public ::testing::TestWithParam<std::tuple<const AllToAllVariant*, int>> {};
 
 TEST_P(AllToAllRows, EveryBlockReachesItsRankInPlace) {
   const auto [row, ranks] = GetParam();
   for (std::size_t block : kBlocks)
-    EXPECT_EQ(wrong_on_threads(ranks,
-                               [&](Communicator& c) { return wrong_all_to_all(c, row->run, block); }),
+    EXPECT_EQ(wrong_on_threads(
+                  ranks, [&](Communicator& c) { return wrong_all_to_all(c, row->run, block); }),
               0u)
         << row->name << ", " << ranks << " ranks, blocks of " << block;
 }
@@ -66,10 +65,12 @@ class AllToAllRanks : public ::testing::TestWithParam<int> {};
 TEST_P(AllToAllRanks, VariableBlocksAfterTheCountsAreExchanged) {
   const int ranks = GetParam();
   for (int round = 0; round < 3; ++round) {
-    EXPECT_EQ(wrong_on_threads(ranks, [&](Communicator& c) { return wrong_all_to_all_v(c, true, round); }),
+    EXPECT_EQ(wrong_on_threads(ranks,
+                               [&](Communicator& c) { return wrong_all_to_all_v(c, true, round); }),
               0u)
         << "native, round " << round;
-    EXPECT_EQ(wrong_on_threads(ranks, [&](Communicator& c) { return wrong_all_to_all_v(c, false, round); }),
+    EXPECT_EQ(wrong_on_threads(
+                  ranks, [&](Communicator& c) { return wrong_all_to_all_v(c, false, round); }),
               0u)
         << "pairwise, round " << round;
   }
@@ -83,8 +84,9 @@ TEST_P(AllToAllRanks, FiveHundredRoundsBackToBack) {
                              [&](Communicator& c) {
                                std::size_t wrong = 0;
                                for (int i = 0; i < 500; ++i)
-                                 wrong += wrong_all_to_all(c, kAllToAllRows[i % 3].run, 3) +
-                                          (i % 50 == 0 ? wrong_all_to_all_v(c, i % 100 == 0, i) : 0);
+                                 wrong +=
+                                     wrong_all_to_all(c, kAllToAllRows[i % 3].run, 3) +
+                                     (i % 50 == 0 ? wrong_all_to_all_v(c, i % 100 == 0, i) : 0);
                                return wrong;
                              }),
             0u);
@@ -98,9 +100,8 @@ TEST_P(AllToAllRanks, BytesSentAreTheModelsTraffic) {
   const int ranks = GetParam();
   constexpr std::size_t kBlock = 64;
   const double floats = static_cast<double>(kBlock) * ranks;
-  for (const auto& [fn, model] :
-       {std::pair{&all_to_all_pairwise, pairwise_traffic(ranks, floats)},
-        std::pair{&all_to_all_bruck, bruck_traffic(ranks, floats)}}) {
+  for (const auto& [fn, model] : {std::pair{&all_to_all_pairwise, pairwise_traffic(ranks, floats)},
+                                  std::pair{&all_to_all_bruck, bruck_traffic(ranks, floats)}}) {
     std::vector<std::uint64_t> sent(static_cast<std::size_t>(ranks));
     within_seconds(kDeadline, [&] {
       run_threads(ranks, [&](Communicator& comm) {
