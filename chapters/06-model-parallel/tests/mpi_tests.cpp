@@ -1,24 +1,32 @@
 // Chapter 06 across processes: under mpirun, Megatron's MLP block split over the ranks equals
-// the unsplit block (output, input gradient, each rank's slice of the weight gradients), and a
+// the unsplit block (output, input gradient, each rank's slice of the weight gradients), a
 // pipeline step of every schedule, one stage per rank, gives each stage the whole batch's
-// gradients and the last stage the whole batch's loss, for m = 1 .. 8 (uneven micro-batches).
+// gradients and the last stage the whole batch's loss, for m = 1 .. 8 (uneven micro-batches),
+// and the MoE layer with its experts over the ranks (MPI_Alltoallv and the pairwise exchange)
+// routes and drops as nn::MoeLayer on the concatenated batch and computes its outputs and
+// gradients.
 //   mpirun --allow-run-as-root --oversubscribe -np 2 build/bin/ch06_mpi_tests
 // (ctest: ch06.mpi.np2, ch06.mpi.np3.) Every rank runs every test and the same communication
 // whatever its checks find, so one rank's failure cannot leave the others waiting.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <span>
+#include <string>
 #include <vector>
 
 #include "concurdl/core/ranks.hpp"
 #include "concurdl/core/ranks_mpi.hpp"
 #include "concurdl/dp/mpi_backend.hpp"
 #include "concurdl/kernels/threads.hpp"
+#include "concurdl/mp/expert_parallel.hpp"
 #include "concurdl/mp/pipeline.hpp"
 #include "concurdl/mp/tensor_parallel.hpp"
 #include "concurdl/mp/three_d.hpp"
 #include "concurdl/nn/mlp.hpp"
+#include "concurdl/nn/moe.hpp"
 
 namespace {
 
@@ -158,6 +166,75 @@ TEST(MpiThreeD, EveryGridGivesEveryRankTheWholeBatchsGradients) {
       comm.barrier();
     }
   EXPECT_GE(grids, 1);
+}
+
+// Expert parallelism across processes: 8 experts over the ranks, uneven shards; every rank
+// computes the whole batch's reference itself and checks its own part against it.
+TEST(MpiExpertParallel, EqualsTheSingleProcessLayer) {
+  concurdl::kernels::set_compute_threads(1);
+  dp::Communicator& comm = world();
+  const int p = comm.size(), r = comm.rank();
+  constexpr std::size_t d = 6;
+  std::vector<std::size_t> at{0};
+  for (int s = 0; s < p; ++s) at.push_back(at.back() + 3 + static_cast<std::size_t>(5 * s) % 7);
+  const std::size_t T = at.back(), lo = at[static_cast<std::size_t>(r)];
+  const std::size_t n = at[static_cast<std::size_t>(r) + 1] - lo;
+  const std::vector<float> x = values(T * d, 21), dy = values(T * d, 22);
+  for (const std::size_t k : {1, 2})
+    for (const bool dropless : {false, true})
+      for (const TokenExchangeVariant& ex : kTokenExchangeVariants) {
+        SCOPED_TRACE("k=" + std::to_string(k) + (dropless ? " dropless " : " cf=1 ") +
+                     std::string(ex.name));
+        const nn::MoeSpec spec{.width = d,
+                               .hidden = 5,
+                               .experts = 8,
+                               .top_k = k,
+                               .capacity_factor = 1.0,
+                               .dropless = dropless,
+                               .aux_alpha = 0.01f};
+        nn::MoeLayer whole(spec, 13, GemmVersion::v2_ikj);
+        const nn::LayerView router = whole.router();
+        for (std::size_t i = 0; i < router.w.rows * router.w.cols; ++i) router.w.data[i] *= 4.0f;
+        router.b[0] = 0.5f;  // expert 0 popular: capacity bites
+        std::vector<float> y(T * d), dx(T * d);
+        const nn::MoeStats want = whole.forward(x.data(), T, y.data());
+        whole.backward(dy.data(), dx.data());
+        ExpertParallelMoe ep(comm, spec, 13,
+                             {.gemm = GemmVersion::v2_ikj, .exchange = ex.exchange});
+        std::ranges::copy(whole.router_parameters(), ep.router_parameters().begin());
+        for (std::size_t e = ep.first_expert(); e < ep.first_expert() + ep.local_experts(); ++e)
+          std::ranges::copy(whole.expert_parameters(e), ep.expert_parameters(e).begin());
+        std::vector<float> my_y(n * d), my_dx(n * d);
+        ep.forward(x.data() + lo * d, n, my_y.data());
+        ep.backward(dy.data() + lo * d, my_dx.data());
+        ep.all_reduce_router_gradients();
+        const nn::MoeStats& got = ep.stats().global;
+        EXPECT_EQ(got.kept, want.kept);
+        EXPECT_EQ(got.dropped, want.dropped);
+        EXPECT_EQ(got.tokens_passed, want.tokens_passed);
+        if (!dropless) {
+          EXPECT_GT(want.dropped, 0u);
+        }
+        std::size_t same = 0;
+        for (std::size_t i = 0; i < n * k; ++i) {
+          const nn::MoeRoute &a = ep.routes()[i], &b = whole.routes()[lo * k + i];
+          same += a.expert == b.expert && a.kept == b.kept && (!b.kept || a.slot == b.slot) &&
+                  a.gate == b.gate;
+        }
+        EXPECT_EQ(same, n * k) << "routes differ on rank " << r;
+        const auto mine = [&](const std::vector<float>& v) {
+          return std::span<const float>(v).subspan(lo * d, n * d);
+        };
+        EXPECT_LE(worst(my_y, mine(y)), 1e-6f);
+        EXPECT_LE(worst(my_dx, mine(dx)), 1e-6f);
+        EXPECT_LE(worst(ep.router_gradients(), whole.router_gradients()), 1e-6f);
+        for (std::size_t e = ep.first_expert(); e < ep.first_expert() + ep.local_experts(); ++e)
+          EXPECT_LE(worst(ep.expert_gradients(e), whole.expert_gradients(e)), 1e-6f) << e;
+        const std::uint64_t counted =
+            ex.exchange == TokenExchange::pairwise ? ep.stats().payload_bytes : 0;
+        EXPECT_EQ(ep.stats().bytes_sent_forward, counted);
+        comm.barrier();
+      }
 }
 
 }  // namespace

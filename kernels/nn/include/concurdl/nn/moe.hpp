@@ -47,6 +47,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "concurdl/kernels/aligned.hpp"
@@ -100,6 +101,53 @@ struct ExpertView {
   LayerView up;    // W1: h x d, b1: h
   LayerView down;  // W2: d x h, b2: d
 };
+
+// --- the pieces of the layer, for a layer split over ranks (chapter 06's expert parallelism) ---
+// MoeLayer is written over them; a sharded layer calls the same ones, so the two compute alike.
+
+// Throws std::invalid_argument, "<who>: <what is wrong>", for a spec MoeLayer refuses.
+void moe_check_spec(const MoeSpec& spec, const std::string& who);
+
+// Floats of the router (Wr, br: E d + E) and of one expert (W1, b1, W2, b2: 2 h d + h + d).
+std::size_t moe_router_size(const MoeSpec& spec);
+std::size_t moe_expert_size(const MoeSpec& spec);
+// The initial values MoeLayer(spec, seed) holds: the router's, and expert i's (each expert from
+// a stream of its own, so a rank can build its experts without the others).
+void moe_init_router(const MoeSpec& spec, std::uint64_t seed, std::span<float> router);
+void moe_init_expert(const MoeSpec& spec, std::uint64_t seed, std::size_t i,
+                     std::span<float> expert);
+// Views of a router's or an expert's floats, laid out as above.
+LayerView moe_router_view(const MoeSpec& spec, std::span<float> router);
+ExpertView moe_expert_view(const MoeSpec& spec, std::span<float> expert);
+
+// The router's probabilities (tokens x E) and each token's top_k choices and gates (routes:
+// tokens * top_k, token-major), before capacity: every route comes back not kept.
+void moe_route(const MoeSpec& spec, kernels::GemmVersion gemm, std::span<const float> router,
+               const float* x, std::size_t tokens, float* probs, MoeRoute* routes);
+// Slots, in the fixed order: every first choice in token order, then every second. A choice c
+// of expert e takes position next[c * E + e] (which then advances) in e's buffer and is kept when
+// the position is below capacity (slot = position). One batch starts from next = {0 for c = 0;
+// the first choices of e for c = 1}; a shard of a batch from where its choices fall in the
+// whole batch's order. Returns the choices dropped.
+std::size_t moe_assign_slots(std::span<MoeRoute> routes, std::size_t top_k, std::size_t experts,
+                             std::size_t capacity, std::span<std::size_t> next);
+
+// One expert on n gathered rows: hid = relu(xin W1^T + b1) (n x h), yout = hid W2^T + b2.
+void moe_expert_forward(const MoeSpec& spec, kernels::GemmVersion gemm, const ExpertView& w,
+                        const float* xin, std::size_t n, float* hid, float* yout);
+// Its backward from dyin (n x d, the gated output gradients): overwrites g with the weights' and
+// biases' gradients (zeros when n = 0); dhid (n x h) is scratch; dxin (n x d), when not null,
+// receives the rows' input gradients.
+void moe_expert_backward(const MoeSpec& spec, kernels::GemmVersion gemm, const ExpertView& w,
+                         const ExpertView& g, const float* xin, const float* hid, const float* dyin,
+                         std::size_t n, float* dhid, float* dxin);
+// The router logits' gradient (dlogits: tokens x E, overwritten): from a (tokens * top_k, choice
+// c of token t: dy_t . E_e(x_t) when kept, 0 when dropped) through the gates, plus the aux
+// loss's alpha E top1_i / T^2, with top1 (E counts) and T those of the whole batch, through the
+// softmax.
+void moe_logits_gradient(const MoeSpec& spec, const float* probs, const MoeRoute* routes,
+                         const double* a, std::size_t tokens, std::span<const std::size_t> top1,
+                         std::size_t total_tokens, float* dlogits);
 
 class MoeLayer {
  public:
@@ -162,6 +210,7 @@ class MoeLayer {
   kernels::LineVector<float> xin_, hid_, yout_;
   // Backward's scratch.
   kernels::LineVector<float> dyin_, dhid_, dxin_, dprobs_;
+  kernels::LineVector<double> gate_grads_;  // a: tokens * top_k
 
   void route(const float* x, std::size_t tokens);
   void run_experts(float* y);
