@@ -103,13 +103,14 @@ Trial ping_pong_trial(const Params& p, GroupCache&) {
   return t;
 }
 
-const bool registered = [] {
+Experiment process_reduction_experiment() {
   const std::string hw = std::to_string(hardware_threads());
-  register_experiment({
+  return {
       .id = "ch01/process_reduction",
       .chapter = "01-threads",
-      .title = "Threads vs processes: one integer sum by N threads, N processes over MAP_SHARED "
-               "memory, N processes over pipes",
+      .title =
+          "Threads vs processes: one integer sum by N threads, N processes over MAP_SHARED "
+          "memory, N processes over pipes",
       .axes = {kProcessReduceVariants.axis("ch01/process_reduction"),
                {"workers", thread_counts(), {}, AxisKind::count, kMaxThreads},
                {"n", {"16M", "64M"}, {"16M"}, AxisKind::size, max_elements(sizeof(std::int32_t))}},
@@ -134,9 +135,11 @@ const bool registered = [] {
                .series = "n",
                .where = {{"workers", hw}}},
           },
-  });
+  };
+}
 
-  register_experiment({
+Experiment spawn_cost_experiment() {
+  return {
       .id = "ch01/spawn_cost",
       .chapter = "01-threads",
       .title = "Creation + join cost: a thread, a forked process, a process running /bin/true",
@@ -175,9 +178,11 @@ const bool registered = [] {
                   .kind = Claim::Kind::magnitude,
                   .causes = {ClaimCause::memory_bandwidth, ClaimCause::wakeup_latency},
                   .unit = "×"}},
-  });
+  };
+}
 
-  register_experiment({
+Experiment ping_pong_experiment() {
+  return {
       .id = "ch01/ping_pong",
       .chapter = "01-threads",
       .title = "Round-trip latency between two threads or two processes",
@@ -200,7 +205,13 @@ const bool registered = [] {
                .log_y = true,
                .y_label = "seconds per round trip (log)"},
           },
-  });
+  };
+}
+
+const bool registered = [] {
+  register_experiment(process_reduction_experiment());
+  register_experiment(spawn_cost_experiment());
+  register_experiment(ping_pong_experiment());
   return true;
 }();
 

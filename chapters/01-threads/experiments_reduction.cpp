@@ -242,8 +242,8 @@ Experiment sum_exercise_timing(const std::string& title, SumFn student, SumFn re
        }});
 }
 
-const bool registered = [] {
-  register_experiment({
+Experiment sum_compute_bound_experiment() {
+  return {
       .id = "ch01/sum_compute_bound",
       .chapter = "01-threads",
       .title = "Parallel sum of a degree-24 polynomial per element: the reduction ladder",
@@ -285,8 +285,11 @@ const bool registered = [] {
             .causes = {ClaimCause::cores_and_smt},
             .unit = "×",
             .min_cpus = 2}},
-  });
-  register_experiment({
+  };
+}
+
+Experiment sum_memory_bound_experiment() {
+  return {
       .id = "ch01/sum_memory_bound",
       .chapter = "01-threads",
       .title =
@@ -329,8 +332,11 @@ const bool registered = [] {
                   .causes = {ClaimCause::memory_bandwidth, ClaimCause::cores_and_smt},
                   .unit = "×",
                   .min_cpus = 2}},
-  });
-  register_experiment({
+  };
+}
+
+Experiment false_sharing_experiment() {
+  return {
       .id = "ch01/false_sharing",
       .chapter = "01-threads",
       .title = "True and false sharing: one shared atomic, adjacent slots, padded slots",
@@ -363,9 +369,11 @@ const bool registered = [] {
                   .causes = {ClaimCause::caches, ClaimCause::cores_and_smt},
                   .unit = "×",
                   .min_cpus = 2}},
-  });
+  };
+}
 
-  register_experiment({
+Experiment false_sharing_placement_experiment() {
+  return {
       .id = "ch01/false_sharing_placement",
       .chapter = "01-threads",
       .title = "False sharing by thread placement: SMT siblings, one L3, two L3s",
@@ -392,8 +400,14 @@ const bool registered = [] {
                    .kind = FigureKind::bars,
                    .x = "placement",
                    .y = "speedup"}},
-  });
+  };
+}
 
+const bool registered = [] {
+  register_experiment(sum_compute_bound_experiment());
+  register_experiment(sum_memory_bound_experiment());
+  register_experiment(false_sharing_experiment());
+  register_experiment(false_sharing_placement_experiment());
   return true;
 }();
 

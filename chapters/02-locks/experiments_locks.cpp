@@ -145,12 +145,63 @@ Experiment lock_exercise_timing(const std::string& title) {
        }});
 }
 
-const bool registered = [] {
-  register_experiment({
+std::vector<Claim> lock_throughput_claims() {
+  return {
+      {.id = "tas_beats_mutex",
+       // A magnitude: a futex wake-up against a spinning waiter's cache-line transfer: both
+       // the machine's (1.17-1.51x on the committed 2-vCPU guests).
+       .statement = "While every thread has a core (2 threads), how many times as fast the "
+                    "test-and-set spinlock passes a 1 us critical section around as "
+                    "std::mutex, which puts its waiters to sleep",
+       .select = {{"variant", "v1_tas"}, {"threads", "2"}, {"cs", "1us"}},
+       .versus = {{"variant", "std_mutex"}},
+       .kind = Claim::Kind::magnitude,
+       .causes = {ClaimCause::cores_and_smt, ClaimCause::wakeup_latency},
+       .unit = "×",
+       .min_cpus = 2},
+      {.id = "ticket_is_fair",
+       // Law by the algorithm: tickets are served in arrival order, so while both threads
+       // contend each takes every other turn and their counts differ by at most one. Jain's
+       // index of counts a and a(1 - d) is about 1 - d^2/4: 0.999 allows the counts to
+       // differ by 6%, a thread away from the queue for 6% of the run (a stretch without its
+       // core, which the cores probe flags and the law then does not judge).
+       // Positive control: test-and-set, in the same run, shows the index can see
+       // unfairness (its releasing thread may take the lock straight back); where TAS too
+       // came out fair, the measurement could not have told, and the law is not judged.
+       .statement = "The ticket lock serves in arrival order: at 2 threads with a 1 us "
+                    "critical section its Jain fairness index is at least 0.999",
+       .select = {{"variant", "v4_ticket"}, {"threads", "2"}, {"cs", "1us"}},
+       .field = "jain_index",
+       .bound = 0.999,
+       .min_cpus = 2,
+       .control = Claim::Control{.select = {{"variant", "v1_tas"}, {"threads", "2"}, {"cs", "1us"}},
+                                 .field = "jain_index",
+                                 .compare = Claim::Compare::at_most,
+                                 .bound = 0.99,
+                                 .shows = "test-and-set's index is below 0.99: the index "
+                                          "sees an unfair lock"}},
+      {.id = "ticket_fairer_than_tas",
+       // A magnitude: the ticket lock's own fairness is the law ticket_is_fair; how unfair TAS
+       // is depends on which core wins the line back (1.03x on real cores, up to 2x on vCPUs).
+       .statement =
+           "At 2 threads with a 1 us critical section, the ticket lock's Jain fairness index "
+           "over test-and-set's, whose releasing thread may re-take the lock",
+       .select = {{"variant", "v4_ticket"}, {"threads", "2"}, {"cs", "1us"}},
+       .field = "jain_index",
+       .versus = {{"variant", "v1_tas"}},
+       .kind = Claim::Kind::magnitude,
+       .causes = {ClaimCause::cores_and_smt, ClaimCause::caches},
+       .unit = "×",
+       .min_cpus = 2}};
+}
+
+Experiment lock_throughput_experiment() {
+  return {
       .id = "ch02/lock_throughput",
       .chapter = "02-locks",
-      .title = "Lock throughput and fairness: acquisitions/s and Jain's index vs threads for "
-               "three critical-section lengths",
+      .title =
+          "Lock throughput and fairness: acquisitions/s and Jain's index vs threads for "
+          "three critical-section lengths",
       .axes = {kLockVariants.axis("ch02/lock_throughput"),
                {"threads", thread_counts(), {}, AxisKind::count, kMaxThreads},
                {"cs", cs_names()},
@@ -165,64 +216,23 @@ const bool registered = [] {
       .metrics = {kJainIndex},
       .prepare = throughput_trial,
       .figures = throughput_figures(),
-      .claims =
-          {{.id = "tas_beats_mutex",
-            // A magnitude: a futex wake-up against a spinning waiter's cache-line transfer: both
-            // the machine's (1.17-1.51x on the committed 2-vCPU guests).
-            .statement = "While every thread has a core (2 threads), how many times as fast the "
-                         "test-and-set spinlock passes a 1 us critical section around as "
-                         "std::mutex, which puts its waiters to sleep",
-            .select = {{"variant", "v1_tas"}, {"threads", "2"}, {"cs", "1us"}},
-            .versus = {{"variant", "std_mutex"}},
-            .kind = Claim::Kind::magnitude,
-            .causes = {ClaimCause::cores_and_smt, ClaimCause::wakeup_latency},
-            .unit = "×",
-            .min_cpus = 2},
-           {.id = "ticket_is_fair",
-            // Law by the algorithm: tickets are served in arrival order, so while both threads
-            // contend each takes every other turn and their counts differ by at most one. Jain's
-            // index of counts a and a(1 - d) is about 1 - d^2/4: 0.999 allows the counts to
-            // differ by 6%, a thread away from the queue for 6% of the run (a stretch without its
-            // core, which the cores probe flags and the law then does not judge).
-            // Positive control: test-and-set, in the same run, shows the index can see
-            // unfairness (its releasing thread may take the lock straight back); where TAS too
-            // came out fair, the measurement could not have told, and the law is not judged.
-            .statement = "The ticket lock serves in arrival order: at 2 threads with a 1 us "
-                         "critical section its Jain fairness index is at least 0.999",
-            .select = {{"variant", "v4_ticket"}, {"threads", "2"}, {"cs", "1us"}},
-            .field = "jain_index",
-            .bound = 0.999,
-            .min_cpus = 2,
-            .control =
-                Claim::Control{.select = {{"variant", "v1_tas"}, {"threads", "2"}, {"cs", "1us"}},
-                               .field = "jain_index",
-                               .compare = Claim::Compare::at_most,
-                               .bound = 0.99,
-                               .shows = "test-and-set's index is below 0.99: the index "
-                                        "sees an unfair lock"}},
-           {.id = "ticket_fairer_than_tas",
-            // A magnitude: the ticket lock's own fairness is the law ticket_is_fair; how unfair TAS
-            // is depends on which core wins the line back (1.03x on real cores, up to 2x on vCPUs).
-            .statement =
-                "At 2 threads with a 1 us critical section, the ticket lock's Jain fairness index "
-                "over test-and-set's, whose releasing thread may re-take the lock",
-            .select = {{"variant", "v4_ticket"}, {"threads", "2"}, {"cs", "1us"}},
-            .field = "jain_index",
-            .versus = {{"variant", "v1_tas"}},
-            .kind = Claim::Kind::magnitude,
-            .causes = {ClaimCause::cores_and_smt, ClaimCause::caches},
-            .unit = "×",
-            .min_cpus = 2}},
-  });
+      .claims = lock_throughput_claims(),
+  };
+}
 
-  std::vector<Figure> rw_figures;
+std::vector<Figure> rw_figures() {
+  std::vector<Figure> figs;
   for (const char* pct : {"50", "90", "99"})
-    rw_figures.push_back({.id = fmt::format("reads_{}", pct),
-                          .title = fmt::format("RW locks, {}% reads: operations/s vs threads", pct),
-                          .kind = FigureKind::lines,
-                          .where = {{"read_pct", pct}},
-                          .y_label = "operations/s"});
-  register_experiment({
+    figs.push_back({.id = fmt::format("reads_{}", pct),
+                    .title = fmt::format("RW locks, {}% reads: operations/s vs threads", pct),
+                    .kind = FigureKind::lines,
+                    .where = {{"read_pct", pct}},
+                    .y_label = "operations/s"});
+  return figs;
+}
+
+Experiment rw_lock_experiment() {
+  return {
       .id = "ch02/rw_lock",
       .chapter = "02-locks",
       .title = "Readers-writer locks vs std::mutex at 50, 90 and 99% reads",
@@ -240,9 +250,13 @@ const bool registered = [] {
       .unit = "1/s",
       .lower_is_better = false,
       .prepare = rw_trial,
-      .figures = rw_figures,
-  });
+      .figures = rw_figures(),
+  };
+}
 
+const bool registered = [] {
+  register_experiment(lock_throughput_experiment());
+  register_experiment(rw_lock_experiment());
   return true;
 }();
 

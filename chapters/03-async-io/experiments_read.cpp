@@ -202,67 +202,75 @@ Trial exercise_uring_trial(Impl impl, const Params& p, GroupCache& cache) {
 }
 #endif
 
-const bool registered = [] {
-  const Axis qd{"qd", {"1", "2", "8", "32"}, {"1", "8"}, AxisKind::count, kMaxDepth};
-  const Axis request{"request",
-                     {"4K", "16K", "64K", "256K", "1M"},
-                     {"4K", "64K", "1M"},
-                     AxisKind::size,
-                     kMaxRequest};
-  const Axis file{"file", {"256M"}, {"32M"}, AxisKind::size, kMaxFile};
+// The axes of both experiments after the read path (and the cache state).
+Axis qd_axis() { return {"qd", {"1", "2", "8", "32"}, {"1", "8"}, AxisKind::count, kMaxDepth}; }
+Axis request_axis() {
+  return {"request",
+          {"4K", "16K", "64K", "256K", "1M"},
+          {"4K", "64K", "1M"},
+          AxisKind::size,
+          kMaxRequest};
+}
+Axis file_axis() { return {"file", {"256M"}, {"32M"}, AxisKind::size, kMaxFile}; }
 
-  register_experiment({
+std::vector<Figure> read_throughput_figures() {
+  return {{.id = "page_cache_size",
+           .title = "Page cache: bytes/s vs request size (shuffled whole-file read)",
+           .kind = FigureKind::lines,
+           .x = "request",
+           .y = "bytes_per_s",
+           .series = "variant",
+           .where = {{"cache", "page_cache"}},
+           .log_x = true,
+           .y_label = "bytes/s"},
+          {.id = "cold_size",
+           .title = "Cold (dropped from the page cache): bytes/s vs request size",
+           .kind = FigureKind::lines,
+           .x = "request",
+           .y = "bytes_per_s",
+           .series = "variant",
+           .where = {{"cache", "cold"}},
+           .log_x = true,
+           .log_y = true,
+           .y_label = "bytes/s (log)"},
+          {.id = "page_cache_qd",
+           .title = "Page cache, 4 KiB requests: bytes/s vs queue depth",
+           .kind = FigureKind::lines,
+           .x = "qd",
+           .y = "bytes_per_s",
+           .series = "variant",
+           .where = {{"cache", "page_cache"}, {"request", "4K"}},
+           .log_x = true,
+           .y_label = "bytes/s"},
+          {.id = "cold_qd",
+           .title = "Cold, 4 KiB requests: bytes/s vs queue depth",
+           .kind = FigureKind::lines,
+           .x = "qd",
+           .y = "bytes_per_s",
+           .series = "variant",
+           .where = {{"cache", "cold"}, {"request", "4K"}},
+           .log_x = true,
+           .y_label = "bytes/s"}};
+}
+
+Experiment read_throughput_experiment() {
+  return {
       .id = "ch03/read_throughput",
       .chapter = "03-async-io",
-      .title = "Read throughput vs request size and queue depth: pread, mmap, io_uring; page "
-               "cache and cold",
+      .title =
+          "Read throughput vs request size and queue depth: pread, mmap, io_uring; page "
+          "cache and cold",
       .axes = {read_paths().axis("ch03/read_throughput"),
                {"cache", {"page_cache", "cold"}},
-               qd,
-               request,
-               file},
+               qd_axis(),
+               request_axis(),
+               file_axis()},
       .baseline = {{"variant", "pread"}, {"qd", "1"}},
       // One group per cache state and file size: one file on disk and one buffer in memory at a
       // time; every path, depth and request size of the group is measured round-robin.
       .interleave = {"variant", "qd", "request"},
       .prepare = buffered_trial,
-      .figures = {{.id = "page_cache_size",
-                   .title = "Page cache: bytes/s vs request size (shuffled whole-file read)",
-                   .kind = FigureKind::lines,
-                   .x = "request",
-                   .y = "bytes_per_s",
-                   .series = "variant",
-                   .where = {{"cache", "page_cache"}},
-                   .log_x = true,
-                   .y_label = "bytes/s"},
-                  {.id = "cold_size",
-                   .title = "Cold (dropped from the page cache): bytes/s vs request size",
-                   .kind = FigureKind::lines,
-                   .x = "request",
-                   .y = "bytes_per_s",
-                   .series = "variant",
-                   .where = {{"cache", "cold"}},
-                   .log_x = true,
-                   .log_y = true,
-                   .y_label = "bytes/s (log)"},
-                  {.id = "page_cache_qd",
-                   .title = "Page cache, 4 KiB requests: bytes/s vs queue depth",
-                   .kind = FigureKind::lines,
-                   .x = "qd",
-                   .y = "bytes_per_s",
-                   .series = "variant",
-                   .where = {{"cache", "page_cache"}, {"request", "4K"}},
-                   .log_x = true,
-                   .y_label = "bytes/s"},
-                  {.id = "cold_qd",
-                   .title = "Cold, 4 KiB requests: bytes/s vs queue depth",
-                   .kind = FigureKind::lines,
-                   .x = "qd",
-                   .y = "bytes_per_s",
-                   .series = "variant",
-                   .where = {{"cache", "cold"}, {"request", "4K"}},
-                   .log_x = true,
-                   .y_label = "bytes/s"}},
+      .figures = read_throughput_figures(),
       .claims =
           {{.id = "page_cache_depth_does_not_pay",
             // Magnitude: a cached 4 KiB read is a memory copy either way, but how io_uring
@@ -279,13 +287,16 @@ const bool registered = [] {
             .kind = Claim::Kind::magnitude,
             .causes = {ClaimCause::page_cache, ClaimCause::cores_and_smt},
             .unit = "×"}},
-  });
+  };
+}
 
-  register_experiment({
+Experiment read_direct_experiment() {
+  return {
       .id = "ch03/read_direct",
       .chapter = "03-async-io",
       .title = "O_DIRECT read throughput vs request size and queue depth: pread vs io_uring",
-      .axes = {read_paths().axis("ch03/read_direct", {.where = reads_direct}), qd, request, file},
+      .axes = {read_paths().axis("ch03/read_direct", {.where = reads_direct}), qd_axis(),
+               request_axis(), file_axis()},
       .baseline = {{"variant", "pread"}, {"qd", "1"}},
       .interleave = {"variant", "qd", "request"},
       .prepare = direct_trial,
@@ -321,8 +332,12 @@ const bool registered = [] {
             .kind = Claim::Kind::magnitude,
             .causes = {ClaimCause::page_cache},
             .unit = "×"}},
-  });
+  };
+}
 
+const bool registered = [] {
+  register_experiment(read_throughput_experiment());
+  register_experiment(read_direct_experiment());
   return true;
 }();
 

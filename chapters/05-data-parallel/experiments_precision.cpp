@@ -8,23 +8,19 @@
 //                            where an interpreter with PyTorch is named. The trials of
 //                            ch05/dp_train (train_trials.hpp). Afterwards the replicas must be
 //                            identical and the loss must have gone down.
-//   ch05/precision_accuracy  one trainer (nn::Trainer, 1 compute thread) per precision on
-//                            Fashion-MNIST for 10 epochs (3 on 12000 images in the quick
-//                            profile): test accuracy after each epoch, with the steps skipped
-//                            for overflow and fp16's loss scale.
+// ch05/precision_accuracy, the same precisions' test accuracy, registers in
+// experiments_precision_accuracy.cpp; what the two share is in precision_trials.hpp.
 #include <fmt/format.h>
 
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
-#include <map>
 #include <memory>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "concurdl/core/errors.hpp"
-#include "concurdl/data/idx.hpp"
 #include "concurdl/dp/data_parallel.hpp"
 #include "concurdl/dp/threads_backend.hpp"
 #include "concurdl/harness/experiment.hpp"
@@ -32,27 +28,20 @@
 #include "concurdl/kernels/threads.hpp"
 #include "concurdl/nn/torch_peer.hpp"
 #include "concurdl/nn/trainer.hpp"
+#include "precision_trials.hpp"
 #include "train_trials.hpp"
 
 namespace concurdl::dp {
 
 namespace {
 
+using namespace precision_trials;
 using namespace train_trials;
 
-constexpr std::size_t kRows = 64;  // per rank
 constexpr const char* kArch = "784-256-128-10";
 // Wider: its GEMMs (64 x 1024 x 1024) are most of a step, where the chapter's MLP spends a
 // large share of its step outside them.
 constexpr const char* kWideArch = "784-1024-1024-10";
-
-nn::Precision precision_of(const Params& p) {
-  try {
-    return nn::parse_precision(param_str(p, "precision"));
-  } catch (const std::invalid_argument& e) {
-    throw UsageError(fmt::format("parameter 'precision': {}", e.what()));
-  }
-}
 
 nn::MlpSpec arch_of(const Params& p) {
   nn::MlpSpec spec;
@@ -220,115 +209,90 @@ Trial speed_trial(const Params& p, GroupCache& cache) {
   return t;
 }
 
-// --- ch05/precision_accuracy ----------------------------------------------------------------
-
-const std::vector<Metric> kAccuracyMetrics = {
-    {"samples_per_s", "1/s", false, "the whole run's training samples per second"},
-    {"skipped_steps", "", true, "steps skipped for non-finite gradients, up to this epoch"},
-    {"loss_scale", "", false, "fp16's dynamic loss scale at this epoch's end (1 otherwise)"},
-    {"test_loss", "", true, "mean cross-entropy on the test images"}};
-
-struct EpochAt {
-  double accuracy = 0, loss = 0, skipped = 0, scale = 1;
-};
-struct AccuracyRun {
-  double initial = 0, samples_per_s = 0;
-  std::vector<EpochAt> epochs;
-};
-struct AccuracyRuns {
-  std::vector<AccuracyRun> runs;
-  std::map<std::size_t, std::size_t> calls;  // per epoch: repetitions taken so far
-};
-
-const data::FashionMnist& fashion_mnist() {
-  static const data::FashionMnist fm = data::load_fashion_mnist();
-  return fm;
+std::vector<Figure> precision_figures() {
+  return {{.id = "samples_per_s",
+           .title = "Training samples/s, 64 rows per rank, 784-256-128-10",
+           .x = "ranks",
+           .y = "items_per_s",
+           .series = "precision",
+           .where = {{"trainer", "ours"}, {"arch", kArch}},
+           .y_label = "training samples/s"},
+          {.id = "samples_per_s_wide",
+           .title = "Training samples/s, 64 rows per rank, 784-1024-1024-10",
+           .x = "ranks",
+           .y = "items_per_s",
+           .series = "precision",
+           .where = {{"trainer", "ours"}, {"arch", kWideArch}},
+           .y_label = "training samples/s"},
+          {.id = "sent_bytes",
+           .title = "Bytes each rank sends per step (784-256-128-10)",
+           .x = "ranks",
+           .y = "sent_bytes_per_step",
+           .series = "precision",
+           .where = {{"trainer", "ours"}, {"arch", kArch}},
+           .y_label = "bytes sent per rank per step"}};
 }
 
-AccuracyRun train_precision(nn::Precision p, std::size_t images, std::size_t test_images,
-                            std::size_t epochs) {
-  const nn::Dataset train = nn::to_dataset(fashion_mnist().train, images);
-  const nn::Dataset test = nn::to_dataset(fashion_mnist().test, test_images);
-  nn::TrainConfig config;  // the train command's: batch 64, lr 0.02, momentum 0.9, decay 0.8
-  config.threads = 1;
-  config.precision = p;
-  kernels::ComputeThreadsScope one(1);
-  nn::Trainer t(config, train);
-  AccuracyRun run;
-  run.initial = t.evaluate(test).accuracy;
-  double seconds = 0, skipped = 0;
-  for (std::size_t e = 0; e < epochs; ++e) {
-    const nn::EpochResult r = t.run_epoch({}, 0);
-    seconds += r.seconds;
-    skipped += static_cast<double>(r.skipped_steps);
-    const nn::EvalResult ev = t.evaluate(test);
-    run.epochs.push_back({ev.accuracy, ev.loss, skipped, t.loss_scaler().scale()});
-  }
-  run.samples_per_s = static_cast<double>(train.n * epochs) / seconds;
-  if (p != nn::Precision::fp16)
-    for (EpochAt& e : run.epochs) e.scale = 1;
-  return run;
+std::vector<Claim> precision_claims() {
+  return {
+      {.id = "bf16_halves_the_allreduce",
+       // Law: the same ring, 2 bytes a value on the wire instead of 4; a block of odd size
+       // pads one value (2 bytes of 470292).
+       .statement = "At 2 ranks, the bfloat16 gradients' all-reduce sends half the bytes per "
+                    "step of the float32 one (bf16's bytes over fp32's)",
+       .select = {{"trainer", "ours"}, {"precision", "bf16"}, {"ranks", "2"}, {"arch", kArch}},
+       .field = "sent_bytes_per_step",
+       .versus = {{"precision", "fp32"}},
+       .compare = Claim::Compare::within,
+       .bound = 0.5,
+       .tolerance = 1e-4,
+       .unit = "×",
+       .timing = false},
+      {.id = "bf16_speed_wide",
+       // Magnitude: VDPBF16PS's rate over the FMA's, against the passes over memory the
+       // 16-bit step adds (the weights' working copy, the gradients' rounding and unscaling).
+       .statement = "On the wider MLP (784-1024-1024-10) at 1 rank, bfloat16 training's "
+                    "samples/s over float32's",
+       .select = {{"trainer", "ours"}, {"precision", "bf16"}, {"ranks", "1"}, {"arch", kWideArch}},
+       .field = "items_per_s",
+       .versus = {{"precision", "fp32"}},
+       .kind = Claim::Kind::magnitude,
+       .causes = {ClaimCause::vector_isa, ClaimCause::memory_bandwidth},
+       .unit = "×",
+       .cpu_feature = "avx512_bf16"},
+      {.id = "bf16_speed",
+       // Magnitude: on the chapter's MLP the conversions and the element-wise work are a
+       // large share of the step, and the GEMMs are small.
+       .statement = "On the chapter's MLP at 1 rank, bfloat16 training's samples/s over "
+                    "float32's",
+       .select = {{"trainer", "ours"}, {"precision", "bf16"}, {"ranks", "1"}, {"arch", kArch}},
+       .field = "items_per_s",
+       .versus = {{"precision", "fp32"}},
+       .kind = Claim::Kind::magnitude,
+       .causes = {ClaimCause::vector_isa, ClaimCause::memory_bandwidth},
+       .unit = "×"},
+      {.id = "ahead_of_pytorch_autocast",
+       // Magnitude: against PyTorch's autocast (its version in the record's notes).
+       .statement = "At 1 rank of 64 rows, 1 thread, how many times as many samples/s the "
+                    "chapter's bfloat16 training runs as PyTorch's loop under "
+                    "torch.autocast(bfloat16) on the same model",
+       .select = {{"trainer", "ours"}, {"precision", "bf16"}, {"ranks", "1"}, {"arch", kArch}},
+       .field = "items_per_s",
+       .versus = {{"trainer", "pytorch_autocast"}},
+       .kind = Claim::Kind::magnitude,
+       .causes = {ClaimCause::peer_kernels},
+       .unit = "×"}};
 }
 
-Trial accuracy_trial(const Params& p, GroupCache& cache) {
-  const nn::Precision precision = precision_of(p);
-  const auto images = static_cast<std::size_t>(param_int(p, "images"));
-  const auto test_images = static_cast<std::size_t>(param_int(p, "test_images"));
-  const auto epochs = static_cast<std::size_t>(param_int(p, "epochs"));
-  const auto epoch = static_cast<std::size_t>(param_int(p, "epoch"));
-  if (epoch > epochs)
-    throw UsageError(
-        fmt::format("parameter 'epoch': {} is past the run's {} epochs (epochs=)", epoch, epochs));
-  if (images < kRows)
-    throw UsageError(
-        fmt::format("parameter 'images': {} is less than a batch of {}", images, kRows));
-  auto runs = std::shared_ptr<AccuracyRuns>(
-      &cache.get<AccuracyRuns>("runs", [] { return AccuracyRuns{}; }), [](AccuracyRuns*) {});
-  Trial t;
-  t.work.items = 0;
-  auto last = std::make_shared<const AccuracyRun*>(nullptr);
-  t.measure = [=]() -> Sample {
-    const std::size_t i = runs->calls[epoch]++;
-    while (runs->runs.size() <= i)
-      runs->runs.push_back(train_precision(precision, images, test_images, epochs));
-    const AccuracyRun& r = runs->runs[i];
-    *last = &r;
-    const EpochAt& e = r.epochs.at(epoch - 1);
-    Sample out(e.accuracy);
-    out.metrics["samples_per_s"] = r.samples_per_s;
-    out.metrics["skipped_steps"] = e.skipped;
-    out.metrics["loss_scale"] = e.scale;
-    out.metrics["test_loss"] = e.loss;
-    return out;
-  };
-  t.check = [last, epoch]() -> std::string {
-    if (*last == nullptr) return "";
-    const EpochAt& e = (*last)->epochs.at(epoch - 1);
-    if (!std::isfinite(e.loss) || !(e.accuracy >= (*last)->initial + 0.1))
-      return fmt::format("training did not learn: test accuracy {:.3f} (untrained {:.3f}), loss {}",
-                         e.accuracy, (*last)->initial, e.loss);
-    return "";
-  };
-  t.notes["precision_compute"] = nn::precision_compute(precision);
-  return t;
-}
-
-std::vector<std::string> epochs_upto(int n) {
-  std::vector<std::string> v;
-  for (int e = 1; e <= n; ++e) v.push_back(std::to_string(e));
-  return v;
-}
-
-const Axis kPrecisionAxis = {.name = "precision", .values = {"fp32", "bf16", "fp16"}};
-
-const bool registered = [] {
-  register_experiment({
+Experiment precision_experiment() {
+  return {
       .id = "ch05/precision",
       .chapter = "05-data-parallel",
-      .title = "Mixed-precision data parallelism (fp32, bf16, fp16): samples/s and bytes sent "
-               "per step against ranks",
+      .title =
+          "Mixed-precision data parallelism (fp32, bf16, fp16): samples/s and bytes sent "
+          "per step against ranks",
       .axes = {{.name = "trainer", .values = trainers()},
-               kPrecisionAxis,
+               precision_axis(),
                ranks_axis({"1", "2", "4"}, {"1", "2"}),
                {.name = "arch", .values = {kArch, kWideArch}, .quick = {kArch}}},
       .baseline = {{"precision", "fp32"}},
@@ -337,159 +301,30 @@ const bool registered = [] {
       .inapplicable = {{{{"trainer", "pytorch_autocast"}}, {"precision", "ranks"}}},
       .interleave = {"trainer", "precision"},
       .prepare = speed_trial,
-      .figures = {{.id = "samples_per_s",
-                   .title = "Training samples/s, 64 rows per rank, 784-256-128-10",
-                   .x = "ranks",
-                   .y = "items_per_s",
-                   .series = "precision",
-                   .where = {{"trainer", "ours"}, {"arch", kArch}},
-                   .y_label = "training samples/s"},
-                  {.id = "samples_per_s_wide",
-                   .title = "Training samples/s, 64 rows per rank, 784-1024-1024-10",
-                   .x = "ranks",
-                   .y = "items_per_s",
-                   .series = "precision",
-                   .where = {{"trainer", "ours"}, {"arch", kWideArch}},
-                   .y_label = "training samples/s"},
-                  {.id = "sent_bytes",
-                   .title = "Bytes each rank sends per step (784-256-128-10)",
-                   .x = "ranks",
-                   .y = "sent_bytes_per_step",
-                   .series = "precision",
-                   .where = {{"trainer", "ours"}, {"arch", kArch}},
-                   .y_label = "bytes sent per rank per step"}},
-      .claims =
-          {{.id = "bf16_halves_the_allreduce",
-            // Law: the same ring, 2 bytes a value on the wire instead of 4; a block of odd size
-            // pads one value (2 bytes of 470292).
-            .statement = "At 2 ranks, the bfloat16 gradients' all-reduce sends half the bytes per "
-                         "step of the float32 one (bf16's bytes over fp32's)",
-            .select = {{"trainer", "ours"}, {"precision", "bf16"}, {"ranks", "2"}, {"arch", kArch}},
-            .field = "sent_bytes_per_step",
-            .versus = {{"precision", "fp32"}},
-            .compare = Claim::Compare::within,
-            .bound = 0.5,
-            .tolerance = 1e-4,
-            .unit = "×",
-            .timing = false},
-           {.id = "bf16_speed_wide",
-            // Magnitude: VDPBF16PS's rate over the FMA's, against the passes over memory the
-            // 16-bit step adds (the weights' working copy, the gradients' rounding and unscaling).
-            .statement = "On the wider MLP (784-1024-1024-10) at 1 rank, bfloat16 training's "
-                         "samples/s over float32's",
-            .select =
-                {{"trainer", "ours"}, {"precision", "bf16"}, {"ranks", "1"}, {"arch", kWideArch}},
-            .field = "items_per_s",
-            .versus = {{"precision", "fp32"}},
-            .kind = Claim::Kind::magnitude,
-            .causes = {ClaimCause::vector_isa, ClaimCause::memory_bandwidth},
-            .unit = "×",
-            .cpu_feature = "avx512_bf16"},
-           {.id = "bf16_speed",
-            // Magnitude: on the chapter's MLP the conversions and the element-wise work are a
-            // large share of the step, and the GEMMs are small.
-            .statement = "On the chapter's MLP at 1 rank, bfloat16 training's samples/s over "
-                         "float32's",
-            .select = {{"trainer", "ours"}, {"precision", "bf16"}, {"ranks", "1"}, {"arch", kArch}},
-            .field = "items_per_s",
-            .versus = {{"precision", "fp32"}},
-            .kind = Claim::Kind::magnitude,
-            .causes = {ClaimCause::vector_isa, ClaimCause::memory_bandwidth},
-            .unit = "×"},
-           {.id = "ahead_of_pytorch_autocast",
-            // Magnitude: against PyTorch's autocast (its version in the record's notes).
-            .statement = "At 1 rank of 64 rows, 1 thread, how many times as many samples/s the "
-                         "chapter's bfloat16 training runs as PyTorch's loop under "
-                         "torch.autocast(bfloat16) on the same model",
-            .select = {{"trainer", "ours"}, {"precision", "bf16"}, {"ranks", "1"}, {"arch", kArch}},
-            .field = "items_per_s",
-            .versus = {{"trainer", "pytorch_autocast"}},
-            .kind = Claim::Kind::magnitude,
-            .causes = {ClaimCause::peer_kernels},
-            .unit = "×"}},
-  });
-  register_experiment({
-      .id = "ch05/precision_accuracy",
-      .chapter = "05-data-parallel",
-      .title = "Mixed precision's test accuracy: fp32, bf16 and fp16 training on Fashion-MNIST, "
-               "epoch by epoch",
-      .axes = {kPrecisionAxis,
-               {.name = "images",
-                .values = {"60000"},
-                .quick = {"12000"},
-                .kind = AxisKind::count,
-                .max = data::kFashionMnistTrain,
-                .smoke = {"640"}},
-               {.name = "test_images",
-                .values = {"10000"},
-                .quick = {"2000"},
-                .kind = AxisKind::count,
-                .max = data::kFashionMnistTest,
-                .smoke = {"500"}},
-               {.name = "epochs",
-                .values = {"10"},
-                .quick = {"3"},
-                .kind = AxisKind::count,
-                .max = 1000,
-                .smoke = {"1"}},
-               {.name = "epoch",
-                .values = epochs_upto(10),
-                .quick = epochs_upto(3),
-                .kind = AxisKind::count,
-                .max = 1000,
-                .smoke = {"1"}}},
-      .baseline = {{"precision", "fp32"}},
-      .metric = "test_accuracy",
-      .unit = "fraction",
-      .lower_is_better = false,
-      .metrics = kAccuracyMetrics,
-      .scaling_axis = "",
-      .interleave = {"epoch"},
-      // The runs are deterministic (one thread, a fixed seed): two repetitions show it.
-      .repetitions = 2,
-      .warmup = 0,
-      .prepare = accuracy_trial,
-      .figures = {{.id = "accuracy",
-                   .title = "Test accuracy after each epoch, by precision",
-                   .x = "epoch",
-                   .y = "median",
-                   .series = "precision",
-                   .y_label = "test accuracy"}},
-      .claims = {{.id = "bf16_accuracy_as_fp32",
-                  // Law: mixed precision with float32 master weights trains to float32's
-                  // accuracy (Micikevicius et al. 2018; bfloat16: Kalamkar et al. 2019). The
-                  // tolerance is what the test set can resolve, a binomial model the trainer
-                  // does not share: an accuracy p over n = 10,000 test images has a standard
-                  // error sqrt(p (1 - p) / n), 0.0031 at p = 0.89; the difference of two has
-                  // sqrt(2) times that, 0.0044; three of those is 0.013, 1.5% of 0.89: 0.985.
-                  // Both accuracies are scored on the same images, so a paired test (McNemar's,
-                  // on the images the two classify differently) would resolve less; the run
-                  // keeps no per-image verdicts, and the independent model is the looser one.
-                  // Training-seed variation, which one seed does not show, is not modelled.
-                  .statement = "After 10 epochs, bfloat16 training's test accuracy is within "
-                               "1.5% of float32's, three standard errors of the difference over "
-                               "the 10,000 test images (bf16's accuracy over fp32's)",
-                  .select = {{"precision", "bf16"}, {"epoch", "10"}},
-                  .versus = {{"precision", "fp32"}},
-                  .bound = 0.985,
-                  .unit = "×",
-                  .timing = false},
-                 {.id = "fp16_accuracy_as_fp32",
-                  // Law: with a dynamic loss scale, FP16's 11 significant bits train to
-                  // float32's accuracy (Micikevicius et al. 2018); the tolerance of
-                  // bf16_accuracy_as_fp32.
-                  .statement = "After 10 epochs, fp16 training with a dynamic loss scale reaches "
-                               "a test accuracy within 1.5% of float32's (three standard errors "
-                               "of the difference)",
-                  .select = {{"precision", "fp16"}, {"epoch", "10"}},
-                  .versus = {{"precision", "fp32"}},
-                  .bound = 0.985,
-                  .unit = "×",
-                  .timing = false}},
-  });
+      .figures = precision_figures(),
+      .claims = precision_claims(),
+  };
+}
+
+const bool registered = [] {
+  register_experiment(precision_experiment());
   return true;
 }();
 
 }  // namespace
+
+namespace precision_trials {
+
+nn::Precision precision_of(const Params& p) {
+  try {
+    return nn::parse_precision(param_str(p, "precision"));
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(fmt::format("parameter 'precision': {}", e.what()));
+  }
+}
+
+Axis precision_axis() { return {.name = "precision", .values = {"fp32", "bf16", "fp16"}}; }
+
+}  // namespace precision_trials
 
 }  // namespace concurdl::dp

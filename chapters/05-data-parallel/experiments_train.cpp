@@ -7,7 +7,7 @@
 //                    busy time, the fraction of it hidden) as named metrics
 //                    and, drawn as models beside the weak-scaling points, the samples/s that
 //                    the 1-rank step plus a ring all-reduce of the gradient on two links
-//                    (cost_model.hpp) would give out to 1024 workers
+//                    (cost_model.hpp) would give out to 1024 workers (train_projection.cpp)
 //   ch05/dp_buckets  step time against the bucket size at 2 and 4 ranks, overlap on and off
 //   exercise 5.2     the student's bucketed, overlapped all-reduce against OverlapSync
 // Every trial trains on kSamples samples in all (steps_for(): 300 steps of 64 rows at 1 rank,
@@ -18,28 +18,25 @@
 // ranks cost 17-20 s a configuration, and the lesson's comparison is at 2) and dp_buckets to
 // 2 ranks; the full profile runs 4 ranks as well.
 #include <fmt/format.h>
-#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <memory>
 #include <nlohmann/json.hpp>
-#include <optional>
 #include <string>
 #include <vector>
 
 #include "concurdl/core/errors.hpp"
 #include "concurdl/data/idx.hpp"
-#include "concurdl/dp/cost_model.hpp"
 #include "concurdl/dp/data_parallel.hpp"
 #include "concurdl/dp/threads_backend.hpp"
 #include "concurdl/harness/exercise.hpp"
 #include "concurdl/harness/experiment.hpp"
-#include "concurdl/harness/records.hpp"
 #include "concurdl/kernels/threads.hpp"
 #include "concurdl/nn/torch_peer.hpp"
 #include "exercises/student_bucket.hpp"
+#include "train_projection.hpp"
 #include "train_trials.hpp"
 
 namespace concurdl::dp {
@@ -48,8 +45,8 @@ namespace {
 
 using namespace train_trials;
 using nn::torch_why_not;
-
-constexpr std::size_t kWeakRows = 64;  // rows per rank, weak scaling
+using train_projection::kWeakRows;
+using train_projection::projection_models;
 
 std::size_t per_rank_batch(const Params& p) {
   const auto ranks = static_cast<std::size_t>(param_int(p, "ranks"));
@@ -186,123 +183,92 @@ Trial dp_trial(const Params& p, GroupCache& cache) {
   return t;
 }
 
-// --- the projection: weak scaling to 1024 workers on other links ------------------------------
-
-// The bytes one step all-reduces: every gradient of the MLP the trainer builds (784-256-128-10:
-// 235146 floats).
-double gradient_bytes() {
-  static const double bytes =
-      static_cast<double>(nn::Mlp(nn::TrainConfig{}.spec, 1).gradients().size_bytes());
-  return bytes;
-}
-
-bool has(const Params& p, const std::string& key, const std::string& value) {
-  const auto it = p.find(key);
-  return it != p.end() && it->second == value;
-}
-
-// One worker's step, from the run's own record of ours at 1 rank, weak scaling: 64 rows / its
-// samples/s, which is everything a worker does besides communicating (gathering the batch,
-// forward, backward, the optimiser step); step_compute_s, forward and backward alone, is
-// kept for the note. nullopt where the run has no such record.
-struct OneRank {
-  double step_s = 0, compute_s = 0;
-};
-std::optional<OneRank> one_rank_step(const ModelPoint& m) {
-  for (const Record* r : m.run_records) {
-    if (!has(r->params, "trainer", "ours") || !has(r->params, "scaling", "weak") ||
-        !has(r->params, "ranks", "1"))
-      continue;
-    const auto rate = r->derived.find("items_per_s");
-    if (rate == r->derived.end() || !(rate->second > 0)) continue;
-    OneRank o{.step_s = static_cast<double>(kWeakRows) / rate->second};
-    if (const auto c = r->metrics.find("step_compute_s"); c != r->metrics.end())
-      o.compute_s = c->second.stats.median;
-    return o;
-  }
-  return std::nullopt;
-}
-
-std::string seconds_text(double s) {
-  return s < 1e-3 ? fmt::format("{:.3g} us", s * 1e6) : fmt::format("{:.3g} ms", s * 1e3);
-}
-std::string rate_text(double r) {
-  return r < 1e6 ? fmt::format("{:.3g}K", r / 1e3) : fmt::format("{:.3g}M", r / 1e6);
-}
-
-std::vector<double> projection_workers() {
-  std::vector<double> xs;
-  for (double p = 1; p <= 1024; p *= 2) xs.push_back(p);
-  return xs;
-}
-
-// Samples/s of p workers at 64 rows each: 64p / step time (cost_model.hpp's dp_step_time).
-std::optional<double> projected_rate(const ModelPoint& m, const Link& link, bool overlap) {
-  const auto one = one_rank_step(m);
-  if (!one) return std::nullopt;
-  return m.x * static_cast<double>(kWeakRows) /
-         dp_step_time(one->step_s, m.x, gradient_bytes(), link, overlap);
-}
-
-// What every curve of the projection was drawn with: one worker's step, the gradient, the
-// formulas; and where no communication at all would take 1024 workers (p times one rank, not
-// drawn: the perfectly overlapped curves follow it until the all-reduce outlasts the step).
-std::string projection_note(const ModelPoint& m) {
-  const auto one = one_rank_step(m);
-  if (!one) return "";
-  return fmt::format(
-      "one worker's step t1 = {} (64 rows / its samples/s; forward and backward, "
-      "step_compute_s, are {} of it); gradient {:.0f} floats = {:.0f} bytes; ring all-reduce "
-      "t_ar(p) = 2(p-1) alpha + 2(p-1)/p bytes beta; samples/s = 64p / step, step = t1 + "
-      "t_ar(p) after backward, max(t1, t_ar(p)) perfectly overlapped; without communication, "
-      "1024 workers would train {} samples/s",
-      seconds_text(one->step_s), seconds_text(one->compute_s), gradient_bytes() / sizeof(float),
-      gradient_bytes(), rate_text(1024.0 * static_cast<double>(kWeakRows) / one->step_s));
-}
-
-// The models of the projection figure: the ring on each link of cost_model.hpp, after backward
-// and perfectly overlapped. Each note says the values it was drawn with at 2, 64 and 1024
-// workers; the first's also what they all share.
-std::vector<Model> projection_models() {
-  std::vector<Model> models;
-  for (const Link* link : {&kLink25GBs, &kLink100GbE})
-    for (const bool overlap : {false, true}) {
-      Model model{
-          .label = fmt::format("ring all-reduce on {}, {}", link->name,
-                               overlap ? "perfectly overlapped" : "after backward"),
-          .y = [link, overlap](const ModelPoint& m) { return projected_rate(m, *link, overlap); },
-          .xs = projection_workers()};
-      const bool first = models.empty();
-      model.note = [link, overlap, first](const ModelPoint& m) -> std::string {
-        std::vector<std::string> at;
-        for (const double p : {2.0, 64.0, 1024.0}) {
-          const auto rate =
-              projected_rate(ModelPoint{p, {}, m.calibration, m.run_records}, *link, overlap);
-          if (!rate) return "";
-          at.push_back(fmt::format(
-              "p = {:.0f}: t_ar {}, {} samples/s", p,
-              seconds_text(allreduce_time("v4_ring", p, gradient_bytes(), *link).value_or(0)),
-              rate_text(*rate)));
-        }
-        return fmt::format("{}{}", first ? projection_note(m) + ". " : "", fmt::join(at, "; "));
-      };
-      models.push_back(std::move(model));
-    }
-  return models;
-}
-
 std::vector<std::string> trainers() {
   std::vector<std::string> v = {"ours"};
   if (torch_why_not().empty()) v.push_back("pytorch_ddp");
   return v;
 }
 
-const bool registered = [] {
-  register_experiment({
+std::vector<Figure> dp_train_figures() {
+  return {{.id = "samples_per_s",
+           .title = "Training samples/s against ranks (more ranks than CPUs oversubscribe them)",
+           .x = "ranks",
+           .y = "items_per_s",
+           .series = "trainer",
+           .y_label = "training samples/s"},
+          {.id = "speedup_weak",
+           .title = "Weak scaling (64 rows per rank): speedup in samples/s over 1 rank",
+           .kind = FigureKind::speedup,
+           .x = "ranks",
+           .series = "trainer",
+           .where = {{"scaling", "weak"}}},
+          {.id = "speedup_strong",
+           .title = "Strong scaling (256 rows in all): speedup over 1 rank",
+           .kind = FigureKind::speedup,
+           .x = "ranks",
+           .series = "trainer",
+           .where = {{"scaling", "strong"}}},
+          {.id = "projection",
+           .title = "Weak scaling (64 rows per rank): measured, and ring all-reduce "
+                    "models to 1024 workers",
+           .x = "ranks",
+           .y = "items_per_s",
+           .series = "trainer",
+           .where = {{"trainer", "ours"}, {"scaling", "weak"}},
+           .log_x = true,
+           .log_y = true,
+           .y_label = "training samples/s (log)",
+           .x_label = "workers (log; past the measured ones: model only)",
+           .models = projection_models()},
+          {.id = "breakdown_compute",
+           .title = "Per step: compute (forward + backward)",
+           .x = "ranks",
+           .y = "step_compute_s",
+           .series = "overlap",
+           .where = {{"trainer", "ours"}}},
+          {.id = "breakdown_comm",
+           .title = "Per step: communication left exposed after backward",
+           .x = "ranks",
+           .y = "step_comm_s",
+           .series = "overlap",
+           .where = {{"trainer", "ours"}}}};
+}
+
+std::vector<Claim> dp_train_claims() {
+  return {
+      {.id = "weak_scaling_two_ranks",
+       // Magnitude: a scaling ratio on vCPUs (1.19-1.25x on the Emerald Rapids
+       // guest, 1.6-1.69x on Zen 5): each rank's GEMMs get what their core and the memory
+       // give.
+       .statement = "How many more samples/s data-parallel SGD with 64 rows per rank trains on 2 "
+                    "ranks than on 1 (weak scaling, threads backend)",
+       .select = {{"trainer", "ours"}, {"scaling", "weak"}, {"ranks", "2"}, {"overlap", "off"}},
+       .field = "speedup",
+       .kind = Claim::Kind::magnitude,
+       .causes = {ClaimCause::cores_and_smt, ClaimCause::memory_bandwidth},
+       .unit = "×",
+       .min_cpus = 2},
+      {.id = "ahead_of_pytorch_ddp",
+       // Magnitude: against PyTorch DDP (its version in the record's notes).
+       .statement = "On 2 ranks with 64 rows each, how many times as many samples/s the chapter's "
+                    "data-parallel SGD trains as PyTorch DDP (gloo) on the same model, batch and "
+                    "data (where the peer's Python has torch)",
+       .select = {{"trainer", "ours"}, {"scaling", "weak"}, {"ranks", "2"}, {"overlap", "off"}},
+       .field = "items_per_s",
+       .versus = {{"trainer", "pytorch_ddp"}},
+       .kind = Claim::Kind::magnitude,
+       .causes = {ClaimCause::peer_kernels},
+       .unit = "×",
+       .min_cpus = 2}};
+}
+
+Experiment dp_train_experiment() {
+  return {
       .id = "ch05/dp_train",
       .chapter = "05-data-parallel",
-      .title = "Data-parallel SGD on the threads backend: samples/s against ranks, weak and "
-               "strong scaling, overlap on and off, PyTorch DDP as a peer",
+      .title =
+          "Data-parallel SGD on the threads backend: samples/s against ranks, weak and "
+          "strong scaling, overlap on and off, PyTorch DDP as a peer",
       .axes = {{.name = "trainer", .values = trainers()},
                {.name = "scaling", .values = {"weak", "strong"}},
                ranks_axis({"1", "2", "4"}, {"1", "2"}),
@@ -314,84 +280,18 @@ const bool registered = [] {
                        {{{"ranks", "1"}}, {"overlap"}}},
       .interleave = {"trainer", "ranks", "overlap"},
       .prepare = dp_trial,
-      .figures = {{.id = "samples_per_s",
-                   .title =
-                       "Training samples/s against ranks (more ranks than CPUs oversubscribe them)",
-                   .x = "ranks",
-                   .y = "items_per_s",
-                   .series = "trainer",
-                   .y_label = "training samples/s"},
-                  {.id = "speedup_weak",
-                   .title = "Weak scaling (64 rows per rank): speedup in samples/s over 1 rank",
-                   .kind = FigureKind::speedup,
-                   .x = "ranks",
-                   .series = "trainer",
-                   .where = {{"scaling", "weak"}}},
-                  {.id = "speedup_strong",
-                   .title = "Strong scaling (256 rows in all): speedup over 1 rank",
-                   .kind = FigureKind::speedup,
-                   .x = "ranks",
-                   .series = "trainer",
-                   .where = {{"scaling", "strong"}}},
-                  {.id = "projection",
-                   .title = "Weak scaling (64 rows per rank): measured, and ring all-reduce "
-                            "models to 1024 workers",
-                   .x = "ranks",
-                   .y = "items_per_s",
-                   .series = "trainer",
-                   .where = {{"trainer", "ours"}, {"scaling", "weak"}},
-                   .log_x = true,
-                   .log_y = true,
-                   .y_label = "training samples/s (log)",
-                   .x_label = "workers (log; past the measured ones: model only)",
-                   .models = projection_models()},
-                  {.id = "breakdown_compute",
-                   .title = "Per step: compute (forward + backward)",
-                   .x = "ranks",
-                   .y = "step_compute_s",
-                   .series = "overlap",
-                   .where = {{"trainer", "ours"}}},
-                  {.id = "breakdown_comm",
-                   .title = "Per step: communication left exposed after backward",
-                   .x = "ranks",
-                   .y = "step_comm_s",
-                   .series = "overlap",
-                   .where = {{"trainer", "ours"}}}},
-      .claims =
-          {{.id = "weak_scaling_two_ranks",
-            // Magnitude: a scaling ratio on vCPUs (1.19-1.25x on the Emerald Rapids
-            // guest, 1.6-1.69x on Zen 5): each rank's GEMMs get what their core and the memory
-            // give.
-            .statement =
-                "How many more samples/s data-parallel SGD with 64 rows per rank trains on 2 "
-                "ranks than on 1 (weak scaling, threads backend)",
-            .select =
-                {{"trainer", "ours"}, {"scaling", "weak"}, {"ranks", "2"}, {"overlap", "off"}},
-            .field = "speedup",
-            .kind = Claim::Kind::magnitude,
-            .causes = {ClaimCause::cores_and_smt, ClaimCause::memory_bandwidth},
-            .unit = "×",
-            .min_cpus = 2},
-           {.id = "ahead_of_pytorch_ddp",
-            // Magnitude: against PyTorch DDP (its version in the record's notes).
-            .statement =
-                "On 2 ranks with 64 rows each, how many times as many samples/s the chapter's "
-                "data-parallel SGD trains as PyTorch DDP (gloo) on the same model, batch and "
-                "data (where the peer's Python has torch)",
-            .select =
-                {{"trainer", "ours"}, {"scaling", "weak"}, {"ranks", "2"}, {"overlap", "off"}},
-            .field = "items_per_s",
-            .versus = {{"trainer", "pytorch_ddp"}},
-            .kind = Claim::Kind::magnitude,
-            .causes = {ClaimCause::peer_kernels},
-            .unit = "×",
-            .min_cpus = 2}},
-  });
-  register_experiment({
+      .figures = dp_train_figures(),
+      .claims = dp_train_claims(),
+  };
+}
+
+Experiment dp_buckets_experiment() {
+  return {
       .id = "ch05/dp_buckets",
       .chapter = "05-data-parallel",
-      .title = "Data-parallel SGD: time of 19200 samples against the gradient bucket size (784-256-"
-               "128-10: 0 KiB = 3 buckets, 64-128 KiB = 2, 1024 KiB = 1)",
+      .title =
+          "Data-parallel SGD: time of 19200 samples against the gradient bucket size (784-256-"
+          "128-10: 0 KiB = 3 buckets, 64-128 KiB = 2, 1024 KiB = 1)",
       .axes = {ranks_axis({"2", "4"}, {"2"}),
                {.name = "overlap", .values = {"off", "on"}},
                {.name = "bucket_kb",
@@ -419,8 +319,12 @@ const bool registered = [] {
                    .x = "bucket_kb",
                    .y = "step_comm_s",
                    .series = "overlap"}},
-  });
+  };
+}
 
+const bool registered = [] {
+  register_experiment(dp_train_experiment());
+  register_experiment(dp_buckets_experiment());
   return true;
 }();
 

@@ -160,23 +160,23 @@ std::vector<Figure> size_figures(const std::string& what) {
            .along_x = {"n"}}};
 }
 
-const bool registered = [] {
-  register_chapter({"kernels",
-                    "Shared kernels and the training stack: GEMM v1-v4 vs OpenBLAS "
-                    "on a roofline, the MLP trained on Fashion-MNIST"});
-  const std::string all_cores =
-      std::to_string(std::min<std::int64_t>(hardware_threads(), kMaxThreads));
+// The thread count of the runs on all the cores: this machine's hardware threads, at most
+// kMaxThreads.
+std::string all_cores() {
+  return std::to_string(std::min<std::int64_t>(hardware_threads(), kMaxThreads));
+}
 
-  // v1 takes ~0.25 s a call at n = 512 and ~4.6 s at 1024 (Sapphire Rapids), so the quick
-  // profile stops at 512; the sizes past that are kernels/gemm_large, without v1.
-  register_experiment({
+// v1 takes ~0.25 s a call at n = 512 and ~4.6 s at 1024 (Sapphire Rapids), so the quick
+// profile stops at 512; the sizes past that are kernels/gemm_large, without v1.
+Experiment gemm_experiment() {
+  return {
       .id = "kernels/gemm",
       .chapter = "kernels",
       .title = "GEMM v1-v4 vs OpenBLAS: FLOP/s vs n on all cores, against the roofline",
       .axes =
           {kernels::gemm_variants().axis("kernels/gemm"),
            {"n", {"64", "128", "256", "512", "1024"}, {"128", "256", "512"}, AxisKind::size, kMaxN},
-           {"threads", {all_cores}, {}, AxisKind::count, kMaxThreads}},
+           {"threads", {all_cores()}, {}, AxisKind::count, kMaxThreads}},
       .baseline = {{"variant", "openblas"}},
       .ceiling = Ceiling::peak_flops,
       .prepare = gemm_trial,
@@ -204,15 +204,17 @@ const bool registered = [] {
             .causes = {ClaimCause::vector_isa, ClaimCause::caches},
             .unit = "×",
             .cpu_feature = "avx512f"}},
-  });
+  };
+}
 
-  register_experiment({
+Experiment gemm_large_experiment() {
+  return {
       .id = "kernels/gemm_large",
       .chapter = "kernels",
       .title = "GEMM v2-v4 vs OpenBLAS at large n on all cores (v1 left out: seconds a call)",
       .axes = {kernels::gemm_variants().axis("kernels/gemm_large", {.where = fits_large_n}),
                {"n", {"1024", "2048", "3072"}, {"1024"}, AxisKind::size, kMaxN},
-               {"threads", {all_cores}, {}, AxisKind::count, kMaxThreads}},
+               {"threads", {all_cores()}, {}, AxisKind::count, kMaxThreads}},
       .baseline = {{"variant", "openblas"}},
       .ceiling = Ceiling::peak_flops,
       .prepare = gemm_trial,
@@ -242,9 +244,11 @@ const bool registered = [] {
             .kind = Claim::Kind::magnitude,
             .causes = {ClaimCause::vector_isa, ClaimCause::caches},
             .cpu_feature = "avx512f"}},
-  });
+  };
+}
 
-  register_experiment({
+Experiment gemm_threads_experiment() {
+  return {
       .id = "kernels/gemm_threads",
       .chapter = "kernels",
       .title = "GEMM v4 and OpenBLAS at n = 1024: speedup vs threads, past the cores",
@@ -268,7 +272,16 @@ const bool registered = [] {
                    .log_x = true,
                    .overlays = {Overlay::flops_ceiling},
                    .y_label = "FLOP/s"}},
-  });
+  };
+}
+
+const bool registered = [] {
+  register_chapter({"kernels",
+                    "Shared kernels and the training stack: GEMM v1-v4 vs OpenBLAS "
+                    "on a roofline, the MLP trained on Fashion-MNIST"});
+  register_experiment(gemm_experiment());
+  register_experiment(gemm_large_experiment());
+  register_experiment(gemm_threads_experiment());
   return true;
 }();
 
