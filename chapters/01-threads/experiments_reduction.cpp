@@ -147,15 +147,18 @@ std::function<Trial(const Params&, GroupCache&)> sum_prepare(SumKind kind) {
         has_param(p, "threads") ? static_cast<unsigned>(param_int(p, "threads")) : 1u;
     const auto n = static_cast<std::size_t>(param_int(p, "n"));
     const Input& in = input_for(cache, n, kind);
-    if (v.whole_array_per_thread) return capacity_trial(in, threads_n, kind);
+    if (v.work == threads::SumWork::whole_array_per_thread)
+      return capacity_trial(in, threads_n, kind);
     return sum_trial(v.fn, in, threads_n, kind, v.runtime == "OpenMP");
   };
 }
 
 // The capacity row belongs to the compute-bound sum only (see v9_independent_copies); the rows
 // that write shared memory per element are what ch01/false_sharing compares, all of them quick.
-bool reduces(const threads::SumVariant& v) { return !v.whole_array_per_thread; }
-bool writes_per_element(const threads::SumVariant& v) { return v.writes_per_element; }
+bool reduces(const threads::SumVariant& v) { return v.work == threads::SumWork::shared; }
+bool writes_per_element(const threads::SumVariant& v) {
+  return v.writes == threads::Writes::per_element;
+}
 // The serial row ignores the thread count: measured once, not once per count.
 bool is_serial(const threads::SumVariant& v) { return v.runtime == "none"; }
 

@@ -47,7 +47,8 @@ Trial schedule_trial(const Params& p, GroupCache& cache) {
   // A pool variant's workers are started here, untimed, and live as long as the trial: a
   // framework keeps its pool, and OpenMP keeps its team between parallel regions too.
   std::shared_ptr<ThreadPool> pool;
-  if (variant.uses_pool) pool = std::make_shared<ThreadPool>(static_cast<unsigned>(threads));
+  if (variant.runner == threads::Runner::pool)
+    pool = std::make_shared<ThreadPool>(static_cast<unsigned>(threads));
   auto image = std::make_shared<std::vector<std::uint32_t>>(image_size(view));
 
   Trial t;
@@ -57,7 +58,9 @@ Trial schedule_trial(const Params& p, GroupCache& cache) {
   t.run = [image, pool, view, threads, render = variant.render] {
     render(view, image->data(), threads, pool.get());
   };
-  const bool openmp = !variant.uses_pool;  // the omp_* rows; the pool rows have their own workers
+  const bool openmp =
+      variant.runner ==
+      threads::Runner::openmp;  // the omp_* rows; the pool rows have their own workers
   t.check = [image, &ref, view, threads, openmp]() -> std::string {
     if (openmp)
       if (std::string e = omp_team_shortfall(threads); !e.empty()) return e;

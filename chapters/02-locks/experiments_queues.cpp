@@ -73,7 +73,7 @@ Trial mpmc_trial(MpmcFn run, bool fifo, const Params& p) {
 
 Trial queue_trial(const Params& p, GroupCache&) {
   const QueueVariant& v = kQueueVariants.find(p);
-  return mpmc_trial(v.run, v.fifo_per_producer, p);
+  return mpmc_trial(v.run, v.order == locks::Order::fifo_per_producer, p);
 }
 
 // --- stacks ------------------------------------------------------------------------------------

@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <map>
 #include <utility>
+#include <vector>
 
 #include "concurdl/core/errors.hpp"
 #include "train_args.hpp"
@@ -134,37 +135,23 @@ const TrainingMode* choose_mode(TrainArgs& a, const Given& given,
   return mode;
 }
 
-}  // namespace
+// The flags that do not go together, as rules: when a rule applies, the first of its flags
+// given is refused with its message.
+struct FlagRule {
+  bool applies;
+  std::vector<const char*> flags;
+  std::function<std::string(const char* flag)> refusal;
+};
 
-TrainWorkers resolve_workers(TrainArgs& a, const Given& given) {
-  const DistributedBackend* backend = nullptr;
-  DistributedOptions dist;
-  dist.values = mode_values(a, given);
-  // Mixed precision: one trainer, or data-parallel ranks summing 16-bit gradients in one ring
-  // after backward (DataParallelTrainer).
-  if (a.precision != "fp32")
-    for (const char* flag : {"--zero", "--bucket-mb", "--overlap", "--allreduce"})
-      if (given(flag))
-        throw UsageError(fmt::format(
-            "{}: not with --precision {} (16-bit training runs as one trainer, or as --ranks N "
-            "summing its 16-bit gradients in one ring after backward)",
-            flag, a.precision));
-  const TrainingMode* mode = choose_mode(a, given, dist.values);
-  if (a.ranks == 0) {
-    for (const char* flag : {"--backend", "--bucket-mb", "--overlap", "--allreduce", "--hostfile",
-                             "--straggler", "--fail-worker", "--mode", "--zero"})
-      if (given(flag)) throw UsageError(fmt::format("{}: only with --ranks N", flag));
-  }
-  if (mode != nullptr)
-    for (const char* flag : {"--bucket-mb", "--overlap", "--allreduce", "--zero"})
-      if (given(flag))
-        throw UsageError(fmt::format("{}: only with --mode sync (the all-reduce's)", flag));
-  if (given("--zero"))
-    for (const char* flag : {"--bucket-mb", "--allreduce"})
-      if (given(flag))
-        throw UsageError(fmt::format(
-            "{}: not with --zero (ZeRO reduce-scatters and all-gathers each layer on the ring)",
-            flag));
+void apply_rules(const std::vector<FlagRule>& rules, const Given& given) {
+  for (const FlagRule& r : rules)
+    if (r.applies)
+      for (const char* flag : r.flags)
+        if (given(flag)) throw UsageError(r.refusal(flag));
+}
+
+// --straggler RANK:FACTOR and --fail-worker RANK:STEP, each rank below the run's.
+void read_faults(const TrainArgs& a, DistributedOptions& dist) {
   for (const std::string& s : a.stragglers) {
     const auto [rank, factor] = rank_and_value("--straggler", s, false);
     if (static_cast<std::size_t>(rank) >= a.ranks)
@@ -179,63 +166,107 @@ TrainWorkers resolve_workers(TrainArgs& a, const Given& given) {
     dist.fail_worker = rank;
     dist.fail_after = static_cast<std::uint64_t>(step);
   }
-  dist.mode = a.mode;
-  if (a.ranks != 0) {
-    if (a.backend.empty()) a.backend = "threads";
-    backend = find_distributed_backend(a.backend);
-    if (backend == nullptr) {
-      const std::vector<std::string> names = distributed_backend_names();
-      throw UsageError(
-          names.empty()
-              ? fmt::format("--backend {}: this concurdl has no data-parallel trainer (no "
-                            "chapter registered one)",
-                            a.backend)
-              : fmt::format("--backend: unknown backend '{}' (known: {})", a.backend,
-                            fmt::join(names, ", ")));
-    }
-    if (const std::string why = backend->missing ? backend->missing() : ""; !why.empty())
-      throw UsageError(why);
-    if (mode != nullptr && std::find(mode->backends.begin(), mode->backends.end(), a.backend) ==
-                               mode->backends.end()) {
-      std::vector<std::string> on;  // the modes that run on this backend
-      for (const std::string& name : training_mode_names())
-        if (const TrainingMode* m = find_training_mode(name);
-            m && std::find(m->backends.begin(), m->backends.end(), a.backend) != m->backends.end())
-          on.push_back(name);
-      throw UsageError(
-          fmt::format("--mode {}: runs its workers on --backend {}; --backend {} runs {}", a.mode,
-                      fmt::join(mode->backends, " or "), a.backend,
-                      on.empty() ? std::string("only --mode sync")
-                                 : fmt::format("--mode {}", fmt::join(on, ", "))));
-    }
-    if (!a.hostfile.empty() && !backend->mpi_launch && !backend->reads_hostfile) {
-      std::vector<std::string> takers;  // the backends whose processes run on its hosts
-      for (const std::string& name : distributed_backend_names())
-        if (const DistributedBackend* b = find_distributed_backend(name);
-            b->mpi_launch || b->reads_hostfile)
-          takers.push_back(name);
-      throw UsageError(
-          fmt::format("--hostfile: only with --backend {} (backends whose ranks are processes)",
-                      fmt::join(takers, " or ")));
-    }
-    if (!a.hostfile.empty() && !fs::is_regular_file(a.hostfile))
-      throw UsageError(fmt::format("--hostfile: '{}' is not a readable file", a.hostfile));
-    if (backend->reads_hostfile) dist.hostfile = a.hostfile;
-    dist.ranks = static_cast<int>(a.ranks);
-    dist.backend = a.backend;
-    dist.bucket_mb = a.bucket_mb;
-    dist.overlap = a.overlap;
-    dist.zero = a.zero;
-    dist.allreduce = a.allreduce.empty() ? "native" : a.allreduce;
-    // One compute thread per thread rank (the setting is process-wide); an MPI rank gets its
-    // share of this machine's cores (shared among the ranks on this machine, not all of them)
-    // unless --threads says otherwise.
-    if (!backend->mpi_launch)
-      a.threads = 1;
-    else if (!a.threads_given)
-      a.threads = std::max(1, static_cast<int>(hardware_threads()) /
-                                  ranks_on_this_machine(static_cast<int>(a.ranks)));
+}
+
+// With ranks: the backend (threads by default), checked against the mode's and the hostfile,
+// and the options it takes; a.threads as its ranks need.
+const DistributedBackend* choose_backend(TrainArgs& a, const TrainingMode* mode,
+                                         DistributedOptions& dist) {
+  const DistributedBackend* backend = nullptr;
+  if (a.backend.empty()) a.backend = "threads";
+  backend = find_distributed_backend(a.backend);
+  if (backend == nullptr) {
+    const std::vector<std::string> names = distributed_backend_names();
+    throw UsageError(
+        names.empty() ? fmt::format("--backend {}: this concurdl has no data-parallel trainer (no "
+                                    "chapter registered one)",
+                                    a.backend)
+                      : fmt::format("--backend: unknown backend '{}' (known: {})", a.backend,
+                                    fmt::join(names, ", ")));
   }
+  if (const std::string why = backend->missing ? backend->missing() : ""; !why.empty())
+    throw UsageError(why);
+  if (mode != nullptr &&
+      std::find(mode->backends.begin(), mode->backends.end(), a.backend) == mode->backends.end()) {
+    std::vector<std::string> on;  // the modes that run on this backend
+    for (const std::string& name : training_mode_names())
+      if (const TrainingMode* m = find_training_mode(name);
+          m && std::find(m->backends.begin(), m->backends.end(), a.backend) != m->backends.end())
+        on.push_back(name);
+    throw UsageError(
+        fmt::format("--mode {}: runs its workers on --backend {}; --backend {} runs {}", a.mode,
+                    fmt::join(mode->backends, " or "), a.backend,
+                    on.empty() ? std::string("only --mode sync")
+                               : fmt::format("--mode {}", fmt::join(on, ", "))));
+  }
+  if (!a.hostfile.empty() && !backend->mpi_launch && !backend->reads_hostfile) {
+    std::vector<std::string> takers;  // the backends whose processes run on its hosts
+    for (const std::string& name : distributed_backend_names())
+      if (const DistributedBackend* b = find_distributed_backend(name);
+          b->mpi_launch || b->reads_hostfile)
+        takers.push_back(name);
+    throw UsageError(
+        fmt::format("--hostfile: only with --backend {} (backends whose ranks are processes)",
+                    fmt::join(takers, " or ")));
+  }
+  if (!a.hostfile.empty() && !fs::is_regular_file(a.hostfile))
+    throw UsageError(fmt::format("--hostfile: '{}' is not a readable file", a.hostfile));
+  if (backend->reads_hostfile) dist.hostfile = a.hostfile;
+  dist.ranks = static_cast<int>(a.ranks);
+  dist.backend = a.backend;
+  dist.bucket_mb = a.bucket_mb;
+  dist.overlap = a.overlap;
+  dist.zero = a.zero;
+  dist.allreduce = a.allreduce.empty() ? "native" : a.allreduce;
+  // One compute thread per thread rank (the setting is process-wide); an MPI rank gets its
+  // share of this machine's cores (shared among the ranks on this machine, not all of them)
+  // unless --threads says otherwise.
+  if (!backend->mpi_launch)
+    a.threads = 1;
+  else if (!a.threads_given)
+    a.threads = std::max(
+        1, static_cast<int>(hardware_threads()) / ranks_on_this_machine(static_cast<int>(a.ranks)));
+  return backend;
+}
+
+}  // namespace
+
+TrainWorkers resolve_workers(TrainArgs& a, const Given& given) {
+  DistributedOptions dist;
+  dist.values = mode_values(a, given);
+  // Mixed precision: one trainer, or data-parallel ranks summing 16-bit gradients in one ring
+  // after backward (DataParallelTrainer).
+  apply_rules({{a.precision != "fp32",
+                {"--zero", "--bucket-mb", "--overlap", "--allreduce"},
+                [&](const char* flag) {
+                  return fmt::format(
+                      "{}: not with --precision {} (16-bit training runs as one trainer, or as "
+                      "--ranks N summing its 16-bit gradients in one ring after backward)",
+                      flag, a.precision);
+                }}},
+              given);
+  const TrainingMode* mode = choose_mode(a, given, dist.values);
+  apply_rules(
+      {{a.ranks == 0,
+        {"--backend", "--bucket-mb", "--overlap", "--allreduce", "--hostfile", "--straggler",
+         "--fail-worker", "--mode", "--zero"},
+        [](const char* flag) { return fmt::format("{}: only with --ranks N", flag); }},
+       {mode != nullptr,
+        {"--bucket-mb", "--overlap", "--allreduce", "--zero"},
+        [](const char* flag) {
+          return fmt::format("{}: only with --mode sync (the all-reduce's)", flag);
+        }},
+       {given("--zero"),
+        {"--bucket-mb", "--allreduce"},
+        [](const char* flag) {
+          return fmt::format(
+              "{}: not with --zero (ZeRO reduce-scatters and all-gathers each layer on the ring)",
+              flag);
+        }}},
+      given);
+  read_faults(a, dist);
+  dist.mode = a.mode;
+  const DistributedBackend* backend = a.ranks != 0 ? choose_backend(a, mode, dist) : nullptr;
   return {backend, mode, dist};
 }
 

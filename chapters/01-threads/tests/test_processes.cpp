@@ -79,7 +79,7 @@ TEST_P(ProcReduceVariants, ReportsAFailingWorker) {
       ASSERT_TRUE(error) << "workers=" << workers << ": the failure was not reported";
       const std::string what = message_of(error);
       EXPECT_NE(what.find("worker 1"), std::string::npos) << what;
-      if (v.uses_processes) {
+      if (v.workers == Workers::processes) {
         EXPECT_NE(what.find("exited with status 3"), std::string::npos) << what;
       }
       expect_no_children(what);
@@ -95,7 +95,7 @@ TEST(ProcReduce, ReportsAKilledWorker) {
   within_seconds(60, [] {
     const std::vector<std::int32_t> x = make_int_input(1000);
     for (const ProcessReduceVariant& v : kProcessReduceVariants) {
-      if (!v.uses_processes) continue;
+      if (v.workers != Workers::processes) continue;
       const FailureInjection fail{.worker = 2, .exit_status = 0, .signal = SIGKILL};
       std::exception_ptr error;
       try {

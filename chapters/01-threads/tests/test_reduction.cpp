@@ -196,7 +196,7 @@ TEST(ReductionTable, RowsAreNamedDescribedAndDistinct) {
 
 TEST(ReductionTable, RowsThatWritePerElementCanPinTheirThreads) {
   for (const auto& v : ct::kSumVariants)
-    EXPECT_EQ(v.pinned != nullptr, v.writes_per_element) << v.name;
+    EXPECT_EQ(v.pinned != nullptr, v.writes == ct::Writes::per_element) << v.name;
 }
 
 // The CPUs this process may run on.

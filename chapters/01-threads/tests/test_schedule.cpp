@@ -34,7 +34,8 @@ void expect_matches_serial(const ScheduleVariant& variant, const MandelbrotView&
   const std::vector<std::uint32_t> want = mandelbrot_serial(view);
   for (int threads : {1, 2, 4, 8}) {
     std::unique_ptr<ThreadPool> pool;
-    if (variant.uses_pool) pool = std::make_unique<ThreadPool>(static_cast<unsigned>(threads));
+    if (variant.runner == Runner::pool)
+      pool = std::make_unique<ThreadPool>(static_cast<unsigned>(threads));
     // A sentinel no pixel can have (max_iter is small): a row nobody rendered cannot pass.
     std::vector<std::uint32_t> got(image_size(view), 0xFFFFFFFFu);
     variant.render(view, got.data(), threads, pool.get());
@@ -89,7 +90,7 @@ TEST(ScheduleView, PoolVariantsRejectAMissingOrWrongSizedPool) {
   std::vector<std::uint32_t> image(image_size(v));
   ThreadPool two(2);
   for (const ScheduleVariant& variant : kScheduleVariants) {
-    if (!variant.uses_pool) continue;
+    if (variant.runner != Runner::pool) continue;
     EXPECT_THROW(variant.render(v, image.data(), 2, nullptr), std::invalid_argument)
         << variant.name;
     EXPECT_THROW(variant.render(v, image.data(), 3, &two), std::invalid_argument) << variant.name;

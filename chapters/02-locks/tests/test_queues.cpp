@@ -52,8 +52,8 @@ void PrintTo(const QueueImpl& q, std::ostream* os) { *os << q.name; }
 std::vector<QueueImpl> queue_rows() {
   std::vector<QueueImpl> rows;
   for (const QueueVariant& v : kQueueVariants)
-    rows.push_back(
-        {std::string(v.name), v.run, v.fifo_per_producer, std::string(v.tsan_blind), nullptr});
+    rows.push_back({std::string(v.name), v.run, v.order == Order::fifo_per_producer,
+                    std::string(v.tsan_blind), nullptr});
   return rows;
 }
 

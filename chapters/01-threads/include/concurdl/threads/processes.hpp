@@ -379,24 +379,27 @@ inline std::int64_t reduce_fork_pipes(std::span<const std::int32_t> x, int worke
   return total;
 }
 
+// What a row's workers are: threads of this process, or processes (whose failures come back
+// as exit statuses and signals).
+enum class Workers { threads, processes };
 struct ProcessReduceVariant : VariantInfo {
-  bool uses_processes;  // reports failures as exit statuses and signals
+  Workers workers;
   ReduceFn reduce;
 };
 
 inline constexpr ProcessReduceVariant kProcessReduceRows[] = {
     {{"threads", "N std::threads in one address space: partial sums are plain memory writes"},
-     false,
+     Workers::threads,
      reduce_threads},
     {{"fork_shared",
       "N fork()ed processes write partial sums to a MAP_SHARED page: isolation, plus a fork "
       "and a page-table copy per worker (slower than threads, however few bytes come back)"},
-     true,
+     Workers::processes,
      reduce_fork_shared},
     {{"fork_pipes",
       "N processes send partial sums through pipes: message passing, nothing shared, a system "
       "call per message"},
-     true,
+     Workers::processes,
      reduce_fork_pipes},
 };
 inline constexpr VariantTable kProcessReduceVariants{kProcessReduceRows};

@@ -405,13 +405,17 @@ double unpinned(std::span<const float> x, unsigned threads, SumKind kind) {
 // A row of the ladder. Rows that write shared memory on every element (v1-v3) run 8 to 100
 // times slower than the others: the quick profile leaves them out of the two large sums and
 // measures them in ch01/false_sharing, on an array that stays in cache.
+// Where a row's threads write while they sum: once each at the end, or per element (an atomic,
+// or a slot in memory updated every element).
+enum class Writes { at_the_end, per_element };
+// The work a run does: n elements shared by the threads (a reduction), or all n elements by
+// each thread (the capacity row: threads x n, nothing combined).
+enum class SumWork { shared, whole_array_per_thread };
 struct SumVariant : VariantInfo {
   std::string_view runtime;  // who runs the threads: none, std::thread, OpenMP, oneTBB, ThreadPool
   SumFn fn;
-  bool writes_per_element = false;  // an atomic or a slot in memory updated per element
-  // Each of `threads` threads does all n elements (the capacity row): a run's work is
-  // threads x n, not n.
-  bool whole_array_per_thread = false;
+  Writes writes = Writes::at_the_end;
+  SumWork work = SumWork::shared;
   // `fn` with its threads pinned to given CPUs (ch01/false_sharing_placement): set on the rows
   // whose cost depends on where two writers sit (v1 to v3), null on the others.
   PinnedSumFn pinned = nullptr;
@@ -429,8 +433,8 @@ inline constexpr SumVariant kSumRows[] = {
       /*quick=*/false},
      "std::thread",
      CDL_PINNABLE_SUM_VARIANT(v1_atomic),
-     true,
-     false,
+     Writes::per_element,
+     SumWork::shared,
      CDL_PINNED_SUM_VARIANT(v1_atomic)},
     {{"v2_adjacent_partials",
       "a running sum per thread, updated in memory every element, in adjacent array slots: no "
@@ -440,8 +444,8 @@ inline constexpr SumVariant kSumRows[] = {
       /*quick=*/false},
      "std::thread",
      CDL_PINNABLE_SUM_VARIANT(v2_adjacent_partials),
-     true,
-     false,
+     Writes::per_element,
+     SumWork::shared,
      CDL_PINNED_SUM_VARIANT(v2_adjacent_partials)},
     {{"v3_padded_partials",
       "the same code with each slot alignas(64), on its own cache line: each core keeps its "
@@ -450,8 +454,8 @@ inline constexpr SumVariant kSumRows[] = {
       /*quick=*/false},
      "std::thread",
      CDL_PINNABLE_SUM_VARIANT(v3_padded_partials),
-     true,
-     false,
+     Writes::per_element,
+     SumWork::shared,
      CDL_PINNED_SUM_VARIANT(v3_padded_partials)},
     {{"v4_omp_reduction",
       "#pragma omp parallel for simd reduction(+:s): private vectorised sums, a persistent "
@@ -483,8 +487,8 @@ inline constexpr SumVariant kSumRows[] = {
       "the machine's threads can do with this kernel"},
      "std::thread",
      CDL_SUM_VARIANT(v9_independent_copies),
-     false,
-     true},
+     Writes::at_the_end,
+     SumWork::whole_array_per_thread},
 };
 inline constexpr VariantTable kSumVariants{kSumRows};
 

@@ -158,8 +158,10 @@ inline void render_pool_dynamic_rows(const MandelbrotView& v, std::uint32_t* ima
   for (auto& f : done) f.get();
 }
 
+// Who runs a row's threads: OpenMP's team, or a ThreadPool of `threads` workers.
+enum class Runner { openmp, pool };
 struct ScheduleVariant : VariantInfo {
-  bool uses_pool;  // needs a ThreadPool of `threads` workers
+  Runner runner;
   RenderFn render;
 };
 
@@ -168,30 +170,30 @@ inline constexpr ScheduleVariant kScheduleRows[] = {
     {{"omp_static",
       "contiguous blocks of rows: no overhead, but the heavy rows land on one thread and the "
       "others wait at the join"},
-     false,
+     Runner::openmp,
      render_omp_static},
     {{"omp_static_chunk1",
       "rows dealt round-robin: each thread samples heavy and light rows alike, so the load "
       "evens out"},
-     false,
+     Runner::openmp,
      render_omp_static_chunk1},
     {{"omp_dynamic",
       "the next free thread takes the next row: balances any load, one atomic per row"},
-     false,
+     Runner::openmp,
      render_omp_dynamic},
     {{"omp_guided",
       "shrinking chunks: dynamic's balance with fewer trips to the shared counter, but the "
       "first chunk (remaining/threads) can be the heavy half"},
-     false,
+     Runner::openmp,
      render_omp_guided},
     {{"pool_static_blocks",
       "ThreadPool, one contiguous block per worker: omp_static by hand, and as unbalanced"},
-     true,
+     Runner::pool,
      render_pool_static_blocks},
     {{"pool_dynamic_rows",
       "ThreadPool, workers pull rows from an atomic counter (one fetch_add per row): dynamic "
       "by hand"},
-     true,
+     Runner::pool,
      render_pool_dynamic_rows},
 };
 inline constexpr VariantTable kScheduleVariants{kScheduleRows};

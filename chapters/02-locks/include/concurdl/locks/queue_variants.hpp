@@ -253,8 +253,10 @@ MpmcResult run_mpmc(unsigned producers, unsigned consumers, std::uint64_t per_pr
   return r;
 }
 
+// What order a row promises: each producer's items reach any one consumer in order, or none.
+enum class Order { fifo_per_producer, none };
 struct QueueVariant : VariantInfo {
-  bool fifo_per_producer;       // each producer's items reach any one consumer in order
+  Order order;
   std::string_view tsan_blind;  // why ThreadSanitizer cannot check this row ("" if it can)
   MpmcResult (*run)(unsigned producers, unsigned consumers, std::uint64_t per_producer,
                     std::size_t capacity, SeenTable* seen);
@@ -264,25 +266,25 @@ inline constexpr QueueVariant kQueueRows[] = {
     {{"v1_blocking_queue",
       "std::deque + one mutex + two condition variables: every push and pop takes the lock, and "
       "waiters sleep (exercise 2.3)"},
-     true,
+     Order::fifo_per_producer,
      "",
      &run_mpmc<BlockingAdapter<BoundedBlockingQueue<std::uint64_t>>>},
     {{"v2_ring_queue",
       "Vyukov's bounded ring: a CAS on a position counter and a sequence number per slot; no lock, "
       "waiting is spinning (then yielding)"},
-     true,
+     Order::fifo_per_producer,
      "",
      &run_mpmc<RingAdapter>},
     {{"moodycamel",
       "moodycamel::ConcurrentQueue with tokens: a block list per producer, so producers never "
       "contend with each other; unbounded"},
-     true,
+     Order::fifo_per_producer,
      "it synchronises with std::atomic_thread_fence, which TSan does not model",
      &run_mpmc<MoodycamelAdapter>},
     {{"tbb_bounded",
       "tbb::concurrent_bounded_queue: blocking push and pop, a bounded capacity, TBB's own "
       "spin-then-sleep monitor"},
-     true,
+     Order::fifo_per_producer,
      "it synchronises inside libtbb, which is not built with TSan",
      &run_mpmc<TbbBoundedAdapter>},
 };
