@@ -20,6 +20,13 @@ std::size_t block_size(const Communicator& comm, std::span<const float> send, st
   return send.size() / n;
 }
 
+void require_host(const Communicator& comm, const char* what) {
+  if (comm.memory() != MemorySpace::host)
+    throw std::invalid_argument(std::string(what) +
+                                ": the hand-written all-to-alls work on host memory; the " +
+                                std::string(comm.name()) + " backend has only its native ones");
+}
+
 // Where each block starts: offsets[j] = the sum of counts[0..j).
 std::vector<std::size_t> offsets(std::span<const std::size_t> counts) {
   std::vector<std::size_t> at(counts.size() + 1, 0);
@@ -32,6 +39,7 @@ std::vector<std::size_t> offsets(std::span<const std::size_t> counts) {
 std::vector<std::size_t> exchange_counts(Communicator& comm,
                                          std::span<const std::size_t> send_counts,
                                          const AlgoOptions& opts) {
+  require_host(comm, "exchange_counts");
   const auto n = static_cast<std::size_t>(comm.size());
   if (send_counts.size() != n) throw std::invalid_argument("exchange_counts: need size() counts");
   // Each count as two floats of 22 bits, both exact in a float's 24-bit significand.
@@ -55,6 +63,7 @@ std::vector<std::size_t> exchange_counts(Communicator& comm,
 void all_to_all_v_pairwise(Communicator& comm, std::span<const float> send,
                            std::span<const std::size_t> send_counts, std::span<float> recv,
                            std::span<const std::size_t> recv_counts, const AlgoOptions& opts) {
+  require_host(comm, "all_to_all_v_pairwise");
   const int n = comm.size(), r = comm.rank();
   if (send_counts.size() != static_cast<std::size_t>(n) ||
       recv_counts.size() != static_cast<std::size_t>(n))
@@ -64,8 +73,8 @@ void all_to_all_v_pairwise(Communicator& comm, std::span<const float> send,
     throw std::invalid_argument("all_to_all_v_pairwise: buffers and counts disagree");
   const auto me = static_cast<std::size_t>(r);
   std::copy_n(send.data() + s_at[me], send_counts[me], recv.data() + r_at[me]);
-  // Step s: to r + s, from r - s. Every rank's step s pairs it with two others, so no rank
-  // waits on a chain, and each pair's messages meet in the same step.
+  // Step s: to r + s, from r - s (Thakur et al.'s schedule for any n; for a power of two they
+  // pair r with r XOR s, at the same cost). Each pair's messages meet in the same step.
   for (int s = 1; s < n; ++s) {
     const auto to = static_cast<std::size_t>((r + s) % n);
     const auto from = static_cast<std::size_t>((r - s + n) % n);
@@ -83,6 +92,7 @@ void all_to_all_pairwise(Communicator& comm, std::span<const float> send, std::s
 
 void all_to_all_bruck(Communicator& comm, std::span<const float> send, std::span<float> recv,
                       const AlgoOptions& opts) {
+  require_host(comm, "all_to_all_bruck");
   const int n = comm.size(), r = comm.rank();
   const std::size_t b = block_size(comm, send, recv, "all_to_all_bruck");
   const auto un = static_cast<std::size_t>(n);
@@ -110,7 +120,8 @@ void all_to_all_bruck(Communicator& comm, std::span<const float> send, std::span
         at += b;
       }
   }
-  // Phase 3, the inverse rotation: rank j's block is block r - j.
+  // Phase 3, a rotation with a reversal (block i came from rank r - i): rank j's block is
+  // block r - j.
   for (std::size_t j = 0; j < un; ++j)
     std::copy_n(work.data() + ((static_cast<std::size_t>(r) + un - j) % un) * b, b,
                 recv.data() + j * b);

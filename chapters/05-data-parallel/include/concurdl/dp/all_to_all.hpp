@@ -1,26 +1,33 @@
 // All-to-all written by hand over a Communicator's send/recv: rank r's block j goes to rank j,
 // where it lands as block r. It is the collective of expert parallelism (tokens to the rank
 // that holds their expert, and back) and of a distributed transpose. Unlike an all-reduce it
-// reduces nothing: each rank keeps 1/n of its data and sends the rest, so a rank sends
-// (n - 1)/n of its N floats whatever the algorithm; the algorithms differ in how many messages
-// carry them and how often a float is forwarded. With α the cost of a message and β of a float:
+// reduces nothing: each rank keeps 1/n of its data and must send the rest, so at least
+// (n - 1)/n of its N floats leave a rank whatever the algorithm; the algorithms differ in how
+// many messages carry them and how often a float is forwarded. With α the cost of a message and
+// β of a float, a rank's time is about:
 //
-//   pairwise  n - 1 steps; at step s rank r sends its block for r + s and receives     (n-1)α
-//             rank r - s's block for it (Thakur, Rabenseifner, Gropp 2005)          + (n-1)/n·Nβ
-//   bruck     ⌈log2 n⌉ steps; at step k rank r sends to r + 2^k every block whose       ⌈log2 n⌉α
-//             index (after a local rotation) has bit k set, about half of them, so     + ⌈log2
-//             n⌉·N/2·β a block is forwarded up to ⌈log2 n⌉ times (Bruck et al. 1997, IEEE TPDS
-//             8(11))
+//   pairwise  n - 1 steps; at step s rank r sends its block for r + s and receives rank r - s's
+//             block for it: (n - 1)α + (n - 1)/n · Nβ (Thakur, Rabenseifner, Gropp 2005: their
+//             schedule for any n; for a power of two they pair r with r XOR s, at the same cost)
+//   bruck     ⌈log2 n⌉ steps; after a local rotation, at step k rank r sends to r + 2^k every
+//             block whose index has bit k set (about half of them), and a final rotation with a
+//             reversal puts rank j's block at j: ⌈log2 n⌉α + ⌈log2 n⌉/2 · Nβ (n a power of two);
+//             a float is forwarded up to ⌈log2 n⌉ times (Bruck et al. 1997, IEEE TPDS 8(11))
 //   native    the backend's own: shared-memory copies (threads), MPI_Alltoallv (mpi)
 //
-// Pairwise moves every float once and is the choice for large blocks; Bruck trades log2(n)/2
-// times the bytes for log2(n) instead of n - 1 messages and is the choice for small ones (MPI
-// libraries switch between them by message size, as Thakur et al. describe).
+// Pairwise moves every float once and suits large blocks; Bruck sends ⌈log2 n⌉/2 · n/(n - 1)
+// times pairwise's bytes (4/3 at 4 ranks) in ⌈log2 n⌉ messages instead of n - 1, and suits small
+// ones. MPICH chooses among three by the block per destination and n: Bruck for blocks of at most
+// 256 bytes at 8 ranks or more, every receive and send posted at once up to 32 KiB (what
+// Communicator's default all_to_all_v does), pairwise above.
 //
 // Sizes: the variable form (all_to_all_v, as MPI_Alltoallv and PyTorch's all_to_all_single with
 // split sizes) takes a count per destination; a rank learns what it will receive by exchanging
-// the counts first (exchange_counts), an all-to-all of one number per pair. Bruck needs equal
-// blocks. bus bandwidth as nccl-tests defines it for all-to-all: busbw = algbw · (n - 1)/n.
+// the counts first (exchange_counts: each count as two floats of 22 bits). Bruck needs equal
+// blocks. Bus bandwidth as nccl-tests defines it for all-to-all (src/alltoall.cu,
+// AlltoAllGetBw): algbw = the bytes a rank sends, its own block included, over the time, busbw =
+// algbw · (n - 1)/n, the bytes that must leave the rank per second. All of these work on host
+// memory (std::invalid_argument on another backend).
 #pragma once
 
 #include <cstddef>

@@ -352,12 +352,16 @@ class Communicator {
   virtual void do_all_reduce(std::span<const float> in, std::span<float> out) = 0;
   virtual void do_reduce_scatter(std::span<const float> in, std::span<float> out) = 0;
   virtual void do_all_gather(std::span<const float> in, std::span<float> out) = 0;
-  // The default: every receive posted (from r - s at step s), then every send (to r + s), then
-  // all waited for, with tag kAllToAllTag; a
-  // backend with its own all-to-all (MPI_Alltoallv, shared memory) overrides it.
+  // The default, for host memory: every receive posted (from r - s at step s), then every send
+  // (to r + s), then all waited for, with tag kAllToAllTag (MPICH's algorithm for medium
+  // blocks). The threads and mpi backends override it (shared-memory copies, MPI_Alltoallv); a
+  // backend on device memory without one of its own (nccl) refuses it.
   virtual void do_all_to_all_v(std::span<const float> send,
                                std::span<const std::size_t> send_counts, std::span<float> recv,
                                std::span<const std::size_t> recv_counts) {
+    if (memory() != MemorySpace::host)
+      throw std::logic_error("all_to_all_v: the " + std::string(name()) +
+                             " backend has no all-to-all here");
     const int n = size(), r = rank();
     std::vector<std::size_t> send_at(static_cast<std::size_t>(n) + 1, 0), recv_at = send_at;
     for (std::size_t j = 0; j < static_cast<std::size_t>(n); ++j) {
