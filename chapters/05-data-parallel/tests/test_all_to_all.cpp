@@ -38,7 +38,9 @@ std::size_t wrong_on_threads(int ranks, F body) {
 class AllToAllRows : public ::testing::TestWithParam<std::tuple<const AllToAllVariant*, int>> {};
 
 TEST_P(AllToAllRows, EveryBlockReachesItsRankInPlace) {
-  const auto [row, ranks] = GetParam();
+  // Not a structured binding: clang before 16 cannot capture one in a lambda.
+  const AllToAllVariant* row = std::get<0>(GetParam());
+  const int ranks = std::get<1>(GetParam());
   for (std::size_t block : kBlocks)
     EXPECT_EQ(wrong_on_threads(
                   ranks, [&](Communicator& c) { return wrong_all_to_all(c, row->run, block); }),
@@ -100,8 +102,10 @@ TEST_P(AllToAllRanks, BytesSentAreTheModelsTraffic) {
   const int ranks = GetParam();
   constexpr std::size_t kBlock = 64;
   const double floats = static_cast<double>(kBlock) * ranks;
-  for (const auto& [fn, model] : {std::pair{&all_to_all_pairwise, pairwise_traffic(ranks, floats)},
-                                  std::pair{&all_to_all_bruck, bruck_traffic(ranks, floats)}}) {
+  for (const auto& row : {std::pair{&all_to_all_pairwise, pairwise_traffic(ranks, floats)},
+                          std::pair{&all_to_all_bruck, bruck_traffic(ranks, floats)}}) {
+    const auto fn = row.first;
+    const AllToAllTraffic model = row.second;
     std::vector<std::uint64_t> sent(static_cast<std::size_t>(ranks));
     within_seconds(kDeadline, [&] {
       run_threads(ranks, [&](Communicator& comm) {
