@@ -170,16 +170,21 @@ std::uint64_t header_u64(const std::filesystem::path& path, std::string_view hea
 
 void save_checkpoint(const std::filesystem::path& path, const Mlp& model, const Sgd& opt,
                      const TrainState& state) {
-  const auto params = model.parameters();
-  const auto velocity = opt.velocity();
+  save_checkpoint(path, model.spec().describe(), model.parameters(), opt.velocity(), opt.options(),
+                  state);
+}
+
+void save_checkpoint(const std::filesystem::path& path, const std::string& arch,
+                     std::span<const float> params, std::span<const float> velocity,
+                     const SgdOptions& o, const TrainState& state) {
   if (velocity.size() != params.size())
     fail(path, fmt::format("cannot save: the model has {} parameters, the optimiser {} velocities",
                            params.size(), velocity.size()));
-  const SgdOptions& o = opt.options();
-  std::string header = fmt::format(
-      "arch={} epoch={} step={} seed={} lr={} momentum={} weight_decay={}", model.spec().describe(),
-      state.epoch, state.step, state.seed, o.lr, o.momentum, o.weight_decay);
+  std::string header =
+      fmt::format("arch={} epoch={} step={} seed={} lr={} momentum={} weight_decay={}", arch,
+                  state.epoch, state.step, state.seed, o.lr, o.momentum, o.weight_decay);
   if (!state.mode.empty()) header += fmt::format(" mode={} workers={}", state.mode, state.workers);
+  if (!state.moe.empty()) header += fmt::format(" moe={}", state.moe);
   Bytes b;
   b.reserve(kMinBytes + header.size() + 2 * params.size() * sizeof(float));
   b.insert(b.end(), kMagic, kMagic + sizeof kMagic);
@@ -197,6 +202,13 @@ void save_checkpoint(const std::filesystem::path& path, const Mlp& model, const 
 
 TrainState load_checkpoint(const std::filesystem::path& path, Mlp& model, Sgd& opt,
                            const std::string& mode, std::uint64_t workers) {
+  return load_checkpoint(path, model.spec().describe(), model.parameters(), opt.velocity(), mode,
+                         workers);
+}
+
+TrainState load_checkpoint(const std::filesystem::path& path, const std::string& arch,
+                           std::span<float> params, std::span<float> velocity,
+                           const std::string& mode, std::uint64_t workers, const std::string& moe) {
   const Bytes b = read_whole(path);
   const std::size_t size = b.size();
   const std::size_t magic_seen = std::min(size, sizeof kMagic);
@@ -238,12 +250,23 @@ TrainState load_checkpoint(const std::filesystem::path& path, Mlp& model, Sgd& o
   } catch (const std::invalid_argument& e) {
     fail(path, std::string("malformed header: ") + e.what());
   }
-  if (!(spec == model.spec()))
-    fail(path, fmt::format("checkpoint is for {}, the model is {}", spec.describe(),
-                           model.spec().describe()));
-  if (count != model.parameters().size() || count != opt.velocity().size())
+  if (spec.describe() != arch)
+    fail(path, fmt::format("checkpoint is for {}, the model is {}", spec.describe(), arch));
+  const std::string_view saved_moe = header_optional(header, "moe");
+  if (saved_moe != moe)
+    fail(path, saved_moe.empty() ? fmt::format("checkpoint is of a dense model; the model has a "
+                                               "mixture-of-experts block (moe={})",
+                                               moe)
+               : moe.empty()
+                   ? fmt::format("checkpoint has a mixture-of-experts block (moe={}); the model "
+                                 "is dense",
+                                 saved_moe)
+                   : fmt::format("checkpoint's mixture-of-experts block is moe={}, the model's "
+                                 "moe={}",
+                                 saved_moe, moe));
+  if (count != params.size() || count != velocity.size())
     fail(path, fmt::format("holds {} parameters, the model has {} and the optimiser {}", count,
-                           model.parameters().size(), opt.velocity().size()));
+                           params.size(), velocity.size()));
   TrainState state;
   state.epoch = header_u64(path, header, "epoch");
   state.step = header_u64(path, header, "step");
@@ -252,6 +275,7 @@ TrainState load_checkpoint(const std::filesystem::path& path, Mlp& model, Sgd& o
     state.mode = std::string(mode);
     state.workers = header_u64(path, header, "workers");
   }
+  state.moe = moe;
   if (!mode.empty() && !state.mode.empty() && (state.mode != mode || state.workers != workers))
     fail(path, fmt::format("checkpoint is of mode {} with {} worker{}; this run is mode {} with {} "
                            "worker{}",
@@ -260,8 +284,8 @@ TrainState load_checkpoint(const std::filesystem::path& path, Mlp& model, Sgd& o
 
   // Every check passed: only now is anything changed.
   const std::size_t at = kPrefixBytes + header_len + 8, bytes = count * sizeof(float);
-  std::memcpy(model.parameters().data(), b.data() + at, bytes);
-  std::memcpy(opt.velocity().data(), b.data() + at + bytes, bytes);
+  std::memcpy(params.data(), b.data() + at, bytes);
+  std::memcpy(velocity.data(), b.data() + at + bytes, bytes);
   return state;
 }
 

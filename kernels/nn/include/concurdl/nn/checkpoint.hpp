@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <span>
 #include <stdexcept>
 #include <string>
 
@@ -37,6 +38,11 @@ struct TrainState {
   // in the header only when set.
   std::string mode;
   std::uint64_t workers = 0;
+  // The mixture-of-experts block inside the MLP (MoeBlock::describe, moe_trainer.hpp) for a
+  // MoE model's checkpoint; empty for a dense one. Saved in the header only when set, and
+  // compared on load both ways: a dense checkpoint does not load into a MoE model, nor one of
+  // another block.
+  std::string moe;
 };
 
 void save_checkpoint(const std::filesystem::path& path, const Mlp& model, const Sgd& opt,
@@ -49,5 +55,18 @@ void save_checkpoint(const std::filesystem::path& path, const Mlp& model, const 
 // modes existed) is accepted.
 TrainState load_checkpoint(const std::filesystem::path& path, Mlp& model, Sgd& opt,
                            const std::string& mode = {}, std::uint64_t workers = 0);
+
+// The same file for a model that is not one Mlp (an Mlp with a MoE block inside): `arch` is the
+// header's arch (MlpSpec::describe()), params and velocity its flat concatenations (equal
+// sizes), sgd the optimiser's settings the header names. state.moe, when set, goes in the header;
+// on load `moe` must equal the checkpoint's (empty: a dense checkpoint), else CheckpointError
+// naming both.
+void save_checkpoint(const std::filesystem::path& path, const std::string& arch,
+                     std::span<const float> params, std::span<const float> velocity,
+                     const SgdOptions& sgd, const TrainState& state);
+TrainState load_checkpoint(const std::filesystem::path& path, const std::string& arch,
+                           std::span<float> params, std::span<float> velocity,
+                           const std::string& mode = {}, std::uint64_t workers = 0,
+                           const std::string& moe = {});
 
 }  // namespace concurdl::nn
