@@ -287,3 +287,74 @@ TEST_F(Cli, TrainRecordsItsCurveAndResumesToTheSameCheckpoint) {
   expect_usage_error(run("train --epochs 3 --arch 784-32-10 --resume a.ckpt" + common, bin),
                      "784-32-10");
 }
+
+// `concurdl train --moe-experts E` (a MoE block inside the MLP, one trainer): a bad expert
+// count, k, capacity factor or placement, a companion flag without it, and the flags it does
+// not combine with are usage errors naming the flag, before any data is read.
+TEST_F(Cli, MoeTrainRejectsBadFlags) {
+  const char* bin = CONCURDL_BIN;
+  expect_usage_error(run("train --moe-experts 1", bin), "--moe-experts");
+  expect_usage_error(run("train --moe-experts 4 --moe-top-k 3", bin), "--moe-top-k");
+  expect_usage_error(run("train --moe-experts 4 --capacity-factor 0", bin), "--capacity-factor");
+  expect_usage_error(run("train --moe-experts 4 --capacity-factor -1", bin), "--capacity-factor");
+  expect_usage_error(run("train --moe-experts 4 --moe-after 3", bin),
+                     "--moe-after: '3' is not allowed (--arch '784-256-128-10' has hidden layers "
+                     "1 to 2)");
+  expect_usage_error(run("train --moe-experts 4 --arch 784-10", bin), "no hidden layer");
+  expect_usage_error(run("train --moe-experts 4 --moe-aux -0.5", bin), "--moe-aux");
+  expect_usage_error(run("train --moe-top-k 2", bin), "--moe-top-k: only with --moe-experts E");
+  expect_usage_error(run("train --moe-dropless", bin), "--moe-dropless: only with --moe-experts");
+  expect_usage_error(run("train --moe-experts 4 --ranks 2", bin),
+                     "--ranks: not with --moe-experts");
+  expect_usage_error(run("train --moe-experts 4 --pipeline 2", bin),
+                     "--pipeline: not with --moe-experts");
+  expect_usage_error(run("train --moe-experts 4 --dp 2 --tp 1 --pp 1", bin),
+                     ": not with --moe-experts");
+  expect_usage_error(run("train --moe-experts 4 --mode hogwild", bin),
+                     "--mode: not with --moe-experts");
+  expect_usage_error(run("train --moe-experts 4 --precision bf16", bin),
+                     "--precision: 'bf16' not with --moe-experts");
+  EXPECT_FALSE(fs::exists(dir_ / "results"));
+}
+
+// A short MoE run records its curve with the block's routing statistics; resumed from its
+// checkpoint it ends byte for byte where the uninterrupted run does; dense and MoE checkpoints
+// are refused for each other.
+TEST_F(Cli, MoeTrainRecordsRoutingAndResumesToTheSameCheckpoint) {
+  if (!fs::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz") &&
+      !std::getenv("CONCURDL_FASHION_MNIST"))
+    GTEST_SKIP() << "Fashion-MNIST not installed (apt-get install dataset-fashion-mnist)";
+  const char* bin = CONCURDL_BIN;
+  const std::string base =
+      " --moe-experts 4 --train-limit 640 --test-limit 200 --batch 64 --threads 2 --quiet "
+      "--no-report --out runs";
+  const std::string common = base + " --moe-top-k 2";
+  const Result two = run("train --epochs 2 --checkpoint a.ckpt" + common, bin);
+  ASSERT_EQ(two.rc, 0) << two.err;
+  const RunFile f = load_run(dir_ / two.last_line());
+  ASSERT_EQ(f.records.size(), 3u);
+  EXPECT_EQ(f.records[2].params.at("moe"), "4x256-top2-cap1.25-after1-aux0.01");
+  const auto& d = f.records[2].derived;
+  for (const char* m :
+       {"moe_dropped_fraction", "moe_imbalance", "moe_aux_loss", "moe_share_e0", "moe_share_e3"})
+    EXPECT_TRUE(d.count(m)) << m;
+  EXPECT_GE(d.at("moe_imbalance"), 1.0);
+  EXPECT_LT(d.at("train_loss"), f.records[1].derived.at("train_loss"));
+  EXPECT_GT(f.records[2].samples[0], 0.3);
+  EXPECT_EQ(f.provenance.at("training").at("moe"), "4x256-top2-cap1.25-after1-aux0.01");
+
+  const Result resumed = run("train --epochs 3 --resume a.ckpt --checkpoint b.ckpt" + common, bin);
+  ASSERT_EQ(resumed.rc, 0) << resumed.err;
+  const Result straight = run("train --epochs 3 --checkpoint c.ckpt" + common, bin);
+  ASSERT_EQ(straight.rc, 0) << straight.err;
+  EXPECT_EQ(slurp(dir_ / "b.ckpt"), slurp(dir_ / "c.ckpt"));
+
+  const std::string dense = " --train-limit 640 --test-limit 200 --quiet --no-report --out runs";
+  ASSERT_EQ(run("train --epochs 1 --checkpoint dense.ckpt" + dense, bin).rc, 0);
+  expect_usage_error(run("train --epochs 3 --resume dense.ckpt" + common, bin),
+                     "checkpoint is of a dense model");
+  expect_usage_error(run("train --epochs 3 --resume a.ckpt" + dense, bin),
+                     "mixture-of-experts block (moe=4x256-top2");
+  expect_usage_error(run("train --epochs 3 --resume a.ckpt" + base, bin),
+                     "the model's moe=4x256-top1");
+}

@@ -33,18 +33,20 @@ std::string num(float v) { return fmt::format("{}", v); }
 double shortest(float v) { return std::stod(num(v)); }
 
 Params curve_params(const TrainRecordContext& c, std::size_t epoch) {
-  return {{"arch", c.config.spec.describe()},
-          {"batch", std::to_string(c.config.batch)},
-          {"lr", num(c.config.sgd.lr)},
-          {"lr_decay", num(c.config.lr_decay)},
-          {"momentum", num(c.config.sgd.momentum)},
-          {"weight_decay", num(c.config.sgd.weight_decay)},
-          {"threads", std::to_string(c.config.threads)},
-          {"seed", std::to_string(c.config.seed)},
-          {"gemm", std::string(kernels::gemm_version_name(c.config.gemm))},
-          {"precision", std::string(describe(c.config.precision))},
-          {"train_samples", std::to_string(c.train_samples)},
-          {"epoch", std::to_string(epoch)}};
+  Params p = {{"arch", c.config.spec.describe()},
+              {"batch", std::to_string(c.config.batch)},
+              {"lr", num(c.config.sgd.lr)},
+              {"lr_decay", num(c.config.lr_decay)},
+              {"momentum", num(c.config.sgd.momentum)},
+              {"weight_decay", num(c.config.sgd.weight_decay)},
+              {"threads", std::to_string(c.config.threads)},
+              {"seed", std::to_string(c.config.seed)},
+              {"gemm", std::string(kernels::gemm_version_name(c.config.gemm))},
+              {"precision", std::string(describe(c.config.precision))},
+              {"train_samples", std::to_string(c.train_samples)},
+              {"epoch", std::to_string(epoch)}};
+  if (!c.moe.empty()) p["moe"] = c.moe;
+  return p;
 }
 
 // FLOPs of one training sample through the GEMMs: forward 2*in*out per layer; backward the
@@ -102,6 +104,7 @@ nlohmann::json training_provenance(const TrainRecordContext& c, const std::files
                       {"test_samples", c.test_samples},
                       {"data", std::filesystem::absolute(data).string()},
                       {"flops_per_training_sample", training_flops_per_sample(c.config.spec)}};
+  if (!c.moe.empty()) j["moe"] = c.moe;
   if (!resumed_from.empty()) j["resumed_from"] = std::filesystem::absolute(resumed_from).string();
   if (!checkpoint.empty()) j["checkpoint"] = std::filesystem::absolute(checkpoint).string();
   return j;

@@ -14,6 +14,7 @@
 
 #include "concurdl/harness/experiment.hpp"
 #include "concurdl/nn/distributed_train.hpp"
+#include "concurdl/nn/moe_trainer.hpp"
 #include "concurdl/nn/trainer.hpp"
 
 namespace concurdl::nn {
@@ -47,6 +48,11 @@ struct TrainArgs {
   std::map<std::string, std::string> mode_values;
   std::map<std::string, bool> mode_toggles;
   bool trace = false;  // --trace: the run's spans, trace.json and a Gantt chart
+  // --moe-experts E: a mixture-of-experts block inside the MLP (moe_trainer.hpp); 0: dense.
+  std::size_t moe_experts = 0, moe_top_k = 1, moe_after = 1, moe_hidden = 0;
+  double capacity_factor = 1.25;
+  bool moe_dropless = false;
+  float moe_aux = 0.01f;
 };
 
 // What --ranks, --backend, --mode, the modes' own flags and their companions resolve to: no
@@ -67,6 +73,12 @@ TrainWorkers resolve_workers(TrainArgs& a, const Given& given);
 std::optional<TrainArgs> parse_train_args(const std::vector<std::string>& args);
 // The model's configuration the flags give (architecture, batch, SGD, threads, GEMM).
 TrainConfig make_config(const TrainArgs& a);
+// --moe-experts and its companions: nullopt for a dense run. UsageError naming the flag for a
+// companion without --moe-experts, a flag the MoE trainer does not combine with (--ranks,
+// --mode, a training mode's flags, --precision other than fp32) or a value out of range.
+// check_moe_flags needs only the flags (call it first); moe_block checks against the spec.
+void check_moe_flags(const TrainArgs& a, const Given& given);
+std::optional<MoeBlock> moe_block(const TrainArgs& a, const MlpSpec& spec);
 // UsageError naming `flag` when the directory that would hold `p` does not exist.
 void check_writable_parent(const std::string& flag, const std::filesystem::path& p);
 

@@ -7,6 +7,7 @@
 //   concurdl train --ranks 2 --backend threads --batch 32 --overlap  # data-parallel (ch05)
 //   concurdl train --ranks 4 --backend mpi --bucket-mb 0.25          # under mpirun
 //   concurdl train --ranks 2 --mode ps-async --straggler 1:4          # asynchronous (ch07)
+//   concurdl train --moe-experts 4 --moe-top-k 2                       # a MoE block inside
 //
 // With --ranks N, --batch is the per-rank batch (the global batch is N x --batch, recorded as
 // the records' "batch") and a data-parallel backend registered by chapter 05
@@ -50,6 +51,7 @@
 #include "concurdl/kernels/threads.hpp"
 #include "concurdl/nn/checkpoint.hpp"
 #include "concurdl/nn/distributed_train.hpp"
+#include "concurdl/nn/moe_trainer.hpp"
 #include "concurdl/nn/trainer.hpp"
 #include "train_args.hpp"
 #include "train_record.hpp"
@@ -105,6 +107,29 @@ class LocalTrainer final : public RankTrainer {
   Trainer t_;
 };
 
+// nn::MoeTrainer (--moe-experts) as the one rank of a run; its records carry the block's
+// routing statistics.
+class MoeLocalTrainer final : public RankTrainer {
+ public:
+  MoeLocalTrainer(const TrainConfig& config, const MoeBlock& block, const Dataset& train)
+      : t_(config, block, train) {}
+  int rank() const override { return 0; }
+  int size() const override { return 1; }
+  EpochResult run_epoch(const std::function<void(const StepProgress&)>& on_progress,
+                        std::size_t report_every) override {
+    return t_.run_epoch(on_progress, report_every);
+  }
+  EvalResult evaluate(const Dataset& d) override { return t_.evaluate(d); }
+  void save(const std::filesystem::path& checkpoint) const override { t_.save(checkpoint); }
+  void resume(const std::filesystem::path& checkpoint) override { t_.resume(checkpoint); }
+  const TrainState& state() const override { return t_.state(); }
+  std::string describe() const override { return "1 rank, MoE " + t_.state().moe; }
+  std::map<std::string, double> epoch_metrics() const override { return t_.epoch_metrics(); }
+
+ private:
+  MoeTrainer t_;
+};
+
 // What a run needs once its options are checked: the model's configuration, who trains it,
 // and where the data set is.
 struct TrainPlan {
@@ -112,16 +137,25 @@ struct TrainPlan {
   const DistributedBackend* backend = nullptr;
   const TrainingMode* mode = nullptr;
   DistributedOptions dist;
+  std::optional<MoeBlock> moe;  // --moe-experts: the block inside the MLP
   fs::path data_dir;
 };
 
 // A checkpoint to resume from, read once into a model of this run's architecture, so that a
 // corrupt or foreign one is refused before the data set is loaded (the trainer reads it again).
-void check_resume(const TrainArgs& a, const TrainConfig& config) {
+void check_resume(const TrainArgs& a, const TrainConfig& config,
+                  const std::optional<MoeBlock>& moe) {
   if (a.resume.empty()) return;
   if (!fs::is_regular_file(a.resume))
     throw UsageError(fmt::format("--resume: '{}' is not a readable file", a.resume));
   try {
+    if (moe) {
+      MoeMlp probe(config.spec, *moe, config.seed, config.gemm);
+      Sgd mlp_opt(probe.mlp().parameters().size(), config.sgd);
+      Sgd moe_opt(probe.moe().parameters().size(), config.sgd);
+      (void)load_moe_checkpoint(a.resume, probe, mlp_opt, moe_opt);
+      return;
+    }
     Mlp probe(config.spec, config.seed, config.gemm);
     Sgd opt(probe.parameters().size(), config.sgd);
     (void)load_checkpoint(a.resume, probe, opt);
@@ -134,13 +168,16 @@ void check_resume(const TrainArgs& a, const TrainConfig& config) {
 // --allreduce, --schedule, --pipeline or checkpoint costs nothing.
 TrainPlan plan_run(TrainArgs& a) {
   TrainPlan plan;
-  const TrainWorkers workers = resolve_workers(a, [&](const char* flag) {
+  const Given given = [&](const char* flag) {
     return std::find(a.given.begin(), a.given.end(), flag) != a.given.end();
-  });
+  };
+  check_moe_flags(a, given);
+  const TrainWorkers workers = resolve_workers(a, given);
   plan.backend = workers.backend;
   plan.mode = workers.mode;
   plan.dist = workers.options;
   plan.config = make_config(a);
+  plan.moe = moe_block(a, plan.config.spec);
   // The records' batch: the global batch of a synchronous step; a push's in the other modes.
   if (plan.backend != nullptr && plan.mode == nullptr) plan.config.batch = a.batch * a.ranks;
   if (plan.mode != nullptr && plan.mode->check)
@@ -151,7 +188,7 @@ TrainPlan plan_run(TrainArgs& a) {
   if (!a.checkpoint.empty() && fs::is_directory(a.checkpoint))
     throw UsageError(
         fmt::format("--checkpoint: '{}' is a directory; give the file to write", a.checkpoint));
-  check_resume(a, plan.config);
+  check_resume(a, plan.config, plan.moe);
   plan.data_dir = a.data.empty() ? data::fashion_mnist_dir() : fs::path(a.data);
   plan.dist.data = plan.data_dir;
   plan.dist.train_limit = a.train_limit;
@@ -191,7 +228,7 @@ class TrainLoop {
         args_(args),
         test_(test),
         progress_(progress),
-        ctx_{plan.config, train.n, test.n} {}
+        ctx_{plan.config, train.n, test.n, plan.moe ? plan.moe->describe(plan.config.spec) : ""} {}
 
   void operator()(RankTrainer& trainer) {
     const bool writer = trainer.writer();
@@ -269,10 +306,10 @@ class TrainLoop {
     const char* s = c.threads == 1 ? "" : "s";
     if (plan_.backend == nullptr)
       return fmt::format(
-          "concurdl: training {} on {} images ({} test), batch {}, {} thread{}, "
+          "concurdl: training {}{} on {} images ({} test), batch {}, {} thread{}, "
           "GEMM {}, seed {}",
-          c.spec.describe(), ctx_.train_samples, ctx_.test_samples, c.batch, c.threads, s, a_.gemm,
-          c.seed);
+          c.spec.describe(), ctx_.moe.empty() ? "" : " with the MoE block " + ctx_.moe,
+          ctx_.train_samples, ctx_.test_samples, c.batch, c.threads, s, a_.gemm, c.seed);
     return fmt::format(
         "concurdl: training {} on {} images ({} test), {}, {} compute thread{} per "
         "rank, GEMM {}, seed {}",
@@ -368,7 +405,10 @@ int train_main(const std::vector<std::string>& args) {
   if (a.trace) trace::Recorder::global().start();
   // Where the ranks run (collective over them all): kept in rank 0's record.
   if (ranks::initialized()) loop.set_placement(placement_provenance(ranks::placement()));
-  if (plan.backend == nullptr) {
+  if (plan.moe) {
+    MoeLocalTrainer trainer(plan.config, *plan.moe, train);
+    loop(trainer);
+  } else if (plan.backend == nullptr) {
     LocalTrainer trainer(plan.config, train);
     loop(trainer);
   } else {

@@ -4,6 +4,7 @@
 
 #include <CLI/CLI.hpp>
 #include <charconv>
+#include <cmath>
 #include <cstdint>
 #include <filesystem>
 #include <iostream>
@@ -163,7 +164,87 @@ void add_distributed_options(CLI::App& app, TrainArgs& a) {
                "chrome://tracing) and a Gantt chart of two steps in figures/timeline.svg");
 }
 
+// The mixture-of-experts block (moe_trainer.hpp): its size and where it sits.
+void add_moe_options(CLI::App& app, TrainArgs& a) {
+  app.add_option("--moe-experts", a.moe_experts,
+                 "a mixture-of-experts block of E experts inside the MLP (one trainer)")
+      ->check(whole_number(2, 1u << 16));
+  app.add_option("--moe-top-k", a.moe_top_k, "with --moe-experts: experts per token, 1 or 2")
+      ->check(whole_number(1, 2));
+  app.add_option("--capacity-factor", a.capacity_factor,
+                 "with --moe-experts: capacity per expert, factor x k x batch / E (default 1.25)");
+  app.add_flag("--moe-dropless", a.moe_dropless,
+               "with --moe-experts: no capacity, no choice dropped");
+  app.add_option("--moe-aux", a.moe_aux,
+                 "with --moe-experts: the load-balancing loss's weight alpha (default 0.01)");
+  app.add_option("--moe-after", a.moe_after,
+                 "with --moe-experts: the block follows hidden layer L (default 1, the first)")
+      ->check(whole_number(1, kMaxLayers));
+  app.add_option("--moe-hidden", a.moe_hidden,
+                 "with --moe-experts: each expert's hidden width (default: the width it sits at)")
+      ->check(whole_number(1, kMaxWidth));
+}
+
 }  // namespace
+
+void check_moe_flags(const TrainArgs& a, const Given& given) {
+  if (!given("--moe-experts")) {
+    for (const char* flag : {"--moe-top-k", "--capacity-factor", "--moe-dropless", "--moe-aux",
+                             "--moe-after", "--moe-hidden"})
+      if (given(flag)) throw UsageError(fmt::format("{}: only with --moe-experts E", flag));
+    return;
+  }
+  const char* why =
+      "(the MoE block trains as one trainer; expert parallelism over ranks is "
+      "chapter 06's mp::ExpertParallelMoe)";
+  std::vector<std::string> refused = {"--ranks", "--mode"};
+  for (const ModeFlag& f : training_mode_flags()) refused.push_back(f.name);
+  for (const std::string& flag : refused)
+    if (given(flag.c_str()))
+      throw UsageError(fmt::format("{}: not with --moe-experts {}", flag, why));
+  if (a.precision != "fp32")
+    throw UsageError(
+        fmt::format("--precision: '{}' not with --moe-experts (float32 only)", a.precision));
+  require(std::isfinite(a.capacity_factor) && a.capacity_factor > 0, "--capacity-factor",
+          a.capacity_factor, "need > 0");
+  if (given("--capacity-factor") && a.moe_dropless)
+    throw UsageError("--capacity-factor: not with --moe-dropless (no capacity)");
+  require(std::isfinite(a.moe_aux) && a.moe_aux >= 0, "--moe-aux", a.moe_aux, "need >= 0");
+}
+
+std::optional<MoeBlock> moe_block(const TrainArgs& a, const MlpSpec& spec) {
+  if (a.moe_experts == 0) return std::nullopt;
+  const std::size_t layers = spec.widths.size() - 1;
+  if (a.moe_after >= layers)
+    throw UsageError(layers < 2
+                         ? fmt::format("--moe-experts: --arch '{}' has no hidden layer to follow",
+                                       spec.describe())
+                         : fmt::format("--moe-after: '{}' is not allowed (--arch '{}' has hidden "
+                                       "layers 1 to {})",
+                                       a.moe_after, spec.describe(), layers - 1));
+  MoeBlock b;
+  b.after = a.moe_after;
+  b.hidden = a.moe_hidden;
+  b.experts = a.moe_experts;
+  b.top_k = a.moe_top_k;
+  b.capacity_factor = a.capacity_factor;
+  b.dropless = a.moe_dropless;
+  b.aux_alpha = a.moe_aux;
+  // The block's floats, as check_size counts the MLP's: E experts of 2 h d + h + d, the router.
+  const std::uint64_t d = spec.widths[b.after], h = b.hidden == 0 ? d : b.hidden;
+  const std::uint64_t floats = b.experts * (2 * h * d + h + d) + b.experts * (d + 1);
+  if (floats > kMaxParameters)
+    throw UsageError(
+        fmt::format("--moe-experts: {} experts of {}x{} are {} parameters; at most {} "
+                    "(2^28)",
+                    b.experts, d, h, floats, kMaxParameters));
+  try {
+    (void)b.layer_spec(spec);
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(fmt::format("--moe-experts: {}", e.what()));
+  }
+  return b;
+}
 
 TrainConfig make_config(const TrainArgs& a) {
   require(a.epochs >= 1, "--epochs", a.epochs, "need >= 1");
@@ -230,6 +311,7 @@ std::optional<TrainArgs> parse_train_args(const std::vector<std::string>& args) 
   CLI::App app{"concurdl train: the MLP on Fashion-MNIST, recorded and charted", "concurdl train"};
   add_model_options(app, a);
   add_distributed_options(app, a);
+  add_moe_options(app, a);
   std::vector<std::string> reversed(args.rbegin(), args.rend());  // CLI11 takes them reversed
   try {
     app.parse(reversed);

@@ -9,6 +9,9 @@
 //            epoch's), step (optimiser steps in all); with --precision bf16 or fp16,
 //            skipped_steps (the epoch's steps skipped for non-finite gradients) and, for
 //            fp16, loss_scale (the dynamic scale at the epoch's end)
+//   with --moe-experts: the param moe (the block, MoeBlock::describe), and derived
+//            moe_dropped_fraction, moe_imbalance, moe_aux_loss (over the epoch) and
+//            moe_share_e0 .. (each expert's share of the last step's choices)
 #pragma once
 
 #include <cstddef>
@@ -30,6 +33,7 @@ inline constexpr std::int64_t kMaxTrainEpochs = 1'000'000;
 struct TrainRecordContext {
   TrainConfig config;
   std::size_t train_samples = 0, test_samples = 0;
+  std::string moe;  // MoeBlock::describe of a --moe-experts run; empty for a dense one
 };
 
 // `epoch` evaluations done so far; `r` is the epoch just trained (nullptr for epoch 0).
