@@ -366,7 +366,9 @@ int finish_run(const TrainArgs& a, TrainLoop& loop) {
   RunFile& f = loop.run();
   f.provenance["finished"] = utc_now_iso();
   // The training lesson's claims (test accuracy after 10 epochs), judged and kept as a run's.
-  const std::vector<ClaimResult> claims = evaluate_claims(f);
+  // They are about the dense MLP: a run with a MoE block inside it is not judged by them.
+  const std::vector<ClaimResult> claims =
+      a.moe_experts == 0 ? evaluate_claims(f) : std::vector<ClaimResult>{};
   f.claims = claims_json(claims);
   write_run(loop.run_dir(), f);
   if (!claims.empty() && !a.quiet)
