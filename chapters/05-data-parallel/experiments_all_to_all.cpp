@@ -5,6 +5,7 @@
 //   ch05/all_to_all_mpi  the mpi backend, with MPI_Alltoallv and Gloo's alltoall as peers
 //   concurdl run ch05/all_to_all
 //   concurdl run --ranks 2,4 ch05/all_to_all_mpi
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -12,6 +13,7 @@
 #include "collectives.hpp"
 #include "concurdl/dp/all_to_all.hpp"
 #include "concurdl/harness/experiment.hpp"
+#include "concurdl/harness/records.hpp"
 
 namespace {
 
@@ -39,29 +41,47 @@ std::vector<Axis> a2a_axes(Axis algorithm, Axis ranks) {
           {"bytes", kA2aBytes, kA2aQuick, AxisKind::size, kMaxBytes}};
 }
 
-std::vector<Figure> a2a_figures(const std::string& backend) {
-  return {{.id = "busbw",
-           .title = "All-to-all (" + backend + "): bus bandwidth vs size, 2 ranks",
+// The α–β model's busbw of `algorithm` at n ranks and B bytes a rank, from the α and β that
+// calibrate/rank_pingpong measured between two ranks in the same run (not fitted to these
+// records): pairwise (n − 1)α + (n − 1)/n · Bβ, Bruck ⌈log2 n⌉α + its bytes · β; busbw =
+// (n − 1)/n · B over that time. Its packing copies are not in it.
+Model alpha_beta_model(const std::string& algorithm, int n) {
+  return {.label = algorithm + ", alpha-beta from calibrate/rank_pingpong",
+          .series = algorithm,
+          .y = [algorithm, n](const ModelPoint& m) -> std::optional<double> {
+            if (!m.calibration || m.calibration->rank_alpha_s <= 0 ||
+                m.calibration->rank_beta_s_per_byte <= 0 || m.x <= 0)
+              return std::nullopt;
+            const double floats = m.x / sizeof(float);
+            const AllToAllTraffic t =
+                algorithm == "bruck" ? bruck_traffic(n, floats) : pairwise_traffic(n, floats);
+            const double seconds = t.messages * m.calibration->rank_alpha_s +
+                                   t.floats * sizeof(float) * m.calibration->rank_beta_s_per_byte;
+            return (n - 1.0) / n * m.x / seconds;
+          }};
+}
+
+Figure busbw_figure(const std::string& backend, int ranks, bool mpi) {
+  Figure f{.id = ranks == 2 ? "busbw" : "busbw_" + std::to_string(ranks),
+           .title = "All-to-all (" + backend + "): bus bandwidth vs size, " +
+                    std::to_string(ranks) + " ranks" +
+                    (mpi ? " (dashed: the alpha-beta model)" : ""),
            .kind = FigureKind::lines,
            .x = "bytes",
            .y = "bytes_per_s",
            .series = "algorithm",
-           .where = {{"ranks", "2"}},
+           .where = {{"ranks", std::to_string(ranks)}},
            .log_x = true,
            .log_y = true,
            .y_label = "busbw = algbw x (n-1)/n (bytes/s, log)",
-           .x_label = "bytes each rank sends (log)"},
-          {.id = "busbw_4",
-           .title = "All-to-all (" + backend + "): bus bandwidth vs size, 4 ranks",
-           .kind = FigureKind::lines,
-           .x = "bytes",
-           .y = "bytes_per_s",
-           .series = "algorithm",
-           .where = {{"ranks", "4"}},
-           .log_x = true,
-           .log_y = true,
-           .y_label = "busbw = algbw x (n-1)/n (bytes/s, log)",
-           .x_label = "bytes each rank sends (log)"},
+           .x_label = "bytes each rank sends (log)"};
+  if (mpi) f.models = {alpha_beta_model("pairwise", ranks), alpha_beta_model("bruck", ranks)};
+  return f;
+}
+
+std::vector<Figure> a2a_figures(const std::string& backend, bool mpi) {
+  return {busbw_figure(backend, 2, mpi),
+          busbw_figure(backend, 4, mpi),
           {.id = "time_4",
            .title = "All-to-all (" + backend + "): time vs size, 4 ranks",
            .kind = FigureKind::lines,
@@ -134,7 +154,7 @@ Experiment threads_experiment() {
           .scaling_axis = "ranks",
           .interleave = {"algorithm"},
           .prepare = threads_all_to_all_trial,
-          .figures = a2a_figures("threads"),
+          .figures = a2a_figures("threads", false),
           .derived = {"algbw", "busbw", "sent_over_model"},
           .claims = claims};
 }
@@ -166,7 +186,7 @@ Experiment mpi_experiment() {
           .mpi = true,
           .interleave = {"algorithm"},
           .prepare = mpi_all_to_all_trial,
-          .figures = a2a_figures("MPI"),
+          .figures = a2a_figures("MPI", true),
           .derived = {"algbw", "busbw", "sent_over_model"},
           .claims = claims};
 }
