@@ -119,7 +119,6 @@ MoeTrainer::MoeTrainer(TrainConfig config, MoeBlock block, const Dataset& train)
 
 EpochResult MoeTrainer::run_epoch(const std::function<void(const StepProgress&)>& on_progress,
                                   std::size_t report_every) {
-  using Clock = std::chrono::steady_clock;
   if (config_.threads > 0) kernels::set_compute_threads(config_.threads);
   const std::size_t n = train_.n, dim = train_.dim, batch = config_.batch;
   const std::size_t steps = (n + batch - 1) / batch;
@@ -137,9 +136,7 @@ EpochResult MoeTrainer::run_epoch(const std::function<void(const StepProgress&)>
   stats_ = MoeEpochStats{};
   stats_.share.assign(experts, 0.0);
   std::size_t dropped = 0, choices = 0;
-  double loss_sum = 0, window_loss = 0;
-  std::size_t correct_sum = 0, window_correct = 0, window_samples = 0;
-  const auto start = Clock::now();
+  EpochMeter meter(on_progress, report_every, steps, state_.epoch);
   for (std::size_t s = 0; s < steps; ++s) {
     const std::size_t first = s * batch, rows = std::min(batch, n - first);
     // Each row made whole by one thread: the same bytes for any split (as Trainer's gather).
@@ -173,35 +170,9 @@ EpochResult MoeTrainer::run_epoch(const std::function<void(const StepProgress&)>
       for (std::size_t i = 0; i < experts; ++i)
         stats_.share[i] = static_cast<double>(st.routed[i]) / static_cast<double>(k * st.tokens);
 
-    const double weighted = static_cast<double>(l.loss) * static_cast<double>(rows);
-    loss_sum += weighted;
-    correct_sum += l.correct;
-    window_loss += weighted;
-    window_correct += l.correct;
-    window_samples += rows;
-    const bool last = s + 1 == steps;
-    if (on_progress && (last || (report_every > 0 && (s + 1) % report_every == 0))) {
-      StepProgress p;
-      p.epoch = state_.epoch;
-      p.step_in_epoch = s + 1;
-      p.steps_per_epoch = steps;
-      p.step = state_.step;
-      p.loss = window_loss / static_cast<double>(window_samples);
-      p.accuracy = static_cast<double>(window_correct) / static_cast<double>(window_samples);
-      p.seconds = std::chrono::duration<double>(Clock::now() - start).count();
-      p.samples = first + rows;
-      on_progress(p);
-      window_loss = 0;
-      window_correct = 0;
-      window_samples = 0;
-    }
+    meter.add(s, first, rows, l.loss, l.correct, state_.step);
   }
-  result.seconds = std::chrono::duration<double>(Clock::now() - start).count();
-  result.samples = n;
-  if (n > 0) {
-    result.loss = loss_sum / static_cast<double>(n);
-    result.accuracy = static_cast<double>(correct_sum) / static_cast<double>(n);
-  }
+  meter.finish(n, result);
   if (stats_.steps > 0) {
     stats_.dropped_fraction = static_cast<double>(dropped) / static_cast<double>(choices);
     stats_.imbalance /= static_cast<double>(stats_.steps);

@@ -68,7 +68,6 @@ constexpr std::size_t kGatherAhead = 4;
 
 EpochResult Trainer::run_epoch(const std::function<void(const StepProgress&)>& on_progress,
                                std::size_t report_every) {
-  using Clock = std::chrono::steady_clock;
   if (config_.threads > 0) kernels::set_compute_threads(config_.threads);
   const std::size_t n = train_.n, dim = train_.dim, batch = config_.batch;
   const std::size_t steps = (n + batch - 1) / batch;
@@ -78,9 +77,7 @@ EpochResult Trainer::run_epoch(const std::function<void(const StepProgress&)>& o
   batch_y_.resize(std::min(batch, n));
 
   EpochResult result;
-  double loss_sum = 0, window_loss = 0;
-  std::size_t correct_sum = 0, window_correct = 0, window_samples = 0;
-  const auto start = Clock::now();
+  EpochMeter meter(on_progress, report_every, steps, state_.epoch);
   for (std::size_t s = 0; s < steps; ++s) {
     const std::size_t first = s * batch, rows = std::min(batch, n - first);
     StepSpan gather("gather");
@@ -139,37 +136,52 @@ EpochResult Trainer::run_epoch(const std::function<void(const StepProgress&)>& o
     }
     ++state_.step;
 
-    const double weighted = static_cast<double>(loss) * static_cast<double>(rows);
-    loss_sum += weighted;
-    correct_sum += correct;
-    window_loss += weighted;
-    window_correct += correct;
-    window_samples += rows;
-    const bool last = s + 1 == steps;
-    if (on_progress && (last || (report_every > 0 && (s + 1) % report_every == 0))) {
-      StepProgress p;
-      p.epoch = state_.epoch;
-      p.step_in_epoch = s + 1;
-      p.steps_per_epoch = steps;
-      p.step = state_.step;
-      p.loss = window_loss / static_cast<double>(window_samples);
-      p.accuracy = static_cast<double>(window_correct) / static_cast<double>(window_samples);
-      p.seconds = std::chrono::duration<double>(Clock::now() - start).count();
-      p.samples = first + rows;
-      on_progress(p);
-      window_loss = 0;
-      window_correct = 0;
-      window_samples = 0;
-    }
+    meter.add(s, first, rows, loss, correct, state_.step);
   }
-  result.seconds = std::chrono::duration<double>(Clock::now() - start).count();
-  result.samples = n;
-  if (n > 0) {
-    result.loss = loss_sum / static_cast<double>(n);
-    result.accuracy = static_cast<double>(correct_sum) / static_cast<double>(n);
-  }
+  meter.finish(n, result);
   ++state_.epoch;
   return result;
+}
+
+EpochMeter::EpochMeter(std::function<void(const StepProgress&)> on_progress,
+                       std::size_t report_every, std::size_t steps, std::uint64_t epoch)
+    : on_progress_(std::move(on_progress)),
+      report_every_(report_every),
+      steps_(steps),
+      epoch_(epoch) {}
+
+void EpochMeter::add(std::size_t s, std::size_t first, std::size_t rows, double loss,
+                     std::size_t correct, std::uint64_t step) {
+  const double weighted = loss * static_cast<double>(rows);
+  loss_sum_ += weighted;
+  correct_sum_ += correct;
+  window_loss_ += weighted;
+  window_correct_ += correct;
+  window_samples_ += rows;
+  const bool last = s + 1 == steps_;
+  if (!on_progress_ || !(last || (report_every_ > 0 && (s + 1) % report_every_ == 0))) return;
+  StepProgress p;
+  p.epoch = epoch_;
+  p.step_in_epoch = s + 1;
+  p.steps_per_epoch = steps_;
+  p.step = step;
+  p.loss = window_loss_ / static_cast<double>(window_samples_);
+  p.accuracy = static_cast<double>(window_correct_) / static_cast<double>(window_samples_);
+  p.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  p.samples = first + rows;
+  on_progress_(p);
+  window_loss_ = 0;
+  window_correct_ = 0;
+  window_samples_ = 0;
+}
+
+void EpochMeter::finish(std::size_t n, EpochResult& result) const {
+  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  result.samples = n;
+  if (n > 0) {
+    result.loss = loss_sum_ / static_cast<double>(n);
+    result.accuracy = static_cast<double>(correct_sum_) / static_cast<double>(n);
+  }
 }
 
 EvalResult Trainer::evaluate(const Dataset& d, std::size_t batch) {

@@ -4,6 +4,7 @@
 // same result bit for bit.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
@@ -60,6 +61,29 @@ struct EpochResult {
   std::size_t samples = 0;
   double seconds = 0;             // wall time of the epoch's steps (no evaluation)
   std::size_t skipped_steps = 0;  // mixed precision: steps skipped for non-finite gradients
+};
+
+// An epoch's steps added up, as every trainer reports them: the loss and accuracy over the
+// epoch's samples, and a StepProgress every `report_every` steps and at the last, over the steps
+// since the previous report. Times from construction.
+class EpochMeter {
+ public:
+  EpochMeter(std::function<void(const StepProgress&)> on_progress, std::size_t report_every,
+             std::size_t steps, std::uint64_t epoch);
+  // Step s (0-based) of `rows` samples, after `first` of the epoch's: its mean loss and correct
+  // count; `step` is the optimiser steps taken in all, this one included.
+  void add(std::size_t s, std::size_t first, std::size_t rows, double loss, std::size_t correct,
+           std::uint64_t step);
+  // The epoch's loss, accuracy, samples (n) and seconds into `result` (its other fields kept).
+  void finish(std::size_t n, EpochResult& result) const;
+
+ private:
+  std::function<void(const StepProgress&)> on_progress_;
+  std::size_t report_every_, steps_;
+  std::uint64_t epoch_;
+  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
+  double loss_sum_ = 0, window_loss_ = 0;
+  std::size_t correct_sum_ = 0, window_correct_ = 0, window_samples_ = 0;
 };
 
 class Trainer {
