@@ -33,6 +33,7 @@
 #include <iostream>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "concurdl/build_info.hpp"
@@ -83,10 +84,12 @@ class Progress {
   bool quiet_, tty_;
 };
 
-// nn::Trainer as the one rank of a run without --ranks.
-class LocalTrainer final : public RankTrainer {
+// A single trainer (nn::Trainer, nn::MoeTrainer) as the one rank of a run without --ranks.
+template <class T>
+class OneRank : public RankTrainer {
  public:
-  LocalTrainer(const TrainConfig& config, const Dataset& train) : t_(config, train) {}
+  template <class... Args>
+  explicit OneRank(Args&&... args) : t_(std::forward<Args>(args)...) {}
   int rank() const override { return 0; }
   int size() const override { return 1; }
   EpochResult run_epoch(const std::function<void(const StepProgress&)>& on_progress,
@@ -97,37 +100,27 @@ class LocalTrainer final : public RankTrainer {
   void save(const std::filesystem::path& checkpoint) const override { t_.save(checkpoint); }
   void resume(const std::filesystem::path& checkpoint) override { t_.resume(checkpoint); }
   const TrainState& state() const override { return t_.state(); }
+
+ protected:
+  T t_;
+};
+
+class LocalTrainer final : public OneRank<Trainer> {
+ public:
+  using OneRank::OneRank;
   std::string describe() const override { return "1 rank"; }
   std::map<std::string, double> epoch_metrics() const override {
     if (t_.config().precision != Precision::fp16) return {};
     return {{"loss_scale", static_cast<double>(t_.loss_scaler().scale())}};
   }
-
- private:
-  Trainer t_;
 };
 
-// nn::MoeTrainer (--moe-experts) as the one rank of a run; its records carry the block's
-// routing statistics.
-class MoeLocalTrainer final : public RankTrainer {
+// --moe-experts: its records carry the block's routing statistics.
+class MoeLocalTrainer final : public OneRank<MoeTrainer> {
  public:
-  MoeLocalTrainer(const TrainConfig& config, const MoeBlock& block, const Dataset& train)
-      : t_(config, block, train) {}
-  int rank() const override { return 0; }
-  int size() const override { return 1; }
-  EpochResult run_epoch(const std::function<void(const StepProgress&)>& on_progress,
-                        std::size_t report_every) override {
-    return t_.run_epoch(on_progress, report_every);
-  }
-  EvalResult evaluate(const Dataset& d) override { return t_.evaluate(d); }
-  void save(const std::filesystem::path& checkpoint) const override { t_.save(checkpoint); }
-  void resume(const std::filesystem::path& checkpoint) override { t_.resume(checkpoint); }
-  const TrainState& state() const override { return t_.state(); }
+  using OneRank::OneRank;
   std::string describe() const override { return "1 rank, MoE " + t_.state().moe; }
   std::map<std::string, double> epoch_metrics() const override { return t_.epoch_metrics(); }
-
- private:
-  MoeTrainer t_;
 };
 
 // What a run needs once its options are checked: the model's configuration, who trains it,
