@@ -39,14 +39,6 @@ struct CallScratch {
   std::span<float> span;
 };
 
-void require_host(const Communicator& comm, const char* what) {
-  if (comm.memory() != MemorySpace::host)
-    throw std::invalid_argument(std::string(what) +
-                                ": the hand-written collectives work on host "
-                                "memory; the " +
-                                std::string(comm.name()) + " backend has only its native ones");
-}
-
 // Out of place: copy in to out once, then work in place on out.
 std::span<float> start(Communicator& comm, std::span<const float> in, std::span<float> out,
                        const char* what) {
@@ -66,6 +58,14 @@ std::span<float> sub(std::span<float> s, Block b) { return s.subspan(b.offset, b
 std::span<float> scratch_sub(std::span<float> s, Block b) { return s.empty() ? s : sub(s, b); }
 
 }  // namespace
+
+void require_host(const Communicator& comm, const char* what) {
+  if (comm.memory() != MemorySpace::host)
+    throw std::invalid_argument(std::string(what) +
+                                ": the hand-written collectives work on host "
+                                "memory; the " +
+                                std::string(comm.name()) + " backend has only its native ones");
+}
 
 void add_into(std::span<float> acc, std::span<const float> x) {
   float* __restrict a = acc.data();

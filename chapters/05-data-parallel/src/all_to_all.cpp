@@ -20,13 +20,6 @@ std::size_t block_size(const Communicator& comm, std::span<const float> send, st
   return send.size() / n;
 }
 
-void require_host(const Communicator& comm, const char* what) {
-  if (comm.memory() != MemorySpace::host)
-    throw std::invalid_argument(std::string(what) +
-                                ": the hand-written all-to-alls work on host memory; the " +
-                                std::string(comm.name()) + " backend has only its native ones");
-}
-
 // Where each block starts: offsets[j] = the sum of counts[0..j).
 std::vector<std::size_t> offsets(std::span<const std::size_t> counts) {
   std::vector<std::size_t> at(counts.size() + 1, 0);

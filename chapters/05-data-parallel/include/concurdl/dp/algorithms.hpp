@@ -74,6 +74,10 @@ constexpr Block block_of(std::size_t count, int parts, int i) {
   return {k * base + (k < extra ? k : extra), base + (k < extra ? 1 : 0)};
 }
 
+// std::invalid_argument naming `what` unless comm's memory is the host's: every hand-written
+// collective (these, all_to_all.hpp's) works on host memory; a device backend has only its own.
+void require_host(const Communicator& comm, const char* what);
+
 // acc[i] += x[i] (the local step of every reduction).
 void add_into(std::span<float> acc, std::span<const float> x);
 
