@@ -115,7 +115,7 @@ TEST_F(Cli, DataParallelTrainRejectsBadFlags) {
   expect_usage_error(
       run("train --ranks 2 --mode hogwild --backend processes --data no-such-dir", bin),
       "--mode hogwild: runs its workers on --backend threads; --backend processes runs --mode "
-      "ps-async, ps-ssp");
+      "ps-async, --mode ps-ssp");
   expect_usage_error(run("train --ranks 2 --allreduce v9_magic --data no-such-dir", bin),
                      "v9_magic");
   expect_usage_error(run("train --ranks 2 --bucket-mb -1 --data no-such-dir", bin), "--bucket-mb");
@@ -148,7 +148,7 @@ TEST_F(Cli, DataParallelTrainRejectsBadFlags) {
     const Result ps = run("train --ranks 2 --mode ps-async --backend mpi", bin);
     expect_usage_error(ps,
                        "--mode ps-async: runs its workers on --backend threads or processes; "
-                       "--backend mpi runs only --mode sync");
+                       "--backend mpi runs --ep P");
     EXPECT_EQ(ps.err.find("mpirun"), std::string::npos) << ps.err;
   }
   EXPECT_FALSE(fs::exists(dir_ / "results"));
@@ -315,6 +315,67 @@ TEST_F(Cli, MoeTrainRejectsBadFlags) {
   expect_usage_error(run("train --moe-experts 4 --precision bf16", bin),
                      "--precision: 'bf16' not with --moe-experts");
   EXPECT_FALSE(fs::exists(dir_ / "results"));
+}
+
+// `concurdl train --moe-experts E --ep P [--dp D]` (chapter 06's expert parallelism): --ep
+// without a block, too few experts, --dp without --ep, an unknown exchange, a backend it does
+// not run on: exit 2 naming the flag, before any data is read.
+TEST_F(Cli, ExpertParallelTrainRejectsBadFlags) {
+  const char* bin = CONCURDL_BIN;
+  expect_usage_error(run("train --ep 2 --data no-such-dir", bin),
+                     "--ep: only with --moe-experts E");
+  expect_usage_error(run("train --moe-experts 2 --ep 4 --data no-such-dir", bin),
+                     "--ep 4: 2 experts over 4 ranks would leave a rank with none");
+  expect_usage_error(run("train --moe-experts 4 --dp 2 --data no-such-dir", bin),
+                     "--dp: not with --moe-experts (the MoE block trains as one trainer, or over "
+                     "ranks with --ep P [--dp D]");
+  expect_usage_error(run("train --moe-experts 4 --ep 2 --ep-exchange ring --data no-such-dir", bin),
+                     "--ep-exchange: unknown exchange 'ring' (known: native, pairwise)");
+  expect_usage_error(
+      run("train --moe-experts 4 --ep 2 --backend processes --data no-such-dir", bin),
+      "--ep P: runs its workers on --backend threads or mpi");
+  expect_usage_error(run("train --moe-experts 4 --ep 2 --tp 2 --data no-such-dir", bin),
+                     "--tp: not with --moe-experts");
+  expect_usage_error(run("train --ep-exchange pairwise --data no-such-dir", bin),
+                     "--ep-exchange: only with --ep P");
+  EXPECT_FALSE(fs::exists(dir_ / "results"));
+}
+
+// Two groups of two thread ranks (and, where MPI is built, two MPI ranks): the records carry
+// the routing and every rank's phases; the checkpoint resumes as one process.
+TEST_F(Cli, ExpertParallelTrainRecordsEveryRanksPhasesAndResumesAsOneProcess) {
+  if (!fs::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz") &&
+      !std::getenv("CONCURDL_FASHION_MNIST"))
+    GTEST_SKIP() << "Fashion-MNIST not installed (apt-get install dataset-fashion-mnist)";
+  const char* bin = CONCURDL_BIN;
+  const std::string common =
+      " --moe-experts 4 --moe-top-k 2 --train-limit 640 --test-limit 200 --quiet --no-report "
+      "--out runs";
+  const Result ep =
+      run("train --ep 2 --dp 2 --batch 32 --epochs 1 --checkpoint e.ckpt" + common, bin);
+  ASSERT_EQ(ep.rc, 0) << ep.err;
+  const RunFile f = load_run(dir_ / ep.last_line());
+  ASSERT_EQ(f.records.size(), 2u);
+  const auto& d = f.records[1].derived;
+  for (const char* m :
+       {"moe_dropped_fraction", "moe_imbalance", "moe_rank_imbalance", "moe_aux_loss", "moe_step_s",
+        "moe_experts_s_r0", "moe_exchange_s_r3", "moe_route_s_r2", "moe_rows_r3"})
+    EXPECT_TRUE(d.count(m)) << m;
+  EXPECT_GE(d.at("moe_rank_imbalance"), 1.0);
+  EXPECT_GT(d.at("moe_rows_r1"), 0.0);
+  const auto& dp = f.provenance.at("training").at("data_parallel");
+  EXPECT_EQ(dp.at("ranks"), 4);
+  EXPECT_EQ(dp.at("global_batch"), 128);
+  EXPECT_EQ(dp.at("mode"), "expert");
+  const Result one = run("train --epochs 2 --batch 128 --resume e.ckpt" + common, bin);
+  EXPECT_EQ(one.rc, 0) << one.err;
+  if (concurdl::build::have_mpi) {
+    const Result mpi = run("train --ep 2 --backend mpi --batch 64 --epochs 1" + common, bin);
+    ASSERT_EQ(mpi.rc, 0) << mpi.err;
+    const RunFile m = load_run(dir_ / mpi.last_line());
+    EXPECT_EQ(m.provenance.at("training").at("data_parallel").at("backend"), "mpi");
+    EXPECT_TRUE(m.records.back().derived.count("moe_experts_s_r1"));
+  }
 }
 
 // A short MoE run records its curve with the block's routing statistics; resumed from its

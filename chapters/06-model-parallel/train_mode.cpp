@@ -1,11 +1,18 @@
-// `concurdl train --pipeline P` and `--dp D --tp T --pp P`: the pipeline and the 3D grid as two
-// of the train command's training modes (kernels/nn/distributed_train.hpp), each row with its
-// flags, what chooses it, what it refuses and how many ranks it asks for.
+// `concurdl train --pipeline P`, `--dp D --tp T --pp P` and `--moe-experts E --ep P [--dp D]`:
+// the pipeline, the 3D grid and expert parallelism as three of the train command's training
+// modes (kernels/nn/distributed_train.hpp), each row with its flags, what chooses it, what it
+// refuses and how many ranks it asks for.
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
+#include <iterator>
+#include <memory>
+
 #include "concurdl/core/axis.hpp"
 #include "concurdl/core/errors.hpp"
+#include "concurdl/dp/train_backends.hpp"
+#include "concurdl/mp/expert_trainer.hpp"
 #include "concurdl/mp/pipeline_trainer.hpp"
 #include "concurdl/mp/three_d_trainer.hpp"
 #include "concurdl/nn/distributed_train.hpp"
@@ -48,10 +55,23 @@ const Flag kRecompute{.name = "--recompute",
                       .kind = Flag::Kind::toggle};
 const Flag kDp{.name = "--dp",
                .help =
-                   "3D parallelism (chapter 06): data-parallel replicas D of a grid of D x T "
-                   "x P thread ranks (with --tp, --pp; default 1)",
+                   "data-parallel replicas D (chapter 06, default 1): of the 3D grid of D x T x "
+                   "P thread ranks (with --tp, --pp), or of the expert-parallel group (with "
+                   "--ep)",
                .min = 1,
                .max = 1024};
+const Flag kEp{.name = "--ep",
+               .help =
+                   "expert parallelism (chapter 06), with --moe-experts E: the experts spread "
+                   "over groups of P ranks (threads or MPI processes), --dp D such groups, the "
+                   "MLP and the router data-parallel over all P x D; --batch per rank",
+               .min = 1,
+               .max = 1024};
+const Flag kEpExchange{.name = "--ep-exchange",
+                       .help =
+                           "with --ep: how rows travel to their experts, native (the backend's "
+                           "all-to-all, the default) or pairwise (chapter 05's)",
+                       .kind = Flag::Kind::text};
 const Flag kTp{.name = "--tp",
                .help = "3D parallelism: tensor-parallel ranks T of each stage",
                .min = 1,
@@ -86,6 +106,32 @@ Grid grid_of(const nn::DistributedOptions& o) {
   return {.data = static_cast<int>(o.number(kDp.name, 1)),
           .tensor = static_cast<int>(o.number(kTp.name, 1)),
           .pipeline = static_cast<int>(o.number(kPp.name, 1))};
+}
+
+// The expert-parallel trainer's options from `concurdl train`'s, or a UsageError naming what
+// it cannot run.
+ExpertTrainerOptions expert_options(const nn::DistributedOptions& o, const nn::TrainConfig& c) {
+  if (!o.moe)
+    throw UsageError(
+        "--ep: only with --moe-experts E (the mixture-of-experts block whose experts "
+        "it spreads over ranks)");
+  ExpertTrainerOptions e;
+  e.data = static_cast<int>(o.number(kDp.name, 1));
+  const auto P = static_cast<std::size_t>(o.number(kEp.name, 1));
+  if (o.moe->experts < P)
+    throw UsageError(fmt::format(
+        "--ep {}: {} experts over {} ranks would leave a rank with none (need --moe-experts >= "
+        "--ep; experts replicated over groups come from --dp)",
+        P, o.moe->experts, P));
+  (void)o.moe->layer_spec(c.spec);
+  const std::string exchange = o.text(kEpExchange.name, "native");
+  const auto row = std::find_if(std::begin(kTokenExchangeRows), std::end(kTokenExchangeRows),
+                                [&](const TokenExchangeVariant& v) { return v.name == exchange; });
+  if (row == std::end(kTokenExchangeRows))
+    throw UsageError(fmt::format("--ep-exchange: unknown exchange '{}' (known: {})", exchange,
+                                 fmt::join(kTokenExchangeVariants.names(Offer::all), ", ")));
+  e.exchange = row->exchange;
+  return e;
 }
 
 // The pipeline's options from `concurdl train`'s, or a UsageError naming the one it cannot run.
@@ -196,6 +242,36 @@ const bool registered_3d = nn::register_training_mode(
             const nn::RankLoop& loop) {
            ThreeDTrainer t(c, train, three_d_options(o, c));
            loop(t);
+         }});
+
+// Registered after the grid: with --ep, a --dp belongs to this mode (choose_mode).
+const bool registered_expert = nn::register_training_mode(
+    {.name = "expert",
+     .what = "expert parallelism (chapter 06): with --moe-experts E, the experts over --ep P "
+             "ranks, --dp D groups, the rest data-parallel; threads or MPI ranks",
+     .flags = {kEp, kDp, kEpExchange},
+     .chosen_by = {kEp.name},
+     .chosen_as = "--ep P",
+     .ranks =
+         [](const nn::DistributedOptions& o) {
+           return static_cast<int>(o.number(kEp.name, 1) * o.number(kDp.name, 1));
+         },
+     .refuses = {"--ranks", "--mode", "--straggler", "--fail-worker"},
+     .refusal = "(the ranks are --ep x --dp; faults are not injected into this mode)",
+     .backends = {"threads", "mpi"},
+     .global_batch = true,
+     .check = [](const nn::DistributedOptions& o,
+                 const nn::TrainConfig& c) { (void)expert_options(o, c); },
+     .run =
+         [](const nn::DistributedOptions& o, const nn::TrainConfig& c, const nn::Dataset& train,
+            const nn::RankLoop& loop) {
+           const ExpertTrainerOptions e = expert_options(o, c);
+           dp::run_ranks(
+               o, c,
+               [&](dp::Communicator& world, const nn::TrainConfig& config) {
+                 return std::make_unique<ExpertParallelTrainer>(world, config, *o.moe, train, e);
+               },
+               loop);
          }});
 
 }  // namespace

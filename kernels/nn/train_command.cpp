@@ -8,6 +8,7 @@
 //   concurdl train --ranks 4 --backend mpi --bucket-mb 0.25          # under mpirun
 //   concurdl train --ranks 2 --mode ps-async --straggler 1:4          # asynchronous (ch07)
 //   concurdl train --moe-experts 4 --moe-top-k 2                       # a MoE block inside
+//   concurdl train --moe-experts 4 --ep 2 --dp 2 --backend mpi          # its experts over ranks
 //
 // With --ranks N, --batch is the per-rank batch (the global batch is N x --batch, recorded as
 // the records' "batch") and a data-parallel backend registered by chapter 05
@@ -172,7 +173,9 @@ TrainPlan plan_run(TrainArgs& a) {
   plan.config = make_config(a);
   plan.moe = moe_block(a, plan.config.spec);
   // The records' batch: the global batch of a synchronous step; a push's in the other modes.
-  if (plan.backend != nullptr && plan.mode == nullptr) plan.config.batch = a.batch * a.ranks;
+  plan.dist.moe = plan.moe;
+  if (plan.backend != nullptr && (plan.mode == nullptr || plan.mode->global_batch))
+    plan.config.batch = a.batch * a.ranks;
   if (plan.mode != nullptr && plan.mode->check)
     plan.mode->check(plan.dist, plan.config);
   else if (plan.mode == nullptr && plan.backend != nullptr && plan.backend->check)
@@ -400,7 +403,7 @@ int train_main(const std::vector<std::string>& args) {
   if (a.trace) trace::Recorder::global().start();
   // Where the ranks run (collective over them all): kept in rank 0's record.
   if (ranks::initialized()) loop.set_placement(placement_provenance(ranks::placement()));
-  if (plan.moe) {
+  if (plan.moe && plan.backend == nullptr) {
     MoeLocalTrainer trainer(plan.config, *plan.moe, train);
     loop(trainer);
   } else if (plan.backend == nullptr) {

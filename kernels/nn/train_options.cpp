@@ -194,14 +194,20 @@ void check_moe_flags(const TrainArgs& a, const Given& given) {
       if (given(flag)) throw UsageError(fmt::format("{}: only with --moe-experts E", flag));
     return;
   }
-  const char* why =
-      "(the MoE block trains as one trainer; expert parallelism over ranks is "
-      "chapter 06's mp::ExpertParallelMoe)";
+  // Over ranks, the block trains as chapter 06's expert parallelism (--ep P [--dp D]), which
+  // says what it takes; every other way of spreading the work is refused here.
+  const TrainingMode* expert = given("--ep") ? find_training_mode("expert") : nullptr;
   std::vector<std::string> refused = {"--ranks", "--mode"};
-  for (const ModeFlag& f : training_mode_flags()) refused.push_back(f.name);
+  for (const ModeFlag& f : training_mode_flags())
+    if (expert == nullptr || !expert->owns(f.name)) refused.push_back(f.name);
   for (const std::string& flag : refused)
     if (given(flag.c_str()))
-      throw UsageError(fmt::format("{}: not with --moe-experts {}", flag, why));
+      throw UsageError(fmt::format(
+          "{}: not with --moe-experts ({})", flag,
+          find_training_mode("expert") == nullptr
+              ? "the MoE block trains as one trainer"
+              : "the MoE block trains as one trainer, or over ranks with --ep P [--dp D]: "
+                "experts spread over P ranks, D such groups"));
   if (a.precision != "fp32")
     throw UsageError(
         fmt::format("--precision: '{}' not with --moe-experts (float32 only)", a.precision));

@@ -83,6 +83,20 @@ const TrainingMode* choose_mode(TrainArgs& a, const Given& given,
   for (const std::string& name : training_mode_names())
     if (const TrainingMode* m = find_training_mode(name); m && first_given(m->chosen_by, given))
       chosen.push_back(m);
+  // A mode whose given choosers another chosen mode all owns gives way to it (--ep 2 --dp 2).
+  const auto gives_way = [&](const TrainingMode* m) {
+    return std::any_of(chosen.begin(), chosen.end(), [&](const TrainingMode* other) {
+      return other != m &&
+             std::all_of(m->chosen_by.begin(), m->chosen_by.end(),
+                         [&](const std::string& f) { return !given(f.c_str()) || other->owns(f); });
+    });
+  };
+  if (chosen.size() > 1) {
+    std::vector<const TrainingMode*> kept;
+    for (const TrainingMode* m : chosen)
+      if (!gives_way(m)) kept.push_back(m);
+    if (!kept.empty()) chosen = kept;
+  }
   for (const TrainingMode* m : chosen)
     if (const std::string* flag = first_given(m->refuses, given))
       throw UsageError(fmt::format("{}: not with {} {}", *flag, m->how_chosen(), m->refusal));
@@ -188,16 +202,15 @@ const DistributedBackend* choose_backend(TrainArgs& a, const TrainingMode* mode,
     throw UsageError(why);
   if (mode != nullptr &&
       std::find(mode->backends.begin(), mode->backends.end(), a.backend) == mode->backends.end()) {
-    std::vector<std::string> on;  // the modes that run on this backend
+    std::vector<std::string> on;  // how to choose the modes that run on this backend
     for (const std::string& name : training_mode_names())
       if (const TrainingMode* m = find_training_mode(name);
           m && std::find(m->backends.begin(), m->backends.end(), a.backend) != m->backends.end())
-        on.push_back(name);
-    throw UsageError(
-        fmt::format("--mode {}: runs its workers on --backend {}; --backend {} runs {}", a.mode,
-                    fmt::join(mode->backends, " or "), a.backend,
-                    on.empty() ? std::string("only --mode sync")
-                               : fmt::format("--mode {}", fmt::join(on, ", "))));
+        on.push_back(m->how_chosen());
+    throw UsageError(fmt::format(
+        "{}: runs its workers on --backend {}; --backend {} runs {}", mode->how_chosen(),
+        fmt::join(mode->backends, " or "), a.backend,
+        on.empty() ? std::string("only --mode sync") : fmt::format("{}", fmt::join(on, ", "))));
   }
   if (!a.hostfile.empty() && !backend->mpi_launch && !backend->reads_hostfile) {
     std::vector<std::string> takers;  // the backends whose processes run on its hosts

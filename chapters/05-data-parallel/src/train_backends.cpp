@@ -72,8 +72,7 @@ std::unique_ptr<nn::RankTrainer> make_trainer(Communicator& comm, const nn::Dist
 }
 
 void run_on_threads(const nn::DistributedOptions& o, const nn::TrainConfig& c,
-                    const nn::Dataset& train, const nn::RankLoop& loop) {
-  const DataParallelOptions opt = options_of(o);
+                    const RankTrainerFactory& make, const nn::RankLoop& loop) {
   // The compute-thread count is process-wide (OpenBLAS's too): each rank thread runs its GEMMs
   // on itself alone, so N ranks use N cores.
   kernels::ComputeThreadsScope one(1);
@@ -81,15 +80,14 @@ void run_on_threads(const nn::DistributedOptions& o, const nn::TrainConfig& c,
   config.threads = 0;  // leave the setting above alone
   run_threads(o.ranks, [&](Communicator& comm) {
     trace::set_track(fmt::format("rank {}", comm.rank()));
-    const std::unique_ptr<nn::RankTrainer> t = make_trainer(comm, o, config, train, opt);
+    const std::unique_ptr<nn::RankTrainer> t = make(comm, config);
     loop(*t);
   });
 }
 
 #if CONCURDL_HAVE_MPI
-void run_on_mpi(const nn::DistributedOptions& o, const nn::TrainConfig& c, const nn::Dataset& train,
-                const nn::RankLoop& loop) {
-  const DataParallelOptions opt = options_of(o);
+void run_on_mpi(const nn::DistributedOptions& o, const nn::TrainConfig& c,
+                const RankTrainerFactory& make, const nn::RankLoop& loop) {
   ranks::init();
   if (ranks::world_size() != o.ranks)
     throw UsageError(
@@ -100,7 +98,7 @@ void run_on_mpi(const nn::DistributedOptions& o, const nn::TrainConfig& c, const
   {
     MpiCommunicator comm(MPI_COMM_WORLD);
     try {
-      const std::unique_ptr<nn::RankTrainer> t = make_trainer(comm, o, c, train, opt);
+      const std::unique_ptr<nn::RankTrainer> t = make(comm, c);
       loop(*t);
       comm.barrier();
       return;
@@ -120,7 +118,29 @@ void run_on_mpi(const nn::DistributedOptions& o, const nn::TrainConfig& c, const
 }
 #endif
 
+// The data-parallel trainer of the sync backends, over every rank.
+void run_data_parallel(const nn::DistributedOptions& o, const nn::TrainConfig& c,
+                       const nn::Dataset& train, const nn::RankLoop& loop) {
+  const DataParallelOptions opt = options_of(o);
+  run_ranks(
+      o, c,
+      [&](Communicator& comm, const nn::TrainConfig& config) {
+        return make_trainer(comm, o, config, train, opt);
+      },
+      loop);
+}
+
 }  // namespace
+
+void run_ranks(const nn::DistributedOptions& o, const nn::TrainConfig& c,
+               const RankTrainerFactory& make, const nn::RankLoop& loop) {
+  if (o.backend == "threads") return run_on_threads(o, c, make, loop);
+#if CONCURDL_HAVE_MPI
+  if (o.backend == "mpi") return run_on_mpi(o, c, make, loop);
+#endif
+  throw UsageError(
+      fmt::format("--backend {}: ranks run as threads or MPI processes only", o.backend));
+}
 
 std::vector<nn::DistributedBackend> train_backends() {
   std::vector<nn::DistributedBackend> out;
@@ -130,28 +150,21 @@ std::vector<nn::DistributedBackend> train_backends() {
        .missing = [] { return std::string(); },
        .check = [](const nn::DistributedOptions& o,
                    const nn::TrainConfig&) { (void)options_of(o); },
-       .run = &run_on_threads});
-  out.push_back({.name = "mpi",
-                 .what = "ranks are processes under mpirun (launched for you), MpiCommunicator",
-                 .missing = []() -> std::string {
-                   if (!CONCURDL_HAVE_MPI)
-                     return "--backend mpi: this concurdl was built without MPI (apt-get install "
-                            "libopenmpi-dev openmpi-bin, then configure again)";
-                   return "";
-                 },
-                 .check = [](const nn::DistributedOptions& o,
-                             const nn::TrainConfig&) { (void)options_of(o); },
-                 .mpi_launch = true,
-                 .run =
-                     [](const nn::DistributedOptions& o, const nn::TrainConfig& c,
-                        const nn::Dataset& d, const nn::RankLoop& loop) {
-#if CONCURDL_HAVE_MPI
-                       run_on_mpi(o, c, d, loop);
-#else
-                       (void)o, (void)c, (void)d, (void)loop;
-                       throw UsageError("--backend mpi: this concurdl was built without MPI");
-#endif
-                     }});
+       .run = &run_data_parallel});
+  out.push_back(
+      {.name = "mpi",
+       .what = "ranks are processes under mpirun (launched for you), MpiCommunicator",
+       .missing = []() -> std::string {
+         if (!CONCURDL_HAVE_MPI)
+           return "--backend mpi: this concurdl was built without MPI (apt-get install "
+                  "libopenmpi-dev openmpi-bin, then configure again)";
+         return "";
+       },
+       .check = [](const nn::DistributedOptions& o,
+                   const nn::TrainConfig&) { (void)options_of(o); },
+       .mpi_launch = true,
+       .run = [](const nn::DistributedOptions& o, const nn::TrainConfig& c, const nn::Dataset& d,
+                 const nn::RankLoop& loop) { run_data_parallel(o, c, d, loop); }});
   out.push_back(
       {.name = "nccl",
        .what = "one rank per GPU with NCCL: not for this trainer, which keeps the MLP on the CPU",

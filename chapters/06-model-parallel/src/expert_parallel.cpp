@@ -6,9 +6,12 @@
 #include "concurdl/mp/expert_parallel.hpp"
 
 #include <algorithm>
+#include <chrono>
+#include <optional>
 #include <stdexcept>
 #include <string>
 
+#include "concurdl/core/trace.hpp"
 #include "concurdl/dp/all_to_all.hpp"
 #include "concurdl/kernels/ops.hpp"
 
@@ -26,6 +29,22 @@ std::size_t total(const std::vector<std::size_t>& counts) {
   for (const std::size_t c : counts) n += c;
   return n;
 }
+
+// One phase: its seconds added to a counter when it ends, and its trace span ("moe dispatch").
+class Phase {
+ public:
+  Phase(const char* name, double& seconds) : seconds_(seconds), span_(name, "moe") {}
+  ~Phase() {
+    seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - begin_).count();
+  }
+  Phase(const Phase&) = delete;
+  Phase& operator=(const Phase&) = delete;
+
+ private:
+  double& seconds_;
+  trace::Span span_;
+  std::chrono::steady_clock::time_point begin_ = std::chrono::steady_clock::now();
+};
 
 void copy_row(const float* from, std::size_t row_from, float* to, std::size_t row_to,
               std::size_t d) {
@@ -100,11 +119,13 @@ std::span<float> ExpertParallelMoe::expert_gradients(std::size_t expert) {
 
 void ExpertParallelMoe::exchange(std::span<const float> send,
                                  std::span<const std::size_t> send_counts, std::span<float> recv,
-                                 std::span<const std::size_t> recv_counts) {
+                                 std::span<const std::size_t> recv_counts, double& seconds) {
+  const auto begin = std::chrono::steady_clock::now();
   if (opts_.exchange == TokenExchange::pairwise)
     dp::all_to_all_v_pairwise(comm_, send, send_counts, recv, recv_counts, {.tag = opts_.tag});
   else
     comm_.all_to_all_v(send, send_counts, recv, recv_counts);
+  seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
 }
 
 // From every rank's gathered counts ([T_s, n_s(c, e) for c < k and e < E, its probability sums
@@ -230,6 +251,9 @@ const ExpertParallelStats& ExpertParallelMoe::forward(const float* x, std::size_
     throw std::invalid_argument("ExpertParallelMoe::forward: " + std::to_string(tokens) +
                                 " tokens on one rank (counts travel as floats: below 2^24)");
   const std::uint64_t sent0 = comm_.bytes_sent();
+  ExpertParallelStats::Phases& ph = stats_.forward_s;
+  ph = {};
+  std::optional<Phase> phase(std::in_place, "moe route", ph.route);
   x_ = x;
   tokens_ = tokens;
   probs_.resize(tokens * E);
@@ -253,11 +277,12 @@ const ExpertParallelStats& ExpertParallelMoe::forward(const float* x, std::size_
   plan(gathered);
 
   // Dispatch: the kept rows to their experts' ranks, each put at its slot.
+  phase.emplace("moe dispatch", ph.dispatch);
   send_.resize(total(send_counts_));
   recv_.resize(total(recv_counts_));
   for (std::size_t i = 0; i < routes_.size(); ++i)
     if (routes_[i].kept) copy_row(x, i / k, send_.data(), send_row_[i], d);
-  exchange(send_, send_counts_, recv_, recv_counts_);
+  exchange(send_, send_counts_, recv_, recv_counts_, ph.exchange);
   const std::size_t h = spec_.hidden, rows = row_begin_.back();
   xin_.resize(rows * d);
   hid_.resize(rows * h);
@@ -265,6 +290,7 @@ const ExpertParallelStats& ExpertParallelMoe::forward(const float* x, std::size_
   for (std::size_t j = 0; j < slot_row_.size(); ++j)
     copy_row(recv_.data(), j, xin_.data(), slot_row_[j], d);
   // This rank's experts, each on its rows in slot order.
+  phase.emplace("moe experts", ph.experts);
   for (std::size_t i = 0; i < local_; ++i) {
     const std::size_t row = row_begin_[i];
     nn::moe_expert_forward(spec_, opts_.gemm,
@@ -273,10 +299,11 @@ const ExpertParallelStats& ExpertParallelMoe::forward(const float* x, std::size_
                            yout_.data() + row * d);
   }
   // Combine: the outputs back in the layout they came in (recv_ reused), gated and summed.
+  phase.emplace("moe combine", ph.combine);
   for (std::size_t j = 0; j < slot_row_.size(); ++j)
     copy_row(yout_.data(), slot_row_[j], recv_.data(), j, d);
   ret_.resize(send_.size());
-  exchange(recv_, recv_counts_, ret_, send_counts_);
+  exchange(recv_, recv_counts_, ret_, send_counts_, ph.exchange);
   float passed = 0;
   for (std::size_t t = 0; t < tokens; ++t) {
     float* yt = y + t * d;
@@ -297,6 +324,7 @@ const ExpertParallelStats& ExpertParallelMoe::forward(const float* x, std::size_
   comm_.all_reduce(std::span<float>(&passed, 1));
   stats_.global.tokens_passed = static_cast<std::size_t>(passed);
   stats_.bytes_sent_forward = comm_.bytes_sent() - sent0;
+  phase.reset();
   return stats_;
 }
 
@@ -307,6 +335,9 @@ void ExpertParallelMoe::backward(const float* dy, float* dx) {
   const std::size_t d = spec_.width, h = spec_.hidden, E = spec_.experts, k = spec_.top_k;
   const std::size_t T = tokens_, rows = row_begin_.back();
   const std::uint64_t sent0 = comm_.bytes_sent();
+  ExpertParallelStats::Phases& ph = stats_.backward_s;
+  ph = {};
+  std::optional<Phase> phase(std::in_place, "moe route", ph.route);
   // Each kept choice's gate gradient a_tc = dy_t . E(x_t) and its output gradient g dy_t, in the
   // send layout (send_ reused).
   gate_grads_.assign(T * k, 0.0);
@@ -330,12 +361,14 @@ void ExpertParallelMoe::backward(const float* dy, float* dx) {
   nn::moe_logits_gradient(spec_, probs_.data(), routes_.data(), gate_grads_.data(), T,
                           stats_.global.top1, total_tokens_, dlogits_.data());
   // The output gradients to the experts, each at its slot.
-  exchange(send_, send_counts_, recv_, recv_counts_);
+  phase.emplace("moe dispatch", ph.dispatch);
+  exchange(send_, send_counts_, recv_, recv_counts_, ph.exchange);
   dyin_.resize(rows * d);
   dhid_.resize(rows * h);
   dxin_.resize(rows * d);
   for (std::size_t j = 0; j < slot_row_.size(); ++j)
     copy_row(recv_.data(), j, dyin_.data(), slot_row_[j], d);
+  phase.emplace("moe experts", ph.experts);
   for (std::size_t i = 0; i < local_; ++i) {
     const std::size_t row = row_begin_[i], e = first_ + i;
     nn::moe_expert_backward(spec_, opts_.gemm, nn::moe_expert_view(spec_, expert_parameters(e)),
@@ -344,16 +377,19 @@ void ExpertParallelMoe::backward(const float* dy, float* dx) {
                             dhid_.data() + row * h, dxin_.data() + row * d);
   }
   // The experts' input gradients back to the tokens' ranks.
+  phase.emplace("moe combine", ph.combine);
   for (std::size_t j = 0; j < slot_row_.size(); ++j)
     copy_row(dxin_.data(), slot_row_[j], recv_.data(), j, d);
   dret_.resize(send_.size());
-  exchange(recv_, recv_counts_, dret_, send_counts_);
+  exchange(recv_, recv_counts_, dret_, send_counts_, ph.exchange);
   // This rank's share of the router's gradient: its tokens only.
+  phase.emplace("moe route", ph.route);
   const nn::LayerView rg = nn::moe_router_view(spec_, router_gradients());
   kernels::gemm(opts_.gemm, Trans::yes, Trans::no, E, d, T, 1.0f, dlogits_.data(), E, x_, d, 0.0f,
                 rg.w.data, d);
   kernels::column_sums(dlogits_.data(), T, E, E, rg.b.data());
   if (dx != nullptr) {
+    phase.emplace("moe combine", ph.combine);
     for (std::size_t t = 0; t < T; ++t) {
       float* dxt = dx + t * d;
       if (spec_.residual)
@@ -370,6 +406,7 @@ void ExpertParallelMoe::backward(const float* dy, float* dx) {
                   params_.data(), d, 1.0f, dx, d);
   }
   stats_.bytes_sent_backward = comm_.bytes_sent() - sent0;
+  phase.reset();
 }
 
 void ExpertParallelMoe::all_reduce_router_gradients() { comm_.all_reduce(router_gradients()); }

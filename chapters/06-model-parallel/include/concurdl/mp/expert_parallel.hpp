@@ -102,6 +102,19 @@ struct ExpertParallelStats {
   std::uint64_t payload_bytes = 0;
   std::uint64_t bytes_sent_forward = 0;
   std::uint64_t bytes_sent_backward = 0;
+  // Seconds this rank spent in each phase of the last forward and of the last backward, read
+  // from the clock (and recorded as trace spans of the same names when a trace is on):
+  //   route     forward: the router, its counts' all-gather, the plan; backward: the gates' and
+  //             the router's gradients
+  //   dispatch  rows (forward) or output gradients (backward) packed, exchanged, put at slots
+  //   experts   this rank's experts on their rows
+  //   combine   the experts' outputs (input gradients) exchanged back and summed per token
+  // and, within dispatch and combine, the seconds inside the exchanges themselves: a rank whose
+  // experts had fewer rows waits there for the busiest one.
+  struct Phases {
+    double route = 0, dispatch = 0, experts = 0, combine = 0, exchange = 0;
+  };
+  Phases forward_s, backward_s;
 };
 
 class ExpertParallelMoe {
@@ -168,8 +181,9 @@ class ExpertParallelMoe {
   std::vector<float> dlogits_, dyin_, dhid_, dxin_, dret_;
 
   void plan(std::span<const float> gathered);
+  // Adds its seconds to `seconds`.
   void exchange(std::span<const float> send, std::span<const std::size_t> send_counts,
-                std::span<float> recv, std::span<const std::size_t> recv_counts);
+                std::span<float> recv, std::span<const std::size_t> recv_counts, double& seconds);
 };
 
 }  // namespace concurdl::mp

@@ -13,10 +13,12 @@
 #include <filesystem>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "concurdl/nn/moe_trainer.hpp"
 #include "concurdl/nn/trainer.hpp"
 
 namespace concurdl::nn {
@@ -59,6 +61,9 @@ struct DistributedOptions : WorkerFaults {
   std::filesystem::path data;
   std::size_t train_limit = 0;
   std::string gemm = "openblas";
+  // --moe-experts E and its flags: the mixture-of-experts block inside the MLP, for a mode
+  // that trains it over ranks (chapter 06's expert parallelism); absent without the flag.
+  std::optional<MoeBlock> moe;
   // --hostfile for a backend that reads it (DistributedBackend::reads_hostfile): the hosts its
   // processes run on ("": this machine). For an MPI launch mpirun takes it instead.
   std::filesystem::path hostfile;
@@ -143,11 +148,13 @@ struct ModeFlag {
   long long min = 0, max = 1 << 20;  // a number's range, checked when parsed
 };
 
-// A training mode of `concurdl train` other than "sync" (chapter 06 registers pipeline and 3d,
-// chapter 07 ps-async, ps-ssp, hogwild and local-sgd). The row brings the mode's rules: its
-// flags, how it is chosen, what it refuses, how many ranks it asks for and how it starts. Its
-// workers are threads of this process (or processes it starts); run() calls `loop` once, on one
-// RankTrainer (rank 0 of 1, the writer) that drives all options.ranks workers inside run_epoch.
+// A training mode of `concurdl train` other than "sync" (chapter 06 registers pipeline, 3d and
+// expert, chapter 07 ps-async, ps-ssp, hogwild and local-sgd). The row brings the mode's rules:
+// its flags, how it is chosen, what it refuses, how many ranks it asks for and how it starts.
+// Most modes' workers are threads of this process (or processes it starts), and run() calls
+// `loop` once, on one RankTrainer (rank 0 of 1, the writer) that drives all options.ranks
+// workers inside run_epoch; a mode whose ranks are a backend's (expert: threads or MPI
+// processes) calls it on every rank, as a backend does.
 struct TrainingMode {
   std::string name;  // "ps-async"
   std::string what;  // one line for --help
@@ -156,8 +163,10 @@ struct TrainingMode {
   // each needs.
   std::vector<ModeFlag> flags;
   // The flags that choose it instead of --mode NAME ({"--pipeline"}, {"--dp", "--tp", "--pp"}),
-  // each among `flags`; with them, `chosen_as` names them in messages ("--pipeline P") and
-  // `ranks` says how many ranks the options ask for. Empty: --mode NAME with --ranks N.
+  // each among `flags`; when two modes' flags are given, a mode that owns every chooser given
+  // of the other wins (--ep 2 --dp 2 is expert parallelism, --dp 2 alone the 3D grid); with them,
+  // `chosen_as` names them in messages ("--pipeline P") and `ranks` says how many ranks the options
+  // ask for. Empty: --mode NAME with --ranks N.
   std::vector<std::string> chosen_by;
   std::string chosen_as;
   std::function<int(const DistributedOptions&)> ranks;
@@ -167,6 +176,9 @@ struct TrainingMode {
   std::string refusal;
   // The --backend values it runs on (the first is the default).
   std::vector<std::string> backends = {"threads"};
+  // Its ranks take each step together on a global batch of ranks x --batch rows, as sync's do
+  // (the records' batch); otherwise --batch is what one step of the mode takes.
+  bool global_batch = false;
   // As DistributedBackend::check: UsageError for options it cannot run, before any data.
   std::function<void(const DistributedOptions&, const TrainConfig&)> check;
   std::function<void(const DistributedOptions&, const TrainConfig&, const Dataset& train,
