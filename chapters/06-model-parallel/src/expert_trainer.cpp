@@ -136,10 +136,15 @@ nn::MoeMlp::Loss ExpertParallelTrainer::forward_backward(const float* x, const s
   mixed_.resize(rows * d);
   dmixed_.resize(rows * d);
   dlower_.resize(rows * d);
+  // Spans side by side (not nested), so that a timeline shows the layer's phases between the
+  // MLP's layers: forward, moe route, moe dispatch, moe experts, moe combine, forward, ...
   {
     trace::Span span("forward", "compute");
     if (rows > 0) mlp.forward_layers(0, after, x, rows, lower_);
-    moe_->forward(rows > 0 ? lower_.output() : nullptr, rows, mixed_.data());
+  }
+  moe_->forward(rows > 0 ? lower_.output() : nullptr, rows, mixed_.data());
+  {
+    trace::Span span("forward", "compute");
     if (rows > 0) {
       mlp.forward_layers(after, layers, mixed_.data(), rows, upper_);
       dlogits_.resize(rows * classes);
@@ -154,7 +159,10 @@ nn::MoeMlp::Loss ExpertParallelTrainer::forward_backward(const float* x, const s
   {
     trace::Span span("backward", "compute");
     if (rows > 0) mlp.backward_layers(after, layers, upper_, dlogits_.data(), dmixed_.data());
-    moe_->backward(dmixed_.data(), dlower_.data());
+  }
+  moe_->backward(dmixed_.data(), dlower_.data());
+  {
+    trace::Span span("backward", "compute");
     if (rows > 0)
       mlp.backward_layers(0, after, lower_, dlower_.data(), nullptr);
     else
