@@ -2,8 +2,9 @@
 // rank count and size (the bytes each rank sends in all, its own block included), the time of
 // one all-to-all (the slowest rank's), algbw = bytes / time and busbw = algbw · (n − 1)/n, the
 // bytes the communicator saw leave each rank (hand-written rows), and a check of every element
-// every rank received. The threads backend, and the mpi backend with MPI_Alltoallv and Gloo's
-// alltoall as peers (all_to_all_trials.hpp).
+// every rank received. The threads backend with PyTorch's all_to_all_single over gloo as a
+// peer, and the mpi backend with MPI_Alltoallv and Gloo's alltoall as peers
+// (all_to_all_trials.hpp).
 #include "all_to_all_trials.hpp"
 
 #include <fmt/format.h>
@@ -11,14 +12,20 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <cstdlib>
+#include <filesystem>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <span>
+#include <stdexcept>
+#include <utility>
 #include <vector>
 
 #include "collectives.hpp"
 #include "concurdl/core/errors.hpp"
 #include "concurdl/dp/rank_team.hpp"
 #include "concurdl/harness/records.hpp"
+#include "concurdl/nn/torch_peer.hpp"
 
 #if CONCURDL_HAVE_MPI
 #include "concurdl/dp/mpi_backend.hpp"
@@ -111,6 +118,18 @@ struct RankBuffers {
   std::vector<std::vector<float>> send, recv;
 };
 
+// Samples asked of one run of the PyTorch peer: the harness's warm-up and the quick profile's
+// five (starting one costs seconds); a profile that takes more runs it again.
+constexpr int kTorchSamples = 6;
+
+// What the peer's runs returned: its samples not yet handed to the harness (time, wrong
+// elements), the wrong elements of its untimed calls before timing, and the torch it ran.
+struct TorchA2aState {
+  std::vector<std::pair<double, double>> pending;
+  double wrong_before = 0, last_wrong = 0;
+  std::string version;
+};
+
 }  // namespace
 
 void derive_all_to_all(const Params& p, const Work&, Record& r) {
@@ -131,7 +150,72 @@ void derive_all_to_all(const Params& p, const Work&, Record& r) {
     r.derived["sent_over_model"] = sent->second.stats.median / (model.floats * sizeof(float));
 }
 
+const std::string& torch_all_to_all_why_not() {
+  static const std::string why = [] {
+    if (!nn::torch_why_not().empty()) return nn::torch_why_not();
+    if (!std::filesystem::exists(nn::torch_all_to_all_script()))
+      return "no " + nn::torch_all_to_all_script().string();
+    return std::string();
+  }();
+  return why;
+}
+
+Trial torch_all_to_all_trial(const Params& p) {
+  if (const std::string& why = torch_all_to_all_why_not(); !why.empty())
+    throw UsageError(
+        fmt::format("parameter 'algorithm': '{}' needs PyTorch: {}", kTorchAllToAllRow, why));
+  const int ranks = static_cast<int>(param_int(p, "ranks"));
+  const std::size_t block = block_of_config(p, ranks);
+  const std::size_t floats = block * static_cast<std::size_t>(ranks);
+  const int iters = iterations(floats * sizeof(float));
+  const nn::TorchPython& py = nn::torch_pythons().front();
+  const std::string flags = fmt::format("--ranks {} --bytes {} --iters {} --repeat {}", ranks,
+                                        floats * sizeof(float), iters, kTorchSamples);
+  auto st = std::make_shared<TorchA2aState>();
+  Trial trial;
+  // Its samples are timed inside one run of the script, so they are not interleaved with the
+  // other rows'; one sample per call.
+  trial.measure = [st, flags, python = py.python]() -> Sample {
+    if (st->pending.empty()) {
+      const nlohmann::json j = nn::run_torch_script(nn::torch_all_to_all_script(), flags, python);
+      const nlohmann::json& seconds = j.at("seconds");
+      const nlohmann::json& wrong = j.at("wrong");
+      if (seconds.empty() || seconds.size() != wrong.size())
+        throw std::runtime_error("PyTorch peer: " + j.dump() +
+                                 ": not one time and one wrong count per sample");
+      for (std::size_t i = 0; i < seconds.size(); ++i)
+        st->pending.emplace_back(seconds[i].get<double>(), wrong[i].get<double>());
+      st->wrong_before += j.at("wrong_before").get<double>();
+      st->version = j.value("torch", "");
+    }
+    const auto [seconds, wrong] = st->pending.front();
+    st->pending.erase(st->pending.begin());
+    st->last_wrong = wrong;
+    // The bytes sent are PyTorch's to count: sent_bytes is left out.
+    return Sample(seconds, {{"wrong", wrong}});
+  };
+  trial.check = [st, version = py.version]() -> std::string {
+    if (st->wrong_before != 0)
+      return fmt::format(
+          "{} elements received in the peer's untimed call before its timing are not the ones "
+          "sent (over all ranks)",
+          st->wrong_before);
+    if (!st->version.empty() && st->version != version)
+      return fmt::format("the peer ran PyTorch {}, not the {} its package records", st->version,
+                         version);
+    return wrong_text(st->last_wrong);
+  };
+  const char* iface = std::getenv("CONCURDL_GLOO_IFACE");
+  trial.notes[kTorchAllToAllRow] = fmt::format(
+      "PyTorch {} ({}): torch.distributed.all_to_all_single, equal splits, float32, over gloo "
+      "(TCP on {}) in {} processes of kernels/nn/scripts/torch_all_to_all.py, 1 thread each; its "
+      "samples are timed in one run of the script, not interleaved with the other rows",
+      py.version, py.python, iface != nullptr && *iface != '\0' ? iface : "loopback", ranks);
+  return finish(std::move(trial), ranks, floats, iters);
+}
+
 Trial threads_all_to_all_trial(const Params& p, GroupCache& cache) {
+  if (param_str(p, "algorithm") == kTorchAllToAllRow) return torch_all_to_all_trial(p);
   const AllToAllVariant& row = kAllToAllVariants.find(p);
   const int ranks = static_cast<int>(param_int(p, "ranks"));
   const std::size_t block = block_of_config(p, ranks);
@@ -172,6 +256,8 @@ Trial threads_all_to_all_trial(const Params& p, GroupCache& cache) {
     return Sample(*std::max_element(seconds.begin(), seconds.end()), metrics);
   };
   trial.check = [last_wrong] { return wrong_text(*last_wrong); };
+  if (row.name == "native" && !torch_all_to_all_why_not().empty())
+    trial.notes[kTorchAllToAllRow] = "not measured: " + torch_all_to_all_why_not();
   return finish(std::move(trial), ranks, floats, iters);
 }
 

@@ -1,17 +1,23 @@
 // All-to-all measured as nccl-tests' alltoall_perf measures it (all_to_all_trials.cpp): per
 // algorithm, rank count and size, the time, algbw and busbw = algbw · (n − 1)/n, #wrong, and
 // the bytes the communicator saw leave a rank against the traffic model (all_to_all.hpp).
-//   ch05/all_to_all      the threads backend: ranks are threads of this process
+//   ch05/all_to_all      the threads backend: ranks are threads of this process, with PyTorch's
+//                        all_to_all_single over gloo (N processes) as a peer where the peer's
+//                        Python has torch (torch_peer.hpp); its version in the row's notes
 //   ch05/all_to_all_mpi  the mpi backend, with MPI_Alltoallv and Gloo's alltoall as peers
 //   concurdl run ch05/all_to_all
 //   concurdl run --ranks 2,4 ch05/all_to_all_mpi
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "all_to_all_trials.hpp"
 #include "collectives.hpp"
+#include "concurdl/core/errors.hpp"
 #include "concurdl/dp/all_to_all.hpp"
 #include "concurdl/harness/experiment.hpp"
 #include "concurdl/harness/records.hpp"
@@ -141,6 +147,25 @@ std::vector<Claim> a2a_laws() {
            .timing = false}};
 }
 
+// The threads experiment's algorithms: the table's rows, and PyTorch's all_to_all_single over
+// gloo where the peer's Python has torch; where it has none, naming the row says why.
+Axis threads_algorithms() {
+  Axis a = kAllToAllVariants.axis("ch05/all_to_all");
+  const bool torch = torch_all_to_all_why_not().empty();
+  if (torch) {
+    a.values.emplace_back(kTorchAllToAllRow);
+    if (!a.quick.empty()) a.quick.emplace_back(kTorchAllToAllRow);
+  }
+  a.check = [table = a.check, torch](std::string_view name) {
+    if (name != kTorchAllToAllRow)
+      table(name);
+    else if (!torch)
+      throw UsageError(fmt::format("parameter 'algorithm': '{}' needs PyTorch: {}",
+                                   kTorchAllToAllRow, torch_all_to_all_why_not()));
+  };
+  return a;
+}
+
 Experiment threads_experiment() {
   std::vector<Claim> claims = a2a_laws();
   claims.push_back({.id = "bruck_vs_pairwise_small",
@@ -156,8 +181,8 @@ Experiment threads_experiment() {
           .chapter = "05-data-parallel",
           .title =
               "All-to-all on the threads backend (ranks are threads): time, algbw, busbw, "
-              "bytes sent against the model, #wrong",
-          .axes = a2a_axes(kAllToAllVariants.axis("ch05/all_to_all"),
+              "bytes sent against the model, #wrong; PyTorch's (gloo) as a peer",
+          .axes = a2a_axes(threads_algorithms(),
                            {"ranks", a2a_rank_counts(), {"2", "4"}, AxisKind::count, 64}),
           .metrics = kA2aMetrics,
           .derive = derive_all_to_all,

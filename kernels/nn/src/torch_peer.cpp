@@ -131,12 +131,21 @@ std::filesystem::path torch_peer_script() {
   return std::filesystem::path(build::source_dir) / "kernels/nn/scripts/torch_peer.py";
 }
 
+std::filesystem::path torch_all_to_all_script() {
+  return torch_peer_script().parent_path() / "torch_all_to_all.py";
+}
+
 const std::string& torch_why_not() { return torch_pythons().front().why_not; }
 
 nlohmann::json run_torch_peer(const std::string& flags, const std::string& python) {
+  return run_torch_script(torch_peer_script(), flags, python);
+}
+
+nlohmann::json run_torch_script(const std::filesystem::path& script, const std::string& flags,
+                                const std::string& python) {
   const std::string interpreter = python.empty() ? torch_pythons().front().python : python;
-  const std::string cmd = fmt::format("OMP_NUM_THREADS=1 '{}' {} {} 2>&1", interpreter,
-                                      torch_peer_script().string(), flags);
+  const std::string cmd =
+      fmt::format("OMP_NUM_THREADS=1 '{}' {} {} 2>&1", interpreter, script.string(), flags);
   FILE* pipe = ::popen(cmd.c_str(), "r");
   if (pipe == nullptr) throw std::runtime_error("PyTorch peer: cannot start " + cmd);
   std::string out;

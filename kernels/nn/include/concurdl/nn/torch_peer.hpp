@@ -1,8 +1,10 @@
 // PyTorch as a peer measured in the same run: kernels/nn/scripts/torch_peer.py runs the suite's
 // MLP on the same batch, data and optimiser, as a plain loop on T threads, eager or under
 // torch.compile (kernels/train_throughput's `pytorch*` rows), or as DDP over N processes
-// (ch05/dp_train's `pytorch_ddp`). The interpreters that may run it are /usr/bin/python3
-// (Debian's python3-torch) unless CONCURDL_TORCH_PYTHON names others, comma-separated: a
+// (ch05/dp_train's `pytorch_ddp`); kernels/nn/scripts/torch_all_to_all.py runs
+// torch.distributed.all_to_all_single over gloo in N processes (ch05/all_to_all's
+// `pytorch_gloo`). The interpreters that may run them are /usr/bin/python3 (Debian's
+// python3-torch) unless CONCURDL_TORCH_PYTHON names others, comma-separated: a
 // virtual environment's `bin/python` with a current torch from pip, say, beside Debian's.
 // Optional: without torch the rows are left out and the reason is recorded.
 #pragma once
@@ -39,7 +41,8 @@ const TorchPython* torch_python_of_row(const std::string& row, bool& compiled);
 // The torch version a directory's torch package records ("" when none): dir/torch/version.py.
 std::string torch_version_in(const std::filesystem::path& site_packages);
 
-std::filesystem::path torch_peer_script();  // in the source tree
+std::filesystem::path torch_peer_script();        // in the source tree
+std::filesystem::path torch_all_to_all_script();  // beside it
 // "" when the first interpreter named has torch; else why not ("/usr/bin/python3 has no torch
 // (apt-get install python3-torch)"). Computed once.
 const std::string& torch_why_not();
@@ -48,5 +51,8 @@ const std::string& torch_why_not();
 // say otherwise, and returns the JSON line it prints last. Throws std::runtime_error naming the
 // command and the start of its output when it fails.
 nlohmann::json run_torch_peer(const std::string& flags, const std::string& python = "");
+// The same for another of the scripts (torch_all_to_all_script()).
+nlohmann::json run_torch_script(const std::filesystem::path& script, const std::string& flags,
+                                const std::string& python = "");
 
 }  // namespace concurdl::nn
