@@ -1,13 +1,15 @@
-// Chapter 05's exercises (exercises/exercises.md), graded by `concurdl exercise ch05 [5.1 5.2]`:
-// the tests first, then the student's code timed against the reference in one process,
+// Chapter 05's exercises (exercises/exercises.md), graded by `concurdl exercise ch05 [5.1 5.2
+// ...]`: the tests first, then the student's code timed against the reference in one process,
 // interleaved. Each timing is built beside the experiment that measures its reference
-// (exercise_timings.hpp):
+// (exercise_timings.hpp), 5.5's in exercises_all_to_all.cpp:
 //   5.1 ring all-reduce over send/recv               vs v4_ring
 //   5.2 bucketed gradient all-reduce with overlap    vs the reference
 //   5.3 ZeRO-2 steps from reduce-scatter, all-gather  vs zero_reduce_layer / zero_update_layer
 //   5.4 a dynamic loss scaler                         tests only (a few flops a step)
+//   5.5 the pairwise all-to-all                       vs all_to_all_v_pairwise
 #include "concurdl/harness/exercise.hpp"
 #include "exercise_timings.hpp"
+#include "exercises_all_to_all.hpp"
 
 namespace concurdl::dp {
 
@@ -93,6 +95,28 @@ const bool registered = [] {
            "Why do all ranks of a data-parallel run take the same decision to skip a step, "
            "though only one rank's gradients overflowed? Follow an infinity through "
            "allreduce_ring_16bit (allreduce16.hpp)."}});
+  register_exercise(
+      {.id = "5.5",
+       .chapter = "05-data-parallel",
+       .title = "the pairwise all-to-all",
+       .test_binary = "ch05_tests",
+       .test_filter = "Pairwise/AllToAllEx5_5.*/student_*",
+       .timing = exercise_timings::all_to_all_v(),
+       .questions = {
+           "Your all-to-all took {student} against all_to_all_v_pairwise's {reference} at "
+           "{configuration} on {machine} (a cost of {cost}, 95% interval {cost_ci}). How many "
+           "messages and how many bytes does each rank send in yours, and what does the alpha-beta "
+           "model of all_to_all.hpp make of them? If you posted every receive and send at once "
+           "instead of n - 1 exchanges, say what that changes in the model and in what each rank "
+           "must hold in flight.",
+           "Run `concurdl run ch05/all_to_all` on {machine} and quote busbw of pairwise, bruck and "
+           "native at 4 KiB and at 64 MiB on 4 ranks, and sent_over_model of pairwise and bruck. "
+           "Why does Bruck's algorithm win while a message's alpha dominates and the pairwise "
+           "exchange once its bytes do, and why can Bruck's not take variable counts?",
+           "At step s rank r sends to r + s and receives from r - s. Why does every send find its "
+           "receive in the same step, for any n? What would go wrong if every rank sent to its "
+           "destinations in the order 0, 1, ..., n - 1 (which rank does every rank send to "
+           "first?), and on MPI, if each step were a blocking send followed by a receive?"}});
   return true;
 }();
 

@@ -1,12 +1,14 @@
 // Chapter 06's exercises (exercises/exercises.md), graded by `concurdl exercise ch06
-// [6.1 6.2 6.3]`: the tests first, then the student's code timed against the chapter's own in one
-// process, interleaved, on thread ranks of chapter 05's communicator. Each timing is built beside
-// the experiment that measures the chapter's own code (exercise_timings.hpp):
+// [6.1 6.2 6.3 6.4]`: the tests first, then the student's code timed against the chapter's own in
+// one process, interleaved, on thread ranks of chapter 05's communicator. Each timing is built
+// beside the experiment that measures the chapter's own code (exercise_timings.hpp):
 //   6.1 column-parallel Linear   forward and backward of a 784 -> 512 layer, batch 256, split
 //                                over 2 ranks: student_column_* vs ColumnParallelLinear
 //   6.2 the 1F1B order           one pipeline step of a 256-512-512-512-10 MLP on 2 stages,
 //                                256 rows in 8 micro-batches: student_1f1b_order vs stage_order
 //   6.3 the ZB-H1 order          the same step: student_zb_h1_order vs stage_order's zb-h1
+//   6.4 top-k dispatch           tests only (a loop over the choices, nothing to time):
+//                                student_moe_assign_slots = nn::moe_assign_slots
 // Every trial is checked after it runs (every rank's output and gradients against one process's
 // forward and backward of the unsplit layer or model): a wrong result is an invalid run, never
 // a fast one.
@@ -93,6 +95,32 @@ const bool registered = [] {
            "recomputation (--recompute) does not lower ZB-H1's peak here. What would a layer "
            "whose backward needs intermediates that its weight gradient does not (attention's) "
            "change?"}});
+
+  register_exercise(
+      {.id = "6.4",
+       .chapter = "06-model-parallel",
+       .title = "top-k dispatch with capacity",
+       .test_binary = "ch06_tests",
+       .test_filter = "MoeSlotsEx6_4/student.*",
+       .questions = {
+           "Run `concurdl train --moe-experts 4 --moe-top-k 2 --epochs 1` with "
+           "--capacity-factor 1.0, 1.25 and 2.0 and with --moe-dropless on {machine}, and quote "
+           "moe_dropped_fraction and moe_imbalance from each run's report. Work out the capacity "
+           "C of each factor at the batch of 64: why does 2.0 drop nothing here? Why does 1.0 "
+           "drop choices whenever a batch's routing is not exactly even, and what does a factor "
+           "above 1 buy, and cost?",
+           "With top-2, GShard hands out every first choice before any second choice. Take the "
+           "four tokens of ASecondChoiceWaitsForLaterFirstChoices (tests/test_exercises_moe.cpp) "
+           "and say which choice the token-by-token order drops instead, and what each order "
+           "does to a token's output when its expert is full (a dropped choice contributes "
+           "nothing; the residual carries the token). Why is losing a second choice the smaller "
+           "loss (compare the gates)?",
+           "Capacity fixes every expert's buffer at C rows. What does that buy an "
+           "expert-parallel layer (the all-to-all's sizes, the experts' GEMM shapes, memory "
+           "planned ahead), and what does dropless cost instead? Each rank of "
+           "ExpertParallelMoe (include/concurdl/mp/expert_parallel.hpp) sees only its shard of "
+           "the batch: what must it learn from the other ranks to hand out the same slots as one "
+           "process, and why?"}});
   return true;
 }();
 
