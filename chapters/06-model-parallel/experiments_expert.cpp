@@ -35,6 +35,7 @@ using detail::pseudo_random;
 struct Whole {
   nn::MoeSpec spec;
   std::vector<float> x, dy, y, dx, params, grads;
+  std::size_t kept = 0;  // choices computed (the routing's, the same on every rank count)
 };
 
 nn::MoeSpec spec_of(const Params& p) {
@@ -92,6 +93,7 @@ Trial expert_trial(const Params& p, GroupCache&) {
     whole->dx.resize(tokens * d);
     layer.forward(whole->x.data(), tokens, whole->y.data());
     layer.backward(whole->dy.data(), whole->dx.data());
+    for (const std::size_t n : layer.stats().kept) whole->kept += n;
     whole->grads.assign(layer.gradients().begin(), layer.gradients().end());
   }
   struct RankOut {
@@ -204,8 +206,9 @@ Trial expert_trial(const Params& p, GroupCache&) {
   };
   t.work.items = static_cast<double>(tokens);
   // The experts' GEMMs on the kept rows (two of 2 d h each forward, twice that backward) and
-  // the router's (2 d E forward, 4 d E backward), for the whole batch.
-  const double kept = static_cast<double>(spec.top_k * tokens);
+  // the router's (2 d E forward, 4 d E backward), for the whole batch: dropped choices are not
+  // computed.
+  const auto kept = static_cast<double>(whole->kept);
   t.work.flops = 3.0 * kept * 4.0 * static_cast<double>(d * spec.hidden) +
                  6.0 * static_cast<double>(tokens * d * spec.experts);
   if (static_cast<unsigned>(ranks) > hardware_threads())

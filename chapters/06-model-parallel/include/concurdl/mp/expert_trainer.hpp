@@ -4,7 +4,7 @@
 // (ExpertParallelMoe, rows to their experts and back by all-to-all), D such groups each holding
 // every expert once, and everything else (the MLP's layers, the router) replicated on every
 // rank: the layout of GShard (Lepikhin et al. 2020, arXiv:2006.16668) for D = 1, and of
-// DeepSpeed-MoE's expert and data parallelism (Rajbhandari et al. 2022, arXiv:2201.05596, §4)
+// DeepSpeed-MoE's expert and data parallelism (Rajbhandari et al. 2022, arXiv:2201.05596)
 // for D > 1.
 //
 //   world rank w = g P + p: group g (its ranks w = g P ... g P + P - 1), place p in it
