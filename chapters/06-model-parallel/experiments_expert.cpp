@@ -118,6 +118,10 @@ Trial expert_trial(const Params& p, GroupCache&) {
       RankOut& o = (*out)[r];
       o.y.resize(rows * d);
       o.dx.resize(rows * d);
+      // One step untimed first: the layer's buffers are new, and their first touch (page
+      // faults) would be timed otherwise, more of it on fewer ranks.
+      ep.forward(whole->x.data() + first * d, rows, o.y.data());
+      ep.backward(whole->dy.data() + first * d, o.dx.data());
       comm.barrier();
       const auto t0 = std::chrono::steady_clock::now();
       ep.forward(whole->x.data() + first * d, rows, o.y.data());
