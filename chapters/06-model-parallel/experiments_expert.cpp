@@ -100,6 +100,7 @@ Trial expert_trial(const Params& p, GroupCache&) {
     std::vector<float> y, dx, grads;
     ExpertParallelStats stats;
     double step = 0;
+    std::size_t dropped = 0;  // this rank's tokens' choices its routes say were not computed
   };
   auto out = std::make_shared<std::vector<RankOut>>(static_cast<std::size_t>(ranks));
   Trial t;
@@ -129,6 +130,8 @@ Trial expert_trial(const Params& p, GroupCache&) {
       ep.all_reduce_router_gradients();
       o.step = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       o.stats = ep.stats();
+      o.dropped = static_cast<std::size_t>(std::count_if(
+          ep.routes().begin(), ep.routes().end(), [](const nn::MoeRoute& x) { return !x.kept; }));
       o.grads.assign(ep.gradients().begin(), ep.gradients().end());
     });
     // The slowest rank's step; the phases of forward and backward together, each the most
@@ -136,8 +139,10 @@ Trial expert_trial(const Params& p, GroupCache&) {
     // fewest rows, over those on the rank that computed the most.
     Sample sample(0.0);
     double route = 0, dispatch = 0, experts = 0, combine = 0, exchange_s = 0;
-    std::size_t busiest = 0, idlest = 0;
-    std::uint64_t sent = 0, payload = 0;
+    std::size_t busiest = 0, idlest = 0, dropped = 0;
+    // The rank whose counted bytes are furthest from the model's: sent over model (each kept
+    // choice with its expert elsewhere, 4 d bytes, out and back, forward and backward).
+    double sent_over_model = 1;
     for (std::size_t r = 0; r < out->size(); ++r) {
       const RankOut& o = (*out)[r];
       const auto& f = o.stats.forward_s;
@@ -151,8 +156,12 @@ Trial expert_trial(const Params& p, GroupCache&) {
       const auto& rows = o.stats.rank_rows;
       if (rows[r] > rows[busiest]) busiest = r;
       if (rows[r] < rows[idlest]) idlest = r;
-      sent = std::max(sent, o.stats.bytes_sent_forward + o.stats.bytes_sent_backward);
-      payload = std::max(payload, 2 * o.stats.payload_bytes);
+      dropped += o.dropped;
+      const auto sent =
+          static_cast<double>(o.stats.bytes_sent_forward + o.stats.bytes_sent_backward);
+      const auto model = static_cast<double>(2 * o.stats.payload_bytes);
+      const double ratio = model > 0 ? sent / model : 1.0 + sent;  // none expected: 1 when none
+      if (std::fabs(ratio - 1.0) > std::fabs(sent_over_model - 1.0)) sent_over_model = ratio;
     }
     const auto exch = [&](std::size_t r) {
       return (*out)[r].stats.forward_s.exchange + (*out)[r].stats.backward_s.exchange;
@@ -172,13 +181,13 @@ Trial expert_trial(const Params& p, GroupCache&) {
         {"exchange_s", exchange_s},
         {"wait_s", exch(idlest) - exch(busiest)},
         {"experts_spread_s", exp_s(busiest) - exp_s(idlest)},
-        {"dropped_fraction", g.dropped_fraction},
+        {"dropped_fraction", static_cast<double>(dropped) / choices},
         {"overflow_fraction", static_cast<double>(overflow) / choices},
-        {"drops_over_overflow", static_cast<double>(g.dropped) - static_cast<double>(overflow)},
+        {"drops_over_overflow", static_cast<double>(dropped) - static_cast<double>(overflow)},
         {"imbalance", g.imbalance},
         {"rank_imbalance", out->front().stats.rank_imbalance}};
-    if (exchange == TokenExchange::pairwise && payload > 0)
-      sample.metrics["sent_over_model"] = static_cast<double>(sent) / static_cast<double>(payload);
+    if (exchange == TokenExchange::pairwise && out->size() > 1)
+      sample.metrics["sent_over_model"] = sent_over_model;
     return sample;
   };
   // Every rank's outputs, input gradients and its experts' gradients are the whole layer's on
@@ -260,16 +269,18 @@ const bool registered = register_experiment({
           "rank with the most: its wait for the busiest"},
          {"experts_spread_s", "s", true,
           "the busiest rank's expert seconds minus the idlest's: the wait's model"},
-         {"dropped_fraction", "", true, "choices dropped / choices made"},
+         {"dropped_fraction", "", true,
+          "choices whose routes say they were not computed, over every rank, / choices made"},
          {"overflow_fraction", "", true,
           "sum over experts of max(0, routed - capacity) / choices: the capacity arithmetic"},
          {"drops_over_overflow", "", true,
-          "choices dropped minus sum over experts of max(0, routed - capacity): 0"},
+          "choices dropped (the routes') minus sum over experts of max(0, routed - capacity): "
+          "0"},
          {"imbalance", "", true, "max / mean choices per expert (1: balanced)"},
          {"rank_imbalance", "", true, "max / mean rows per rank's experts"},
          {"sent_over_model", "", false,
-          "bytes the communicator counted leaving the busiest rank over the routing's rows "
-          "(pairwise exchange only)",
+          "bytes the communicator counted leaving a rank over the routing's model of them, on "
+          "the rank furthest from 1 (pairwise exchange, 2 ranks or more)",
           true}},
     .scaling_axis = "ranks",
     .interleave = {"exchange", "ranks"},
@@ -306,9 +317,12 @@ const bool registered = register_experiment({
     .claims =
         {{.id = "drops_are_the_overflow",
           // Invariant: an expert keeps min(routed, C) of its choices, so the drops are
-          // sum_e max(0, routed_e - C), whatever the order slots are handed out in.
-          .statement = "The choices dropped are exactly those over capacity: sum over experts "
-                       "of max(0, routed - C), C = ceil(factor x k x tokens / E)",
+          // sum_e max(0, routed_e - C), whatever the order slots are handed out in. The drops
+          // counted are the routes' (every rank's choices marked not kept), the routed counts
+          // the router's.
+          .statement = "The choices dropped, counted on every rank's routes, are exactly those "
+                       "over capacity: sum over experts of max(0, routed - C), C = "
+                       "min(ceil(factor x k x tokens / E), tokens)",
           .select = {{"ranks", "4"}},
           .field = "drops_over_overflow",
           .compare = Claim::Compare::within,
@@ -339,8 +353,9 @@ const bool registered = register_experiment({
          {.id = "wire_bytes_are_the_routing",
           // Model: each kept choice whose expert is on another rank crosses twice forward
           // (the row out, its output back) and twice backward, 4 d bytes each time.
-          .statement = "The bytes the communicator counted leaving a rank equal the routing's "
-                       "rows to and from other ranks, 4 d bytes each, forward and backward",
+          .statement = "On every rank, the bytes the communicator counted leaving it equal the "
+                       "routing's rows to and from other ranks, 4 d bytes each, forward and "
+                       "backward",
           .select = {{"exchange", "pairwise"}, {"ranks", "4"}},
           .field = "sent_over_model",
           .compare = Claim::Compare::within,
