@@ -26,7 +26,7 @@ namespace concurdl::mp {
 //     it is kept when the position is below `capacity` (then slot = position), and dropped
 //     otherwise (kept = false; the slot of a dropped choice does not matter);
 //   - return how many choices were dropped.
-// Dropless is a capacity no expert can reach (the number of tokens).
+// Dropless is a capacity no expert can exceed (the number of tokens).
 //
 // The code after CDL_TODO is a starting point, and it is wrong: it hands out the slots token by
 // token, a token's two choices together. Delete the CDL_TODO line and run the tests to see

@@ -3,9 +3,9 @@
 // or MPI processes): the block's E experts spread over the P ranks of an expert-parallel group
 // (ExpertParallelMoe, rows to their experts and back by all-to-all), D such groups each holding
 // every expert once, and everything else (the MLP's layers, the router) replicated on every
-// rank: the layout of GShard (Lepikhin et al. 2020, arXiv:2006.16668) for D = 1, and of
-// DeepSpeed-MoE's expert and data parallelism (Rajbhandari et al. 2022, arXiv:2201.05596)
-// for D > 1.
+// rank: the layout of GShard (Lepikhin et al. 2020, arXiv:2006.16668) for D = 1, and of expert
+// and data parallelism as DeepSpeed trains MoE models (Kim et al. 2021, arXiv:2109.10465;
+// Rajbhandari et al. 2022, arXiv:2201.05596) for D > 1.
 //
 //   world rank w = g P + p: group g (its ranks w = g P ... g P + P - 1), place p in it
 //   one step, every rank: its block of the global batch of R x batch rows (block_of, as chapter
