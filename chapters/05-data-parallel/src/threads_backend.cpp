@@ -270,11 +270,14 @@ class ThreadsCommunicator final : public Communicator {
       std::size_t from = 0;
       for (std::size_t k = 0; k < me; ++k) from += theirs[k];
       if (theirs[me] != recv_counts[j]) {
+        // The message is made before the barrier: past it, rank j may have returned and freed
+        // its counts.
+        const std::string what = "all_to_all_v: rank " + std::to_string(j) + " sends " +
+                                 std::to_string(theirs[me]) + " floats to rank " +
+                                 std::to_string(me) + ", which expects " +
+                                 std::to_string(recv_counts[j]);
         barrier();  // the others may still read this rank's buffer
-        throw std::invalid_argument("all_to_all_v: rank " + std::to_string(j) + " sends " +
-                                    std::to_string(theirs[me]) + " floats to rank " +
-                                    std::to_string(me) + ", which expects " +
-                                    std::to_string(recv_counts[j]));
+        throw std::invalid_argument(what);
       }
       if (recv_counts[j] > 0)
         std::memcpy(recv.data() + at, world_.coll_in_[j] + from, recv_counts[j] * sizeof(float));
