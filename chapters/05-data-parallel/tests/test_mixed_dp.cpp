@@ -119,6 +119,40 @@ INSTANTIATE_TEST_SUITE_P(MixedRing, MixedRingRanks,
                                   std::to_string(info.param.count);
                          });
 
+// The ring's per-hop sum in one pass: the same bits as widening both operands, adding in float32
+// and rounding, at sizes around its chunk of 512, with infinities, NaNs and values that overflow
+// on addition among them.
+TEST(Add16bit, TheSameBitsAsWideningAddingAndRounding) {
+  for (const nn::Precision p : {nn::Precision::bf16, nn::Precision::fp16}) {
+    for (const std::size_t n : {std::size_t{0}, std::size_t{1}, std::size_t{511}, std::size_t{512},
+                                std::size_t{513}, std::size_t{2000}}) {
+      std::vector<float> a(n), b(n);
+      for (std::size_t i = 0; i < n; ++i) {
+        a[i] = 1000.0f * value(0, i);
+        b[i] = 1000.0f * value(1, i);
+      }
+      if (n > 3) {
+        a[1] = std::numeric_limits<float>::infinity();
+        b[2] = std::numeric_limits<float>::quiet_NaN();
+        a[3] = b[3] = p == nn::Precision::fp16 ? 60000.0f : 3e38f;  // the sum overflows
+      }
+      std::vector<std::uint16_t> acc(n), in(n), want(n);
+      nn::to_16bit(p, a, acc);
+      nn::to_16bit(p, b, in);
+      std::vector<float> wa(n), wb(n);
+      nn::from_16bit(p, acc, wa);
+      nn::from_16bit(p, in, wb);
+      for (std::size_t i = 0; i < n; ++i) wa[i] += wb[i];
+      nn::to_16bit(p, wa, want);
+      nn::add_16bit(p, acc, in);
+      EXPECT_EQ(acc, want) << nn::describe(p) << ", " << n << " values";
+    }
+  }
+  std::vector<std::uint16_t> two(2), three(3);
+  EXPECT_THROW(nn::add_16bit(nn::Precision::bf16, two, three), std::invalid_argument);
+  EXPECT_THROW(nn::add_16bit(nn::Precision::fp32, two, two), std::invalid_argument);
+}
+
 TEST(MixedRingArgs, AnInfinityOnOneRankReachesEveryRankAndFp32IsRefused) {
   within_seconds(kDeadline, [&] {
     run_threads(4, [&](Communicator& comm) {

@@ -37,6 +37,10 @@ std::string precision_compute(Precision p);
 // to nearest even (kernels::to_bf16 / to_fp16) and back, exactly. Spans of one size.
 void to_16bit(Precision p, std::span<const float> in, std::span<std::uint16_t> out);
 void from_16bit(Precision p, std::span<const std::uint16_t> in, std::span<float> out);
+// acc[i] = round16(widen(acc[i]) + widen(in[i])): the same bits as widening both, adding in
+// float32 and rounding, in one pass over the data (chunks that stay in L1) instead of four.
+// Spans of one size (else std::invalid_argument).
+void add_16bit(Precision p, std::span<std::uint16_t> acc, std::span<const std::uint16_t> in);
 // Whether every 16-bit value is finite; when so, out = widen(g16) / loss_scale (the update's
 // float32 gradient). When not, out is left as it was. The check and unscale of a mixed step,
 // after its 16-bit gradients were summed (or not) over the ranks.
