@@ -13,6 +13,10 @@
 // gradient, so `sgd` is the biases' update alone and the weights' is in the l*_dw_gemm phases;
 // `separate` runs Sgd::step over every parameter after the backward pass (not in the profiles:
 // `--set update=fused,separate` measures both, and the third figure draws the latter).
+// The `precision` axis (full profile: fp32, bf16, fp16; quick: fp32) runs the step in 16 bits
+// (Mlp::forward_backward_mixed), with its `cast` and `unscale` phases; the `arch` axis adds the
+// wide MLP (784-1024-1024-10) on the full profile. The last two figures stack each precision's
+// step at one thread on GEMM v4.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -42,9 +46,14 @@ constexpr std::size_t kBatch = 64;
 // stacked bar stays readable. The forward's bias + ReLU and the backward's ReLU' were phases of
 // their own until they were fused into the GEMMs (gemm.hpp's GemmEpilogue): they are inside the
 // GEMMs' phases now. The spans keep the layer of every phase (`concurdl run --trace`).
-const std::vector<std::string> kPhases = {
-    "gather",     "l0_fwd_gemm", "l1_fwd_gemm", "l2_fwd_gemm", "loss", "l2_dw_gemm", "l2_da_gemm",
-    "l1_dw_gemm", "l1_da_gemm",  "l0_dw_gemm",  "db",          "sgd",  "other"};
+// A 16-bit step (the `precision` axis) adds two: `cast`, the master weights and the batch
+// rounded to 16 bits, and `unscale`, the 16-bit gradients checked, widened and unscaled; its
+// GEMM phases hold the 16-bit GEMM with the rounding of its output, its `sgd` every parameter's
+// update (not fused). A float32 step has neither of the two: no span, 0 s, and a note says so.
+const std::vector<std::string> kPhases = {"gather",      "cast",       "l0_fwd_gemm", "l1_fwd_gemm",
+                                          "l2_fwd_gemm", "loss",       "l2_dw_gemm",  "l2_da_gemm",
+                                          "l1_dw_gemm",  "l1_da_gemm", "l0_dw_gemm",  "db",
+                                          "unscale",     "sgd",        "other"};
 
 // The phase a span of the step belongs to: "l2_db" to db; the rest are phases of their own.
 std::string phase_of(const std::string& span) {
@@ -54,12 +63,19 @@ std::string phase_of(const std::string& span) {
 
 // What one phase does per step of `rows` rows: FLOPs (GEMMs: 2mnk) and bytes (element-wise:
 // what it reads and writes), summed over the layers for the element-wise groups.
-Work phase_work(const std::string& phase, const MlpSpec& spec, std::size_t rows, bool fused) {
+Work phase_work(const std::string& phase, const MlpSpec& spec, std::size_t rows, bool fused,
+                bool mixed) {
   Work w;
   const double b = static_cast<double>(rows), f = sizeof(float);
   const std::size_t layers = spec.widths.size() - 1;
   const auto width = [&](std::size_t i) { return static_cast<double>(spec.widths[i]); };
+  double all_params = 0;
+  for (std::size_t l = 0; l < layers; ++l) all_params += width(l + 1) * (width(l) + 1);
   if (phase == "gather") w.bytes = 2.0 * b * width(0) * f;
+  // 16 bits: read 4 bytes, write 2, for the parameters and the batch; the gradients read as 2
+  // bytes (the finiteness check), then read again and written as 4.
+  if (mixed && phase == "cast") w.bytes = 6.0 * (all_params + b * width(0));
+  if (mixed && phase == "unscale") w.bytes = 8.0 * all_params;
   if (phase == "sgd") {
     double params = 0;
     // Fused, the biases only (the weights are updated in their GEMMs: p and v read and written
@@ -68,7 +84,7 @@ Work phase_work(const std::string& phase, const MlpSpec& spec, std::size_t rows,
     w.bytes = 5.0 * params * f;  // p, g, v read; p, v written
   }
   for (std::size_t l = 0; l < layers; ++l) {
-    if (phase == "db") w.bytes += b * width(l + 1) * f;
+    if (phase == "db") w.bytes += b * width(l + 1) * (mixed ? 2.0 + f : f);
   }
   if (phase.size() > 3 && phase[0] == 'l' && phase.find("_gemm") != std::string::npos) {
     const auto l = static_cast<std::size_t>(phase[1] - '0');
@@ -90,6 +106,17 @@ Trial breakdown_trial(const Params& p, GroupCache& cache) {
     throw UsageError(fmt::format("parameter 'phase': '{}' is not a phase of the step", phase));
   const auto images = static_cast<std::size_t>(param_int(p, "images"));
   const std::string update = param_str(p, "update");
+  Precision precision = Precision::fp32;
+  MlpSpec spec;
+  try {
+    precision = parse_precision(param_str(p, "precision"));
+    spec = MlpSpec::parse(param_str(p, "arch"));
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(e.what());
+  }
+  if (spec.widths.size() != 4)
+    throw UsageError(fmt::format("parameter 'arch': '{}' has {} layers; the phases name three",
+                                 param_str(p, "arch"), spec.widths.size() - 1));
   if (update != "fused" && update != "separate")
     throw UsageError(
         fmt::format("parameter 'update': '{}' is neither 'fused' nor 'separate'", update));
@@ -103,6 +130,8 @@ Trial breakdown_trial(const Params& p, GroupCache& cache) {
   st->config.batch = kBatch;
   st->config.threads = static_cast<int>(param_int(p, "threads"));
   st->config.fuse_update = update == "fused";
+  st->config.precision = precision;
+  st->config.spec = spec;
   if (!kernels::parse_gemm_version(param_str(p, "gemm"), st->config.gemm))
     throw UsageError(fmt::format("gemm: '{}' is not a GEMM version", param_str(p, "gemm")));
   const double steps = std::ceil(static_cast<double>(data->n) / kBatch);
@@ -138,8 +167,11 @@ Trial breakdown_trial(const Params& p, GroupCache& cache) {
           st->last.loss);
     return "";
   };
-  t.work = phase_work(phase, st->config.spec, kBatch,
-                      st->config.fuse_update);  // per step: the sample is per step
+  const bool mixed = precision != Precision::fp32;
+  t.work = phase_work(phase, st->config.spec, kBatch, st->config.fuse_update && !mixed,
+                      mixed);  // per step: the sample is per step
+  if (!mixed && (phase == "cast" || phase == "unscale"))
+    t.notes["phase"] = "a float32 step has no " + phase + " phase: no span, 0 s";
   return t;
 }
 
@@ -154,6 +186,14 @@ const bool registered = register_experiment({
               .kind = AxisKind::count,
               .max = kMaxThreads},
              {.name = "phase", .values = kPhases},
+             {.name = "precision",
+              .values = {"fp32", "bf16", "fp16"},
+              .quick = {"fp32"},
+              .smoke = {"fp32", "bf16"}},
+             {.name = "arch",
+              .values = {"784-256-128-10", "784-1024-1024-10"},
+              .quick = {"784-256-128-10"},
+              .smoke = {"784-256-128-10"}},
              {.name = "update", .values = {"fused"}},
              {.name = "images",
               .values = {"6400"},
@@ -178,7 +218,10 @@ const bool registered = register_experiment({
                  .x = "threads",
                  .y = "median",
                  .series = "phase",
-                 .where = {{"gemm", "openblas"}, {"update", "fused"}},
+                 .where = {{"gemm", "openblas"},
+                           {"update", "fused"},
+                           {"precision", "fp32"},
+                           {"arch", "784-256-128-10"}},
                  .y_label = "seconds per step"},
                 {.id = "phases_v4",
                  .title = "A training step by phase, GEMM v4 (s per step of 64 samples)",
@@ -186,7 +229,10 @@ const bool registered = register_experiment({
                  .x = "threads",
                  .y = "median",
                  .series = "phase",
-                 .where = {{"gemm", "v4_register"}, {"update", "fused"}},
+                 .where = {{"gemm", "v4_register"},
+                           {"update", "fused"},
+                           {"precision", "fp32"},
+                           {"arch", "784-256-128-10"}},
                  .y_label = "seconds per step"},
                 {.id = "phases_v4_separate",
                  .title = "A training step by phase, GEMM v4, the update a pass of its own (s "
@@ -195,7 +241,34 @@ const bool registered = register_experiment({
                  .x = "threads",
                  .y = "median",
                  .series = "phase",
-                 .where = {{"gemm", "v4_register"}, {"update", "separate"}},
+                 .where = {{"gemm", "v4_register"},
+                           {"update", "separate"},
+                           {"precision", "fp32"},
+                           {"arch", "784-256-128-10"}},
+                 .y_label = "seconds per step"},
+                {.id = "phases_by_precision",
+                 .title = "A training step by phase and precision, 1 thread, GEMM v4 (s per "
+                          "step of 64 samples)",
+                 .kind = FigureKind::stacked,
+                 .x = "precision",
+                 .y = "median",
+                 .series = "phase",
+                 .where = {{"gemm", "v4_register"},
+                           {"update", "fused"},
+                           {"threads", "1"},
+                           {"arch", "784-256-128-10"}},
+                 .y_label = "seconds per step"},
+                {.id = "phases_by_precision_wide",
+                 .title = "The wide MLP's step (784-1024-1024-10) by phase and precision, 1 "
+                          "thread, GEMM v4 (s per step of 64 samples)",
+                 .kind = FigureKind::stacked,
+                 .x = "precision",
+                 .y = "median",
+                 .series = "phase",
+                 .where = {{"gemm", "v4_register"},
+                           {"update", "fused"},
+                           {"threads", "1"},
+                           {"arch", "784-1024-1024-10"}},
                  .y_label = "seconds per step"}},
 });
 
