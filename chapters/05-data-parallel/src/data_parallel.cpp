@@ -261,8 +261,9 @@ DataParallelTrainer::StepResult DataParallelTrainer::step() {
       options_.after_compute(rank(), std::chrono::duration<double>(Clock::now() - t0).count());
     const auto t1 = Clock::now();
     if (apply) {
+      // From the summed 16-bit gradients, unscaled by the scale this step ran with.
       trace::Span update("sgd", "update");
-      opt_.step(model_.parameters(), model_.gradients());
+      opt_.step_16bit(model_.parameters(), grads16_, config_.precision, mixed_scale_);
     }
     r.skipped = !apply;
     ++state_.step;
@@ -329,11 +330,13 @@ bool DataParallelTrainer::mixed_compute_and_reduce(std::size_t rows, RankStepRes
   const nn::Precision p = config_.precision;
   const bool fp16 = p == nn::Precision::fp16;
   const float scale = fp16 ? scaler_.scale() : 1.0f;
+  mixed_scale_ = scale;
   grads16_.resize(model_.parameters().size());
   if (rows > 0) {
     trace::Span compute("forward + backward", "compute");
+    // Not unscaled here: the update reads the 16-bit sum itself (Sgd::step_16bit).
     const nn::Mlp::MixedStep m = model_.forward_backward_mixed(
-        p, batch_x_.data(), batch_y_.data(), rows, scale, &r.correct, r.global_rows);
+        p, batch_x_.data(), batch_y_.data(), rows, scale, &r.correct, r.global_rows, false);
     r.loss_sum = static_cast<double>(m.loss) * static_cast<double>(rows);
     const std::span<const std::uint16_t> g = model_.mixed_gradients();
     std::copy(g.begin(), g.end(), grads16_.begin());
@@ -345,7 +348,7 @@ bool DataParallelTrainer::mixed_compute_and_reduce(std::size_t rows, RankStepRes
     allreduce_ring_16bit(comm_, p, grads16_, options_.algo);
   }
   // Every rank sees the same sum, so every rank takes the same decision.
-  const bool finite = nn::unscale_gradients(p, grads16_, scale, model_.gradients());
+  const bool finite = nn::all_finite_16bit(p, grads16_);
   return fp16 ? scaler_.update(!finite) : finite;
 }
 

@@ -75,7 +75,8 @@ std::size_t Mlp::mixed_bytes() const {
 
 Mlp::MixedStep Mlp::forward_backward_mixed(Precision p, const float* x, const std::uint8_t* labels,
                                            std::size_t batch, float loss_scale,
-                                           std::size_t* correct, std::size_t total_rows) {
+                                           std::size_t* correct, std::size_t total_rows,
+                                           bool unscale) {
   const char* who = "Mlp::forward_backward_mixed";
   if (p == Precision::fp32)
     throw std::invalid_argument(std::string(who) +
@@ -165,6 +166,7 @@ Mlp::MixedStep Mlp::forward_backward_mixed(Precision p, const float* x, const st
     narrow(p, mx.wide.data(), batch * in, mx.delta.data());
   }
   StepSpan span("unscale");
+  if (!unscale) return {static_cast<float>(head.loss), all_finite_16bit(p, mx.grads)};
   return {static_cast<float>(head.loss), unscale_gradients(p, mx.grads, loss_scale, grads_)};
 }
 

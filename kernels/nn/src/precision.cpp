@@ -72,11 +72,14 @@ void add_16bit(Precision p, std::span<std::uint16_t> acc, std::span<const std::u
   }
 }
 
+bool all_finite_16bit(Precision p, std::span<const std::uint16_t> g16) {
+  if (p == Precision::fp32) throw std::invalid_argument("all_finite_16bit: fp32 is not 16-bit");
+  return p == Precision::bf16 ? kernels::all_finite_bf16(g16) : kernels::all_finite_fp16(g16);
+}
+
 bool unscale_gradients(Precision p, std::span<const std::uint16_t> g16, float loss_scale,
                        std::span<float> out) {
-  const bool finite =
-      p == Precision::bf16 ? kernels::all_finite_bf16(g16) : kernels::all_finite_fp16(g16);
-  if (!finite) return false;
+  if (!all_finite_16bit(p, g16)) return false;
   from_16bit(p, g16, out);
   if (loss_scale != 1.0f)
     for (float& g : out) g /= loss_scale;

@@ -2,6 +2,7 @@
 // reads p, g, v and writes p, v once (5 floats of traffic per parameter).
 #include "concurdl/nn/sgd.hpp"
 
+#include <algorithm>
 #include <stdexcept>
 #include <string>
 
@@ -58,6 +59,29 @@ void Sgd::step(std::span<float> params, std::span<const float> grads) {
   // thread.
   kernels::for_range(n, n >= kSgdParallelMin, [=](std::size_t b, std::size_t e) {
     for (std::size_t i = b; i < e; ++i) kernels::sgd_update(p[i], v[i], g[i], lr, mu, wd);
+  });
+}
+
+void Sgd::step_16bit(std::span<float> params, std::span<const std::uint16_t> grads16, Precision p,
+                     float loss_scale) {
+  check_sizes("Sgd::step_16bit", params.size(), grads16.size(), velocity_.size());
+  if (p == Precision::fp32) throw std::invalid_argument("Sgd::step_16bit: fp32 is step()'s");
+  const float lr = options_.lr, mu = options_.momentum, wd = options_.weight_decay;
+  float* pp = params.data();
+  const std::uint16_t* g16 = grads16.data();
+  float* v = velocity_.data();
+  const std::size_t n = velocity_.size();
+  kernels::for_range(n, n >= kSgdParallelMin, [=](std::size_t b, std::size_t e) {
+    constexpr std::size_t kChunk = 512;
+    float g[kChunk];
+    for (std::size_t at = b; at < e; at += kChunk) {
+      const std::size_t c = std::min(kChunk, e - at);
+      from_16bit(p, {g16 + at, c}, {g, c});
+      if (loss_scale != 1.0f)
+        for (std::size_t i = 0; i < c; ++i) g[i] /= loss_scale;
+      for (std::size_t i = 0; i < c; ++i)
+        kernels::sgd_update(pp[at + i], v[at + i], g[i], lr, mu, wd);
+    }
   });
 }
 

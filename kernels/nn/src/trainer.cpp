@@ -116,14 +116,16 @@ EpochResult Trainer::run_epoch(const std::function<void(const StepProgress&)>& o
     float loss = 0;
     if (config_.precision != Precision::fp32) {
       const bool fp16 = config_.precision == Precision::fp16;
-      const Mlp::MixedStep m =
-          model_.forward_backward_mixed(config_.precision, batch_x_.data(), batch_y_.data(), rows,
-                                        fp16 ? scaler_.scale() : 1.0f, &correct);
+      // The update reads the 16-bit gradients itself (Sgd::step_16bit), unscaled by the scale
+      // this step ran with (the scaler may change it below).
+      const float scale = fp16 ? scaler_.scale() : 1.0f;
+      const Mlp::MixedStep m = model_.forward_backward_mixed(
+          config_.precision, batch_x_.data(), batch_y_.data(), rows, scale, &correct, 0, false);
       loss = m.loss;
       const bool apply = fp16 ? scaler_.update(!m.finite) : m.finite;
       if (apply) {
         StepSpan sgd("sgd");
-        opt_.step(model_.parameters(), model_.gradients());
+        opt_.step_16bit(model_.parameters(), model_.mixed_gradients(), config_.precision, scale);
       } else {
         ++result.skipped_steps;
       }

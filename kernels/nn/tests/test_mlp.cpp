@@ -265,6 +265,38 @@ TEST(Sgd, MomentumAndWeightDecayFollowTheFormula) {
   EXPECT_THROW(opt.step(wrong, g), std::invalid_argument);
 }
 
+// The update from 16-bit gradients: the same bits as widening them, dividing by the loss scale
+// and step(), for both formats, a scale of 1 and of 2^10, on either side of the size from which
+// the update runs on the compute threads.
+TEST(Sgd, Step16bitIsWidenUnscaleAndStep) {
+  for (const Precision p : {Precision::bf16, Precision::fp16})
+    for (const float scale : {1.0f, 1024.0f})
+      for (const std::size_t n : {std::size_t{7}, std::size_t{1000}, std::size_t{1} << 17}) {
+        std::vector<float> g = values(n, 3), p16(n), p32(n);
+        for (float& x : g) x *= scale;
+        std::vector<std::uint16_t> h(n);
+        to_16bit(p, g, h);
+        const std::vector<float> start = values(n, 5);
+        p16 = start;
+        p32 = start;
+        Sgd a(n, SgdOptions{}), b(n, SgdOptions{});
+        for (int step = 0; step < 2; ++step) {
+          a.step_16bit(p16, h, p, scale);
+          std::vector<float> w(n);
+          from_16bit(p, h, w);
+          if (scale != 1.0f)
+            for (float& x : w) x /= scale;
+          b.step(p32, w);
+        }
+        EXPECT_TRUE(same_bits(p16, p32)) << describe(p) << " scale " << scale << " n " << n;
+        EXPECT_TRUE(same_bits(a.velocity(), b.velocity()));
+      }
+  Sgd opt(3, SgdOptions{});
+  std::vector<float> three(3);
+  std::vector<std::uint16_t> two(2);
+  EXPECT_THROW(opt.step_16bit(three, two, Precision::bf16, 1.0f), std::invalid_argument);
+}
+
 }  // namespace
 }  // namespace concurdl::nn
 

@@ -229,9 +229,12 @@ class Mlp {
   // true; else gradients() is left as it was. Needs the model's own storage (not released).
   // Evaluation (forward, evaluate) reads the float32 master weights. total_rows as
   // softmax_xent_loss takes it: a rank's share of a larger batch passes that batch's rows.
+  // With unscale false, gradients() is never written: `finite` says whether the 16-bit
+  // gradients are, and the update reads them itself (Sgd::step_16bit).
   MixedStep forward_backward_mixed(Precision p, const float* x, const std::uint8_t* labels,
                                    std::size_t batch, float loss_scale,
-                                   std::size_t* correct = nullptr, std::size_t total_rows = 0);
+                                   std::size_t* correct = nullptr, std::size_t total_rows = 0,
+                                   bool unscale = true);
   // The 16-bit gradients of the last forward_backward_mixed, scaled by its loss_scale, laid
   // out as gradients() (bfloat16 or binary16 bits): what a data-parallel step all-reduces.
   std::span<const std::uint16_t> mixed_gradients() const { return mixed_.grads; }

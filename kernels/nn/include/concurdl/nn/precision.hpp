@@ -41,6 +41,8 @@ void from_16bit(Precision p, std::span<const std::uint16_t> in, std::span<float>
 // float32 and rounding, in one pass over the data (chunks that stay in L1) instead of four.
 // Spans of one size (else std::invalid_argument).
 void add_16bit(Precision p, std::span<std::uint16_t> acc, std::span<const std::uint16_t> in);
+// Whether every 16-bit value (bf16 or fp16) is finite.
+bool all_finite_16bit(Precision p, std::span<const std::uint16_t> g16);
 // Whether every 16-bit value is finite; when so, out = widen(g16) / loss_scale (the update's
 // float32 gradient). When not, out is left as it was. The check and unscale of a mixed step,
 // after its 16-bit gradients were summed (or not) over the ranks.

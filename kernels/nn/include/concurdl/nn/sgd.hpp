@@ -4,10 +4,12 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <span>
 #include <vector>
 
 #include "concurdl/kernels/aligned.hpp"
+#include "concurdl/nn/precision.hpp"
 
 namespace concurdl::nn {
 
@@ -30,6 +32,12 @@ class Sgd {
   // (a layer's gradient held apart from the flat buffer: a graph's value), on the compute
   // threads as step() is.
   void step_slice(std::span<float> params, std::span<const float> grads, std::size_t first);
+  // The update from 16-bit gradients (a mixed-precision step's, scaled by loss_scale): the same
+  // bits as from_16bit, dividing by loss_scale (when not 1) and step(), in one pass that reads 2
+  // bytes a gradient instead of writing and reading 4 (the widened gradients stay in L1).
+  // `p` is bf16 or fp16; the caller has checked that every gradient is finite.
+  void step_16bit(std::span<float> params, std::span<const std::uint16_t> grads16, Precision p,
+                  float loss_scale);
   // Overrides the learning rate for the next steps (schedules).
   void set_lr(float lr) { options_.lr = lr; }
   const SgdOptions& options() const { return options_; }
