@@ -47,7 +47,7 @@ constexpr std::size_t kBatch = 64;
 // their own until they were fused into the GEMMs (gemm.hpp's GemmEpilogue): they are inside the
 // GEMMs' phases now. The spans keep the layer of every phase (`concurdl run --trace`).
 // A 16-bit step (the `precision` axis) adds two: `cast`, the master weights and the batch
-// rounded to 16 bits, and `unscale`, the 16-bit gradients checked, widened and unscaled; its
+// rounded to 16 bits, and `unscale`, the 16-bit gradients checked for infinities and NaNs; its
 // GEMM phases hold the 16-bit GEMM with the rounding of its output, its `sgd` every parameter's
 // update (not fused). A float32 step has neither of the two: no span, 0 s, and a note says so.
 const std::vector<std::string> kPhases = {"gather",      "cast",       "l0_fwd_gemm", "l1_fwd_gemm",
@@ -73,15 +73,16 @@ Work phase_work(const std::string& phase, const MlpSpec& spec, std::size_t rows,
   for (std::size_t l = 0; l < layers; ++l) all_params += width(l + 1) * (width(l) + 1);
   if (phase == "gather") w.bytes = 2.0 * b * width(0) * f;
   // 16 bits: read 4 bytes, write 2, for the parameters and the batch; the gradients read as 2
-  // bytes (the finiteness check), then read again and written as 4.
+  // bytes (the finiteness check; the update widens them itself).
   if (mixed && phase == "cast") w.bytes = 6.0 * (all_params + b * width(0));
-  if (mixed && phase == "unscale") w.bytes = 8.0 * all_params;
+  if (mixed && phase == "unscale") w.bytes = 2.0 * all_params;
   if (phase == "sgd") {
     double params = 0;
     // Fused, the biases only (the weights are updated in their GEMMs: p and v read and written
     // there, the gradient never stored).
     for (std::size_t l = 0; l < layers; ++l) params += width(l + 1) * (fused ? 1 : width(l) + 1);
-    w.bytes = 5.0 * params * f;  // p, g, v read; p, v written
+    // p, g, v read; p, v written (16 bits: g read as 2 bytes)
+    w.bytes = (4.0 * f + (mixed ? 2.0 : f)) * params;
   }
   for (std::size_t l = 0; l < layers; ++l) {
     if (phase == "db") w.bytes += b * width(l + 1) * (mixed ? 2.0 + f : f);
