@@ -260,6 +260,7 @@ const bool registered_expert = nn::register_training_mode(
      .refusal = "(the ranks are --ep x --dp; faults are not injected into this mode)",
      .backends = {"threads", "mpi"},
      .global_batch = true,
+     .trains_moe = "--ep P [--dp D]: experts spread over P ranks, D such groups",
      .check = [](const nn::DistributedOptions& o,
                  const nn::TrainConfig& c) { (void)expert_options(o, c); },
      .run =

@@ -1,6 +1,7 @@
 // `concurdl train`'s flags: declared for CLI11, parsed, and each checked against its range,
 // before anything is loaded (train_args.hpp). The run itself is train_command.cpp's.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <CLI/CLI.hpp>
 #include <charconv>
@@ -194,20 +195,27 @@ void check_moe_flags(const TrainArgs& a, const Given& given) {
       if (given(flag)) throw UsageError(fmt::format("{}: only with --moe-experts E", flag));
     return;
   }
-  // Over ranks, the block trains as chapter 06's expert parallelism (--ep P [--dp D]), which
-  // says what it takes; every other way of spreading the work is refused here.
-  const TrainingMode* expert = given("--ep") ? find_training_mode("expert") : nullptr;
+  // Over ranks, the block trains in a mode that takes it (TrainingMode::trains_moe: chapter 06's
+  // --ep P [--dp D]), chosen by its flags; every other way of spreading the work is refused.
+  const TrainingMode* chosen = nullptr;
+  std::vector<std::string> how;  // how each mode that takes the block is chosen
+  for (const std::string& name : training_mode_names()) {
+    const TrainingMode* m = find_training_mode(name);
+    if (m == nullptr || m->trains_moe.empty()) continue;
+    how.push_back(m->trains_moe);
+    for (const std::string& f : m->chosen_by)
+      if (given(f.c_str())) chosen = m;
+  }
   std::vector<std::string> refused = {"--ranks", "--mode"};
   for (const ModeFlag& f : training_mode_flags())
-    if (expert == nullptr || !expert->owns(f.name)) refused.push_back(f.name);
+    if (chosen == nullptr || !chosen->owns(f.name)) refused.push_back(f.name);
   for (const std::string& flag : refused)
     if (given(flag.c_str()))
       throw UsageError(fmt::format(
           "{}: not with --moe-experts ({})", flag,
-          find_training_mode("expert") == nullptr
-              ? "the MoE block trains as one trainer"
-              : "the MoE block trains as one trainer, or over ranks with --ep P [--dp D]: "
-                "experts spread over P ranks, D such groups"));
+          how.empty() ? std::string("the MoE block trains as one trainer")
+                      : fmt::format("the MoE block trains as one trainer, or over ranks with {}",
+                                    fmt::join(how, " or "))));
   if (a.precision != "fp32")
     throw UsageError(
         fmt::format("--precision: '{}' not with --moe-experts (float32 only)", a.precision));

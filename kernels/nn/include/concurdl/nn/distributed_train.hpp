@@ -179,6 +179,10 @@ struct TrainingMode {
   // Its ranks take each step together on a global batch of ranks x --batch rows, as sync's do
   // (the records' batch); otherwise --batch is what one step of the mode takes.
   bool global_batch = false;
+  // Non-empty: it trains the mixture-of-experts block of --moe-experts over its ranks
+  // (DistributedOptions::moe), and this says how, for messages ("--ep P [--dp D]: experts spread
+  // over P ranks, D such groups"). With the block, every other mode and --ranks are refused.
+  std::string trains_moe;
   // As DistributedBackend::check: UsageError for options it cannot run, before any data.
   std::function<void(const DistributedOptions&, const TrainConfig&)> check;
   std::function<void(const DistributedOptions&, const TrainConfig&, const Dataset& train,
