@@ -273,14 +273,7 @@ nn::EvalResult ExpertParallelTrainer::evaluate(const nn::Dataset& d) {
 }
 
 void ExpertParallelTrainer::save(const std::filesystem::path& checkpoint) const {
-  const nn::Mlp& mlp = model_.mlp();
-  const nn::MoeLayer& moe = model_.moe();
-  std::vector<float> params(mlp.parameters().begin(), mlp.parameters().end());
-  params.insert(params.end(), moe.parameters().begin(), moe.parameters().end());
-  std::vector<float> velocity(mlp_opt_.velocity().begin(), mlp_opt_.velocity().end());
-  velocity.insert(velocity.end(), whole_opt_.velocity().begin(), whole_opt_.velocity().end());
-  nn::save_checkpoint(checkpoint, mlp.spec().describe(), params, velocity, mlp_opt_.options(),
-                      state_);
+  nn::save_moe_checkpoint(checkpoint, model_, mlp_opt_, whole_opt_, state_);
 }
 
 void ExpertParallelTrainer::resume(const std::filesystem::path& checkpoint) {

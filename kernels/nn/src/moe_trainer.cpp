@@ -199,13 +199,18 @@ std::map<std::string, double> MoeTrainer::epoch_metrics() const {
 }
 
 void MoeTrainer::save(const std::filesystem::path& checkpoint) const {
-  const Mlp& mlp = model_.mlp();
-  const MoeLayer& moe = model_.moe();
+  save_moe_checkpoint(checkpoint, model_, mlp_opt_, moe_opt_, state_);
+}
+
+void save_moe_checkpoint(const std::filesystem::path& path, const MoeMlp& model, const Sgd& mlp_opt,
+                         const Sgd& moe_opt, const TrainState& state) {
+  const Mlp& mlp = model.mlp();
+  const MoeLayer& moe = model.moe();
   std::vector<float> params(mlp.parameters().begin(), mlp.parameters().end());
   params.insert(params.end(), moe.parameters().begin(), moe.parameters().end());
-  std::vector<float> velocity(mlp_opt_.velocity().begin(), mlp_opt_.velocity().end());
-  velocity.insert(velocity.end(), moe_opt_.velocity().begin(), moe_opt_.velocity().end());
-  save_checkpoint(checkpoint, mlp.spec().describe(), params, velocity, mlp_opt_.options(), state_);
+  std::vector<float> velocity(mlp_opt.velocity().begin(), mlp_opt.velocity().end());
+  velocity.insert(velocity.end(), moe_opt.velocity().begin(), moe_opt.velocity().end());
+  save_checkpoint(path, mlp.spec().describe(), params, velocity, mlp_opt.options(), state);
 }
 
 void MoeTrainer::resume(const std::filesystem::path& checkpoint) {

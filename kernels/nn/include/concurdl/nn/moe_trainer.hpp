@@ -137,6 +137,10 @@ class MoeTrainer {
   std::vector<std::uint8_t> batch_y_;
 };
 
+// Writes `model` and its two optimisers' momentum (Mlp first) as a MoE checkpoint, the block
+// named in its header: what load_moe_checkpoint reads.
+void save_moe_checkpoint(const std::filesystem::path& path, const MoeMlp& model, const Sgd& mlp_opt,
+                         const Sgd& moe_opt, const TrainState& state);
 // Reads a MoE checkpoint into `model` and its two optimisers (Mlp first), refusing a dense one
 // or one of another block (CheckpointError); nothing changes on error.
 TrainState load_moe_checkpoint(const std::filesystem::path& path, MoeMlp& model, Sgd& mlp_opt,
