@@ -4,7 +4,9 @@
 
 #include <cblas.h>
 
+#include <cmath>
 #include <stdexcept>
+#include <string>
 
 #include "concurdl/kernels/ops.hpp"
 #include "concurdl/kernels/threads.hpp"
@@ -102,17 +104,15 @@ void run_gemm(GemmVersion v, const detail::GemmArgs& g) {
         "than C's row");
   if (g.epilogue != nullptr && g.epilogue->sgd != nullptr) {
     const GemmEpilogue& e = *g.epilogue;
-    if (e.sgd->params == nullptr || e.sgd->velocity == nullptr)
-      throw std::invalid_argument("gemm: the epilogue's sgd has a null params or velocity");
-    if (e.sgd->params == e.sgd->velocity || e.sgd->params == g.c || e.sgd->velocity == g.c)
-      throw std::invalid_argument(
-          "gemm: the epilogue's sgd needs C, params and velocity in three separate buffers");
+    detail::check_sgd("gemm", *e.sgd, g.c);
     if (e.bias != nullptr || e.relu || e.relu_of != nullptr)
       throw std::invalid_argument(
           "gemm: the epilogue's sgd replaces storing C; it cannot follow a bias or a ReLU");
     if (g.alpha != 1.0f || g.beta != 0.0f)
       throw std::invalid_argument("gemm: the epilogue's sgd wants alpha == 1 and beta == 0");
   }
+  if (g.half != Half::none && v != GemmVersion::v4_register)
+    throw std::invalid_argument("gemm: 16-bit operands are GEMM v4's only");
   if (g.m == 0 || g.n == 0) return;
   switch (v) {
     case GemmVersion::v1_naive:
@@ -158,7 +158,34 @@ void gemm(GemmVersion v, Trans ta, Trans tb, std::size_t m, std::size_t n, std::
   run_gemm(v, {ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, &epilogue});
 }
 
+void gemm_16bit(Half format, Trans ta, Trans tb, std::size_t m, std::size_t n, std::size_t k,
+                const std::uint16_t* a, std::size_t lda, const std::uint16_t* b, std::size_t ldb,
+                float beta, float* c, std::size_t ldc, const GemmEpilogue& epilogue) {
+  if (format == Half::none)
+    throw std::invalid_argument("gemm_16bit: the operands' format is none (want fp16 or bf16)");
+  detail::GemmArgs g{ta, tb, m, n, k, 1.0f, nullptr, lda, nullptr, ldb, beta, c, ldc, &epilogue};
+  g.half = format;
+  g.a16 = a;
+  g.b16 = b;
+  run_gemm(GemmVersion::v4_register, g);
+}
+
 namespace detail {
+void check_sgd(const char* who, const GemmSgd& u, const float* c) {
+  const std::string w(who);
+  if (u.params == nullptr || u.velocity == nullptr)
+    throw std::invalid_argument(w + ": the epilogue's sgd has a null params or velocity");
+  if (u.params == u.velocity || u.params == c || u.velocity == c)
+    throw std::invalid_argument(
+        w + ": the epilogue's sgd needs C, params and velocity in three separate buffers");
+  if (!(u.grad_scale > 0.0f) || !std::isfinite(u.grad_scale))
+    throw std::invalid_argument(w + ": the epilogue's sgd has grad_scale " +
+                                std::to_string(u.grad_scale) + " (want a finite value > 0)");
+  if ((u.params16 != nullptr) != (u.params16_format != Half::none))
+    throw std::invalid_argument(w +
+                                ": the epilogue's sgd needs params16 and params16_format together");
+}
+
 // ops.hpp's arithmetic (add_bias_rows' one add, relu, relu_grad), a row segment at a time in
 // loops of its own: calling add_bias_rows and relu_* per row cost ~8 ns a call (their thread
 // checks), ~3.5 us of a training step's ~450 calls on the Zen 5 guest.
@@ -168,9 +195,7 @@ void finish_c(const GemmArgs& g, std::size_t i0, std::size_t i1, std::size_t j0,
   const std::size_t cols = j1 - j0;
   if (e.sgd != nullptr) {
     const GemmSgd u = *e.sgd;
-    for (std::size_t i = i0; i < i1; ++i)
-      apply_sgd(u, g.c + i * g.ldc + j0, u.params + i * g.ldc + j0, u.velocity + i * g.ldc + j0,
-                cols);
+    for (std::size_t i = i0; i < i1; ++i) apply_sgd(u, g.c + i * g.ldc + j0, i * g.ldc + j0, cols);
     return;
   }
   for (std::size_t i = i0; i < i1; ++i) {

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "concurdl/kernels/threads.hpp"
+#include "gemm_impl.hpp"
 
 #ifdef _OPENMP
 #include <omp.h>
@@ -244,11 +245,41 @@ void pack_a(const bf16* a, std::size_t lda, bool ta, std::size_t k, std::size_t 
   }
 }
 
+// 16 float32 rounded to a 16-bit format (to nearest even, as to_bf16 / to_fp16) and stored.
+// (GCC 12 takes the intrinsics' undefined pass-through operand for an uninitialised variable.)
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+CONCURDL_BF16_TARGET void store_16bit(Half format, std::uint16_t* dst, __m512 x) {
+  __m256i h;
+  if (format == Half::fp16) {
+    h = _mm512_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT);
+  } else {
+    const __m512i u = _mm512_castps_si512(x);
+    const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+    __m512i r = _mm512_srli_epi32(
+        _mm512_add_epi32(u, _mm512_add_epi32(_mm512_set1_epi32(0x7fff), lsb)), 16);
+    const __mmask16 nan = _mm512_cmpgt_epu32_mask(
+        _mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)), _mm512_set1_epi32(0x7f800000));
+    r = _mm512_mask_mov_epi32(r, nan,
+                              _mm512_or_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x40)));
+    h = _mm512_cvtepi32_epi16(r);
+  }
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst), h);
+}
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+
 // tile (kMR x kNR) of A panel . B panel over kc2 pairs; C's corner at c (rows x cols of it are
-// real): written as beta C + tile when `first` (beta 0: not read), else C += tile.
+// real): written as beta C + tile when `first` (beta 0: not read), else C += tile. With sgd
+// (the last k block of a fused update) the sum is not stored but applied to the parameters at
+// offset `at` of sgd's buffers.
 CONCURDL_BF16_TARGET void micro_kernel(const std::uint32_t* ap, const bf16* bp, std::size_t kc2,
                                        float* c, std::size_t ldc, std::size_t rows,
-                                       std::size_t cols, bool first, float beta) {
+                                       std::size_t cols, bool first, float beta, const GemmSgd* sgd,
+                                       std::size_t at) {
   __m512 acc[kMR][2];
 #pragma GCC unroll 14
   for (std::size_t r = 0; r < kMR; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
@@ -262,6 +293,31 @@ CONCURDL_BF16_TARGET void micro_kernel(const std::uint32_t* ap, const bf16* bp, 
       acc[r][0] = _mm512_dpbf16_ps(acc[r][0], (__m512bh)av, (__m512bh)b0);
       acc[r][1] = _mm512_dpbf16_ps(acc[r][1], (__m512bh)av, (__m512bh)b1);
     }
+  }
+  if (sgd != nullptr && rows == kMR && cols == kNR) {
+    const GemmSgd u = *sgd;
+    // Unscaled and scaled as two loops, as GEMM v4's epilogue has them (gemm_blocked.cpp).
+    const auto update = [&]<bool Scaled>() {
+      for (std::size_t r = 0; r < kMR; ++r)
+        for (std::size_t v = 0; v < 2; ++v) {
+          const std::size_t o = at + r * ldc + v * 16;
+          __m512 x = acc[r][v];
+          if (!first) x = _mm512_add_ps(x, _mm512_loadu_ps(c + r * ldc + v * 16));
+          __m512 pv = _mm512_loadu_ps(u.params + o), vv = _mm512_loadu_ps(u.velocity + o);
+          if constexpr (Scaled)
+            sgd_update_scaled(pv, vv, x, u.grad_scale, u.lr, u.momentum, u.weight_decay);
+          else
+            sgd_update(pv, vv, x, u.lr, u.momentum, u.weight_decay);
+          _mm512_storeu_ps(u.params + o, pv);
+          _mm512_storeu_ps(u.velocity + o, vv);
+          if (u.params16 != nullptr) store_16bit(u.params16_format, u.params16 + o, pv);
+        }
+    };
+    if (u.grad_scale == 1.0f)
+      update.template operator()<false>();
+    else
+      update.template operator()<true>();
+    return;
   }
   if (rows == kMR && cols == kNR) {
     const __m512 vb = _mm512_set1_ps(beta);
@@ -281,6 +337,14 @@ CONCURDL_BF16_TARGET void micro_kernel(const std::uint32_t* ap, const bf16* bp, 
   for (std::size_t r = 0; r < kMR; ++r) {
     _mm512_store_ps(&tile[r][0], acc[r][0]);
     _mm512_store_ps(&tile[r][16], acc[r][1]);
+  }
+  if (sgd != nullptr) {
+    for (std::size_t r = 0; r < rows; ++r) {
+      if (!first)
+        for (std::size_t j = 0; j < cols; ++j) tile[r][j] += c[r * ldc + j];
+      detail::apply_sgd(*sgd, &tile[r][0], at + r * ldc, cols);
+    }
+    return;
   }
   for (std::size_t r = 0; r < rows; ++r)
     for (std::size_t j = 0; j < cols; ++j) {
@@ -384,12 +448,22 @@ void gemm_bf16(std::size_t m, std::size_t n, std::size_t k, const bf16* a, std::
 void gemm_bf16(Trans trans_a, Trans trans_b, std::size_t m, std::size_t n, std::size_t k,
                const bf16* a, std::size_t lda, const bf16* b, std::size_t ldb, float beta, float* c,
                std::size_t ldc) {
+  gemm_bf16(trans_a, trans_b, m, n, k, a, lda, b, ldb, beta, c, ldc, nullptr);
+}
+
+void gemm_bf16(Trans trans_a, Trans trans_b, std::size_t m, std::size_t n, std::size_t k,
+               const bf16* a, std::size_t lda, const bf16* b, std::size_t ldb, float beta, float* c,
+               std::size_t ldc, const GemmSgd* sgd) {
   const bool ta = trans_a == Trans::yes, tb = trans_b == Trans::yes;
   if (lda < (ta ? m : k) || ldb < (tb ? k : n) || ldc < n)
     throw std::invalid_argument("gemm_bf16: a leading dimension is smaller than its row (lda " +
                                 std::to_string(lda) + ", ldb " + std::to_string(ldb) + ", ldc " +
                                 std::to_string(ldc) + " for m " + std::to_string(m) + ", n " +
                                 std::to_string(n) + ", k " + std::to_string(k) + ")");
+  if (sgd != nullptr) {
+    detail::check_sgd("gemm_bf16", *sgd, c);
+    if (beta != 0.0f) throw std::invalid_argument("gemm_bf16: the fused sgd wants beta == 0");
+  }
   require_bf16("gemm_bf16");
   if (m == 0 || n == 0) return;
 #if CONCURDL_BF16_KERNEL
@@ -397,6 +471,8 @@ void gemm_bf16(Trans trans_a, Trans trans_b, std::size_t m, std::size_t n, std::
     for (std::size_t i = 0; i < m; ++i)
       for (std::size_t j = 0; j < n; ++j)
         c[i * ldc + j] = beta == 0.0f ? 0.0f : beta * c[i * ldc + j];
+    if (sgd != nullptr)
+      for (std::size_t i = 0; i < m; ++i) detail::apply_sgd(*sgd, c + i * ldc, i * ldc, n);
     return;
   }
   const std::size_t row_blocks = (m + kMR - 1) / kMR;
@@ -417,6 +493,7 @@ void gemm_bf16(Trans trans_a, Trans trans_b, std::size_t m, std::size_t n, std::
   for (std::size_t p0 = 0; p0 < k; p0 += kKC) {
     const std::size_t kc = std::min(kKC, k - p0), kc2 = (kc + 1) / 2;
     const bool first = p0 == 0;
+    const GemmSgd* const update = p0 + kc == k ? sgd : nullptr;  // the last k block applies it
 #pragma omp parallel num_threads(threads) if (team)
     {
 #pragma omp for schedule(static)
@@ -439,7 +516,7 @@ void gemm_bf16(Trans trans_a, Trans trans_b, std::size_t m, std::size_t n, std::
             const std::size_t i0 = rb * kMR, rows = std::min(kMR, m - i0);
             micro_kernel(ap_all + rb * kMR * kc2, bp_all + t * kc2 * 2 * kNR, kc2,
                          c + i0 * ldc + j0 + t * kNR, ldc, rows, std::min(kNR, nc - t * kNR), first,
-                         beta);
+                         beta, update, i0 * ldc + j0 + t * kNR);
           }
         // (and here: no thread packs the next block's panels while another still reads these)
       }

@@ -34,6 +34,10 @@
 #include <omp.h>
 #endif
 
+#if defined(__F16C__)
+#include <immintrin.h>
+#endif
+
 #include "concurdl/kernels/threads.hpp"
 #include "gemm_impl.hpp"
 #include "gemm_v4.hpp"
@@ -55,6 +59,22 @@ inline Vec load(const float* p) {
   return v;
 }
 inline void store(float* p, Vec v) { std::memcpy(p, &v, sizeof v); }
+// A vector rounded to a 16-bit format (to nearest even) and stored: GemmSgd's params16.
+inline void store_16bit(Half format, std::uint16_t* p, Vec v) {
+  alignas(64) float x[kLanes];
+  std::memcpy(x, &v, sizeof v);
+#if defined(__F16C__)
+  if constexpr (kLanes % 8 == 0) {
+    if (format == Half::fp16) {
+      for (std::size_t i = 0; i < kLanes; i += 8)
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(p + i),
+                         _mm256_cvtps_ph(_mm256_load_ps(x + i), _MM_FROUND_TO_NEAREST_INT));
+      return;
+    }
+  }
+#endif
+  for (std::size_t i = 0; i < kLanes; ++i) p[i] = round_16bit(format, x[i]);
+}
 
 // C[R x NR] = alpha * Ap * Bp + beta * C. Bp is a packed kc x NR panel (row p at bp + p * NR).
 // Ap is a packed MR x kc panel (column p at ap + p * MR; its first R rows are used), or, with
@@ -110,17 +130,29 @@ void micro_kernel_rows(std::size_t kc, const float* __restrict ap, std::size_t l
     const GemmSgd u = *sgd;
     float* __restrict const pp = u.params + at;
     float* __restrict const vp = u.velocity + at;
+    // Unscaled and scaled as two loops (a branch per vector inside one changed how the compiler
+    // contracted the unscaled update, and with it the bits).
+    const auto update = [&]<bool Scaled>() {
 #pragma GCC unroll 16
-    for (std::size_t i = 0; i < R; ++i)
+      for (std::size_t i = 0; i < R; ++i)
 #pragma GCC unroll 4
-      for (std::size_t v = 0; v < NV; ++v) {
-        const std::size_t o = i * ldc + v * kLanes;
-        const Vec g = beta == 0.0f ? acc[i][v] : acc[i][v] + beta * load(c + o);
-        Vec pv = load(pp + o), vv = load(vp + o);
-        sgd_update(pv, vv, g, u.lr, u.momentum, u.weight_decay);
-        store(pp + o, pv);
-        store(vp + o, vv);
-      }
+        for (std::size_t v = 0; v < NV; ++v) {
+          const std::size_t o = i * ldc + v * kLanes;
+          const Vec sum = beta == 0.0f ? acc[i][v] : acc[i][v] + beta * load(c + o);
+          Vec pv = load(pp + o), vv = load(vp + o);
+          if constexpr (Scaled)
+            sgd_update_scaled(pv, vv, sum, u.grad_scale, u.lr, u.momentum, u.weight_decay);
+          else
+            sgd_update(pv, vv, sum, u.lr, u.momentum, u.weight_decay);
+          store(pp + o, pv);
+          store(vp + o, vv);
+          if (u.params16 != nullptr) store_16bit(u.params16_format, u.params16 + at + o, pv);
+        }
+    };
+    if (u.grad_scale == 1.0f)
+      update.template operator()<false>();
+    else
+      update.template operator()<true>();
     return;
   }
   if (beta == 0.0f && alpha == 1.0f) {  // 1 * x is x: the same bits without the multiplies
@@ -177,8 +209,7 @@ void edge_tile(RowKernel kernel, std::size_t kc, const float* ap, std::size_t ld
   kernel(kc, ap, lda, bp, alpha, beta, tile, kNR, nullptr, 0);
   for (std::size_t i = 0; i < rows; ++i) {
     if (sgd != nullptr)
-      apply_sgd(*sgd, tile + i * kNR, sgd->params + at + i * ldc, sgd->velocity + at + i * ldc,
-                cols);
+      apply_sgd(*sgd, tile + i * kNR, at + i * ldc, cols);
     else
       std::memcpy(c + i * ldc, tile + i * kNR, cols * sizeof(float));
   }
@@ -201,11 +232,13 @@ bool read_a_directly(const GemmArgs& g) {
 
 // One thread's share: the BLIS loops over the block C[i0 .. i1, j0 .. j1], with its own packed
 // panels, so threads never wait for each other's packing.
-template <Trans TA, Trans TB>
+// H: the operands' storage (gemm_v4.hpp's packing); 16-bit operands are always packed, since
+// the micro-kernel reads float32.
+template <Trans TA, Trans TB, Half H>
 void v4_rectangle(const GemmArgs& g, std::size_t i0, std::size_t i1, std::size_t j0,
                   std::size_t j1) {
   thread_local PackBuffer a_buf, b_buf;
-  const bool direct = TA == Trans::no && read_a_directly(g);
+  const bool direct = H == Half::none && TA == Trans::no && read_a_directly(g);
   const auto& kernels = direct ? kDirectKernels : kPackedKernels;
   const auto& half_kernels = direct ? kDirectHalfKernels : kPackedHalfKernels;
   const std::size_t kc_max = std::min(kKC, g.k);
@@ -221,13 +254,13 @@ void v4_rectangle(const GemmArgs& g, std::size_t i0, std::size_t i1, std::size_t
       const GemmSgd* const sgd = pc + kc == g.k ? fused : nullptr;  // the last K block applies it
       if (!direct)
         for (std::size_t r = 0; r * kMR < mc; ++r)
-          pack_a_panel<TA>(g, ic + r * kMR, std::min(kMR, mc - r * kMR), pc, kc,
-                           a_pack + r * kMR * kc);
+          pack_a_panel<TA, H>(g, ic + r * kMR, std::min(kMR, mc - r * kMR), pc, kc,
+                              a_pack + r * kMR * kc);
       for (std::size_t jc = j0; jc < j1; jc += kNC) {
         const std::size_t nc = std::min(kNC, j1 - jc);
         for (std::size_t s = 0; s * kNR < nc; ++s)
-          pack_b_panel<TB>(g, pc, kc, jc + s * kNR, std::min(kNR, nc - s * kNR),
-                           b_pack + s * kNR * kc);
+          pack_b_panel<TB, H>(g, pc, kc, jc + s * kNR, std::min(kNR, nc - s * kNR),
+                              b_pack + s * kNR * kc);
         for (std::size_t i = 0; i < mc; i += kMR) {  // A micro-panel stays in L1 across this row
           const float* ap = direct ? g.a + (ic + i) * g.lda + pc : a_pack + i * kc;
           const std::size_t rows = std::min(kMR, mc - i);
@@ -316,6 +349,8 @@ void v4_packed(const GemmArgs& g) {
     w.lda = g.ldb;
     w.b = g.a;
     w.ldb = g.lda;
+    w.a16 = g.b16;
+    w.b16 = g.a16;
     w.c = ct_buf.get(g.m * g.n);
     w.ldc = g.m;
     w.epilogue = nullptr;  // C's finish, once Cᵀ is copied back
@@ -344,7 +379,12 @@ void v4_packed(const GemmArgs& g) {
     const std::size_t j0 = std::min(w.n, tj * np / grid.tn * kNR);
     const std::size_t j1 = std::min(w.n, (tj + 1) * np / grid.tn * kNR);
     if (i0 < i1 && j0 < j1) {
-      v4_rectangle<TA, TB>(w, i0, i1, j0, j1);
+      if (g.half == Half::fp16)
+        v4_rectangle<TA, TB, Half::fp16>(w, i0, i1, j0, j1);
+      else if (g.half == Half::bf16)
+        v4_rectangle<TA, TB, Half::bf16>(w, i0, i1, j0, j1);
+      else
+        v4_rectangle<TA, TB, Half::none>(w, i0, i1, j0, j1);
       // The epilogue (gemm.hpp) on this thread's rectangle of C, while it is in this core's cache.
       // With sgd the rectangle's tiles applied it themselves.
       if (transposed) {

@@ -58,11 +58,13 @@ struct PackBuffer {
 
 // op(A)[i0 .. i0+rows, p0 .. p0+kc] into one MR-row panel at dst (MR floats per p, rows past
 // `rows` zero), and op(B)[p0 .. p0+kc, j0 .. j0+cols] into one NR-column panel (NR floats per p,
-// columns past `cols` zero): gemm_v4_pack.cpp, for Trans::no and Trans::yes.
-template <Trans TA>
+// columns past `cols` zero): gemm_v4_pack.cpp, for Trans::no and Trans::yes. H is the operands'
+// storage: none reads g.a and g.b (float32), fp16 and bf16 read g.a16 and g.b16 and widen each
+// value (exactly) as it is copied: the panels are float32 either way.
+template <Trans TA, Half H>
 void pack_a_panel(const GemmArgs& g, std::size_t i0, std::size_t rows, std::size_t p0,
                   std::size_t kc, float* __restrict dst);
-template <Trans TB>
+template <Trans TB, Half H>
 void pack_b_panel(const GemmArgs& g, std::size_t p0, std::size_t kc, std::size_t j0,
                   std::size_t cols, float* __restrict dst);
 

@@ -3,6 +3,12 @@
 #include <algorithm>
 #include <cstring>
 
+#if defined(__F16C__)
+#include <immintrin.h>
+#endif
+
+#include "concurdl/kernels/bf16.hpp"
+#include "concurdl/kernels/fp16.hpp"
 #include "gemm_v4.hpp"
 
 namespace concurdl::kernels::detail::v4 {
@@ -31,6 +37,66 @@ inline void transpose8(V8 (&r)[8]) {
   }
 }
 
+// The operands by storage format: float32 where they lie, or 16-bit values widened exactly
+// (fp16 by F16C's VCVTPH2PS where the build targets it, bf16 by a shift).
+template <Half H>
+const auto* a_of(const GemmArgs& g) {
+  if constexpr (H == Half::none)
+    return g.a;
+  else
+    return g.a16;
+}
+template <Half H>
+const auto* b_of(const GemmArgs& g) {
+  if constexpr (H == Half::none)
+    return g.b;
+  else
+    return g.b16;
+}
+template <Half H, class T>
+inline float get(const T* p) {
+  if constexpr (H == Half::none) {
+    return *p;
+  } else if constexpr (H == Half::bf16) {
+    return from_bf16(*p);
+  } else {
+#if defined(__F16C__)
+    return _cvtsh_ss(*p);
+#else
+    return from_fp16(*p);
+#endif
+  }
+}
+// n consecutive values into floats.
+template <Half H, class T>
+inline void widen_run(const T* __restrict src, float* __restrict dst, std::size_t n) {
+  if constexpr (H == Half::none) {
+    std::memcpy(dst, src, n * sizeof(float));
+  } else if constexpr (H == Half::bf16) {
+    for (std::size_t i = 0; i < n; ++i) dst[i] = from_bf16(src[i]);
+  } else {
+    std::size_t i = 0;
+#if defined(__F16C__)
+    for (; i + 8 <= n; i += 8)
+      _mm256_storeu_ps(dst + i,
+                       _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i))));
+#endif
+    for (; i < n; ++i) dst[i] = get<H>(src + i);
+  }
+}
+template <Half H, class T>
+inline V8 load8(const T* p) {
+  V8 v;
+  if constexpr (H == Half::none) {
+    std::memcpy(&v, p, sizeof v);
+  } else {
+    float x[8];
+    widen_run<H>(p, x, 8);
+    std::memcpy(&v, x, sizeof v);
+  }
+  return v;
+}
+
 // Rows [i, i + R) of Ct (R a multiple of 8) into columns of C, 8 x 8 blocks through registers
 // side by side, so that each row of C gets R floats in one go.
 template <std::size_t R>
@@ -56,13 +122,20 @@ void transpose_strip(const float* ct, std::size_t ldt, float* c, std::size_t ldc
 
 // op(A)[i0 .. i0+mc, p0 .. p0+kc] into MR-row panels: panel r holds rows r*MR.., column by
 // column (MR consecutive floats per p); rows past mc are zero.
-template <Trans TA>
+template <Trans TA, Half H>
 void pack_a_panel(const GemmArgs& g, std::size_t i0, std::size_t rows, std::size_t p0,
                   std::size_t kc, float* __restrict dst) {
+  const auto* const a = a_of<H>(g);
   if constexpr (TA == Trans::no) {  // A(i, p) = a[i * lda + p]: read along rows of A
     for (std::size_t i = 0; i < rows; ++i) {
-      const float* src = g.a + (i0 + i) * g.lda + p0;
-      for (std::size_t p = 0; p < kc; ++p) dst[p * kMR + i] = src[p];
+      const auto* src = a + (i0 + i) * g.lda + p0;
+      if constexpr (H == Half::none) {
+        for (std::size_t p = 0; p < kc; ++p) dst[p * kMR + i] = src[p];
+      } else {  // the row widened by vectors first, then scattered
+        float row[kKC];
+        widen_run<H>(src, row, kc);
+        for (std::size_t p = 0; p < kc; ++p) dst[p * kMR + i] = row[p];
+      }
     }
   } else {  // A(i, p) = a[p * lda + i]: a column of op(A) is contiguous
     // A whole panel's column is a copy of a constant size, which the compiler makes a few
@@ -70,12 +143,12 @@ void pack_a_panel(const GemmArgs& g, std::size_t i0, std::size_t rows, std::size
     // step's weight-gradient GEMMs pack dZᵀ this way: ~4% of a step at 1 thread).
     if (rows == kMR) {
       for (std::size_t p = 0; p < kc; ++p)
-        std::memcpy(dst + p * kMR, g.a + (p0 + p) * g.lda + i0, kMR * sizeof(float));
+        widen_run<H>(a + (p0 + p) * g.lda + i0, dst + p * kMR, kMR);
       return;
     }
     for (std::size_t p = 0; p < kc; ++p) {
-      const float* src = g.a + (p0 + p) * g.lda + i0;
-      for (std::size_t i = 0; i < rows; ++i) dst[p * kMR + i] = src[i];
+      const auto* src = a + (p0 + p) * g.lda + i0;
+      for (std::size_t i = 0; i < rows; ++i) dst[p * kMR + i] = get<H>(src + i);
     }
   }
   for (std::size_t i = rows; i < kMR; ++i)
@@ -84,25 +157,26 @@ void pack_a_panel(const GemmArgs& g, std::size_t i0, std::size_t rows, std::size
 
 // op(B)[p0 .. p0+kc, j0 .. j0+cols] into one NR-column panel, row by row; columns past cols
 // are zero.
-template <Trans TB>
+template <Trans TB, Half H>
 void pack_b_panel(const GemmArgs& g, std::size_t p0, std::size_t kc, std::size_t j0,
                   std::size_t cols, float* __restrict dst) {
+  const auto* const b = b_of<H>(g);
   if constexpr (TB == Trans::no) {  // B(p, j) = b[p * ldb + j]: a row of op(B) is contiguous
     if (cols == kNR) {              // a constant-size copy per row, as pack_a_panel does
       for (std::size_t p = 0; p < kc; ++p)
-        std::memcpy(dst + p * kNR, g.b + (p0 + p) * g.ldb + j0, kNR * sizeof(float));
+        widen_run<H>(b + (p0 + p) * g.ldb + j0, dst + p * kNR, kNR);
       return;
     }
     for (std::size_t p = 0; p < kc; ++p) {
-      const float* src = g.b + (p0 + p) * g.ldb + j0;
-      for (std::size_t j = 0; j < cols; ++j) dst[p * kNR + j] = src[j];
+      const auto* src = b + (p0 + p) * g.ldb + j0;
+      for (std::size_t j = 0; j < cols; ++j) dst[p * kNR + j] = get<H>(src + j);
       for (std::size_t j = cols; j < kNR; ++j) dst[p * kNR + j] = 0.0f;
     }
   } else {  // B(p, j) = b[j * ldb + p]: read along rows of B
     // A transpose. A whole panel goes 8 x 8 at a time through registers (transpose8: eight
     // rows of B read as vectors, eight rows of the panel written as vectors, 24 shuffles in
-    // between); what is left (a narrow last panel, the last rows below a multiple of 8), float
-    // by float, a block of kPackRows rows of the panel at a time, so that the lines being
+    // between); what is left (a narrow last panel, the last rows below a multiple of 8), value
+    // by value, a block of kPackRows rows of the panel at a time, so that the lines being
     // written stay in L1 while every column visits them (the whole panel, KC x NR floats, is
     // 64 KiB with AVX-512: written column by column, each column evicted the last from a 48 KiB
     // L1). The forward GEMM of a training step, computed as W Xᵀ, packs X this way every step.
@@ -112,7 +186,7 @@ void pack_b_panel(const GemmArgs& g, std::size_t p0, std::size_t kc, std::size_t
         for (std::size_t jb = 0; jb < kNR; jb += 8) {
           V8 r[8];
           for (std::size_t q = 0; q < 8; ++q)
-            std::memcpy(&r[q], g.b + (j0 + jb + q) * g.ldb + p0 + done, sizeof(V8));
+            r[q] = load8<H>(b + (j0 + jb + q) * g.ldb + p0 + done);
           transpose8(r);
           for (std::size_t q = 0; q < 8; ++q)
             std::memcpy(dst + (done + q) * kNR + jb, &r[q], sizeof(V8));
@@ -122,8 +196,8 @@ void pack_b_panel(const GemmArgs& g, std::size_t p0, std::size_t kc, std::size_t
     for (std::size_t pb = done; pb < kc; pb += kPackRows) {
       const std::size_t pe = std::min(kc, pb + kPackRows);
       for (std::size_t j = 0; j < cols; ++j) {
-        const float* src = g.b + (j0 + j) * g.ldb + p0;
-        for (std::size_t p = pb; p < pe; ++p) dst[p * kNR + j] = src[p];
+        const auto* src = b + (j0 + j) * g.ldb + p0;
+        for (std::size_t p = pb; p < pe; ++p) dst[p * kNR + j] = get<H>(src + p);
       }
     }
     for (std::size_t p = 0; p < kc; ++p)
@@ -131,14 +205,19 @@ void pack_b_panel(const GemmArgs& g, std::size_t p0, std::size_t kc, std::size_t
   }
 }
 
-template void pack_a_panel<Trans::no>(const GemmArgs&, std::size_t, std::size_t, std::size_t,
-                                      std::size_t, float* __restrict);
-template void pack_a_panel<Trans::yes>(const GemmArgs&, std::size_t, std::size_t, std::size_t,
-                                       std::size_t, float* __restrict);
-template void pack_b_panel<Trans::no>(const GemmArgs&, std::size_t, std::size_t, std::size_t,
-                                      std::size_t, float* __restrict);
-template void pack_b_panel<Trans::yes>(const GemmArgs&, std::size_t, std::size_t, std::size_t,
-                                       std::size_t, float* __restrict);
+#define CONCURDL_V4_PACKS(H)                                                                       \
+  template void pack_a_panel<Trans::no, H>(const GemmArgs&, std::size_t, std::size_t, std::size_t, \
+                                           std::size_t, float* __restrict);                        \
+  template void pack_a_panel<Trans::yes, H>(const GemmArgs&, std::size_t, std::size_t,             \
+                                            std::size_t, std::size_t, float* __restrict);          \
+  template void pack_b_panel<Trans::no, H>(const GemmArgs&, std::size_t, std::size_t, std::size_t, \
+                                           std::size_t, float* __restrict);                        \
+  template void pack_b_panel<Trans::yes, H>(const GemmArgs&, std::size_t, std::size_t,             \
+                                            std::size_t, std::size_t, float* __restrict);
+CONCURDL_V4_PACKS(Half::none)
+CONCURDL_V4_PACKS(Half::fp16)
+CONCURDL_V4_PACKS(Half::bf16)
+#undef CONCURDL_V4_PACKS
 
 // C[j][i] = Ct[i][j] for i in [i0, i1), j in [j0, j1): Ct's rows are C's columns.
 void transpose_back(const float* ct, std::size_t ldt, float* c, std::size_t ldc, std::size_t i0,

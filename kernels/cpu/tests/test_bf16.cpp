@@ -12,9 +12,12 @@
 #include <cstring>
 #include <limits>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "concurdl/kernels/bf16.hpp"
+#include "concurdl/kernels/fp16.hpp"
+#include "concurdl/kernels/ops.hpp"
 #include "concurdl/kernels/threads.hpp"
 
 namespace {
@@ -197,6 +200,59 @@ TEST_F(Bf16Gemm, SameBitsOnOneAndTwoThreads) {
     gemm_bf16(m, n, k, o.a.data(), k, o.b.data(), n, 0.0f, two.data(), n);
   }
   EXPECT_EQ(std::memcmp(one.data(), two.data(), one.size() * sizeof(float)), 0);
+}
+
+// The fused update (GemmSgd): the bits of the product stored in C followed by sgd_update on
+// C * grad_scale and the parameter rounded into params16, through whole tiles, edge tiles (61
+// rows, 290 columns), a K over one block (700), and the weight gradient's transposes, at 1 and
+// 2 threads, both 16-bit formats of params16. Refused with beta != 0.
+TEST_F(Bf16Gemm, TheFusedUpdateGivesTheBitsOfTheProductThenTheUpdate) {
+  struct Shape {
+    std::size_t m, n, k;
+    Trans ta;
+  };
+  const float lr = 0.05f, momentum = 0.9f, weight_decay = 5e-4f, scale = 0.25f;
+  for (const Shape sh : {Shape{61, 290, 700, Trans::no}, Shape{256, 784, 64, Trans::yes}})
+    for (const Half format : {Half::bf16, Half::fp16})
+      for (int threads : {1, 2}) {
+        ComputeThreadsScope scope(threads);
+        const std::size_t m = sh.m, n = sh.n, k = sh.k;
+        const Operands o = operands(m, n, k, sh.ta == Trans::yes ? m : k, n);
+        const std::size_t lda = sh.ta == Trans::yes ? m : k;
+        std::vector<float> grad(m * n), p0(m * n), v0(m * n);
+        for (std::size_t i = 0; i < m * n; ++i) {
+          p0[i] = static_cast<float>(i % 97) / 97.0f - 0.5f;
+          v0[i] = static_cast<float>(i % 13) / 13.0f - 0.5f;
+        }
+        gemm_bf16(sh.ta, Trans::no, m, n, k, o.a.data(), lda, o.b.data(), n, 0.0f, grad.data(), n);
+        std::vector<float> want_p = p0, want_v = v0;
+        std::vector<std::uint16_t> want16(m * n);
+        for (std::size_t i = 0; i < m * n; ++i) {
+          sgd_update_scaled(want_p[i], want_v[i], grad[i], scale, lr, momentum, weight_decay);
+          want16[i] = format == Half::bf16 ? to_bf16(want_p[i]) : to_fp16(want_p[i]);
+        }
+        std::vector<float> c(m * n), got_p = p0, got_v = v0;
+        std::vector<std::uint16_t> got16(m * n);
+        const GemmSgd u{.params = got_p.data(),
+                        .velocity = got_v.data(),
+                        .lr = lr,
+                        .momentum = momentum,
+                        .weight_decay = weight_decay,
+                        .grad_scale = scale,
+                        .params16 = got16.data(),
+                        .params16_format = format};
+        gemm_bf16(sh.ta, Trans::no, m, n, k, o.a.data(), lda, o.b.data(), n, 0.0f, c.data(), n, &u);
+        const std::string what = "m=" + std::to_string(m) + " threads=" + std::to_string(threads);
+        EXPECT_EQ(std::memcmp(got_p.data(), want_p.data(), m * n * sizeof(float)), 0) << what;
+        EXPECT_EQ(std::memcmp(got_v.data(), want_v.data(), m * n * sizeof(float)), 0) << what;
+        EXPECT_EQ(got16, want16) << what;
+      }
+  std::vector<bf16> x(4, 0);
+  std::vector<float> c(4), p(4), v(4);
+  const GemmSgd u{.params = p.data(), .velocity = v.data()};
+  EXPECT_THROW(
+      gemm_bf16(Trans::no, Trans::no, 2, 2, 2, x.data(), 2, x.data(), 2, 1.0f, c.data(), 2, &u),
+      std::invalid_argument);
 }
 
 TEST_F(Bf16Gemm, EmptyShapesAndKZero) {

@@ -14,6 +14,8 @@
 #include <thread>
 #include <vector>
 
+#include "concurdl/kernels/bf16.hpp"
+#include "concurdl/kernels/fp16.hpp"
 #include "concurdl/kernels/gemm.hpp"
 #include "concurdl/kernels/ops.hpp"
 #include "concurdl/kernels/reference.hpp"
@@ -407,6 +409,160 @@ TEST_P(GemmVersions, TheFusedSgdStepGivesTheBitsOfTheProductThenTheUpdate) {
   EXPECT_THROW(call(1.0f, 0.0f, {.sgd = &params_in_c}), std::invalid_argument);
   const GemmSgd one_buffer{.params = p.data(), .velocity = p.data()};
   EXPECT_THROW(call(1.0f, 0.0f, {.sgd = &one_buffer}), std::invalid_argument);
+}
+
+// A mixed-precision step's fused update: the gradient times grad_scale (a power of two), and
+// the updated parameter rounded into params16, for every version: the bits of the product
+// stored in C, then sgd_update on C * grad_scale and the rounding, element by element. The
+// edges as above; params16's padding is never written.
+TEST_P(GemmVersions, TheFusedSgdStepScalesTheGradientAndRoundsTheParameters) {
+  ThreadsGuard guard;
+  const Case cases[] = {{256, 784, 64, Trans::yes, Trans::no},
+                        {300, 40, 64, Trans::yes, Trans::no, 1.0f, 0.0f, 5},
+                        {45, 100, 700, Trans::yes, Trans::no},
+                        {43, 784, 64, Trans::yes, Trans::no}};
+  const float lr = 0.05f, momentum = 0.9f, weight_decay = 5e-4f, scale = 1.0f / 1024;
+  for (const Half format : {Half::fp16, Half::bf16})
+    for (const Case& t : cases) {
+      Operands o = make_operands(t, 3);
+      std::vector<float> p0(t.m * o.ldc, kSentinel), v0(t.m * o.ldc, kSentinel);
+      std::mt19937 rng(5);
+      std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+      for (std::size_t i = 0; i < t.m; ++i)
+        for (std::size_t j = 0; j < t.n; ++j) {
+          p0[i * o.ldc + j] = dist(rng);
+          v0[i * o.ldc + j] = dist(rng);
+        }
+      const std::uint16_t kUntouched = 0x5a5a;
+      for (int threads : {1, 2}) {
+        set_compute_threads(threads);
+        std::vector<float> grad = o.c0, want_p = p0, want_v = v0;
+        std::vector<std::uint16_t> want16(p0.size(), kUntouched);
+        gemm(GetParam(), t.ta, t.tb, t.m, t.n, t.k, 1.0f, o.a.data(), o.lda, o.b.data(), o.ldb,
+             0.0f, grad.data(), o.ldc);
+        for (std::size_t i = 0; i < t.m; ++i)
+          for (std::size_t j = 0; j < t.n; ++j) {
+            const std::size_t at = i * o.ldc + j;
+            sgd_update_scaled(want_p[at], want_v[at], grad[at], scale, lr, momentum, weight_decay);
+            want16[at] = format == Half::fp16 ? to_fp16(want_p[at]) : to_bf16(want_p[at]);
+          }
+        std::vector<float> c = o.c0, got_p = p0, got_v = v0;
+        std::vector<std::uint16_t> got16(p0.size(), kUntouched);
+        const GemmSgd u{.params = got_p.data(),
+                        .velocity = got_v.data(),
+                        .lr = lr,
+                        .momentum = momentum,
+                        .weight_decay = weight_decay,
+                        .grad_scale = scale,
+                        .params16 = got16.data(),
+                        .params16_format = format};
+        gemm(GetParam(), t.ta, t.tb, t.m, t.n, t.k, 1.0f, o.a.data(), o.lda, o.b.data(), o.ldb,
+             0.0f, c.data(), o.ldc, {.sgd = &u});
+        const std::string what = t.describe() + ": threads=" + std::to_string(threads) +
+                                 (format == Half::fp16 ? " fp16" : " bf16");
+        EXPECT_EQ(std::memcmp(got_p.data(), want_p.data(), want_p.size() * sizeof(float)), 0)
+            << what << ": parameters";
+        EXPECT_EQ(std::memcmp(got_v.data(), want_v.data(), want_v.size() * sizeof(float)), 0)
+            << what << ": velocities";
+        EXPECT_EQ(got16, want16) << what << ": the 16-bit parameters";
+      }
+    }
+  std::vector<float> c(4), p(4), v(4);
+  std::vector<std::uint16_t> p16(4);
+  const std::vector<float> a(4, 1.0f);
+  const auto call = [&](const GemmSgd& u) {
+    gemm(GetParam(), Trans::no, Trans::no, 2, 2, 2, 1.0f, a.data(), 2, a.data(), 2, 0.0f, c.data(),
+         2, {.sgd = &u});
+  };
+  EXPECT_THROW(call({.params = p.data(), .velocity = v.data(), .grad_scale = 0.0f}),
+               std::invalid_argument);
+  EXPECT_THROW(call({.params = p.data(), .velocity = v.data(), .grad_scale = kNaN}),
+               std::invalid_argument);
+  EXPECT_THROW(call({.params = p.data(), .velocity = v.data(), .params16 = p16.data()}),
+               std::invalid_argument);
+  EXPECT_THROW(call({.params = p.data(), .velocity = v.data(), .params16_format = Half::bf16}),
+               std::invalid_argument);
+}
+
+// GEMM v4 on 16-bit operands widened while they are packed gives the bits of widening both into
+// float32 buffers and calling v4: every transpose, the training step's shapes (the transposed
+// shortcut's 64 x 1024 x 784, W read in place for float32 and packed here; the 1024-float rows
+// that alias in L1), edges, a K over one block, a leading dimension with padding, a fused
+// update, at 1 and 2 threads; Half::none and another version are refused.
+TEST(GemmV4, SixteenBitOperandsGiveTheBitsOfTheirWidenedCopies) {
+  ThreadsGuard guard;
+  const Case cases[] = {{64, 1024, 784, Trans::no, Trans::yes},   // forward, transposed shortcut
+                        {64, 1024, 1024, Trans::no, Trans::yes},  // forward, aliasing rows
+                        {1024, 784, 64, Trans::yes, Trans::no},   // weight gradient
+                        {64, 784, 1024, Trans::no, Trans::no},    // input gradient
+                        {64, 10, 1024, Trans::no, Trans::yes},    // the 10 classes
+                        {37, 45, 600, Trans::yes, Trans::yes, 1.0f, 0.0f, 3},
+                        {13, 7, 5, Trans::no, Trans::no, 1.0f, 0.5f, 1}};
+  for (const Half format : {Half::fp16, Half::bf16})
+    for (const Case& t : cases) {
+      Operands o = make_operands(t, 11);
+      // The operands rounded to 16 bits (padding included: NaN stays NaN), and widened back.
+      const auto narrow = [&](const std::vector<float>& x) {
+        std::vector<std::uint16_t> h(x.size());
+        for (std::size_t i = 0; i < x.size(); ++i)
+          h[i] = format == Half::fp16 ? to_fp16(x[i]) : to_bf16(x[i]);
+        return h;
+      };
+      const auto widen = [&](const std::vector<std::uint16_t>& h) {
+        std::vector<float> x(h.size());
+        for (std::size_t i = 0; i < h.size(); ++i)
+          x[i] = format == Half::fp16 ? from_fp16(h[i]) : from_bf16(h[i]);
+        return x;
+      };
+      const std::vector<std::uint16_t> a16 = narrow(o.a), b16 = narrow(o.b);
+      const std::vector<float> a32 = widen(a16), b32 = widen(b16);
+      for (int threads : {1, 2}) {
+        set_compute_threads(threads);
+        std::vector<float> want = o.c0, got = o.c0;
+        gemm(GemmVersion::v4_register, t.ta, t.tb, t.m, t.n, t.k, 1.0f, a32.data(), o.lda,
+             b32.data(), o.ldb, t.beta, want.data(), o.ldc);
+        gemm_16bit(format, t.ta, t.tb, t.m, t.n, t.k, a16.data(), o.lda, b16.data(), o.ldb, t.beta,
+                   got.data(), o.ldc);
+        EXPECT_EQ(std::memcmp(got.data(), want.data(), want.size() * sizeof(float)), 0)
+            << t.describe() << ": threads=" << threads
+            << (format == Half::fp16 ? " fp16" : " bf16");
+      }
+    }
+  // A fused update through the 16-bit operands: the float32 call's bits.
+  const Case t{256, 784, 64, Trans::yes, Trans::no};
+  Operands o = make_operands(t, 2);
+  std::vector<std::uint16_t> a16(o.a.size()), b16(o.b.size());
+  std::vector<float> a32(o.a.size()), b32(o.b.size());
+  for (std::size_t i = 0; i < a16.size(); ++i) a32[i] = from_fp16(a16[i] = to_fp16(o.a[i]));
+  for (std::size_t i = 0; i < b16.size(); ++i) b32[i] = from_fp16(b16[i] = to_fp16(o.b[i]));
+  std::vector<float> p1(t.m * o.ldc, 0.5f), v1(p1.size(), 0.25f), p2 = p1, v2 = v1, c(p1.size());
+  std::vector<std::uint16_t> h1(p1.size()), h2(p1.size());
+  const GemmSgd u1{.params = p1.data(),
+                   .velocity = v1.data(),
+                   .lr = 0.1f,
+                   .momentum = 0.9f,
+                   .grad_scale = 0.5f,
+                   .params16 = h1.data(),
+                   .params16_format = Half::fp16};
+  GemmSgd u2 = u1;
+  u2.params = p2.data();
+  u2.velocity = v2.data();
+  u2.params16 = h2.data();
+  gemm(GemmVersion::v4_register, t.ta, t.tb, t.m, t.n, t.k, 1.0f, a32.data(), o.lda, b32.data(),
+       o.ldb, 0.0f, c.data(), o.ldc, {.sgd = &u1});
+  gemm_16bit(Half::fp16, t.ta, t.tb, t.m, t.n, t.k, a16.data(), o.lda, b16.data(), o.ldb, 0.0f,
+             c.data(), o.ldc, {.sgd = &u2});
+  EXPECT_EQ(p1, p2);
+  EXPECT_EQ(v1, v2);
+  EXPECT_EQ(h1, h2);
+  std::vector<std::uint16_t> x(4, 0);
+  std::vector<float> y(4);
+  EXPECT_THROW(gemm_16bit(Half::none, Trans::no, Trans::no, 2, 2, 2, x.data(), 2, x.data(), 2, 0.0f,
+                          y.data(), 2),
+               std::invalid_argument);
+  EXPECT_THROW(gemm_16bit(Half::fp16, Trans::no, Trans::no, 2, 2, 2, x.data(), 1, x.data(), 2, 0.0f,
+                          y.data(), 2),
+               std::invalid_argument);
 }
 
 // Two threads of the program call v4 at once, each with a team of its own: packing buffers are

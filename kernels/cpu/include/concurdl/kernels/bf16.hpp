@@ -71,6 +71,13 @@ void gemm_bf16(std::size_t m, std::size_t n, std::size_t k, const bf16* a, std::
 void gemm_bf16(Trans trans_a, Trans trans_b, std::size_t m, std::size_t n, std::size_t k,
                const bf16* a, std::size_t lda, const bf16* b, std::size_t ldb, float beta, float* c,
                std::size_t ldc);
+// The same with a fused optimiser step instead of storing C (gemm.hpp's GemmSgd: C is the
+// gradient of sgd->params, laid out as C; beta must be 0): each tile's products, times
+// grad_scale, applied to params and velocity while they are in registers, and params16 written
+// when asked. The bits of the product stored in C followed by sgd_update over it.
+void gemm_bf16(Trans trans_a, Trans trans_b, std::size_t m, std::size_t n, std::size_t k,
+               const bf16* a, std::size_t lda, const bf16* b, std::size_t ldb, float beta, float* c,
+               std::size_t ldc, const GemmSgd* sgd);
 
 // The BF16 peak: flop/s of independent VDPBF16PS chains in registers (no memory traffic) on
 // `threads` threads for about `seconds`, 64 flops an instruction. The ceiling gemm_bf16 is read

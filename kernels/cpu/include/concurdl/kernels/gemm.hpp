@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -69,10 +70,20 @@ void gemm(GemmVersion v, Trans ta, Trans tb, std::size_t m, std::size_t n, std::
 // the other versions go through it). C, params and velocity must not overlap each other or A
 // and B (the same pointer twice is std::invalid_argument). alpha must be 1 and beta 0: other
 // values would round the gradient differently once fused.
+//
+// The gradient each element receives is the product times grad_scale (1 unless set: a mixed-
+// precision step's 1 / loss scale, a power of two, so the division is exact). With params16, the
+// updated parameter is also rounded (to nearest even) into params16 at the same offset, in the
+// 16-bit format `params16_format`: the next mixed-precision step's working copy, written while
+// the parameter is in a register rather than by a pass of its own.
+enum class Half : unsigned char { none, fp16, bf16 };
 struct GemmSgd {
   float* params = nullptr;
   float* velocity = nullptr;
   float lr = 0.0f, momentum = 0.0f, weight_decay = 0.0f;
+  float grad_scale = 1.0f;
+  std::uint16_t* params16 = nullptr;
+  Half params16_format = Half::none;
 };
 struct GemmEpilogue {
   const float* bias = nullptr;
@@ -84,6 +95,16 @@ struct GemmEpilogue {
 void gemm(GemmVersion v, Trans ta, Trans tb, std::size_t m, std::size_t n, std::size_t k,
           float alpha, const float* a, std::size_t lda, const float* b, std::size_t ldb, float beta,
           float* c, std::size_t ldc, const GemmEpilogue& epilogue);
+
+// The same product with both operands 16-bit (fp16 or bf16 bits, as `format` says), widened to
+// float32 while they are packed (F16C's VCVTPH2PS for fp16 where the build targets it; a shift
+// for bf16): GEMM v4's loops, tiles and order of sums, so the bits are those of widening both
+// operands into float32 buffers and calling gemm(v4_register, ...), without those buffers and
+// the passes that fill them. The epilogue as gemm takes it. alpha is 1. std::invalid_argument
+// for Half::none or a leading dimension smaller than its row.
+void gemm_16bit(Half format, Trans ta, Trans tb, std::size_t m, std::size_t n, std::size_t k,
+                const std::uint16_t* a, std::size_t lda, const std::uint16_t* b, std::size_t ldb,
+                float beta, float* c, std::size_t ldc, const GemmEpilogue& epilogue = {});
 
 // 2mnk FLOPs (plus mn for beta != 0 is not counted, as BLAS benchmarks do not); bytes: A and B
 // read once, C read (beta != 0) and written once.

@@ -77,6 +77,24 @@ inline void sgd_update(T& p, T& v, T g, float lr, float momentum, float weight_d
   p -= lr * v;
 }
 
+// sgd_update on the gradient sum * scale (a mixed-precision step's unscaling by a power of two),
+// the product kept apart from the update's adds: an empty asm makes it opaque to the compiler,
+// so that no compilation contracts it into an FMA with a later add (one that did and one that did
+// not would round weight_decay * p differently). Every caller that must agree bit for bit (the
+// fused GEMM epilogues and the loops they are checked against) goes through it.
+template <class T>
+inline void sgd_update_scaled(T& p, T& v, T sum, float scale, float lr, float momentum,
+                              float weight_decay) {
+  T g = sum * scale;
+#if (defined(__GNUC__) || defined(__clang__)) && (defined(__x86_64__) || defined(__i386__))
+  if constexpr (sizeof(T) == 64)
+    asm("" : "+v"(g));
+  else
+    asm("" : "+x"(g));
+#endif
+  sgd_update(p, v, g, lr, momentum, weight_decay);
+}
+
 // y += a * x
 void axpy(std::size_t n, float a, const float* x, float* y);
 Cost axpy_cost(std::size_t n);  // 2n flops; x read, y read and written
