@@ -263,7 +263,10 @@ DataParallelTrainer::StepResult DataParallelTrainer::step() {
     if (apply) {
       // From the summed 16-bit gradients, unscaled by the scale this step ran with.
       trace::Span update("sgd", "update");
-      opt_.step_16bit(model_.parameters(), grads16_, config_.precision, mixed_scale_);
+      // The parameters' 16-bit rounding written as they are updated: the next step's working
+      // copy, without a pass of its own.
+      const nn::Mlp::MixedUpdate to = model_.mixed_update(config_.precision);
+      opt_.step_16bit(to.params, grads16_, config_.precision, mixed_scale_, to.params16);
     }
     r.skipped = !apply;
     ++state_.step;

@@ -22,6 +22,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <stdexcept>
 #include <vector>
@@ -272,6 +273,29 @@ CONCURDL_BF16_TARGET void store_16bit(Half format, std::uint16_t* dst, __m512 x)
 #pragma GCC diagnostic pop
 #endif
 
+// A whole tile's fused update: acc (+ C when not the first k block) times grad_scale applied to
+// the parameters at offset `at`. Unscaled and scaled as two functions, as GEMM v4's epilogue has
+// them as two loops (gemm_blocked.cpp).
+template <bool Scaled>
+CONCURDL_BF16_TARGET inline void apply_tile(const __m512 (&acc)[kMR][2], const float* c,
+                                            std::size_t ldc, bool first, const GemmSgd& u,
+                                            std::size_t at) {
+  for (std::size_t r = 0; r < kMR; ++r)
+    for (std::size_t v = 0; v < 2; ++v) {
+      const std::size_t o = at + r * ldc + v * 16;
+      __m512 x = acc[r][v];
+      if (!first) x = _mm512_add_ps(x, _mm512_loadu_ps(c + r * ldc + v * 16));
+      __m512 pv = _mm512_loadu_ps(u.params + o), vv = _mm512_loadu_ps(u.velocity + o);
+      if constexpr (Scaled)
+        sgd_update_scaled(pv, vv, x, u.grad_scale, u.lr, u.momentum, u.weight_decay);
+      else
+        sgd_update(pv, vv, x, u.lr, u.momentum, u.weight_decay);
+      _mm512_storeu_ps(u.params + o, pv);
+      _mm512_storeu_ps(u.velocity + o, vv);
+      if (u.params16 != nullptr) store_16bit(u.params16_format, u.params16 + o, pv);
+    }
+}
+
 // tile (kMR x kNR) of A panel . B panel over kc2 pairs; C's corner at c (rows x cols of it are
 // real): written as beta C + tile when `first` (beta 0: not read), else C += tile. With sgd
 // (the last k block of a fused update) the sum is not stored but applied to the parameters at
@@ -283,7 +307,20 @@ CONCURDL_BF16_TARGET void micro_kernel(const std::uint32_t* ap, const bf16* bp, 
   __m512 acc[kMR][2];
 #pragma GCC unroll 14
   for (std::size_t r = 0; r < kMR; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
+  // With sgd, the first 2 kMR pairs each ask for one line of the next tile's parameters and one
+  // of its velocities (kNR columns on: the tile this thread takes next), as GEMM v4's kernel
+  // does: the update's traffic (8 bytes read and written a parameter) otherwise waits on memory.
+  // Two lines a pair: a weight gradient's k of 64 is 32 pairs, fewer than the 56 lines.
+  const bool prefetch = sgd != nullptr;
+  const auto next_p = reinterpret_cast<std::uintptr_t>(prefetch ? sgd->params + at + kNR : nullptr);
+  const auto next_v =
+      reinterpret_cast<std::uintptr_t>(prefetch ? sgd->velocity + at + kNR : nullptr);
   for (std::size_t q = 0; q < kc2; ++q) {
+    if (prefetch && q < 2 * kMR) {  // row q / 2, its half q % 2 (64 bytes each)
+      const std::uintptr_t off = ((q / 2) * ldc + (q % 2) * 16) * sizeof(float);
+      __builtin_prefetch(reinterpret_cast<const void*>(next_p + off), 1, 3);
+      __builtin_prefetch(reinterpret_cast<const void*>(next_v + off), 1, 3);
+    }
     const __m512i b0 = _mm512_loadu_si512(bp + q * 2 * kNR);
     const __m512i b1 = _mm512_loadu_si512(bp + q * 2 * kNR + kNR);
     const std::uint32_t* aq = ap + q * kMR;
@@ -295,28 +332,10 @@ CONCURDL_BF16_TARGET void micro_kernel(const std::uint32_t* ap, const bf16* bp, 
     }
   }
   if (sgd != nullptr && rows == kMR && cols == kNR) {
-    const GemmSgd u = *sgd;
-    // Unscaled and scaled as two loops, as GEMM v4's epilogue has them (gemm_blocked.cpp).
-    const auto update = [&]<bool Scaled>() {
-      for (std::size_t r = 0; r < kMR; ++r)
-        for (std::size_t v = 0; v < 2; ++v) {
-          const std::size_t o = at + r * ldc + v * 16;
-          __m512 x = acc[r][v];
-          if (!first) x = _mm512_add_ps(x, _mm512_loadu_ps(c + r * ldc + v * 16));
-          __m512 pv = _mm512_loadu_ps(u.params + o), vv = _mm512_loadu_ps(u.velocity + o);
-          if constexpr (Scaled)
-            sgd_update_scaled(pv, vv, x, u.grad_scale, u.lr, u.momentum, u.weight_decay);
-          else
-            sgd_update(pv, vv, x, u.lr, u.momentum, u.weight_decay);
-          _mm512_storeu_ps(u.params + o, pv);
-          _mm512_storeu_ps(u.velocity + o, vv);
-          if (u.params16 != nullptr) store_16bit(u.params16_format, u.params16 + o, pv);
-        }
-    };
-    if (u.grad_scale == 1.0f)
-      update.template operator()<false>();
+    if (sgd->grad_scale == 1.0f)
+      apply_tile<false>(acc, c, ldc, first, *sgd, at);
     else
-      update.template operator()<true>();
+      apply_tile<true>(acc, c, ldc, first, *sgd, at);
     return;
   }
   if (rows == kMR && cols == kNR) {

@@ -328,9 +328,12 @@ constexpr double kParallelMinMacs = 1 << 21;
 // limit is eight now, kDirectMaxPanels; these stay: C = X Wᵀ of 64 x 256 must still be computed
 // transposed, W read in place, rather than with Wᵀ packed).
 constexpr std::size_t kTransposedMaxPanels = 4;
+// Not for 16-bit operands: W is packed (widened) either way, and packed as op(B) its rows go
+// through the vector transpose rather than op(A)'s scalar scatter (the 64 x 1024 x 784 forward
+// GEMM in fp16: 0.73 ms transposed, against 0.42 for float32's with W read in place).
 bool compute_transposed(const GemmArgs& g) {
-  return g.ta == Trans::no && g.tb == Trans::yes && g.beta == 0.0f && g.m % kNR == 0 &&
-         g.m / kNR <= kTransposedMaxPanels &&
+  return g.half == Half::none && g.ta == Trans::no && g.tb == Trans::yes && g.beta == 0.0f &&
+         g.m % kNR == 0 && g.m / kNR <= kTransposedMaxPanels &&
          (ceil_div(g.n, kNR) > kTransposedMaxPanels || g.n < kNR) && g.ldb % kAliasingFloats != 0;
 }
 

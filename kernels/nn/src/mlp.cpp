@@ -99,6 +99,7 @@ Mlp::Mlp(MlpSpec spec, std::uint64_t seed, kernels::GemmVersion gemm, MemoryAcco
 }
 
 LayerView Mlp::layer(std::size_t l) {
+  mixed_.params_current = false;  // a view to write through (parameters())
   if (l >= layers()) throw std::out_of_range("Mlp::layer: no layer " + std::to_string(l));
   const std::size_t in = spec_.widths[l], out = spec_.widths[l + 1];
   float* base = const_cast<float*>(weights(l));
@@ -113,6 +114,7 @@ LayerView Mlp::layer_gradient(std::size_t l) {
 }
 
 void Mlp::release_parameters() {
+  mixed_.params_current = false;
   kernels::release(params_);
   bound_params_.assign(layers(), nullptr);
 }
@@ -462,6 +464,7 @@ float Mlp::train_step(const float* x, const std::uint8_t* labels, std::size_t ba
                                 std::to_string(opt.velocity().size()) + " velocities for " +
                                 std::to_string(params_.size()) + " parameters");
   const float loss = forward_loss("Mlp::train_step", x, labels, batch, correct);
+  mixed_.params_current = false;  // the update below writes the parameters
   backward(0, layers(), step_acts_, dlogits_.data(), nullptr, false, {}, &opt);
   return loss;
 }

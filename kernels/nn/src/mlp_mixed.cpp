@@ -6,8 +6,13 @@
 //             dZ16_prev = round16(dZ16 W16 * (A16_prev > 0))
 // then, if every dW16 and db16 is finite, gradients() = widen(g16) / S. S is a power of two in
 // use (the loss scaler's), so the division is exact.
+// train_step_mixed fuses the update instead: every dZ16 first (checked as each is rounded), then,
+// if the step is to be applied, each dW summed in float32 registers and applied there as
+// momentum SGD on (dW / S), the new float32 weight rounded into W16 for the next step.
+
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <stdexcept>
 #include <string>
 
@@ -47,13 +52,16 @@ Mlp::Mixed::Mixed(MemoryAccount* a)
 
 void Mlp::gemm16(Precision p, Trans ta, Trans tb, std::size_t m, std::size_t n, std::size_t k,
                  const u16* a, std::size_t lda, const u16* b, std::size_t ldb, float* c,
-                 std::size_t ldc) {
-  if (p == Precision::bf16 && kernels::have_bf16()) {
-    kernels::gemm_bf16(ta, tb, m, n, k, a, lda, b, ldb, 0.0f, c, ldc);
-    return;
-  }
+                 std::size_t ldc, const kernels::GemmSgd* sgd) {
+  if (p == Precision::bf16 && kernels::have_bf16())
+    return kernels::gemm_bf16(ta, tb, m, n, k, a, lda, b, ldb, 0.0f, c, ldc, sgd);
   // No 16-bit arithmetic on this path: the operands widened (exactly) to float32. The products
   // of two 16-bit values are exact in float32 either way; only the order of the sums differs.
+  // GEMM v4 widens them while it packs them (gemm_16bit: the same bits as the copies below).
+  const kernels::GemmEpilogue epilogue{.sgd = sgd};
+  if (gemm_ == kernels::GemmVersion::v4_register)
+    return kernels::gemm_16bit(p == Precision::bf16 ? kernels::Half::bf16 : kernels::Half::fp16, ta,
+                               tb, m, n, k, a, lda, b, ldb, 0.0f, c, ldc, epilogue);
   const std::size_t a_rows = ta == Trans::yes ? k : m, a_cols = ta == Trans::yes ? m : k;
   const std::size_t b_rows = tb == Trans::yes ? n : k, b_cols = tb == Trans::yes ? k : n;
   const std::size_t a_n = a_rows == 0 ? 0 : (a_rows - 1) * lda + a_cols;
@@ -63,7 +71,18 @@ void Mlp::gemm16(Precision p, Trans ta, Trans tb, std::size_t m, std::size_t n, 
   widen(p, a, a_n, mixed_.a32.data());
   widen(p, b, b_n, mixed_.b32.data());
   kernels::gemm(gemm_, ta, tb, m, n, k, 1.0f, mixed_.a32.data(), lda, mixed_.b32.data(), ldb, 0.0f,
-                c, ldc);
+                c, ldc, epilogue);
+}
+
+Mlp::MixedUpdate Mlp::mixed_update(Precision p) {
+  if (p == Precision::fp32)
+    throw std::invalid_argument("Mlp::mixed_update: fp32 has no 16-bit copy; want bf16 or fp16");
+  if (!bound_params_.empty())
+    throw std::logic_error("Mlp::mixed_update: needs the model's own storage");
+  mixed_.params.resize(params_.size());
+  mixed_.params_current = true;
+  mixed_.params_format = p;
+  return {params_, mixed_.params};
 }
 
 std::size_t Mlp::mixed_bytes() const {
@@ -73,11 +92,9 @@ std::size_t Mlp::mixed_bytes() const {
   return halves * sizeof(u16);
 }
 
-Mlp::MixedStep Mlp::forward_backward_mixed(Precision p, const float* x, const std::uint8_t* labels,
-                                           std::size_t batch, float loss_scale,
-                                           std::size_t* correct, std::size_t total_rows,
-                                           bool unscale) {
-  const char* who = "Mlp::forward_backward_mixed";
+float Mlp::forward_loss_mixed(const char* who, Precision p, const float* x,
+                              const std::uint8_t* labels, std::size_t batch, float loss_scale,
+                              std::size_t* correct, std::size_t total_rows) {
   if (p == Precision::fp32)
     throw std::invalid_argument(std::string(who) +
                                 ": fp32 is forward_backward's; want bf16 or fp16");
@@ -94,8 +111,11 @@ Mlp::MixedStep Mlp::forward_backward_mixed(Precision p, const float* x, const st
   {
     StepSpan span("cast");
     mx.params.resize(n_params);
-    mx.grads.resize(n_params);
-    narrow(p, params_.data(), n_params, mx.params.data());
+    // The working copy is rounded afresh unless the last train_step_mixed's update wrote it.
+    if (!mx.params_current || mx.params_format != p)
+      narrow(p, params_.data(), n_params, mx.params.data());
+    mx.params_current = false;  // until an update writes it again
+    mx.params_format = p;
     mx.input.resize(batch * spec_.widths[0]);
     narrow(p, x, batch * spec_.widths[0], mx.input.data());
   }
@@ -131,9 +151,19 @@ Mlp::MixedStep Mlp::forward_backward_mixed(Precision p, const float* x, const st
   if (loss_scale != 1.0f) kernels::scale(batch * classes, loss_scale, dlogits_.data());
   mx.delta.resize(batch * classes);
   narrow(p, dlogits_.data(), batch * classes, mx.delta.data());
-  loss_span.end();
   if (correct != nullptr) *correct = head.correct;
+  return static_cast<float>(head.loss);
+}
 
+Mlp::MixedStep Mlp::forward_backward_mixed(Precision p, const float* x, const std::uint8_t* labels,
+                                           std::size_t batch, float loss_scale,
+                                           std::size_t* correct, std::size_t total_rows,
+                                           bool unscale) {
+  const float loss = forward_loss_mixed("Mlp::forward_backward_mixed", p, x, labels, batch,
+                                        loss_scale, correct, total_rows);
+  Mixed& mx = mixed_;
+  const std::size_t L = layers();
+  mx.grads.resize(params_.size());
   for (std::size_t l = L; l-- > 0;) {
     const std::size_t in = spec_.widths[l], out = spec_.widths[l + 1];
     const u16* a_prev = l == 0 ? mx.input.data() : mx.outputs[l - 1].data();
@@ -166,8 +196,84 @@ Mlp::MixedStep Mlp::forward_backward_mixed(Precision p, const float* x, const st
     narrow(p, mx.wide.data(), batch * in, mx.delta.data());
   }
   StepSpan span("unscale");
-  if (!unscale) return {static_cast<float>(head.loss), all_finite_16bit(p, mx.grads)};
-  return {static_cast<float>(head.loss), unscale_gradients(p, mx.grads, loss_scale, grads_)};
+  if (!unscale) return {loss, all_finite_16bit(p, mx.grads)};
+  return {loss, unscale_gradients(p, mx.grads, loss_scale, grads_)};
+}
+
+Mlp::MixedStep Mlp::train_step_mixed(Precision p, const float* x, const std::uint8_t* labels,
+                                     std::size_t batch, float loss_scale, Sgd& opt,
+                                     const std::function<bool(bool)>& decide,
+                                     std::size_t* correct) {
+  const char* who = "Mlp::train_step_mixed";
+  if (opt.velocity().size() != params_.size())
+    throw std::invalid_argument(std::string(who) + ": the optimiser holds " +
+                                std::to_string(opt.velocity().size()) + " velocities for " +
+                                std::to_string(params_.size()) + " parameters");
+  if (!decide) throw std::invalid_argument(std::string(who) + ": no decide");
+  MixedStep r;
+  r.loss = forward_loss_mixed(who, p, x, labels, batch, loss_scale, correct, 0);
+  Mixed& mx = mixed_;
+  const std::size_t L = layers();
+  mx.deltas.resize(std::min(mx.deltas.size(), L));
+  while (mx.deltas.size() < L) mx.deltas.emplace_back(mx.delta.get_allocator());
+  std::swap(mx.deltas[L - 1], mx.delta);
+  // Every layer's output gradient first, from the weights before the update, each checked as it
+  // is made: the 16-bit tensors of the backward pass. (The weight gradients below are summed and
+  // applied in float32 and never stored.)
+  bool finite = all_finite_16bit(p, mx.deltas[L - 1]);
+  for (std::size_t l = L - 1; l > 0; --l) {
+    const std::size_t in = spec_.widths[l], out = spec_.widths[l + 1];
+    const u16* a_prev = mx.outputs[l - 1].data();
+    StepSpan span(l, "da_gemm");
+    mx.wide.resize(batch * in);
+    gemm16(p, Trans::no, Trans::no, batch, in, out, mx.deltas[l].data(), out,
+           mx.params.data() + offsets_[l], in, mx.wide.data(), in);
+    float* const w = mx.wide.data();
+    for (std::size_t i = 0; i < batch * in; ++i) w[i] = (a_prev[i] & 0x7fffu) != 0 ? w[i] : 0.0f;
+    mx.deltas[l - 1].resize(batch * in);
+    narrow(p, mx.wide.data(), batch * in, mx.deltas[l - 1].data());
+    finite = finite && all_finite_16bit(p, mx.deltas[l - 1]);
+  }
+  r.finite = finite;
+  r.applied = decide(finite);
+  if (!r.applied) {
+    mx.params_current = true;  // untouched: the copy made at the start still holds
+    return r;
+  }
+  const SgdOptions& o = opt.options();
+  const float unscale = 1.0f / loss_scale;
+  const kernels::Half half = p == Precision::bf16 ? kernels::Half::bf16 : kernels::Half::fp16;
+  for (std::size_t l = L; l-- > 0;) {
+    const std::size_t in = spec_.widths[l], out = spec_.widths[l + 1], at = offsets_[l];
+    const u16* a_prev = l == 0 ? mx.input.data() : mx.outputs[l - 1].data();
+    {
+      StepSpan span(l, "dw_gemm");
+      const kernels::GemmSgd update{.params = params_.data() + at,
+                                    .velocity = opt.velocity().data() + at,
+                                    .lr = o.lr,
+                                    .momentum = o.momentum,
+                                    .weight_decay = o.weight_decay,
+                                    .grad_scale = unscale,
+                                    .params16 = mx.params.data() + at,
+                                    .params16_format = half};
+      mx.wide.resize(out * in);  // C's shape; the update does not store it
+      gemm16(p, Trans::yes, Trans::no, out, in, batch, mx.deltas[l].data(), out, a_prev, in,
+             mx.wide.data(), in, &update);
+    }
+    {
+      StepSpan span(l, "db");
+      mx.a32.resize(batch * out);
+      widen(p, mx.deltas[l].data(), batch * out, mx.a32.data());
+      float* const gb = grads_.data() + at + out * in;
+      kernels::column_sums(mx.a32.data(), batch, out, out, gb, 0.0f);
+      for (std::size_t j = 0; j < out; ++j) gb[j] *= unscale;
+    }
+    StepSpan span("sgd");
+    opt.step_range(params_, grads_, at + out * in, out);
+    narrow(p, params_.data() + at + out * in, out, mx.params.data() + at + out * in);
+  }
+  mx.params_current = true;
+  return r;
 }
 
 }  // namespace concurdl::nn

@@ -63,8 +63,13 @@ void Sgd::step(std::span<float> params, std::span<const float> grads) {
 }
 
 void Sgd::step_16bit(std::span<float> params, std::span<const std::uint16_t> grads16, Precision p,
-                     float loss_scale) {
+                     float loss_scale, std::span<std::uint16_t> params16) {
   check_sizes("Sgd::step_16bit", params.size(), grads16.size(), velocity_.size());
+  if (!params16.empty() && params16.size() != params.size())
+    throw std::invalid_argument("Sgd::step_16bit: " + std::to_string(params16.size()) +
+                                " 16-bit copies for " + std::to_string(params.size()) +
+                                " parameters");
+  std::uint16_t* const p16 = params16.empty() ? nullptr : params16.data();
   if (p == Precision::fp32) throw std::invalid_argument("Sgd::step_16bit: fp32 is step()'s");
   const float lr = options_.lr, mu = options_.momentum, wd = options_.weight_decay;
   float* pp = params.data();
@@ -81,6 +86,7 @@ void Sgd::step_16bit(std::span<float> params, std::span<const std::uint16_t> gra
         for (std::size_t i = 0; i < c; ++i) g[i] /= loss_scale;
       for (std::size_t i = 0; i < c; ++i)
         kernels::sgd_update(pp[at + i], v[at + i], g[i], lr, mu, wd);
+      if (p16 != nullptr) to_16bit(p, {pp + at, c}, {p16 + at, c});
     }
   });
 }

@@ -114,7 +114,16 @@ EpochResult Trainer::run_epoch(const std::function<void(const StepProgress&)>& o
     gather.end();
     std::size_t correct = 0;
     float loss = 0;
-    if (config_.precision != Precision::fp32) {
+    if (config_.precision != Precision::fp32 && config_.fuse_update) {
+      // The update fused into the weight-gradient GEMMs (Mlp::train_step_mixed); the scaler
+      // decides, from the 16-bit output gradients, whether it is applied.
+      const bool fp16 = config_.precision == Precision::fp16;
+      const Mlp::MixedStep m = model_.train_step_mixed(
+          config_.precision, batch_x_.data(), batch_y_.data(), rows, fp16 ? scaler_.scale() : 1.0f,
+          opt_, [&](bool finite) { return fp16 ? scaler_.update(!finite) : finite; }, &correct);
+      loss = m.loss;
+      if (!m.applied) ++result.skipped_steps;
+    } else if (config_.precision != Precision::fp32) {
       const bool fp16 = config_.precision == Precision::fp16;
       // The update reads the 16-bit gradients itself (Sgd::step_16bit), unscaled by the scale
       // this step ran with (the scaler may change it below).
@@ -125,7 +134,8 @@ EpochResult Trainer::run_epoch(const std::function<void(const StepProgress&)>& o
       const bool apply = fp16 ? scaler_.update(!m.finite) : m.finite;
       if (apply) {
         StepSpan sgd("sgd");
-        opt_.step_16bit(model_.parameters(), model_.mixed_gradients(), config_.precision, scale);
+        const Mlp::MixedUpdate to = model_.mixed_update(config_.precision);
+        opt_.step_16bit(to.params, model_.mixed_gradients(), config_.precision, scale, to.params16);
       } else {
         ++result.skipped_steps;
       }

@@ -7,7 +7,9 @@
 //   nn_tests --gtest_filter='Mixed*:LossScal*'
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <stdexcept>
 #include <string>
@@ -121,6 +123,89 @@ TEST(MixedPrecision, AnOverflowIsFoundAndLeavesTheGradientsAlone) {
   // bfloat16 holds 2^40 x 1/64 easily.
   EXPECT_TRUE(
       model.forward_backward_mixed(Precision::bf16, d.x.data(), d.y.data(), 64, 0x1p40f).finite);
+}
+
+// The fused mixed step (train_step_mixed) against its unfused twin (forward_backward_mixed,
+// then Sgd::step_16bit), from the same start: they differ only in the weight gradients' rounding
+// to 16 bits, which the fused one skips, so the updates agree within that rounding (2^-8 of a
+// gradient in bfloat16, 2^-11 in FP16) and not bit for bit. After the step the working copy
+// holds the rounding of every updated parameter; a skipped step leaves parameters, velocities
+// and the copy alone; parameters written through parameters() are rounded afresh.
+TEST(MixedPrecision, TheFusedStepIsTheUnfusedOneWithFloat32WeightGradients) {
+  const Dataset d = toy_dataset(64, 40, 6, 3);
+  const SgdOptions o{.lr = 0.1f, .momentum = 0.9f, .weight_decay = 1e-3f};
+  for (const kernels::GemmVersion g :
+       {kernels::GemmVersion::v4_register, kernels::GemmVersion::openblas})
+    for (const Precision p : {Precision::bf16, Precision::fp16}) {
+      const std::string what =
+          std::string(describe(p)) + " " + std::string(kernels::gemm_version_name(g));
+      const float scale = p == Precision::fp16 ? 1024.0f : 1.0f;
+      Mlp fused(MlpSpec::parse("40-32-16-6"), 7, g), unfused = fused;
+      Sgd opt_f(fused.parameters().size(), o), opt_u = opt_f;
+      const std::vector<float> start(fused.parameters().begin(), fused.parameters().end());
+      int asked = 0;
+      const Mlp::MixedStep m =
+          fused.train_step_mixed(p, d.x.data(), d.y.data(), 64, scale, opt_f, [&](bool finite) {
+            ++asked;
+            return finite;
+          });
+      EXPECT_EQ(asked, 1) << what;
+      EXPECT_TRUE(m.finite && m.applied) << what;
+      const Mlp::MixedStep u =
+          unfused.forward_backward_mixed(p, d.x.data(), d.y.data(), 64, scale, nullptr, 0, false);
+      ASSERT_TRUE(u.finite);
+      EXPECT_EQ(m.loss, u.loss) << what << ": the same forward pass";
+      opt_u.step_16bit(unfused.parameters(), unfused.mixed_gradients(), p, scale);
+      double step_size = 0, diff = 0;
+      for (std::size_t i = 0; i < start.size(); ++i) {
+        step_size = std::max(step_size, std::fabs(double{unfused.parameters()[i]} - start[i]));
+        diff = std::max(diff, std::fabs(double{fused.parameters()[i]} - unfused.parameters()[i]));
+      }
+      EXPECT_GT(step_size, 0.0) << what;
+      EXPECT_GT(diff, 0.0) << what << ": the weight gradients were rounded after all?";
+      EXPECT_LT(diff, step_size * (p == Precision::bf16 ? 0x1p-6 : 0x1p-9)) << what;
+      const auto rounded = [&](const Mlp& model) {
+        std::vector<std::uint16_t> r(model.parameters().size());
+        to_16bit(p, model.parameters(), r);
+        return r;
+      };
+      const std::span<const std::uint16_t> copy = fused.mixed_parameters();
+      EXPECT_EQ(std::vector<std::uint16_t>(copy.begin(), copy.end()), rounded(fused)) << what;
+      // Skipped: nothing moves.
+      const std::vector<float> p1(fused.parameters().begin(), fused.parameters().end());
+      const std::vector<float> v1(opt_f.velocity().begin(), opt_f.velocity().end());
+      const Mlp::MixedStep s = fused.train_step_mixed(p, d.x.data(), d.y.data(), 64, scale, opt_f,
+                                                      [](bool) { return false; });
+      EXPECT_FALSE(s.applied);
+      const Mlp& cf = fused;
+      EXPECT_EQ(std::vector<float>(cf.parameters().begin(), cf.parameters().end()), p1) << what;
+      EXPECT_EQ(std::vector<float>(opt_f.velocity().begin(), opt_f.velocity().end()), v1) << what;
+      // Written through parameters(): the next step rounds them afresh (a copy kept as current
+      // would still hold the old weights).
+      for (float& w : fused.parameters()) w *= 0.5f;
+      fused.train_step_mixed(p, d.x.data(), d.y.data(), 64, scale, opt_f,
+                             [](bool) { return false; });
+      const std::span<const std::uint16_t> again = fused.mixed_parameters();
+      EXPECT_EQ(std::vector<std::uint16_t>(again.begin(), again.end()), rounded(fused)) << what;
+    }
+  // An overflow is asked about as one, and the update is not applied when refused.
+  Mlp model(MlpSpec::parse("40-32-6"), 3);
+  Sgd opt(model.parameters().size(), o);
+  bool seen = true;
+  const Mlp::MixedStep m = model.train_step_mixed(Precision::fp16, d.x.data(), d.y.data(), 64,
+                                                  0x1p40f, opt, [&](bool finite) {
+                                                    seen = finite;
+                                                    return false;
+                                                  });
+  EXPECT_FALSE(seen);
+  EXPECT_FALSE(m.finite);
+  Sgd wrong(3, o);
+  EXPECT_THROW(model.train_step_mixed(Precision::bf16, d.x.data(), d.y.data(), 64, 1.0f, wrong,
+                                      [](bool) { return true; }),
+               std::invalid_argument);
+  EXPECT_THROW(model.train_step_mixed(Precision::fp32, d.x.data(), d.y.data(), 64, 1.0f, opt,
+                                      [](bool) { return true; }),
+               std::invalid_argument);
 }
 
 TEST(MixedPrecision, BadArgumentsAreClearErrors) {

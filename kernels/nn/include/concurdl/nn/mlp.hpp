@@ -132,7 +132,12 @@ class Mlp {
   kernels::GemmVersion gemm() const { return gemm_; }
   std::size_t layers() const { return spec_.widths.size() - 1; }
 
-  std::span<float> parameters() { return params_; }
+  // (Handing out the parameters to write marks the 16-bit working copy train_step_mixed keeps
+  // as stale: its next step rounds them afresh.)
+  std::span<float> parameters() {
+    mixed_.params_current = false;
+    return params_;
+  }
   std::span<const float> parameters() const { return params_; }
   std::span<float> gradients() { return grads_; }
   std::span<const float> gradients() const { return grads_; }
@@ -213,8 +218,9 @@ class Mlp {
                    std::size_t* correct = nullptr);
   // ---- mixed precision (precision.hpp) ----------------------------------------------------
   struct MixedStep {
-    float loss = 0;      // the batch's mean loss (unscaled)
-    bool finite = true;  // every 16-bit gradient finite: gradients() was written
+    float loss = 0;        // the batch's mean loss (unscaled)
+    bool finite = true;    // every 16-bit gradient finite: gradients() was written
+    bool applied = false;  // train_step_mixed: the update was applied
   };
   // Forward and backward on one batch with 16-bit storage in `p` (bf16 or fp16; fp32 is
   // std::invalid_argument: that is forward_backward). The float32 parameters (the master copy)
@@ -235,6 +241,37 @@ class Mlp {
                                    std::size_t batch, float loss_scale,
                                    std::size_t* correct = nullptr, std::size_t total_rows = 0,
                                    bool unscale = true);
+  // A whole mixed-precision training step, with each weight matrix's update fused into the GEMM
+  // that computes its gradient, as train_step does in float32. Forward and the loss as
+  // forward_backward_mixed; then every layer's output gradient (16-bit, scaled) from the weights
+  // before the update, each checked as it is rounded; `decide(finite)` is then asked whether to
+  // apply the update (the loss scaler's say: an FP16 step whose scaled gradients overflowed is
+  // skipped), and if so each weight gradient is summed in float32 registers, multiplied by
+  // 1 / loss_scale (exact for a power of two, as the scaler keeps it) and applied by opt's
+  // momentum SGD there, the updated parameter also rounded into the 16-bit working copy the next
+  // step multiplies with (no pass that only converts, and the weight gradients never stored);
+  // the biases' from the column sums, as Sgd::step_range. What differs from
+  // forward_backward_mixed then Sgd::step_16bit: the weight gradients are not rounded to 16 bits
+  // (what overflows in FP16 is then the output gradients, which are stored). The loss is the
+  // batch's mean (total_rows as the batch). Needs the model's own storage and opt sized for it.
+  // Afterwards gradients() holds the step's (unscaled) bias gradients; the weights' entries are
+  // unspecified, as after train_step.
+  MixedStep train_step_mixed(Precision p, const float* x, const std::uint8_t* labels,
+                             std::size_t batch, float loss_scale, Sgd& opt,
+                             const std::function<bool(bool finite)>& decide,
+                             std::size_t* correct = nullptr);
+  // For an update that writes the parameters and their 16-bit rounding together (Sgd::step_16bit
+  // with params16): the parameters to write, and the 16-bit working copy in `p` to write beside
+  // them, which the next mixed step in `p` then multiplies with instead of rounding the
+  // parameters afresh. The caller must write the rounding of every parameter it leaves there.
+  struct MixedUpdate {
+    std::span<float> params;
+    std::span<std::uint16_t> params16;
+  };
+  MixedUpdate mixed_update(Precision p);
+  // The 16-bit working copy of the parameters: what the last mixed step multiplied with, or, after
+  // train_step_mixed's update or a mixed_update, what the next will.
+  std::span<const std::uint16_t> mixed_parameters() const { return mixed_.params; }
   // The 16-bit gradients of the last forward_backward_mixed, scaled by its loss_scale, laid
   // out as gradients() (bfloat16 or binary16 bits): what a data-parallel step all-reduces.
   std::span<const std::uint16_t> mixed_gradients() const { return mixed_.grads; }
@@ -270,12 +307,22 @@ class Mlp {
   struct Mixed {
     explicit Mixed(MemoryAccount* a);
     kernels::LineVector<std::uint16_t> params, grads, input, delta;
-    std::vector<kernels::LineVector<std::uint16_t>> outputs;
+    std::vector<kernels::LineVector<std::uint16_t>> outputs, deltas;  // deltas: train_step_mixed's
+    // params holds round16(parameters()) in params_format: train_step_mixed's update wrote it,
+    // and nothing has handed the parameters out to be written since.
+    bool params_current = false;
+    Precision params_format = Precision::fp32;
     kernels::LineVector<float> wide, a32, b32, logits, sums;
   } mixed_;
   void gemm16(Precision p, kernels::Trans ta, kernels::Trans tb, std::size_t m, std::size_t n,
               std::size_t k, const std::uint16_t* a, std::size_t lda, const std::uint16_t* b,
-              std::size_t ldb, float* c, std::size_t ldc);
+              std::size_t ldb, float* c, std::size_t ldc, const kernels::GemmSgd* sgd = nullptr);
+  // The mixed step's checks, cast, forward and loss head (shared by forward_backward_mixed and
+  // train_step_mixed): leaves the 16-bit scaled output gradient of the last layer in
+  // mixed_.delta; returns the mean loss.
+  float forward_loss_mixed(const char* who, Precision p, const float* x, const std::uint8_t* labels,
+                           std::size_t batch, float loss_scale, std::size_t* correct,
+                           std::size_t total_rows);
 };
 
 }  // namespace concurdl::nn

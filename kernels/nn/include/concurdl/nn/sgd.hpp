@@ -35,9 +35,11 @@ class Sgd {
   // The update from 16-bit gradients (a mixed-precision step's, scaled by loss_scale): the same
   // bits as from_16bit, dividing by loss_scale (when not 1) and step(), in one pass that reads 2
   // bytes a gradient instead of writing and reading 4 (the widened gradients stay in L1).
-  // `p` is bf16 or fp16; the caller has checked that every gradient is finite.
+  // `p` is bf16 or fp16; the caller has checked that every gradient is finite. With params16
+  // (params' size), each updated parameter is also rounded into it in `p` (the next step's
+  // 16-bit working copy: Mlp::mixed_update), while its chunk is in L1.
   void step_16bit(std::span<float> params, std::span<const std::uint16_t> grads16, Precision p,
-                  float loss_scale);
+                  float loss_scale, std::span<std::uint16_t> params16 = {});
   // Overrides the learning rate for the next steps (schedules).
   void set_lr(float lr) { options_.lr = lr; }
   const SgdOptions& options() const { return options_; }

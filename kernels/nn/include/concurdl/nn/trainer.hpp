@@ -32,13 +32,15 @@ struct TrainConfig {
   // lr 0.02, momentum 0.9, decay 0.8) take 784-256-128-10 to ~0.89 test accuracy on
   // Fashion-MNIST in 10 epochs; constant rates end lower and noisier (0.05: 0.867, 0.01: 0.885).
   float lr_decay = 0.8f;
-  // Each weight matrix's update fused into the GEMM that computes its gradient (Mlp::train_step);
-  // false: forward_backward, then Sgd::step over the flat buffers. The same bits either way.
+  // Each weight matrix's update fused into the GEMM that computes its gradient (Mlp::train_step,
+  // Mlp::train_step_mixed); false: forward_backward (forward_backward_mixed), then Sgd::step
+  // (Sgd::step_16bit) over the flat buffers. In float32 the same bits either way; in 16 bits the
+  // fused step keeps the weight gradients in float32 (the unfused one rounds them to 16 bits).
   bool fuse_update = true;
   // The format of a step's tensors (precision.hpp): fp32, or bf16 / fp16 storage with float32
-  // master weights and sums (Mlp::forward_backward_mixed; fuse_update does not apply). fp16
-  // scales the loss dynamically (loss_scaler) and skips a step whose gradients overflowed; bf16
-  // runs at a scale of 1 and skips only a step whose gradients are not finite.
+  // master weights and sums. fp16 scales the loss dynamically (loss_scaler) and skips a step
+  // whose 16-bit gradients overflowed; bf16 runs at a scale of 1 and skips only a step whose
+  // 16-bit gradients are not finite.
   Precision precision = Precision::fp32;
   LossScalerOptions loss_scaler;
 };
