@@ -71,10 +71,11 @@ struct SpeedState {
 };
 
 Sample measure_speed(const nn::Dataset& data, const nn::MlpSpec& spec, nn::Precision precision,
-                     int ranks, SpeedState& st) {
+                     kernels::GemmVersion gemm, int ranks, SpeedState& st) {
   kernels::ComputeThreadsScope one(1);
   nn::TrainConfig config;
   config.spec = spec;
+  config.gemm = gemm;
   config.batch = kRows;
   config.threads = 0;
   config.lr_decay = 1.0f;
@@ -185,13 +186,19 @@ Trial speed_trial(const Params& p, GroupCache& cache) {
   const int ranks = static_cast<int>(param_int(p, "ranks"));
   const nn::Precision precision = precision_of(p);
   const nn::MlpSpec spec = arch_of(p);
+  kernels::GemmVersion gemm{};
+  if (!kernels::parse_gemm_version(param_str(p, "gemm"), gemm))
+    throw UsageError(
+        fmt::format("parameter 'gemm': '{}' is not a GEMM (want openblas or "
+                    "v4_register)",
+                    param_str(p, "gemm")));
   Trial t;
   const std::size_t global = kRows * static_cast<std::size_t>(ranks);
   t.work.items = static_cast<double>(steps_for(global)) * static_cast<double>(global);
   auto data = images(cache);
   auto st = std::make_shared<SpeedState>();
   t.reset = [] { kernels::settle_runtime(kernels::ThreadRuntime::openblas); };
-  t.measure = [=] { return measure_speed(*data, spec, precision, ranks, *st); };
+  t.measure = [=] { return measure_speed(*data, spec, precision, gemm, ranks, *st); };
   t.check = [st]() -> std::string {
     if (st->divergence != 0)
       return fmt::format("the replicas' parameters differ (divergence {})", st->divergence);
@@ -211,77 +218,92 @@ Trial speed_trial(const Params& p, GroupCache& cache) {
 
 std::vector<Figure> precision_figures() {
   return {{.id = "samples_per_s",
-           .title = "Training samples/s, 64 rows per rank, 784-256-128-10",
+           .title = "Training samples/s, 64 rows per rank, 784-256-128-10, GEMM v4",
            .x = "ranks",
            .y = "items_per_s",
            .series = "precision",
-           .where = {{"trainer", "ours"}, {"arch", kArch}},
+           .where = {{"trainer", "ours"}, {"arch", kArch}, {"gemm", "v4_register"}},
            .y_label = "training samples/s"},
           {.id = "samples_per_s_wide",
-           .title = "Training samples/s, 64 rows per rank, 784-1024-1024-10",
+           .title = "Training samples/s, 64 rows per rank, 784-1024-1024-10, GEMM v4",
            .x = "ranks",
            .y = "items_per_s",
            .series = "precision",
-           .where = {{"trainer", "ours"}, {"arch", kWideArch}},
+           .where = {{"trainer", "ours"}, {"arch", kWideArch}, {"gemm", "v4_register"}},
            .y_label = "training samples/s"},
           {.id = "sent_bytes",
            .title = "Bytes each rank sends per step (784-256-128-10)",
            .x = "ranks",
            .y = "sent_bytes_per_step",
            .series = "precision",
-           .where = {{"trainer", "ours"}, {"arch", kArch}},
+           .where = {{"trainer", "ours"}, {"arch", kArch}, {"gemm", "v4_register"}},
            .y_label = "bytes sent per rank per step"}};
 }
 
 std::vector<Claim> precision_claims() {
-  return {
-      {.id = "bf16_halves_the_allreduce",
-       // Law: the same ring, 2 bytes a value on the wire instead of 4; a block of odd size
-       // pads one value (2 bytes of 470292).
-       .statement = "At 2 ranks, the bfloat16 gradients' all-reduce sends half the bytes per "
-                    "step of the float32 one (bf16's bytes over fp32's)",
-       .select = {{"trainer", "ours"}, {"precision", "bf16"}, {"ranks", "2"}, {"arch", kArch}},
-       .field = "sent_bytes_per_step",
-       .versus = {{"precision", "fp32"}},
-       .compare = Claim::Compare::within,
-       .bound = 0.5,
-       .tolerance = 1e-4,
-       .unit = "×",
-       .timing = false},
-      {.id = "bf16_speed_wide",
-       // Magnitude: VDPBF16PS's rate over the FMA's, against the passes over memory the
-       // 16-bit step adds (the weights' working copy, the gradients' rounding and unscaling).
-       .statement = "On the wider MLP (784-1024-1024-10) at 1 rank, bfloat16 training's "
-                    "samples/s over float32's",
-       .select = {{"trainer", "ours"}, {"precision", "bf16"}, {"ranks", "1"}, {"arch", kWideArch}},
-       .field = "items_per_s",
-       .versus = {{"precision", "fp32"}},
-       .kind = Claim::Kind::magnitude,
-       .causes = {ClaimCause::vector_isa, ClaimCause::memory_bandwidth},
-       .unit = "×",
-       .cpu_feature = "avx512_bf16"},
-      {.id = "bf16_speed",
-       // Magnitude: on the chapter's MLP the conversions and the element-wise work are a
-       // large share of the step, and the GEMMs are small.
-       .statement = "On the chapter's MLP at 1 rank, bfloat16 training's samples/s over "
-                    "float32's",
-       .select = {{"trainer", "ours"}, {"precision", "bf16"}, {"ranks", "1"}, {"arch", kArch}},
-       .field = "items_per_s",
-       .versus = {{"precision", "fp32"}},
-       .kind = Claim::Kind::magnitude,
-       .causes = {ClaimCause::vector_isa, ClaimCause::memory_bandwidth},
-       .unit = "×"},
-      {.id = "ahead_of_pytorch_autocast",
-       // Magnitude: against PyTorch's autocast (its version in the record's notes).
-       .statement = "At 1 rank of 64 rows, 1 thread, how many times as many samples/s the "
-                    "chapter's bfloat16 training runs as PyTorch's loop under "
-                    "torch.autocast(bfloat16) on the same model",
-       .select = {{"trainer", "ours"}, {"precision", "bf16"}, {"ranks", "1"}, {"arch", kArch}},
-       .field = "items_per_s",
-       .versus = {{"trainer", "pytorch_autocast"}},
-       .kind = Claim::Kind::magnitude,
-       .causes = {ClaimCause::peer_kernels},
-       .unit = "×"}};
+  return {{.id = "bf16_halves_the_allreduce",
+           // Law: the same ring, 2 bytes a value on the wire instead of 4; a block of odd size
+           // pads one value (2 bytes of 470292).
+           .statement = "At 2 ranks, the bfloat16 gradients' all-reduce sends half the bytes per "
+                        "step of the float32 one (bf16's bytes over fp32's)",
+           .select = {{"trainer", "ours"},
+                      {"gemm", "v4_register"},
+                      {"precision", "bf16"},
+                      {"ranks", "2"},
+                      {"arch", kArch}},
+           .field = "sent_bytes_per_step",
+           .versus = {{"precision", "fp32"}},
+           .compare = Claim::Compare::within,
+           .bound = 0.5,
+           .tolerance = 1e-4,
+           .unit = "×",
+           .timing = false},
+          {.id = "bf16_speed_wide",
+           // Magnitude: VDPBF16PS's rate over the FMA's, against the passes over memory the
+           // 16-bit step adds (the weights' working copy, the gradients' rounding and unscaling).
+           .statement = "On the wider MLP (784-1024-1024-10) at 1 rank, bfloat16 training's "
+                        "samples/s over float32's",
+           .select = {{"trainer", "ours"},
+                      {"gemm", "v4_register"},
+                      {"precision", "bf16"},
+                      {"ranks", "1"},
+                      {"arch", kWideArch}},
+           .field = "items_per_s",
+           .versus = {{"precision", "fp32"}},
+           .kind = Claim::Kind::magnitude,
+           .causes = {ClaimCause::vector_isa, ClaimCause::memory_bandwidth},
+           .unit = "×",
+           .cpu_feature = "avx512_bf16"},
+          {.id = "bf16_speed",
+           // Magnitude: on the chapter's MLP the conversions and the element-wise work are a
+           // large share of the step, and the GEMMs are small.
+           .statement = "On the chapter's MLP at 1 rank, bfloat16 training's samples/s over "
+                        "float32's",
+           .select = {{"trainer", "ours"},
+                      {"gemm", "v4_register"},
+                      {"precision", "bf16"},
+                      {"ranks", "1"},
+                      {"arch", kArch}},
+           .field = "items_per_s",
+           .versus = {{"precision", "fp32"}},
+           .kind = Claim::Kind::magnitude,
+           .causes = {ClaimCause::vector_isa, ClaimCause::memory_bandwidth},
+           .unit = "×"},
+          {.id = "ahead_of_pytorch_autocast",
+           // Magnitude: against PyTorch's autocast (its version in the record's notes).
+           .statement = "At 1 rank of 64 rows, 1 thread, how many times as many samples/s the "
+                        "chapter's bfloat16 training runs as PyTorch's loop under "
+                        "torch.autocast(bfloat16) on the same model",
+           .select = {{"trainer", "ours"},
+                      {"gemm", "v4_register"},
+                      {"precision", "bf16"},
+                      {"ranks", "1"},
+                      {"arch", kArch}},
+           .field = "items_per_s",
+           .versus = {{"trainer", "pytorch_autocast"}},
+           .kind = Claim::Kind::magnitude,
+           .causes = {ClaimCause::peer_kernels},
+           .unit = "×"}};
 }
 
 Experiment precision_experiment() {
@@ -294,11 +316,15 @@ Experiment precision_experiment() {
       .axes = {{.name = "trainer", .values = trainers()},
                precision_axis(),
                ranks_axis({"1", "2", "4"}, {"1", "2"}),
-               {.name = "arch", .values = {kArch, kWideArch}, .quick = {kArch}}},
+               {.name = "arch", .values = {kArch, kWideArch}, .quick = {kArch}},
+               // float32's GEMM, and FP16's once widened: the suite's own v4 (the lessons'
+               // comparison: each precision on the suite's kernels) and OpenBLAS. bfloat16 runs
+               // VDPBF16PS (gemm_bf16) whichever is named, where the CPU has it.
+               {.name = "gemm", .values = {"v4_register", "openblas"}, .quick = {"v4_register"}}},
       .baseline = {{"precision", "fp32"}},
       .metrics = kSpeedMetrics,
       .scaling_axis = "ranks",
-      .inapplicable = {{{{"trainer", "pytorch_autocast"}}, {"precision", "ranks"}}},
+      .inapplicable = {{{{"trainer", "pytorch_autocast"}}, {"precision", "ranks", "gemm"}}},
       .interleave = {"trainer", "precision"},
       .prepare = speed_trial,
       .figures = precision_figures(),

@@ -14,9 +14,10 @@
 // `separate` runs Sgd::step over every parameter after the backward pass (not in the profiles:
 // `--set update=fused,separate` measures both, and the third figure draws the latter).
 // The `precision` axis (full profile: fp32, bf16, fp16; quick: fp32) runs the step in 16 bits
-// (Mlp::forward_backward_mixed), with its `cast` and `unscale` phases; the `arch` axis adds the
-// wide MLP (784-1024-1024-10) on the full profile. The last two figures stack each precision's
-// step at one thread on GEMM v4.
+// (fused: Mlp::train_step_mixed, whose `cast` is the batch's alone; separate:
+// forward_backward_mixed then Sgd::step_16bit, with an `unscale` phase, the finiteness check); the
+// `arch` axis adds the wide MLP (784-1024-1024-10) on the full profile. The last two figures stack
+// each precision's step at one thread on GEMM v4.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -72,17 +73,19 @@ Work phase_work(const std::string& phase, const MlpSpec& spec, std::size_t rows,
   double all_params = 0;
   for (std::size_t l = 0; l < layers; ++l) all_params += width(l + 1) * (width(l) + 1);
   if (phase == "gather") w.bytes = 2.0 * b * width(0) * f;
-  // 16 bits: read 4 bytes, write 2, for the parameters and the batch; the gradients read as 2
-  // bytes (the finiteness check; the update widens them itself).
-  if (mixed && phase == "cast") w.bytes = 6.0 * (all_params + b * width(0));
-  if (mixed && phase == "unscale") w.bytes = 2.0 * all_params;
+  // 16 bits: the batch read as 4 bytes a value and written as 2 (the parameters' 16-bit copy is
+  // written by the update, beside the parameters); unfused, the 16-bit gradients read as 2 bytes
+  // (the finiteness check; the update widens them itself).
+  if (mixed && phase == "cast") w.bytes = 6.0 * b * width(0);
+  if (mixed && !fused && phase == "unscale") w.bytes = 2.0 * all_params;
   if (phase == "sgd") {
     double params = 0;
     // Fused, the biases only (the weights are updated in their GEMMs: p and v read and written
     // there, the gradient never stored).
     for (std::size_t l = 0; l < layers; ++l) params += width(l + 1) * (fused ? 1 : width(l) + 1);
-    // p, g, v read; p, v written (16 bits: g read as 2 bytes)
-    w.bytes = (4.0 * f + (mixed ? 2.0 : f)) * params;
+    // p, g, v read; p, v written (unfused 16 bits: g read as 2 bytes), and in 16 bits the
+    // parameters' rounding written (2 bytes)
+    w.bytes = (4.0 * f + (mixed && !fused ? 2.0 : f) + (mixed ? 2.0 : 0.0)) * params;
   }
   for (std::size_t l = 0; l < layers; ++l) {
     if (phase == "db") w.bytes += b * width(l + 1) * (mixed ? 2.0 + f : f);
@@ -90,6 +93,11 @@ Work phase_work(const std::string& phase, const MlpSpec& spec, std::size_t rows,
   if (phase.size() > 3 && phase[0] == 'l' && phase.find("_gemm") != std::string::npos) {
     const auto l = static_cast<std::size_t>(phase[1] - '0');
     w.flops = 2.0 * b * width(l) * width(l + 1);
+    // Fused, a weight-gradient GEMM also updates its weights: p and v read and written (16
+    // bytes a weight), and in 16 bits the new weight's rounding written (2 more): the memory
+    // side of its bound, beside the FLOPs.
+    if (fused && phase.find("_dw_") != std::string::npos)
+      w.bytes = (4.0 * f + (mixed ? 2.0 : 0.0)) * width(l) * width(l + 1);
   }
   return w;
 }
@@ -169,7 +177,7 @@ Trial breakdown_trial(const Params& p, GroupCache& cache) {
     return "";
   };
   const bool mixed = precision != Precision::fp32;
-  t.work = phase_work(phase, st->config.spec, kBatch, st->config.fuse_update && !mixed,
+  t.work = phase_work(phase, st->config.spec, kBatch, st->config.fuse_update,
                       mixed);  // per step: the sample is per step
   if (!mixed && (phase == "cast" || phase == "unscale"))
     t.notes["phase"] = "a float32 step has no " + phase + " phase: no span, 0 s";
@@ -195,7 +203,14 @@ const bool registered = register_experiment({
               .values = {"784-256-128-10", "784-1024-1024-10"},
               .quick = {"784-256-128-10"},
               .smoke = {"784-256-128-10"}},
-             {.name = "update", .values = {"fused"}},
+             {.name = "update",
+              .values = {"fused"},
+              .check =
+                  [](std::string_view v) {
+                    if (v != "fused" && v != "separate")
+                      throw UsageError(fmt::format(
+                          "parameter 'update': '{}' is neither 'fused' nor 'separate'", v));
+                  }},
              {.name = "images",
               .values = {"6400"},
               .quick = {"3200"},

@@ -334,24 +334,28 @@ bool DataParallelTrainer::mixed_compute_and_reduce(std::size_t rows, RankStepRes
   const bool fp16 = p == nn::Precision::fp16;
   const float scale = fp16 ? scaler_.scale() : 1.0f;
   mixed_scale_ = scale;
-  grads16_.resize(model_.parameters().size());
+  // The ring sums the model's own 16-bit gradients in place (a rank without rows this step, in
+  // an epoch's short last batch, contributes zeros from a buffer of its own).
+  std::span<std::uint16_t> g;
   if (rows > 0) {
     trace::Span compute("forward + backward", "compute");
     // Not unscaled here: the update reads the 16-bit sum itself (Sgd::step_16bit).
     const nn::Mlp::MixedStep m = model_.forward_backward_mixed(
         p, batch_x_.data(), batch_y_.data(), rows, scale, &r.correct, r.global_rows, false);
     r.loss_sum = static_cast<double>(m.loss) * static_cast<double>(rows);
-    const std::span<const std::uint16_t> g = model_.mixed_gradients();
-    std::copy(g.begin(), g.end(), grads16_.begin());
+    g = model_.mixed_gradients();
   } else {
-    std::fill(grads16_.begin(), grads16_.end(), std::uint16_t{0});  // +0 in both formats
+    const nn::Mlp& model = model_;
+    zeros16_.assign(model.parameters().size(), std::uint16_t{0});  // +0 in both formats
+    g = zeros16_;
   }
+  grads16_ = g;
   if (size() > 1) {
     trace::Span reduce("16-bit all-reduce", "comm");
-    allreduce_ring_16bit(comm_, p, grads16_, options_.algo);
+    allreduce_ring_16bit(comm_, p, g, options_.algo);
   }
   // Every rank sees the same sum, so every rank takes the same decision.
-  const bool finite = nn::all_finite_16bit(p, grads16_);
+  const bool finite = nn::all_finite_16bit(p, g);
   return fp16 ? scaler_.update(!finite) : finite;
 }
 

@@ -244,7 +244,8 @@ class DataParallelTrainer final : public nn::RankTrainer {
   nn::LossScaler scaler_;
   nn::TrainState state_;
   std::unique_ptr<GradientSync> sync_;  // null with one rank, or in 16-bit precision
-  std::vector<std::uint16_t> grads16_;  // the summed 16-bit gradients
+  std::span<std::uint16_t> grads16_;    // the summed 16-bit gradients (the model's, or zeros16_)
+  std::vector<std::uint16_t> zeros16_;  // a step's gradients on a rank without rows
   float mixed_scale_ = 1.0f;            // the loss scale the last mixed step ran with
   std::vector<std::uint32_t> order_;
   std::size_t step_in_epoch_ = 0;

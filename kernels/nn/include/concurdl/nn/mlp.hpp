@@ -275,6 +275,8 @@ class Mlp {
   // The 16-bit gradients of the last forward_backward_mixed, scaled by its loss_scale, laid
   // out as gradients() (bfloat16 or binary16 bits): what a data-parallel step all-reduces.
   std::span<const std::uint16_t> mixed_gradients() const { return mixed_.grads; }
+  // The same, to be summed in place over the ranks (allreduce_ring_16bit) before the update.
+  std::span<std::uint16_t> mixed_gradients() { return mixed_.grads; }
   // Bytes the 16-bit copies hold: parameters, gradients and activations, by capacity.
   std::size_t mixed_bytes() const;
 
