@@ -273,6 +273,22 @@ CONCURDL_BF16_TARGET void store_16bit(Half format, std::uint16_t* dst, __m512 x)
 #pragma GCC diagnostic pop
 #endif
 
+// sgd_update and sgd_update_scaled (ops.hpp) on 16 lanes, the same expressions, compiled for the
+// kernel's target: a call to the templates with 512-bit arguments from here crosses an ABI that
+// a build without -mavx512f does not have (Clang refuses it).
+CONCURDL_BF16_TARGET inline void sgd_update16(__m512& p, __m512& v, __m512 g, float lr,
+                                              float momentum, float weight_decay) {
+  v = momentum * v + (g + weight_decay * p);
+  p -= lr * v;
+}
+CONCURDL_BF16_TARGET inline void sgd_update16_scaled(__m512& p, __m512& v, __m512 sum, float scale,
+                                                     float lr, float momentum,
+                                                     float weight_decay) {
+  __m512 g = sum * scale;
+  asm("" : "+v"(g));
+  sgd_update16(p, v, g, lr, momentum, weight_decay);
+}
+
 // A whole tile's fused update: acc (+ C when not the first k block) times grad_scale applied to
 // the parameters at offset `at`. Unscaled and scaled as two functions, as GEMM v4's epilogue has
 // them as two loops (gemm_blocked.cpp).
@@ -287,9 +303,9 @@ CONCURDL_BF16_TARGET inline void apply_tile(const __m512 (&acc)[kMR][2], const f
       if (!first) x = _mm512_add_ps(x, _mm512_loadu_ps(c + r * ldc + v * 16));
       __m512 pv = _mm512_loadu_ps(u.params + o), vv = _mm512_loadu_ps(u.velocity + o);
       if constexpr (Scaled)
-        sgd_update_scaled(pv, vv, x, u.grad_scale, u.lr, u.momentum, u.weight_decay);
+        sgd_update16_scaled(pv, vv, x, u.grad_scale, u.lr, u.momentum, u.weight_decay);
       else
-        sgd_update(pv, vv, x, u.lr, u.momentum, u.weight_decay);
+        sgd_update16(pv, vv, x, u.lr, u.momentum, u.weight_decay);
       _mm512_storeu_ps(u.params + o, pv);
       _mm512_storeu_ps(u.velocity + o, vv);
       if (u.params16 != nullptr) store_16bit(u.params16_format, u.params16 + o, pv);
