@@ -282,8 +282,7 @@ CONCURDL_BF16_TARGET inline void sgd_update16(__m512& p, __m512& v, __m512 g, fl
   p -= lr * v;
 }
 CONCURDL_BF16_TARGET inline void sgd_update16_scaled(__m512& p, __m512& v, __m512 sum, float scale,
-                                                     float lr, float momentum,
-                                                     float weight_decay) {
+                                                     float lr, float momentum, float weight_decay) {
   __m512 g = sum * scale;
   asm("" : "+v"(g));
   sgd_update16(p, v, g, lr, momentum, weight_decay);
