@@ -256,7 +256,9 @@ Mlp::MixedStep Mlp::train_step_mixed(Precision p, const float* x, const std::uin
                                     .grad_scale = unscale,
                                     .params16 = mx.params.data() + at,
                                     .params16_format = half};
-      mx.wide.resize(out * in);  // C's shape; the update does not store it
+      // C's shape: gemm_bf16 and GEMM v4 apply the update from registers and do not store C;
+      // the other GEMMs store it (float32) and apply the update after (kernels::GemmSgd).
+      mx.wide.resize(out * in);
       gemm16(p, Trans::yes, Trans::no, out, in, batch, mx.deltas[l].data(), out, a_prev, in,
              mx.wide.data(), in, &update);
     }

@@ -246,10 +246,11 @@ class Mlp {
   // forward_backward_mixed; then every layer's output gradient (16-bit, scaled) from the weights
   // before the update, each checked as it is rounded; `decide(finite)` is then asked whether to
   // apply the update (the loss scaler's say: an FP16 step whose scaled gradients overflowed is
-  // skipped), and if so each weight gradient is summed in float32 registers, multiplied by
-  // 1 / loss_scale (exact for a power of two, as the scaler keeps it) and applied by opt's
-  // momentum SGD there, the updated parameter also rounded into the 16-bit working copy the next
-  // step multiplies with (no pass that only converts, and the weight gradients never stored);
+  // skipped), and if so each weight gradient is summed in float32, multiplied by 1 / loss_scale
+  // (exact for a power of two, as the scaler keeps it) and applied by opt's momentum SGD as its
+  // GEMM finishes it, the updated parameter also rounded into the 16-bit working copy the next
+  // step multiplies with (with gemm_bf16 or GEMM v4 in registers, the weight gradients never
+  // stored; the other GEMMs store them in float32 first);
   // the biases' from the column sums, as Sgd::step_range. What differs from
   // forward_backward_mixed then Sgd::step_16bit: the weight gradients are not rounded to 16 bits
   // (what overflows in FP16 is then the output gradients, which are stored). The loss is the
