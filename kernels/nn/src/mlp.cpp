@@ -99,7 +99,7 @@ Mlp::Mlp(MlpSpec spec, std::uint64_t seed, kernels::GemmVersion gemm, MemoryAcco
 }
 
 LayerView Mlp::layer(std::size_t l) {
-  mixed_.params_current = false;  // a view to write through (parameters())
+  if (mixed_.params_current) mixed_.params_current = false;  // a view to write through
   if (l >= layers()) throw std::out_of_range("Mlp::layer: no layer " + std::to_string(l));
   const std::size_t in = spec_.widths[l], out = spec_.widths[l + 1];
   float* base = const_cast<float*>(weights(l));

@@ -74,7 +74,10 @@ void gemm_bf16(Trans trans_a, Trans trans_b, std::size_t m, std::size_t n, std::
 // The same with a fused optimiser step instead of storing C (gemm.hpp's GemmSgd: C is the
 // gradient of sgd->params, laid out as C; beta must be 0): each tile's products, times
 // grad_scale, applied to params and velocity while they are in registers, and params16 written
-// when asked. The bits of the product stored in C followed by sgd_update over it.
+// when asked. The bits of the product stored in C followed by sgd_update over it where the build
+// contracts multiply-adds as the kernel does (a build for a CPU with FMA, as -march=native is
+// here); in a build without FMA the caller's sgd_update is not contracted and the kernel's is,
+// so they agree within those roundings.
 void gemm_bf16(Trans trans_a, Trans trans_b, std::size_t m, std::size_t n, std::size_t k,
                const bf16* a, std::size_t lda, const bf16* b, std::size_t ldb, float beta, float* c,
                std::size_t ldc, const GemmSgd* sgd);

@@ -135,7 +135,9 @@ class Mlp {
   // (Handing out the parameters to write marks the 16-bit working copy train_step_mixed keeps
   // as stale: its next step rounds them afresh.)
   std::span<float> parameters() {
-    mixed_.params_current = false;
+    // Written only when set: threads that share a model and read its weights through the
+    // non-const accessors must not race on the flag (it is set only by a mixed step).
+    if (mixed_.params_current) mixed_.params_current = false;
     return params_;
   }
   std::span<const float> parameters() const { return params_; }
