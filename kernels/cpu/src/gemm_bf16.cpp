@@ -251,6 +251,7 @@ void pack_a(const bf16* a, std::size_t lda, bool ta, std::size_t k, std::size_t 
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 #endif
 CONCURDL_BF16_TARGET void store_16bit(Half format, std::uint16_t* dst, __m512 x) {
   __m256i h;

@@ -84,9 +84,9 @@ inline void widen_run(const T* __restrict src, float* __restrict dst, std::size_
     for (; i < n; ++i) dst[i] = get<H>(src + i);
   }
 }
+// (Into a reference: a vector returned by value changes the ABI in a build without AVX.)
 template <Half H, class T>
-inline V8 load8(const T* p) {
-  V8 v;
+inline void load8(const T* p, V8& v) {
   if constexpr (H == Half::none) {
     std::memcpy(&v, p, sizeof v);
   } else {
@@ -94,7 +94,6 @@ inline V8 load8(const T* p) {
     widen_run<H>(p, x, 8);
     std::memcpy(&v, x, sizeof v);
   }
-  return v;
 }
 
 // Rows [i, i + R) of Ct (R a multiple of 8) into columns of C, 8 x 8 blocks through registers
@@ -185,8 +184,7 @@ void pack_b_panel(const GemmArgs& g, std::size_t p0, std::size_t kc, std::size_t
       for (; done + 8 <= kc; done += 8)
         for (std::size_t jb = 0; jb < kNR; jb += 8) {
           V8 r[8];
-          for (std::size_t q = 0; q < 8; ++q)
-            r[q] = load8<H>(b + (j0 + jb + q) * g.ldb + p0 + done);
+          for (std::size_t q = 0; q < 8; ++q) load8<H>(b + (j0 + jb + q) * g.ldb + p0 + done, r[q]);
           transpose8(r);
           for (std::size_t q = 0; q < 8; ++q)
             std::memcpy(dst + (done + q) * kNR + jb, &r[q], sizeof(V8));
