@@ -1,7 +1,8 @@
 // GEMM: every version against the double reference, over the shapes that break blocked code
 // (empty, 1x1x1, odd, non-square, not multiples of the register tile, more than one cache
 // block), all four transposes, alpha/beta variants and padded leading dimensions; v4 gives the
-// same bits at 1, 2, 3, 4 and 8 threads and from concurrent callers.
+// same bits at 1, 2, 3, 4 and 8 threads and from concurrent callers. The epilogues and the
+// 16-bit operands: test_gemm_epilogue.cpp.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -14,67 +15,21 @@
 #include <thread>
 #include <vector>
 
-#include "concurdl/kernels/bf16.hpp"
-#include "concurdl/kernels/fp16.hpp"
 #include "concurdl/kernels/gemm.hpp"
 #include "concurdl/kernels/ops.hpp"
 #include "concurdl/kernels/reference.hpp"
 #include "concurdl/kernels/threads.hpp"
+#include "gemm_test_util.hpp"
 
 namespace concurdl::kernels {
 namespace {
 
-constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
-constexpr float kSentinel = 12345.0f;  // in C's padding: a kernel must never write there
-
-// Restores the thread setting a test changes, so that other tests see the default.
-struct ThreadsGuard {
-  int saved = compute_threads();
-  ~ThreadsGuard() { set_compute_threads(saved); }
-};
-
-struct Case {
-  std::size_t m, n, k;
-  Trans ta = Trans::no, tb = Trans::no;
-  float alpha = 1.0f, beta = 0.0f;
-  std::size_t pad = 0;  // leading dimension = row length + pad
-
-  std::string describe() const {
-    char s[160];
-    std::snprintf(s, sizeof s, "m=%zu n=%zu k=%zu ta=%d tb=%d alpha=%g beta=%g pad=%zu", m, n, k,
-                  ta == Trans::yes, tb == Trans::yes, alpha, beta, pad);
-    return s;
-  }
-};
-
-// Operands of a case: A, B with NaN in their padding (a kernel reading it poisons C), C with
-// NaN everywhere when beta == 0 (it must not be read) and the sentinel in its padding.
-struct Operands {
-  std::size_t lda, ldb, ldc;
-  std::vector<float> a, b, c, c0;
-};
-
-Operands make_operands(const Case& t, unsigned seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  const std::size_t a_rows = t.ta == Trans::no ? t.m : t.k, a_cols = t.ta == Trans::no ? t.k : t.m;
-  const std::size_t b_rows = t.tb == Trans::no ? t.k : t.n, b_cols = t.tb == Trans::no ? t.n : t.k;
-  Operands o;
-  o.lda = a_cols + t.pad;
-  o.ldb = b_cols + t.pad;
-  o.ldc = t.n + t.pad;
-  auto fill = [&](std::vector<float>& x, std::size_t rows, std::size_t cols, std::size_t ld,
-                  float pad_value, bool values) {
-    x.assign(rows * ld, pad_value);
-    for (std::size_t i = 0; i < rows; ++i)
-      for (std::size_t j = 0; j < cols; ++j) x[i * ld + j] = values ? dist(rng) : kNaN;
-  };
-  fill(o.a, a_rows, a_cols, o.lda, kNaN, true);
-  fill(o.b, b_rows, b_cols, o.ldb, kNaN, true);
-  fill(o.c, t.m, t.n, o.ldc, kSentinel, t.beta != 0.0f);
-  o.c0 = o.c;
-  return o;
-}
+using gemm_test::Case;
+using gemm_test::kNaN;
+using gemm_test::kSentinel;
+using gemm_test::make_operands;
+using gemm_test::Operands;
+using gemm_test::ThreadsGuard;
 
 // Runs one version on one case and checks it against the reference; "" when right.
 std::string run_and_check(GemmVersion v, const Case& t, unsigned seed = 1) {
@@ -279,290 +234,6 @@ TEST(GemmV4, AHalfWidthLastPanelGivesTheBitsOfAWholeTile) {
       }
     }
   }
-}
-
-// The fused epilogue (bias, ReLU, a ReLU's gradient) gives the bits of the product followed by
-// ops.hpp's passes, for every version, through v4's transposed and direct shortcuts and its
-// packed path, at 1-3 threads; only C's own columns are touched (the padding keeps its
-// sentinel).
-TEST_P(GemmVersions, TheEpilogueGivesTheBitsOfTheSeparatePasses) {
-  ThreadsGuard guard;
-  const Case cases[] = {{64, 256, 784, Trans::no, Trans::yes},   // a layer's forward, transposed
-                        {64, 10, 128, Trans::no, Trans::yes},    // the last layer's
-                        {128, 10, 2048, Trans::no, Trans::yes},  // narrow, with a team
-                        {64, 256, 128, Trans::no, Trans::no, 1.0f, 0.0f, 3},  // a dA, padded
-                        {37, 45, 19, Trans::yes, Trans::no, 1.0f, 0.5f}};     // beta reads C
-  for (const Case& t : cases) {
-    Operands o = make_operands(t, 3);
-    if (t.beta == 0.0f)  // C is written, never read: NaN there would only hide a bad read
-      for (std::size_t i = 0; i < t.m; ++i) std::fill_n(o.c0.data() + i * o.ldc, t.n, 0.0f);
-    std::vector<float> bias(t.n), act(t.m * o.ldc, kNaN);
-    std::mt19937 rng(5);
-    std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-    for (float& x : bias) x = dist(rng);
-    for (std::size_t i = 0; i < t.m; ++i)
-      for (std::size_t j = 0; j < t.n; ++j) act[i * o.ldc + j] = dist(rng);
-    for (int threads : {1, 2, 3}) {
-      set_compute_threads(threads);
-      for (int kind = 0; kind < 3; ++kind) {  // bias + ReLU, ReLU', bias alone (the last layer)
-        std::vector<float> want = o.c0, got = o.c0;
-        gemm(GetParam(), t.ta, t.tb, t.m, t.n, t.k, t.alpha, o.a.data(), o.lda, o.b.data(), o.ldb,
-             t.beta, want.data(), o.ldc);
-        for (std::size_t i = 0; i < t.m; ++i) {
-          float* row = want.data() + i * o.ldc;
-          if (kind != 1) {
-            add_bias_rows(row, 1, t.n, o.ldc, bias.data());
-            if (kind == 0) relu_forward(row, row, t.n);
-          } else {
-            relu_backward(act.data() + i * o.ldc, row, t.n);
-          }
-        }
-        const GemmEpilogue e = kind == 1 ? GemmEpilogue{.relu_of = act.data(), .ld_relu_of = o.ldc}
-                                         : GemmEpilogue{.bias = bias.data(), .relu = kind == 0};
-        gemm(GetParam(), t.ta, t.tb, t.m, t.n, t.k, t.alpha, o.a.data(), o.lda, o.b.data(), o.ldb,
-             t.beta, got.data(), o.ldc, e);
-        EXPECT_EQ(std::memcmp(got.data(), want.data(), want.size() * sizeof(float)), 0)
-            << t.describe() << ": threads=" << threads << " epilogue " << kind;
-      }
-    }
-  }
-  std::vector<float> c(4);
-  const std::vector<float> a(4, 1.0f), act(4, 1.0f);
-  EXPECT_THROW(gemm(GetParam(), Trans::no, Trans::no, 2, 2, 2, 1.0f, a.data(), 2, a.data(), 2, 0.0f,
-                    c.data(), 2, {.relu_of = act.data(), .ld_relu_of = 1}),
-               std::invalid_argument);
-}
-
-// The fused optimiser step (GemmSgd) gives the parameters and velocities of the product stored
-// in C followed by sgd_update over it, bit for bit, for every version: through v4's whole tiles,
-// its half-width and scratch edge tiles and short last row panels, a K longer than one cache
-// block (the last block applies the step, the earlier ones leave partial sums in C), a last
-// panel of one row (R = 1 with AVX-512 and AVX2 alike), and the transposed shortcut (the update
-// then follows the copy back), at 1-3 threads (the team from 2M multiply-adds: the first, the
-// 43 x 784 and the transposed case). C's padding is never written; the parameters' padding is
-// never touched. Bad uses are refused.
-TEST_P(GemmVersions, TheFusedSgdStepGivesTheBitsOfTheProductThenTheUpdate) {
-  ThreadsGuard guard;
-  const Case cases[] = {{256, 784, 64, Trans::yes, Trans::no},  // layer 0's dW (half tile)
-                        {300, 40, 64, Trans::yes, Trans::no, 1.0f, 0.0f, 5},  // a scratch edge
-                        {45, 100, 700, Trans::yes, Trans::no},                // K over one block
-                        {10, 48, 64, Trans::yes, Trans::no},     // 10 rows, a half panel
-                        {43, 784, 64, Trans::yes, Trans::no},    // one row left, a team
-                        {43, 40, 64, Trans::yes, Trans::no},     // and an edge
-                        {64, 256, 784, Trans::no, Trans::yes}};  // the transposed path
-  const float lr = 0.05f, momentum = 0.9f, weight_decay = 5e-4f;
-  for (const Case& t : cases) {
-    Operands o = make_operands(t, 7);
-    std::vector<float> p0(t.m * o.ldc, kSentinel), v0(t.m * o.ldc, kSentinel);
-    std::mt19937 rng(9);
-    std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-    for (std::size_t i = 0; i < t.m; ++i)
-      for (std::size_t j = 0; j < t.n; ++j) {
-        p0[i * o.ldc + j] = dist(rng);
-        v0[i * o.ldc + j] = dist(rng);
-      }
-    for (int threads : {1, 2, 3}) {
-      set_compute_threads(threads);
-      std::vector<float> grad = o.c0, want_p = p0, want_v = v0;
-      gemm(GetParam(), t.ta, t.tb, t.m, t.n, t.k, 1.0f, o.a.data(), o.lda, o.b.data(), o.ldb, 0.0f,
-           grad.data(), o.ldc);
-      for (std::size_t i = 0; i < t.m; ++i)
-        for (std::size_t j = 0; j < t.n; ++j) {
-          const std::size_t at = i * o.ldc + j;
-          sgd_update(want_p[at], want_v[at], grad[at], lr, momentum, weight_decay);
-        }
-      std::vector<float> c = o.c0, got_p = p0, got_v = v0;
-      const GemmSgd u{.params = got_p.data(),
-                      .velocity = got_v.data(),
-                      .lr = lr,
-                      .momentum = momentum,
-                      .weight_decay = weight_decay};
-      gemm(GetParam(), t.ta, t.tb, t.m, t.n, t.k, 1.0f, o.a.data(), o.lda, o.b.data(), o.ldb, 0.0f,
-           c.data(), o.ldc, {.sgd = &u});
-      EXPECT_EQ(std::memcmp(got_p.data(), want_p.data(), want_p.size() * sizeof(float)), 0)
-          << t.describe() << ": threads=" << threads << ": parameters";
-      EXPECT_EQ(std::memcmp(got_v.data(), want_v.data(), want_v.size() * sizeof(float)), 0)
-          << t.describe() << ": threads=" << threads << ": velocities";
-      for (std::size_t i = 0; i < t.m; ++i)
-        for (std::size_t j = t.n; j < o.ldc; ++j)
-          if (c[i * o.ldc + j] != kSentinel) {
-            ADD_FAILURE() << t.describe() << ": wrote C's padding at (" << i << ", " << j << ")";
-            i = t.m;
-            break;
-          }
-    }
-  }
-  std::vector<float> c(4), p(4), v(4);
-  const std::vector<float> a(4, 1.0f);
-  const GemmSgd u{.params = p.data(), .velocity = v.data(), .lr = lr};
-  const auto call = [&](float alpha, float beta, const GemmEpilogue& e) {
-    gemm(GetParam(), Trans::no, Trans::no, 2, 2, 2, alpha, a.data(), 2, a.data(), 2, beta, c.data(),
-         2, e);
-  };
-  EXPECT_NO_THROW(call(1.0f, 0.0f, {.sgd = &u}));
-  EXPECT_THROW(call(0.5f, 0.0f, {.sgd = &u}), std::invalid_argument);
-  EXPECT_THROW(call(1.0f, 1.0f, {.sgd = &u}), std::invalid_argument);
-  EXPECT_THROW(call(1.0f, 0.0f, {.bias = a.data(), .sgd = &u}), std::invalid_argument);
-  const GemmSgd no_velocity{.params = p.data()};
-  EXPECT_THROW(call(1.0f, 0.0f, {.sgd = &no_velocity}), std::invalid_argument);
-  const GemmSgd params_in_c{.params = c.data(), .velocity = v.data()};
-  EXPECT_THROW(call(1.0f, 0.0f, {.sgd = &params_in_c}), std::invalid_argument);
-  const GemmSgd one_buffer{.params = p.data(), .velocity = p.data()};
-  EXPECT_THROW(call(1.0f, 0.0f, {.sgd = &one_buffer}), std::invalid_argument);
-}
-
-// A mixed-precision step's fused update: the gradient times grad_scale (a power of two), and
-// the updated parameter rounded into params16, for every version: the bits of the product
-// stored in C, then sgd_update on C * grad_scale and the rounding, element by element. The
-// edges as above; params16's padding is never written.
-TEST_P(GemmVersions, TheFusedSgdStepScalesTheGradientAndRoundsTheParameters) {
-  ThreadsGuard guard;
-  const Case cases[] = {{256, 784, 64, Trans::yes, Trans::no},
-                        {300, 40, 64, Trans::yes, Trans::no, 1.0f, 0.0f, 5},
-                        {45, 100, 700, Trans::yes, Trans::no},
-                        {43, 784, 64, Trans::yes, Trans::no}};
-  const float lr = 0.05f, momentum = 0.9f, weight_decay = 5e-4f, scale = 1.0f / 1024;
-  for (const Half format : {Half::fp16, Half::bf16})
-    for (const Case& t : cases) {
-      Operands o = make_operands(t, 3);
-      std::vector<float> p0(t.m * o.ldc, kSentinel), v0(t.m * o.ldc, kSentinel);
-      std::mt19937 rng(5);
-      std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-      for (std::size_t i = 0; i < t.m; ++i)
-        for (std::size_t j = 0; j < t.n; ++j) {
-          p0[i * o.ldc + j] = dist(rng);
-          v0[i * o.ldc + j] = dist(rng);
-        }
-      const std::uint16_t kUntouched = 0x5a5a;
-      for (int threads : {1, 2}) {
-        set_compute_threads(threads);
-        std::vector<float> grad = o.c0, want_p = p0, want_v = v0;
-        std::vector<std::uint16_t> want16(p0.size(), kUntouched);
-        gemm(GetParam(), t.ta, t.tb, t.m, t.n, t.k, 1.0f, o.a.data(), o.lda, o.b.data(), o.ldb,
-             0.0f, grad.data(), o.ldc);
-        for (std::size_t i = 0; i < t.m; ++i)
-          for (std::size_t j = 0; j < t.n; ++j) {
-            const std::size_t at = i * o.ldc + j;
-            sgd_update_scaled(want_p[at], want_v[at], grad[at], scale, lr, momentum, weight_decay);
-            want16[at] = format == Half::fp16 ? to_fp16(want_p[at]) : to_bf16(want_p[at]);
-          }
-        std::vector<float> c = o.c0, got_p = p0, got_v = v0;
-        std::vector<std::uint16_t> got16(p0.size(), kUntouched);
-        const GemmSgd u{.params = got_p.data(),
-                        .velocity = got_v.data(),
-                        .lr = lr,
-                        .momentum = momentum,
-                        .weight_decay = weight_decay,
-                        .grad_scale = scale,
-                        .params16 = got16.data(),
-                        .params16_format = format};
-        gemm(GetParam(), t.ta, t.tb, t.m, t.n, t.k, 1.0f, o.a.data(), o.lda, o.b.data(), o.ldb,
-             0.0f, c.data(), o.ldc, {.sgd = &u});
-        const std::string what = t.describe() + ": threads=" + std::to_string(threads) +
-                                 (format == Half::fp16 ? " fp16" : " bf16");
-        EXPECT_EQ(std::memcmp(got_p.data(), want_p.data(), want_p.size() * sizeof(float)), 0)
-            << what << ": parameters";
-        EXPECT_EQ(std::memcmp(got_v.data(), want_v.data(), want_v.size() * sizeof(float)), 0)
-            << what << ": velocities";
-        EXPECT_EQ(got16, want16) << what << ": the 16-bit parameters";
-      }
-    }
-  std::vector<float> c(4), p(4), v(4);
-  std::vector<std::uint16_t> p16(4);
-  const std::vector<float> a(4, 1.0f);
-  const auto call = [&](const GemmSgd& u) {
-    gemm(GetParam(), Trans::no, Trans::no, 2, 2, 2, 1.0f, a.data(), 2, a.data(), 2, 0.0f, c.data(),
-         2, {.sgd = &u});
-  };
-  EXPECT_THROW(call({.params = p.data(), .velocity = v.data(), .grad_scale = 0.0f}),
-               std::invalid_argument);
-  EXPECT_THROW(call({.params = p.data(), .velocity = v.data(), .grad_scale = kNaN}),
-               std::invalid_argument);
-  EXPECT_THROW(call({.params = p.data(), .velocity = v.data(), .params16 = p16.data()}),
-               std::invalid_argument);
-  EXPECT_THROW(call({.params = p.data(), .velocity = v.data(), .params16_format = Half::bf16}),
-               std::invalid_argument);
-}
-
-// GEMM v4 on 16-bit operands widened while they are packed gives the bits of widening both into
-// float32 buffers and calling v4: every transpose, the training step's shapes (the transposed
-// shortcut's 64 x 1024 x 784, W read in place for float32 and packed here; the 1024-float rows
-// that alias in L1), edges, a K over one block, a leading dimension with padding, a fused
-// update, at 1 and 2 threads; Half::none and another version are refused.
-TEST(GemmV4, SixteenBitOperandsGiveTheBitsOfTheirWidenedCopies) {
-  ThreadsGuard guard;
-  const Case cases[] = {{64, 1024, 784, Trans::no, Trans::yes},   // forward, transposed shortcut
-                        {64, 1024, 1024, Trans::no, Trans::yes},  // forward, aliasing rows
-                        {1024, 784, 64, Trans::yes, Trans::no},   // weight gradient
-                        {64, 784, 1024, Trans::no, Trans::no},    // input gradient
-                        {64, 10, 1024, Trans::no, Trans::yes},    // the 10 classes
-                        {37, 45, 600, Trans::yes, Trans::yes, 1.0f, 0.0f, 3},
-                        {13, 7, 5, Trans::no, Trans::no, 1.0f, 0.5f, 1}};
-  for (const Half format : {Half::fp16, Half::bf16})
-    for (const Case& t : cases) {
-      Operands o = make_operands(t, 11);
-      // The operands rounded to 16 bits (padding included: NaN stays NaN), and widened back.
-      const auto narrow = [&](const std::vector<float>& x) {
-        std::vector<std::uint16_t> h(x.size());
-        for (std::size_t i = 0; i < x.size(); ++i)
-          h[i] = format == Half::fp16 ? to_fp16(x[i]) : to_bf16(x[i]);
-        return h;
-      };
-      const auto widen = [&](const std::vector<std::uint16_t>& h) {
-        std::vector<float> x(h.size());
-        for (std::size_t i = 0; i < h.size(); ++i)
-          x[i] = format == Half::fp16 ? from_fp16(h[i]) : from_bf16(h[i]);
-        return x;
-      };
-      const std::vector<std::uint16_t> a16 = narrow(o.a), b16 = narrow(o.b);
-      const std::vector<float> a32 = widen(a16), b32 = widen(b16);
-      for (int threads : {1, 2}) {
-        set_compute_threads(threads);
-        std::vector<float> want = o.c0, got = o.c0;
-        gemm(GemmVersion::v4_register, t.ta, t.tb, t.m, t.n, t.k, 1.0f, a32.data(), o.lda,
-             b32.data(), o.ldb, t.beta, want.data(), o.ldc);
-        gemm_16bit(format, t.ta, t.tb, t.m, t.n, t.k, a16.data(), o.lda, b16.data(), o.ldb, t.beta,
-                   got.data(), o.ldc);
-        EXPECT_EQ(std::memcmp(got.data(), want.data(), want.size() * sizeof(float)), 0)
-            << t.describe() << ": threads=" << threads
-            << (format == Half::fp16 ? " fp16" : " bf16");
-      }
-    }
-  // A fused update through the 16-bit operands: the float32 call's bits.
-  const Case t{256, 784, 64, Trans::yes, Trans::no};
-  Operands o = make_operands(t, 2);
-  std::vector<std::uint16_t> a16(o.a.size()), b16(o.b.size());
-  std::vector<float> a32(o.a.size()), b32(o.b.size());
-  for (std::size_t i = 0; i < a16.size(); ++i) a32[i] = from_fp16(a16[i] = to_fp16(o.a[i]));
-  for (std::size_t i = 0; i < b16.size(); ++i) b32[i] = from_fp16(b16[i] = to_fp16(o.b[i]));
-  std::vector<float> p1(t.m * o.ldc, 0.5f), v1(p1.size(), 0.25f), p2 = p1, v2 = v1, c(p1.size());
-  std::vector<std::uint16_t> h1(p1.size()), h2(p1.size());
-  const GemmSgd u1{.params = p1.data(),
-                   .velocity = v1.data(),
-                   .lr = 0.1f,
-                   .momentum = 0.9f,
-                   .grad_scale = 0.5f,
-                   .params16 = h1.data(),
-                   .params16_format = Half::fp16};
-  GemmSgd u2 = u1;
-  u2.params = p2.data();
-  u2.velocity = v2.data();
-  u2.params16 = h2.data();
-  gemm(GemmVersion::v4_register, t.ta, t.tb, t.m, t.n, t.k, 1.0f, a32.data(), o.lda, b32.data(),
-       o.ldb, 0.0f, c.data(), o.ldc, {.sgd = &u1});
-  gemm_16bit(Half::fp16, t.ta, t.tb, t.m, t.n, t.k, a16.data(), o.lda, b16.data(), o.ldb, 0.0f,
-             c.data(), o.ldc, {.sgd = &u2});
-  EXPECT_EQ(p1, p2);
-  EXPECT_EQ(v1, v2);
-  EXPECT_EQ(h1, h2);
-  std::vector<std::uint16_t> x(4, 0);
-  std::vector<float> y(4);
-  EXPECT_THROW(gemm_16bit(Half::none, Trans::no, Trans::no, 2, 2, 2, x.data(), 2, x.data(), 2, 0.0f,
-                          y.data(), 2),
-               std::invalid_argument);
-  EXPECT_THROW(gemm_16bit(Half::fp16, Trans::no, Trans::no, 2, 2, 2, x.data(), 1, x.data(), 2, 0.0f,
-                          y.data(), 2),
-               std::invalid_argument);
 }
 
 // Two threads of the program call v4 at once, each with a team of its own: packing buffers are
