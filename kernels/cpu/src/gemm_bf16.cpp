@@ -1,4 +1,5 @@
-// bfloat16 conversions, the AVX512_BF16 check, the BF16 GEMM and the BF16 peak (bf16.hpp).
+// bfloat16 conversions, the AVX512_BF16 check and the BF16 GEMM (bf16.hpp); the peaks it is
+// read against are in gemm_bf16_peak.cpp.
 //
 // The GEMM is GEMM v4's scheme (gemm_v4.hpp) with VDPBF16PS in place of the FMA: a 14 x 32 tile
 // of C in 28 zmm accumulators, B packed in panels of 32 columns and A in micro-panels of 14 rows,
@@ -34,12 +35,7 @@
 #include <omp.h>
 #endif
 
-#if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__))
-#define CONCURDL_BF16_KERNEL 1
-#define CONCURDL_BF16_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
-#else
-#define CONCURDL_BF16_KERNEL 0
-#endif
+#include "bf16_target.hpp"
 
 namespace concurdl::kernels {
 
@@ -388,87 +384,8 @@ CONCURDL_BF16_TARGET void micro_kernel(const std::uint32_t* ap, const bf16* bp, 
     }
 }
 
-CONCURDL_BF16_TARGET double dp_chains(std::size_t iters) {
-  constexpr int kChains = 24;  // as many as the GEMM's tile keeps (28): latency x throughput
-  __m512 acc[kChains];
-  for (int i = 0; i < kChains; ++i) acc[i] = _mm512_set1_ps(static_cast<float>(i));
-  const __m512i a = _mm512_set1_epi32(0x3c003c00);  // (2^-7, 2^-7): the sums stay small
-  const __m512i b = _mm512_set1_epi32(0x3f803f80);  // (1, 1)
-  for (std::size_t it = 0; it < iters; ++it) {
-#pragma GCC unroll 24
-    for (int i = 0; i < kChains; ++i) acc[i] = _mm512_dpbf16_ps(acc[i], (__m512bh)a, (__m512bh)b);
-  }
-  __m512 sum = acc[0];
-  for (int i = 1; i < kChains; ++i) sum = _mm512_add_ps(sum, acc[i]);
-  alignas(64) float lanes[16];
-  _mm512_store_ps(lanes, sum);
-  double total = 0;
-  for (const float x : lanes) total += static_cast<double>(x);
-  return total;
-}
-constexpr double kFlopsPerChainIter = 24 * 64.0;
 #endif
-
-// float32 FMA chains, as wide as the build targets (the compiler vectorises the lanes).
-double fma_chains(std::size_t iters) {
-  constexpr int kChains = 24;
-  constexpr int kWidth = 16;  // one zmm with AVX-512; two ymm, or four xmm, otherwise
-  float acc[kChains][kWidth];
-  for (int i = 0; i < kChains; ++i)
-    for (int l = 0; l < kWidth; ++l) acc[i][l] = static_cast<float>(i + l);
-  const float x = 0.999999f, y = 1e-7f;
-  for (std::size_t it = 0; it < iters; ++it) {
-#pragma GCC unroll 24
-    for (int i = 0; i < kChains; ++i)
-#pragma GCC unroll 16
-      for (int l = 0; l < kWidth; ++l) acc[i][l] = std::fma(acc[i][l], x, y);
-  }
-  double total = 0;
-  for (int i = 0; i < kChains; ++i)
-    for (int l = 0; l < kWidth; ++l) total += static_cast<double>(acc[i][l]);
-  return total;
-}
-constexpr double kFmaFlopsPerIter = 24 * 16 * 2.0;
-
-// flop/s of `chains(iters)` on `threads` threads for about `seconds` (iterations from a probe
-// on one thread), `flops_per_iter` a call's iteration.
-template <class Chains>
-double chains_rate(Chains chains, double flops_per_iter, int threads, double seconds) {
-  threads = std::max(1, threads);
-  using Clock = std::chrono::steady_clock;
-  std::size_t iters = 1 << 12;
-  std::vector<double> sink(static_cast<std::size_t>(threads) * 8, 0.0);  // a line per thread
-  for (;;) {
-    const auto t0 = Clock::now();
-    sink[0] += chains(iters);
-    const double s = std::chrono::duration<double>(Clock::now() - t0).count();
-    if (s > 0.02 || iters > (std::size_t{1} << 34)) {
-      iters = static_cast<std::size_t>(static_cast<double>(iters) * seconds / std::max(s, 1e-9));
-      break;
-    }
-    iters *= 4;
-  }
-  iters = std::max<std::size_t>(iters, 1024);
-  const auto t0 = Clock::now();
-#pragma omp parallel num_threads(threads)
-  {
-#ifdef _OPENMP
-    const auto t = static_cast<std::size_t>(omp_get_thread_num());
-#else
-    const std::size_t t = 0;
-#endif
-    sink[t * 8] += chains(iters);
-  }
-  const double s = std::chrono::duration<double>(Clock::now() - t0).count();
-  if (!(sink[0] == sink[0])) throw std::logic_error("peak: the chains went NaN");
-  return flops_per_iter * static_cast<double>(iters) * threads / s;
-}
-
 }  // namespace
-
-double fp32_peak_flops(int threads, double seconds) {
-  return chains_rate(&fma_chains, kFmaFlopsPerIter, threads, seconds);
-}
 
 const std::string& bf16_why_not() {
   static const std::string why = check_bf16();
@@ -559,16 +476,6 @@ void gemm_bf16(Trans trans_a, Trans trans_b, std::size_t m, std::size_t n, std::
   }
 #else
   (void)a, (void)b, (void)c, (void)beta;
-#endif
-}
-
-double bf16_peak_flops(int threads, double seconds) {
-  require_bf16("bf16_peak_flops");
-#if CONCURDL_BF16_KERNEL
-  return chains_rate(&dp_chains, kFlopsPerChainIter, threads, seconds);
-#else
-  (void)threads, (void)seconds;
-  return 0;
 #endif
 }
 
