@@ -27,7 +27,8 @@ using Flag = nn::ModeFlag;
 const Flag kPipelineFlag{.name = "--pipeline",
                          .help =
                              "pipeline parallelism (chapter 06): the layers cut into P stages, "
-                             "one thread each; --batch is the whole batch, cut into "
+                             "one thread each (--backend threads) or one MPI process each "
+                             "(--backend mpi); --batch is the whole batch, cut into "
                              "micro-batches",
                          .min = 1,
                          .max = kMaxThreads};
@@ -136,11 +137,6 @@ ExpertTrainerOptions expert_options(const nn::DistributedOptions& o, const nn::T
 
 // The pipeline's options from `concurdl train`'s, or a UsageError naming the one it cannot run.
 PipelineOptions pipeline_options(const nn::DistributedOptions& o, const nn::TrainConfig& c) {
-  if (o.backend != "threads")
-    throw UsageError(fmt::format(
-        "--pipeline: runs its stages as threads of this process (--backend threads), not "
-        "--backend {}",
-        o.backend));
   const std::size_t layers = c.spec.widths.size() - 1;
   if (o.ranks > kMaxStages || static_cast<std::size_t>(o.ranks) > layers)
     throw UsageError(fmt::format(
@@ -203,7 +199,7 @@ const bool registered = nn::register_training_mode(
     {.name = "pipeline",
      .what = "pipeline parallelism (chapter 06): the layers cut into --pipeline P stages, "
              "--micro-batches M, --schedule naive|gpipe|1f1b|interleaved|zb-h1, --chunks v, "
-             "--recompute",
+             "--recompute; threads or MPI processes",
      .flags = {kPipelineFlag, kMicroBatches, kSchedule, kChunks, kRecompute},
      .chosen_by = {kPipelineFlag.name},
      .chosen_as = "--pipeline P",
@@ -214,13 +210,24 @@ const bool registered = nn::register_training_mode(
      .refuses = {"--ranks", "--mode"},
      .refusal =
          "(--pipeline P runs P stages; data-parallel ranks and modes do not combine with it)",
+     .backends = {"threads", "mpi"},
      .check = [](const nn::DistributedOptions& o,
                  const nn::TrainConfig& c) { (void)pipeline_options(o, c); },
      .run =
          [](const nn::DistributedOptions& o, const nn::TrainConfig& c, const nn::Dataset& train,
             const nn::RankLoop& loop) {
-           PipelineTrainer t(c, train, pipeline_options(o, c));
-           loop(t);
+           const PipelineOptions p = pipeline_options(o, c);
+           if (o.backend == "threads") {  // one trainer drives every stage's thread
+             PipelineTrainer t(c, train, p);
+             loop(t);
+             return;
+           }
+           dp::run_ranks(  // a trainer a process, each with its own stage
+               o, c,
+               [&](dp::Communicator& world, const nn::TrainConfig& config) {
+                 return std::make_unique<PipelineTrainer>(world, config, train, p);
+               },
+               loop);
          }});
 
 const bool registered_3d = nn::register_training_mode(

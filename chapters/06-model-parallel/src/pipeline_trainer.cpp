@@ -1,5 +1,7 @@
-// Pipeline-parallel training (pipeline_trainer.hpp), and its registration as `concurdl train
-// --pipeline P` (the training mode "pipeline").
+// Pipeline-parallel training (pipeline_trainer.hpp): the stages built, and an epoch's steps run
+// on them as threads of this process or one stage a rank, with the epoch's figures
+// (pipeline_trainer_state.cpp: the stages put together between epochs; train_mode.cpp
+// registers it as `concurdl train --pipeline P`).
 #include "concurdl/mp/pipeline_trainer.hpp"
 
 #include <fmt/format.h>
@@ -14,8 +16,8 @@
 #include "concurdl/core/trace.hpp"
 #include "concurdl/dp/threads_backend.hpp"
 #include "concurdl/kernels/threads.hpp"
-#include "concurdl/nn/checkpoint.hpp"
 #include "concurdl/nn/random.hpp"
+#include "pipeline_stage.hpp"
 
 namespace concurdl::mp {
 
@@ -25,65 +27,7 @@ std::optional<Schedule> parse_schedule(std::string_view name) {
   return std::nullopt;
 }
 
-// One stage: its own layers' parameters and gradients (the model's layers bound to them; the
-// other layers' are not held), the SGD state of those layers, and its share of the epoch's
-// figures.
-struct PipelineTrainer::Stage {
-  // Its chunks' spans of the flat parameter buffer, [lo, hi) each, and their layers.
-  Stage(const nn::TrainConfig& c, std::vector<std::pair<std::size_t, std::size_t>> spans,
-        const std::vector<std::pair<std::size_t, std::size_t>>& layers)
-      : model(c.spec, c.seed, c.gemm, &memory),
-        spans(std::move(spans)),
-        x(kernels::LineAllocator<float>(&memory, MemoryKind::activations)) {
-    const auto& off = model.layer_offsets();
-    own.reserve(this->spans.size());  // the layers point into them: no reallocation
-    for (std::size_t k = 0; k < this->spans.size(); ++k) {
-      const auto [lo, hi] = this->spans[k];
-      opt.emplace_back(hi - lo, c.sgd, &memory);
-      Chunk& ch = own.emplace_back(Chunk{kernels::LineVector<float>(kernels::LineAllocator<float>(
-                                             &memory, MemoryKind::parameters)),
-                                         kernels::LineVector<float>(kernels::LineAllocator<float>(
-                                             &memory, MemoryKind::gradients))});
-      const auto p = model.parameters();
-      ch.params.assign(p.begin() + static_cast<std::ptrdiff_t>(lo),
-                       p.begin() + static_cast<std::ptrdiff_t>(hi));
-      ch.grads.assign(hi - lo, 0.0f);
-    }
-    model.release_parameters();  // the whole model's flat buffers go; each stage keeps its own
-    model.release_gradients();
-    for (std::size_t k = 0; k < this->spans.size(); ++k)
-      for (std::size_t l = layers[k].first; l < layers[k].second; ++l) {
-        model.bind_layer_parameters(l, own[k].params.data() + (off[l] - this->spans[k].first));
-        model.bind_layer_gradients(l, own[k].grads.data() + (off[l] - this->spans[k].first));
-      }
-  }
-  ~Stage() {
-    for (std::size_t l = 0; l < model.layers(); ++l) {
-      model.bind_layer_parameters(l, nullptr);
-      model.bind_layer_gradients(l, nullptr);
-    }
-  }
-  Stage(const Stage&) = delete;
-  Stage& operator=(const Stage&) = delete;
-  MemoryAccount memory;  // every buffer of the stage: its layers, optimizer, batch, steps
-  nn::Mlp model;
-  std::vector<std::pair<std::size_t, std::size_t>> spans;  // per chunk: [lo, hi)
-  struct Chunk {
-    kernels::LineVector<float> params, grads;  // the chunk's span of the flat buffers
-  };
-  std::vector<Chunk> own;        // per chunk
-  std::vector<nn::Sgd> opt;      // per chunk: over its span
-  kernels::LineVector<float> x;  // stage 0: the batch's inputs
-  std::vector<std::uint8_t> y;   // the last stage: its labels
-  PipelineWorkspace ws;          // a step's buffers
-  double loss_sum = 0, busy = 0, step_time = 0;
-  std::size_t correct = 0, peak = 0, peak_bytes = 0;
-  MemoryBytes step_peak;  // per kind, the most one step's buffers held
-};
-
-PipelineTrainer::PipelineTrainer(nn::TrainConfig config, const nn::Dataset& train,
-                                 PipelineOptions options)
-    : config_(std::move(config)), train_(train), options_(options) {
+void PipelineTrainer::validate() const {
   const std::size_t layers = config_.spec.widths.size() - 1;
   if (options_.chunks < 1 ||
       (options_.chunks > 1 &&
@@ -106,36 +50,94 @@ PipelineTrainer::PipelineTrainer(nn::TrainConfig config, const nn::Dataset& trai
       train_.y.size() != train_.n || train_.n == 0)
     throw std::invalid_argument("PipelineTrainer: the data set does not fit the model " +
                                 config_.spec.describe());
-  bounds_ = stage_boundaries(layers, options_.stages * options_.chunks);
-  eval_model_ = std::make_unique<nn::Mlp>(config_.spec, config_.seed, config_.gemm);
-  const auto& off = eval_model_->layer_offsets();
-  for (int s = 0; s < options_.stages; ++s) {
-    std::vector<std::pair<std::size_t, std::size_t>> spans, layers_of;
+}
+
+std::vector<std::pair<std::size_t, std::size_t>> PipelineTrainer::spans_of(int s) const {
+  std::vector<std::pair<std::size_t, std::size_t>> spans;
+  for (int c = 0; c < options_.chunks; ++c) {
+    const auto piece = static_cast<std::size_t>(c * options_.stages + s);
+    spans.emplace_back(offsets_[bounds_[piece]], offsets_[bounds_[piece + 1]]);
+  }
+  return spans;
+}
+
+void PipelineTrainer::build_stages(int first, int last) {
+  bounds_ = stage_boundaries(config_.spec.widths.size() - 1, options_.stages * options_.chunks);
+  for (int s = first; s < last; ++s) {
+    std::vector<std::pair<std::size_t, std::size_t>> layers_of;
     for (int c = 0; c < options_.chunks; ++c) {
       const auto piece = static_cast<std::size_t>(c * options_.stages + s);
-      spans.emplace_back(off[bounds_[piece]], off[bounds_[piece + 1]]);
       layers_of.emplace_back(bounds_[piece], bounds_[piece + 1]);
     }
-    stages_.push_back(std::make_unique<Stage>(config_, std::move(spans), layers_of));
+    stages_.push_back(std::make_unique<Stage>(config_, s, spans_of(s), layers_of));
   }
-  stages_.front()->x.resize(config_.batch * train_.dim);
-  stages_.back()->y.resize(config_.batch);
+  for (auto& st : stages_) {
+    if (st->index == 0) st->x.resize(config_.batch * train_.dim);
+    if (st->index == options_.stages - 1) st->y.resize(config_.batch);
+  }
   state_.seed = config_.seed;
   state_.mode = "pipeline";
   state_.workers = static_cast<std::uint64_t>(options_.stages);
+}
+
+PipelineTrainer::PipelineTrainer(nn::TrainConfig config, const nn::Dataset& train,
+                                 PipelineOptions options)
+    : config_(std::move(config)), train_(train), options_(options) {
+  validate();
+  eval_model_ = std::make_unique<nn::Mlp>(config_.spec, config_.seed, config_.gemm);
+  offsets_ = eval_model_->layer_offsets();
+  build_stages(0, options_.stages);
+}
+
+PipelineTrainer::PipelineTrainer(dp::Communicator& world, nn::TrainConfig config,
+                                 const nn::Dataset& train, PipelineOptions options)
+    : config_(std::move(config)), train_(train), options_(options), world_(&world) {
+  if (world.size() != options_.stages)
+    throw std::invalid_argument(
+        fmt::format("PipelineTrainer: {} stages over a communicator of {} ranks (one stage a rank)",
+                    options_.stages, world.size()));
+  validate();
+  // The initial model (every rank draws the same from the seed): its layout for every rank,
+  // its parameters for the writer's first evaluation; then it goes.
+  nn::Mlp initial(config_.spec, config_.seed, config_.gemm);
+  offsets_ = initial.layer_offsets();
+  if (writer()) {
+    whole_params_.assign(initial.parameters().begin(), initial.parameters().end());
+    whole_velocity_.assign(whole_params_.size(), 0.0f);
+  }
+  build_stages(world.rank(), world.rank() + 1);
 }
 
 PipelineTrainer::~PipelineTrainer() = default;
 
 std::string PipelineTrainer::describe() const {
   return fmt::format(
-      "pipeline of {} stage{} (threads), layers {}, {} micro-batches per batch "
+      "pipeline of {} stage{} ({}), layers {}, {} micro-batches per batch "
       "of {}, schedule {}{}{}",
-      options_.stages, options_.stages == 1 ? "" : "s", fmt::join(bounds_, "|"),
-      options_.batching.micro_batches, config_.batch, schedule_name(options_.batching.schedule),
+      options_.stages, options_.stages == 1 ? "" : "s",
+      world_ != nullptr ? fmt::format("one a rank, {}", world_->name()) : std::string("threads"),
+      fmt::join(bounds_, "|"), options_.batching.micro_batches, config_.batch,
+      schedule_name(options_.batching.schedule),
       options_.chunks > 1 ? fmt::format(" ({} chunks a stage)", options_.chunks) : "",
       options_.recompute ? ", activations recomputed" : "");
 }
+
+namespace {
+
+// Sums v over the ranks where each entry is one rank's own (the others give 0), in double
+// precision: each value travels as two floats, hi + lo, and adding zeros is exact.
+void all_reduce_own(dp::Communicator& comm, std::span<double> v) {
+  std::vector<float> f(2 * v.size());
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    f[2 * i] = static_cast<float>(v[i]);
+    f[2 * i + 1] = static_cast<float>(v[i] - static_cast<double>(f[2 * i]));
+  }
+  comm.all_reduce(f);
+  for (std::size_t i = 0; i < v.size(); ++i)
+    v[i] = static_cast<double>(f[2 * i]) + static_cast<double>(f[2 * i + 1]);
+}
+
+}  // namespace
 
 nn::EpochResult PipelineTrainer::run_epoch(
     const std::function<void(const nn::StepProgress&)>& on_progress, std::size_t report_every) {
@@ -145,6 +147,9 @@ nn::EpochResult PipelineTrainer::run_epoch(
   const std::size_t steps = (n + batch - 1) / batch;
   const float lr = config_.lr_decay != 1.0f ? nn::epoch_lr(config_, state_.epoch) : config_.sgd.lr;
   nn::epoch_permutation(n, state_.seed, state_.epoch, order_);
+  // The writer's whole model of the last epoch goes before the steps (gathered again after).
+  std::vector<float>().swap(whole_params_);
+  std::vector<float>().swap(whole_velocity_);
   for (auto& st : stages_) {
     st->loss_sum = st->busy = st->step_time = 0;
     st->correct = st->peak = st->peak_bytes = 0;
@@ -155,16 +160,18 @@ nn::EpochResult PipelineTrainer::run_epoch(
   }
   const int p = options_.stages;
   double bubble_sum = 0;  // over the steps, written by stage 0 alone
-  // The witness: the process's resident memory over the epoch's steps (all stages are threads
-  // of this process), as the kernel counts it.
+  // The witness: this process's resident memory over the epoch's steps (all stages, when they
+  // are threads of it; its own stage, one stage a process), as the kernel counts it.
   const std::optional<ResidentMemory> resident_start =
       reset_resident_peak() ? resident_memory() : std::nullopt;
   const auto start = Clock::now();
-  dp::run_threads(p, [&](dp::Communicator& comm) {
+  const auto body = [&](dp::Communicator& comm) {
     const int s = comm.rank();
     trace::set_track(fmt::format("stage {}", s));
-    Stage& st = *stages_[static_cast<std::size_t>(s)];
+    Stage& st = stage(s);
     const bool first = s == 0, last = s == p - 1;
+    // The progress: stage 0's thread, or every rank (each its own trainer).
+    const bool reports = on_progress && (first || world_ != nullptr);
     double window_loss = 0;
     std::size_t window_correct = 0, window_rows = 0;
     for (std::size_t k = 0; k < steps; ++k) {
@@ -190,146 +197,164 @@ nn::EpochResult PipelineTrainer::run_epoch(
       st.peak_bytes = std::max(st.peak_bytes, r.peak_activation_bytes);
       for (std::size_t kind = 0; kind < kMemoryKinds; ++kind)
         st.step_peak.bytes[kind] = std::max(st.step_peak.bytes[kind], r.peak_memory.bytes[kind]);
-      // The step's bubble: what the stages did not compute of the step's wall time, which is
-      // stage 0's (it starts the first forward and ends with the last backward). The stages'
-      // busy times reach stage 0 by a one-float all-reduce.
-      std::vector<float> busy_all = {static_cast<float>(r.busy_seconds)};
-      comm.all_reduce(busy_all);
+      // The step's figures every stage learns by one small all-reduce: the stages' busy times
+      // (for the bubble: what the stages did not compute of the step's wall time, which is
+      // stage 0's, as it starts the first forward and ends with the last backward), and the
+      // last stage's loss and correct count (for the progress and the epoch's result).
+      // The loss travels as two floats (hi + lo: the other stages add zeros, so it arrives
+      // whole), the count as one (exact below 2^24 rows).
+      const double loss = last ? r.loss_sum : 0.0;
+      const auto loss_hi = static_cast<float>(loss);
+      std::vector<float> figures = {static_cast<float>(r.busy_seconds), loss_hi,
+                                    static_cast<float>(loss - static_cast<double>(loss_hi)),
+                                    last ? static_cast<float>(r.correct) : 0.0f};
+      comm.all_reduce(figures);
       if (first && r.step_seconds > 0)
-        bubble_sum += 1.0 - static_cast<double>(busy_all[0]) / (p * r.step_seconds);
-      if (last) {
-        st.loss_sum += r.loss_sum;
-        st.correct += r.correct;
-        window_loss += r.loss_sum;
-        window_correct += r.correct;
-        window_rows += rows;
-        if (on_progress && (k + 1 == steps || (report_every > 0 && (k + 1) % report_every == 0))) {
-          nn::StepProgress pr;
-          pr.epoch = state_.epoch;
-          pr.step_in_epoch = k + 1;
-          pr.steps_per_epoch = steps;
-          pr.step = state_.step + k + 1;
-          pr.loss = window_loss / static_cast<double>(window_rows);
-          pr.accuracy = static_cast<double>(window_correct) / static_cast<double>(window_rows);
-          pr.seconds = std::chrono::duration<double>(Clock::now() - start).count();
-          pr.samples = offset + rows;
-          on_progress(pr);
-          window_loss = 0;
-          window_correct = window_rows = 0;
-        }
+        bubble_sum += 1.0 - static_cast<double>(figures[0]) / (p * r.step_seconds);
+      const double step_loss = static_cast<double>(figures[1]) + static_cast<double>(figures[2]);
+      const auto step_correct = static_cast<std::size_t>(figures[3]);
+      st.loss_sum += step_loss;
+      st.correct += step_correct;
+      if (!reports) continue;
+      window_loss += step_loss;
+      window_correct += step_correct;
+      window_rows += rows;
+      if (k + 1 == steps || (report_every > 0 && (k + 1) % report_every == 0)) {
+        nn::StepProgress pr;
+        pr.epoch = state_.epoch;
+        pr.step_in_epoch = k + 1;
+        pr.steps_per_epoch = steps;
+        pr.step = state_.step + k + 1;
+        pr.loss = window_loss / static_cast<double>(window_rows);
+        pr.accuracy = static_cast<double>(window_correct) / static_cast<double>(window_rows);
+        pr.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+        pr.samples = offset + rows;
+        on_progress(pr);
+        window_loss = 0;
+        window_correct = window_rows = 0;
       }
     }
-  });
+  };
+  if (world_ != nullptr)
+    body(*world_);
+  else
+    dp::run_threads(p, body);
   nn::EpochResult r;
   r.seconds = std::chrono::duration<double>(Clock::now() - start).count();
   r.samples = n;
-  const Stage& tail = *stages_.back();
-  r.loss = tail.loss_sum / static_cast<double>(n);
-  r.accuracy = static_cast<double>(tail.correct) / static_cast<double>(n);
+  const Stage& any = *stages_.front();  // every stage summed the last stage's figures
+  r.loss = any.loss_sum / static_cast<double>(n);
+  r.accuracy = static_cast<double>(any.correct) / static_cast<double>(n);
   state_.step += steps;
   ++state_.epoch;
-
-  metrics_.clear();
-  double step_time = 0, busy_total = 0;
-  std::size_t peak = 0, peak_bytes = 0;
-  for (const auto& st : stages_) {
-    step_time = std::max(step_time, st->step_time);
-    busy_total += st->busy;
-    peak = std::max(peak, st->peak);
-    peak_bytes = std::max(peak_bytes, st->peak_bytes);
-  }
-  const double m = static_cast<double>(std::min(options_.batching.micro_batches, batch));
-  metrics_["pipeline_step_seconds"] = step_time / static_cast<double>(steps);
-  metrics_["pipeline_busy_seconds"] = busy_total / (p * static_cast<double>(steps));
-  metrics_["bubble_fraction"] = bubble_sum / static_cast<double>(steps);
-  metrics_["bubble_model"] = schedule_row(options_.batching.schedule).bubble(p, m, options_.chunks);
-  metrics_["peak_activations"] = static_cast<double>(peak);
-  metrics_["peak_activation_bytes"] = static_cast<double>(peak_bytes);
-  // Beside it, the model of the same (activation_model, which walks each stage's order: other
-  // code than the allocator's count): the largest stage's, full-size micro-batches.
-  std::size_t model_bytes = 0;
-  const auto mb = static_cast<std::size_t>(m);
-  for (int s = 0; s < p; ++s)
-    model_bytes = std::max(model_bytes, activation_model(config_.spec, bounds_, s, p,
-                                                         stage_order(options_.batching.schedule, s,
-                                                                     p, mb, options_.chunks),
-                                                         (batch + mb - 1) / mb, options_.recompute)
-                                            .peak_bytes);
-  metrics_["peak_activation_model_bytes"] = static_cast<double>(model_bytes);
-  // Memory by kind, measured (each stage's account): the busiest stage's (the most bytes at
-  // once over the epoch), and what the steps' own buffers held at most.
-  const Stage* busiest = stages_.front().get();
-  for (const auto& st : stages_)
-    if (st->memory.peak_total() > busiest->memory.peak_total()) busiest = st.get();
-  const MemoryBytes stage_peak = busiest->memory.peak();
-  for (std::size_t kind = 0; kind < kMemoryKinds; ++kind) {
-    metrics_[fmt::format("stage_{}_peak_bytes", kMemoryKindNames[kind])] =
-        static_cast<double>(stage_peak.bytes[kind]);
-    metrics_[fmt::format("step_{}_peak_bytes", kMemoryKindNames[kind])] =
-        static_cast<double>(busiest->step_peak.bytes[kind]);
-  }
-  metrics_["stage_peak_bytes"] = static_cast<double>(busiest->memory.peak_total());
-  for (std::size_t s = 0; s < stages_.size(); ++s)
-    if (stages_[s].get() == busiest) metrics_["busiest_stage"] = static_cast<double>(s);
-  if (resident_start)
-    if (const std::optional<ResidentMemory> now = resident_memory()) {
-      metrics_["resident_start_bytes"] = static_cast<double>(resident_start->rss_bytes);
-      metrics_["resident_peak_bytes"] = static_cast<double>(now->hwm_bytes);
-    }
+  const std::optional<ResidentMemory> resident_end =
+      resident_start ? resident_memory() : std::nullopt;
+  epoch_figures(steps, bubble_sum, resident_start, resident_end);
+  if (world_ != nullptr) gather_to_writer();
   return r;
 }
 
-std::map<std::string, double> PipelineTrainer::epoch_metrics() const { return metrics_; }
-
-void PipelineTrainer::assemble(std::span<float> params, std::span<float> velocity) const {
+void PipelineTrainer::epoch_figures(std::size_t steps, double bubble_sum,
+                                    const std::optional<ResidentMemory>& resident_start,
+                                    const std::optional<ResidentMemory>& resident_end) {
+  const int p = options_.stages;
+  // A row of figures per stage: each stage's own, put together across the ranks when the
+  // stages are processes (every rank fills its row, the all-reduce adds the rows).
+  enum : std::size_t { step_time, busy, peak, peak_bytes, peak_total, bubble, rss, hwm, kinds };
+  constexpr std::size_t width = kinds + 2 * kMemoryKinds;
+  std::vector<double> rows(width * static_cast<std::size_t>(p), 0.0);
+  const bool witnessed = resident_start && resident_end;
   for (const auto& st : stages_) {
-    for (std::size_t c = 0; c < st->spans.size(); ++c) {
-      const auto lo = static_cast<std::ptrdiff_t>(st->spans[c].first);
-      std::copy(st->own[c].params.begin(), st->own[c].params.end(), params.begin() + lo);
-      if (!velocity.empty())
-        std::copy(st->opt[c].velocity().begin(), st->opt[c].velocity().end(),
-                  velocity.begin() + lo);
+    double* row = rows.data() + width * static_cast<std::size_t>(st->index);
+    row[step_time] = st->step_time;
+    row[busy] = st->busy;
+    row[peak] = static_cast<double>(st->peak);
+    row[peak_bytes] = static_cast<double>(st->peak_bytes);
+    row[peak_total] = static_cast<double>(st->memory.peak_total());
+    row[bubble] = st->index == 0 ? bubble_sum : 0.0;
+    if (witnessed && (world_ != nullptr || st->index == 0)) {
+      row[rss] = static_cast<double>(resident_start->rss_bytes);
+      row[hwm] = static_cast<double>(resident_end->hwm_bytes);
     }
+    const MemoryBytes stage_peak = st->memory.peak();
+    for (std::size_t kind = 0; kind < kMemoryKinds; ++kind) {
+      row[kinds + kind] = static_cast<double>(stage_peak.bytes[kind]);
+      row[kinds + kMemoryKinds + kind] = static_cast<double>(st->step_peak.bytes[kind]);
+    }
+  }
+  if (world_ != nullptr) {
+    // Which ranks could read the witness, as a count beside the rows.
+    rows.push_back(witnessed ? 1.0 : 0.0);
+    all_reduce_own(*world_, rows);
+    if (rows.back() != static_cast<double>(p))  // a rank without /proc: none is reported
+      for (std::size_t s = 0; s < static_cast<std::size_t>(p); ++s)
+        rows[width * s + rss] = rows[width * s + hwm] = 0;
+    rows.pop_back();
+  }
+  const auto at = [&](std::size_t s, std::size_t f) { return rows[width * s + f]; };
+
+  metrics_.clear();
+  double step_sum = 0, busy_total = 0, peak_most = 0, peak_bytes_most = 0;
+  std::size_t busiest = 0;
+  for (std::size_t s = 0; s < static_cast<std::size_t>(p); ++s) {
+    step_sum = std::max(step_sum, at(s, step_time));
+    busy_total += at(s, busy);
+    peak_most = std::max(peak_most, at(s, peak));
+    peak_bytes_most = std::max(peak_bytes_most, at(s, peak_bytes));
+    // The busiest stage: the most bytes at once over the epoch.
+    if (at(s, peak_total) > at(busiest, peak_total)) busiest = s;
+  }
+  const std::size_t batch = config_.batch;
+  const double m = static_cast<double>(std::min(options_.batching.micro_batches, batch));
+  metrics_["pipeline_step_seconds"] = step_sum / static_cast<double>(steps);
+  metrics_["pipeline_busy_seconds"] = busy_total / (p * static_cast<double>(steps));
+  metrics_["bubble_fraction"] = at(0, bubble) / static_cast<double>(steps);
+  metrics_["bubble_model"] = schedule_row(options_.batching.schedule).bubble(p, m, options_.chunks);
+  metrics_["peak_activations"] = peak_most;
+  metrics_["peak_activation_bytes"] = peak_bytes_most;
+  // Beside it, the model of the same (activation_model, which walks each stage's order: other
+  // code than the allocator's count): the largest stage's, full-size micro-batches.
+  // Each stage's own beside it, with its account's peak (all kinds and activations alone), so
+  // that a stage's process can be held to its own figures.
+  std::size_t model_bytes = 0;
+  const auto mb = static_cast<std::size_t>(m);
+  for (int s = 0; s < p; ++s) {
+    const std::size_t stage_model =
+        activation_model(config_.spec, bounds_, s, p,
+                         stage_order(options_.batching.schedule, s, p, mb, options_.chunks),
+                         (batch + mb - 1) / mb, options_.recompute)
+            .peak_bytes;
+    model_bytes = std::max(model_bytes, stage_model);
+    const auto u = static_cast<std::size_t>(s);
+    metrics_[fmt::format("stage{}_activation_model_bytes", s)] = static_cast<double>(stage_model);
+    metrics_[fmt::format("stage{}_peak_activation_bytes", s)] = at(u, peak_bytes);
+    metrics_[fmt::format("stage{}_peak_bytes", s)] = at(u, peak_total);
+  }
+  metrics_["peak_activation_model_bytes"] = static_cast<double>(model_bytes);
+  // Memory by kind, measured (each stage's account): the busiest stage's, and what the steps'
+  // own buffers held at most.
+  for (std::size_t kind = 0; kind < kMemoryKinds; ++kind) {
+    metrics_[fmt::format("stage_{}_peak_bytes", kMemoryKindNames[kind])] =
+        at(busiest, kinds + kind);
+    metrics_[fmt::format("step_{}_peak_bytes", kMemoryKindNames[kind])] =
+        at(busiest, kinds + kMemoryKinds + kind);
+  }
+  metrics_["stage_peak_bytes"] = at(busiest, peak_total);
+  metrics_["busiest_stage"] = static_cast<double>(busiest);
+  if (world_ == nullptr) {
+    if (at(0, hwm) > 0) {
+      metrics_["resident_start_bytes"] = at(0, rss);
+      metrics_["resident_peak_bytes"] = at(0, hwm);
+    }
+  } else {
+    for (std::size_t s = 0; s < static_cast<std::size_t>(p); ++s)
+      if (at(s, hwm) > 0) {
+        metrics_[fmt::format("stage{}_resident_start_bytes", s)] = at(s, rss);
+        metrics_[fmt::format("stage{}_resident_peak_bytes", s)] = at(s, hwm);
+      }
   }
 }
 
-std::vector<float> PipelineTrainer::parameters() const {
-  std::vector<float> p(eval_model_->parameters().size());
-  assemble(p, {});
-  return p;
-}
-
-nn::EvalResult PipelineTrainer::evaluate(const nn::Dataset& d) {
-  kernels::ComputeThreadsScope one(1);  // one compute thread per worker
-  assemble(eval_model_->parameters(), {});
-  return eval_model_->evaluate(d.x.data(), d.y.data(), d.n);
-}
-
-void PipelineTrainer::save(const std::filesystem::path& checkpoint) const {
-  nn::Mlp model(config_.spec, config_.seed, config_.gemm);
-  nn::Sgd opt(model.parameters().size(), config_.sgd);
-  assemble(model.parameters(), opt.velocity());
-  nn::save_checkpoint(checkpoint, model, opt, state_);
-}
-
-void PipelineTrainer::resume(const std::filesystem::path& checkpoint) {
-  nn::Mlp model(config_.spec, config_.seed, config_.gemm);
-  nn::Sgd opt(model.parameters().size(), config_.sgd);
-  nn::TrainState loaded = nn::load_checkpoint(checkpoint, model, opt, "pipeline",
-                                              static_cast<std::uint64_t>(options_.stages));
-  for (auto& st : stages_) {
-    const auto p = model.parameters();
-    const auto v = opt.velocity();
-    for (std::size_t c = 0; c < st->spans.size(); ++c) {
-      const auto lo = static_cast<std::ptrdiff_t>(st->spans[c].first);
-      const auto hi = static_cast<std::ptrdiff_t>(st->spans[c].second);
-      std::copy(p.begin() + lo, p.begin() + hi, st->own[c].params.begin());
-      std::copy(v.begin() + lo, v.begin() + hi, st->opt[c].velocity().begin());
-    }
-  }
-  loaded.mode = "pipeline";
-  loaded.workers = static_cast<std::uint64_t>(options_.stages);
-  state_ = loaded;
-}
+std::map<std::string, double> PipelineTrainer::epoch_metrics() const { return metrics_; }
 
 }  // namespace concurdl::mp

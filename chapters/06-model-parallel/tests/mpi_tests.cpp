@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <map>
 #include <span>
 #include <string>
 #include <vector>
@@ -23,10 +24,12 @@
 #include "concurdl/kernels/threads.hpp"
 #include "concurdl/mp/expert_parallel.hpp"
 #include "concurdl/mp/pipeline.hpp"
+#include "concurdl/mp/pipeline_trainer.hpp"
 #include "concurdl/mp/tensor_parallel.hpp"
 #include "concurdl/mp/three_d.hpp"
 #include "concurdl/nn/mlp.hpp"
 #include "concurdl/nn/moe.hpp"
+#include "concurdl/nn/trainer.hpp"
 
 namespace {
 
@@ -126,6 +129,52 @@ TEST(MpiPipeline, EveryScheduleGivesEachStageTheWholeBatchsGradients) {
       }
       comm.barrier();
     }
+  }
+}
+
+// The pipeline trainer one stage a process (`concurdl train --pipeline P --backend mpi`): two
+// epochs of each kind of schedule end at the parameters (bit for bit), the loss and the counted
+// memory of the trainer that runs the same stages as threads of one process (run on rank 0
+// beside it), and every stage process reports its own resident memory.
+TEST(MpiPipelineTrainer, OneStageAProcessTakesTheStepsOfTheThreadedStages) {
+  concurdl::kernels::set_compute_threads(1);
+  dp::Communicator& comm = world();
+  const int p = comm.size();
+  const nn::Dataset data = nn::linear_problem(57, 6, 5, 11);
+  nn::TrainConfig c;
+  c.spec = nn::MlpSpec{{6, 10, 9, 8, 7, 8, 9, 6, 5}};
+  c.batch = 10;
+  c.seed = 3;
+  c.threads = 1;
+  c.gemm = GemmVersion::v2_ikj;
+  const auto counted = [](const std::map<std::string, double>& metrics) {
+    std::map<std::string, double> out;
+    for (const auto& [k, v] : metrics)
+      if (k.find("seconds") == std::string::npos && k.find("resident") == std::string::npos &&
+          k != "bubble_fraction")
+        out[k] = v;
+    return out;
+  };
+  for (const Schedule schedule : {Schedule::gpipe, Schedule::one_f_one_b, Schedule::zb_h1}) {
+    SCOPED_TRACE(std::string(schedule_name(schedule)));
+    const PipelineOptions o{.stages = p, .batching = {.micro_batches = 4, .schedule = schedule}};
+    PipelineTrainer t(comm, c, data, o);
+    nn::EpochResult got;
+    for (int e = 0; e < 2; ++e) got = t.run_epoch({}, 0);
+    if (t.writer()) {
+      PipelineTrainer whole(c, data, o);
+      nn::EpochResult want;
+      for (int e = 0; e < 2; ++e) want = whole.run_epoch({}, 0);
+      EXPECT_EQ(t.parameters(), whole.parameters());
+      EXPECT_EQ(got.loss, want.loss);
+      EXPECT_EQ(counted(t.epoch_metrics()), counted(whole.epoch_metrics()));
+      for (int s = 0; s < p; ++s)
+        EXPECT_GT(t.epoch_metrics().at("stage" + std::to_string(s) + "_resident_peak_bytes"), 0.0)
+            << "stage " << s;
+    } else {
+      EXPECT_THROW((void)t.parameters(), std::logic_error);
+    }
+    comm.barrier();
   }
 }
 

@@ -196,6 +196,96 @@ TEST(PipelineTrainCheckpoint, ResumesToTheUninterruptedRunAndRefusesAnotherStage
   fs::remove_all(dir);
 }
 
+// The figures of an epoch that do not depend on time or on the process: the memory counted by
+// the stages' accounts, the activation counts and the model.
+std::map<std::string, double> counted(const std::map<std::string, double>& metrics) {
+  std::map<std::string, double> out;
+  for (const auto& [k, v] : metrics)
+    if (k.find("seconds") == std::string::npos && k.find("resident") == std::string::npos &&
+        k != "bubble_fraction")
+      out[k] = v;
+  return out;
+}
+
+// One stage a rank (the trainer `--backend mpi` runs, here over the threads backend's ranks):
+// two epochs of every kind of schedule take the steps the trainer that drives every stage takes
+// (the same parameters, bit for bit, the same loss and the same counted memory), the writer
+// alone puts the model together and evaluates it, and a checkpoint it writes after the first
+// epoch resumes on every rank to the same end.
+TEST(PipelineTrainRanks, OneStageARankTakesTheStepsOfTheThreadedStages) {
+  concurdl::kernels::set_compute_threads(1);
+  const nn::Dataset data = toy_data();
+  const fs::path ck = fs::temp_directory_path() / "concurdl_pipeline_ranks.ckpt";
+  for (const auto& [schedule, stages, chunks] :
+       {std::tuple{Schedule::gpipe, 3, 1}, std::tuple{Schedule::one_f_one_b, 3, 1},
+        std::tuple{Schedule::zb_h1, 2, 1}, std::tuple{Schedule::interleaved, 2, 2}}) {
+    const PipelineOptions o{
+        .stages = stages, .batching = {.micro_batches = 4, .schedule = schedule}, .chunks = chunks};
+    const std::string what(schedule_name(schedule));
+    within_seconds(kDeadline, [&] {
+      PipelineTrainer whole(toy_config(), data, o);
+      const nn::EvalResult initial = whole.evaluate(data);
+      nn::EpochResult want;
+      for (int e = 0; e < 2; ++e) want = whole.run_epoch({}, 0);
+      const std::vector<float> want_params = whole.parameters();
+      std::vector<float> got_params, resumed_params;
+      nn::EpochResult got;
+      std::map<std::string, double> got_metrics;
+      nn::EvalResult got_initial, got_final;
+      std::vector<double> losses(static_cast<std::size_t>(stages));  // each rank's epoch loss
+      dp::run_threads(stages, [&](dp::Communicator& comm) {
+        PipelineTrainer t(comm, toy_config(), data, o);
+        EXPECT_EQ(t.rank(), comm.rank());
+        EXPECT_EQ(t.size(), stages);
+        if (t.writer()) got_initial = t.evaluate(data);
+        std::size_t reports = 0;
+        const nn::EpochResult r1 = t.run_epoch([&](const nn::StepProgress&) { ++reports; }, 2);
+        EXPECT_EQ(reports, 3u) << "every rank hears of steps 2, 4 and the last (6)";
+        if (t.writer()) t.save(ck);
+        comm.barrier();
+        const nn::EpochResult r2 = t.run_epoch({}, 0);
+        (void)r1;
+        losses[static_cast<std::size_t>(comm.rank())] = r2.loss;
+        if (t.writer()) {
+          got = r2;
+          got_params = t.parameters();
+          got_metrics = t.epoch_metrics();
+          got_final = t.evaluate(data);
+        } else {
+          EXPECT_THROW((void)t.evaluate(data), std::logic_error);
+          EXPECT_THROW((void)t.parameters(), std::logic_error);
+        }
+        PipelineTrainer again(comm, toy_config(), data, o);
+        again.resume(ck);
+        EXPECT_EQ(again.state().epoch, 1u);
+        again.run_epoch({}, 0);
+        if (again.writer()) resumed_params = again.parameters();
+      });
+      EXPECT_EQ(got_params, want_params) << what;
+      EXPECT_EQ(resumed_params, want_params) << what << ", resumed";
+      EXPECT_EQ(got.loss, want.loss) << what;
+      for (const double l : losses) EXPECT_EQ(l, want.loss) << what << ": every rank's result";
+      EXPECT_EQ(got.accuracy, want.accuracy) << what;
+      EXPECT_EQ(got_initial.loss, initial.loss) << what;
+      EXPECT_EQ(got_final.loss, whole.evaluate(data).loss) << what;
+      const auto want_counted = counted(whole.epoch_metrics());
+      EXPECT_EQ(counted(got_metrics), want_counted) << what;
+      EXPECT_GT(want_counted.at("stage_parameters_peak_bytes"), 0) << what;
+      // The witness: one process's figures in one key, or each stage's in its own.
+      if (whole.epoch_metrics().contains("resident_peak_bytes")) {
+        for (int s = 0; s < stages; ++s)
+          EXPECT_GT(got_metrics.at("stage" + std::to_string(s) + "_resident_peak_bytes"), 0);
+      }
+    });
+  }
+  fs::remove(ck);
+  dp::run_threads(2, [&](dp::Communicator& comm) {
+    EXPECT_THROW(
+        PipelineTrainer(comm, toy_config(), data, {.stages = 3, .batching = {.micro_batches = 4}}),
+        std::invalid_argument);
+  });
+}
+
 TEST(PipelineTrainOptions, BadStageAndMicroBatchCountsAreRefused) {
   const nn::Dataset data = toy_data();
   EXPECT_THROW(

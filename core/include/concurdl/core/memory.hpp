@@ -74,8 +74,10 @@ struct ResidentMemory {
   std::uint64_t rss_bytes = 0, hwm_bytes = 0;
 };
 std::optional<ResidentMemory> resident_memory();
-// Resets VmHWM to the current VmRSS (Linux >= 4.0: "5" into /proc/self/clear_refs). False
-// where that is refused; the peak then runs from the process's start.
+// Resets VmHWM to the current VmRSS (Linux >= 4.0: "5" into /proc/self/clear_refs), after
+// handing the pages malloc holds free back to the kernel (glibc's malloc_trim), so the peak that
+// follows counts what is used from then on. False where the reset is refused; the peak then
+// runs from the process's start.
 bool reset_resident_peak();
 
 }  // namespace concurdl
