@@ -216,11 +216,17 @@ TEST(PipelineTrainRanks, OneStageARankTakesTheStepsOfTheThreadedStages) {
   concurdl::kernels::set_compute_threads(1);
   const nn::Dataset data = toy_data();
   const fs::path ck = fs::temp_directory_path() / "concurdl_pipeline_ranks.ckpt";
-  for (const auto& [schedule, stages, chunks] :
-       {std::tuple{Schedule::gpipe, 3, 1}, std::tuple{Schedule::one_f_one_b, 3, 1},
-        std::tuple{Schedule::zb_h1, 2, 1}, std::tuple{Schedule::interleaved, 2, 2}}) {
-    const PipelineOptions o{
-        .stages = stages, .batching = {.micro_batches = 4, .schedule = schedule}, .chunks = chunks};
+  struct Case {
+    Schedule schedule;
+    int stages, chunks;
+  };
+  for (const Case& k : {Case{Schedule::gpipe, 3, 1}, Case{Schedule::one_f_one_b, 3, 1},
+                        Case{Schedule::zb_h1, 2, 1}, Case{Schedule::interleaved, 2, 2}}) {
+    const Schedule schedule = k.schedule;
+    const int stages = k.stages;  // a variable, not a binding: lambdas capture it (clang 14)
+    const PipelineOptions o{.stages = stages,
+                            .batching = {.micro_batches = 4, .schedule = schedule},
+                            .chunks = k.chunks};
     const std::string what(schedule_name(schedule));
     within_seconds(kDeadline, [&] {
       PipelineTrainer whole(toy_config(), data, o);
