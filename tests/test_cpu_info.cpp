@@ -4,11 +4,13 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 
 #include "concurdl/harness/cpu_info.hpp"
+#include "concurdl/harness/provenance.hpp"
 #include "concurdl/harness/report.hpp"
 
 using namespace concurdl;
@@ -323,4 +325,19 @@ TEST(CpuInfo, LiveCollectionOnThisMachine) {
 #else
   GTEST_SKIP() << "vendor and family are checked on x86 only";
 #endif
+}
+
+// The environment a run records: the settings that move its figures (glibc's allocator's
+// among them: they move resident memory), and nothing else of the environment.
+TEST(Provenance, EnvironmentKeepsTheSettingsThatMoveFigures) {
+  ::setenv("MALLOC_MMAP_THRESHOLD_", "131072", 1);
+  ::setenv("CONCURDL_PROVENANCE_PROBE", "1", 1);
+  ::setenv("PROVENANCE_UNRELATED_PROBE", "1", 1);
+  const nlohmann::json env = concurdl::collect_provenance().at("env");
+  ::unsetenv("MALLOC_MMAP_THRESHOLD_");
+  ::unsetenv("CONCURDL_PROVENANCE_PROBE");
+  ::unsetenv("PROVENANCE_UNRELATED_PROBE");
+  EXPECT_EQ(env.value("MALLOC_MMAP_THRESHOLD_", ""), "131072") << env.dump();
+  EXPECT_EQ(env.value("CONCURDL_PROVENANCE_PROBE", ""), "1") << env.dump();
+  EXPECT_FALSE(env.contains("PROVENANCE_UNRELATED_PROBE")) << env.dump();
 }

@@ -190,9 +190,10 @@ json cuda_versions() {
 }
 
 json relevant_env() {
-  static constexpr std::array<const char*, 11> prefixes = {
-      "OMP_", "OPENBLAS_", "OMPI_",     "NCCL_",        "CUDA_", "GOMP_",
-      "KMP_", "TBB_",      "CONCURDL_", "TSAN_OPTIONS", "MKL_"};
+  // MALLOC_ and GLIBC_TUNABLES: glibc's allocator settings, which move resident memory.
+  static constexpr std::array<const char*, 13> prefixes = {
+      "OMP_", "OPENBLAS_", "OMPI_",        "NCCL_", "CUDA_",   "GOMP_",         "KMP_",
+      "TBB_", "CONCURDL_", "TSAN_OPTIONS", "MKL_",  "MALLOC_", "GLIBC_TUNABLES"};
   json env = json::object();
   for (char** e = environ; e && *e; ++e) {
     const std::string kv = *e;
