@@ -36,8 +36,8 @@ TEST_F(Cli, TrainRejectsBadFlags) {
   expect_usage_error(run("train --gemm v9_magic", bin), "v9_magic");
   expect_usage_error(run("train --precision fp8", bin),
                      "--precision: precision 'fp8': want fp32, bf16 or fp16");
-  expect_usage_error(run("train --precision bf16 --ranks 2 --overlap", bin),
-                     "--overlap: not with --precision bf16");
+  expect_usage_error(run("train --precision bf16 --ranks 2 --allreduce v4_ring", bin),
+                     "--allreduce: not with --precision bf16");
   expect_usage_error(run("train --precision bf16 --ranks 2 --zero 1", bin),
                      "--zero: not with --precision bf16");
   expect_usage_error(run("train --precision fp16 --ranks 2 --mode hogwild", bin),
@@ -148,7 +148,7 @@ TEST_F(Cli, DataParallelTrainRejectsBadFlags) {
     const Result ps = run("train --ranks 2 --mode ps-async --backend mpi", bin);
     expect_usage_error(ps,
                        "--mode ps-async: runs its workers on --backend threads or processes; "
-                       "--backend mpi runs --ep P");
+                       "--backend mpi runs --pipeline P, --ep P");
     EXPECT_EQ(ps.err.find("mpirun"), std::string::npos) << ps.err;
   }
   EXPECT_FALSE(fs::exists(dir_ / "results"));
@@ -224,6 +224,31 @@ TEST_F(Cli, PipelineTrainWritesItsTimeline) {
   ASSERT_FALSE(f.records.empty());
   EXPECT_TRUE(f.records.back().derived.count("bubble_fraction"));
   EXPECT_EQ(f.records.back().derived.at("peak_activations"), 4.0);
+  EXPECT_TRUE(f.records.back().derived.count("resident_peak_bytes"));  // one process
+  if (concurdl::build::have_mpi) {
+    // One stage a process: the same figures, and each stage's own resident memory; a
+    // checkpoint the writer gathers, which a threaded run resumes.
+    const Result m =
+        run("train --pipeline 2 --backend mpi --micro-batches 4 --schedule gpipe --epochs 1 "
+            "--train-limit 640 --test-limit 200 --checkpoint p.ckpt --no-report --quiet --out runs",
+            CONCURDL_BIN);
+    ASSERT_EQ(m.rc, 0) << m.err;
+    const RunFile g = load_run(dir_ / m.last_line());
+    ASSERT_EQ(g.records.size(), 2u);  // epoch 0 (before training) and 1
+    const auto& d = g.records.back().derived;
+    EXPECT_EQ(d.at("peak_activations"), 4.0);
+    EXPECT_EQ(d.at("peak_activation_bytes"), f.records.back().derived.at("peak_activation_bytes"));
+    for (const char* k : {"stage0_resident_peak_bytes", "stage1_resident_peak_bytes",
+                          "stage0_peak_bytes", "stage1_activation_model_bytes"})
+      EXPECT_TRUE(d.count(k)) << k;
+    EXPECT_FALSE(d.count("resident_peak_bytes"));
+    EXPECT_EQ(g.records.back().samples, f.records.back().samples) << "the same steps";
+    const Result resumed =
+        run("train --pipeline 2 --micro-batches 4 --epochs 2 --train-limit 640 --test-limit 200 "
+            "--resume p.ckpt --no-report --quiet --out runs",
+            CONCURDL_BIN);
+    EXPECT_EQ(resumed.rc, 0) << resumed.err;
+  }
 }
 
 TEST_F(Cli, TrainRecordsItsCurveAndResumesToTheSameCheckpoint) {

@@ -133,7 +133,7 @@ const TrainingMode* choose_mode(TrainArgs& a, const Given& given,
     const std::string* flag = first_given(mode->chosen_by, given);
     throw UsageError(
         flag ? fmt::format("{}: not with --precision {} (16-bit training runs as one trainer, or "
-                           "as --ranks N summing its 16-bit gradients in one ring after backward)",
+                           "as --ranks N summing its 16-bit gradients with the 16-bit ring)",
                            *flag, a.precision)
              : fmt::format("--mode {}: not with --precision {} (only sync)", a.mode, a.precision));
   }
@@ -247,14 +247,14 @@ const DistributedBackend* choose_backend(TrainArgs& a, const TrainingMode* mode,
 TrainWorkers resolve_workers(TrainArgs& a, const Given& given) {
   DistributedOptions dist;
   dist.values = mode_values(a, given);
-  // Mixed precision: one trainer, or data-parallel ranks summing 16-bit gradients in one ring
-  // after backward (DataParallelTrainer).
+  // Mixed precision: one trainer, or data-parallel ranks summing 16-bit gradients with the
+  // 16-bit ring, after backward or bucket by bucket with --overlap (DataParallelTrainer).
   apply_rules({{a.precision != "fp32",
-                {"--zero", "--bucket-mb", "--overlap", "--allreduce"},
+                {"--zero", "--allreduce"},
                 [&](const char* flag) {
                   return fmt::format(
                       "{}: not with --precision {} (16-bit training runs as one trainer, or as "
-                      "--ranks N summing its 16-bit gradients in one ring after backward)",
+                      "--ranks N summing its 16-bit gradients with the 16-bit ring)",
                       flag, a.precision);
                 }}},
               given);

@@ -56,18 +56,36 @@ AllReduceFn find_allreduce(const std::string& name) {
 
 // --- GradientSync ----------------------------------------------------------------------------
 
+namespace {
+
+// The float32 gradients' bucket reduce: `algorithm` on the bucket's slice, in place.
+BucketReduce float_reduce(std::span<float> gradients, std::size_t values, AllReduceFn algorithm,
+                          AlgoOptions algo) {
+  if (algorithm == nullptr) throw std::invalid_argument("GradientSync: no all-reduce algorithm");
+  if (values != gradients.size())
+    throw std::invalid_argument("GradientSync: layer_offsets do not end at the gradients' size");
+  return [gradients, algorithm, algo](Communicator& comm, const GradBucket& b) {
+    const std::span<float> slice = gradients.subspan(b.offset, b.count);
+    algorithm(comm, slice, slice, algo);
+  };
+}
+
+}  // namespace
+
 GradientSync::GradientSync(Communicator& comm, std::span<float> gradients,
                            std::vector<std::size_t> layer_offsets, std::size_t bucket_bytes,
                            AllReduceFn algorithm, AlgoOptions algo)
+    : GradientSync(comm, layer_offsets, bucket_bytes,
+                   float_reduce(gradients, layer_offsets.empty() ? 0 : layer_offsets.back(),
+                                algorithm, algo)) {}
+
+GradientSync::GradientSync(Communicator& comm, std::vector<std::size_t> layer_offsets,
+                           std::size_t bucket_bytes, BucketReduce reduce_bucket)
     : comm_(comm),
-      grads_(gradients),
       layer_offsets_(std::move(layer_offsets)),
       buckets_(plan_buckets(layer_offsets_, bucket_bytes)),
-      algorithm_(algorithm),
-      algo_(algo) {
-  if (algorithm_ == nullptr) throw std::invalid_argument("GradientSync: no all-reduce algorithm");
-  if (layer_offsets_.back() != grads_.size())
-    throw std::invalid_argument("GradientSync: layer_offsets do not end at the gradients' size");
+      reduce_bucket_(std::move(reduce_bucket)) {
+  if (!reduce_bucket_) throw std::invalid_argument("GradientSync: no bucket reduce");
   bucket_of_.resize(layers());
   for (std::size_t b = 0; b < buckets_.size(); ++b)
     for (std::size_t l = buckets_[b].first_layer; l < buckets_[b].last_layer; ++l)
@@ -80,8 +98,7 @@ void GradientSync::reduce(const GradBucket& b) {
                        : std::string(),
                    "all-reduce");
   const auto t0 = Clock::now();
-  const std::span<float> slice = grads_.subspan(b.offset, b.count);
-  algorithm_(comm_, slice, slice, algo_);
+  reduce_bucket_(comm_, b);
   reduce_ns_.fetch_add(
       std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0).count(),
       std::memory_order_relaxed);
@@ -95,6 +112,16 @@ OverlapSync::OverlapSync(Communicator& comm, std::span<float> gradients,
                          std::vector<std::size_t> layer_offsets, std::size_t bucket_bytes,
                          AllReduceFn algorithm, AlgoOptions algo)
     : GradientSync(comm, gradients, std::move(layer_offsets), bucket_bytes, algorithm, algo) {
+  start();
+}
+
+OverlapSync::OverlapSync(Communicator& comm, std::vector<std::size_t> layer_offsets,
+                         std::size_t bucket_bytes, BucketReduce reduce_bucket)
+    : GradientSync(comm, std::move(layer_offsets), bucket_bytes, std::move(reduce_bucket)) {
+  start();
+}
+
+void OverlapSync::start() {
   layers_left_.assign(buckets().size(), 0);
   reduced_ = buckets().size();  // no step in flight
   thread_ = std::thread([this] { worker(); });
@@ -173,11 +200,10 @@ DataParallelTrainer::DataParallelTrainer(Communicator& comm, nn::TrainConfig con
       scaler_(config_.loss_scaler, options_.loss_scale_update) {
   if (config_.batch == 0) throw std::invalid_argument("DataParallelTrainer: batch size 0");
   const bool mixed = config_.precision != nn::Precision::fp32;
-  if (mixed && (options_.overlap || options_.make_sync || options_.algorithm != "native" ||
-                options_.bucket_bytes != kDefaultBucketBytes))
+  if (mixed && (options_.make_sync || options_.algorithm != "native"))
     throw std::invalid_argument(
-        "DataParallelTrainer: 16-bit precision sums its gradients in one 16-bit ring after "
-        "backward: no buckets, overlap or other all-reduce");
+        "DataParallelTrainer: 16-bit precision sums its gradients with the 16-bit ring (after "
+        "backward, or bucket by bucket with overlap): no other all-reduce or synchroniser");
   if (comm_.memory() != MemorySpace::host)
     throw UsageError(fmt::format(
         "data-parallel training: the {} backend all-reduces device memory; this trainer runs "
@@ -188,6 +214,17 @@ DataParallelTrainer::DataParallelTrainer(Communicator& comm, nn::TrainConfig con
     throw std::invalid_argument("DataParallelTrainer: the data set does not fit the model " +
                                 config_.spec.describe());
   const AllReduceFn algo = find_allreduce(options_.algorithm);
+  if (comm_.size() > 1 && mixed && options_.overlap) {
+    // Bucket by bucket on the communication thread, each in place in the 16-bit buffer the step
+    // hands over (grads16_, set on the compute thread before a bucket's first layer is done).
+    // bucket_bytes counts 16-bit values: plan_buckets counts 4 bytes a value.
+    sync_ = std::make_unique<OverlapSync>(
+        comm_, model_.layer_offsets(), (options_.bucket_bytes + 1) / 2,
+        [this](Communicator& c, const GradBucket& b) {
+          allreduce_ring_16bit(c, config_.precision, grads16_.subspan(b.offset, b.count),
+                               options_.algo);
+        });
+  }
   if (comm_.size() > 1 && !mixed) {
     std::vector<std::size_t> offsets = model_.layer_offsets();
     if (options_.make_sync)
@@ -256,6 +293,7 @@ DataParallelTrainer::StepResult DataParallelTrainer::step() {
   }
 
   if (config_.precision != nn::Precision::fp32) {
+    const double wait_before = times_.wait_s;  // with overlap: the wait in finish_step
     const bool apply = mixed_compute_and_reduce(mine.count, r);
     if (options_.after_compute)
       options_.after_compute(rank(), std::chrono::duration<double>(Clock::now() - t0).count());
@@ -275,7 +313,8 @@ DataParallelTrainer::StepResult DataParallelTrainer::step() {
       epoch_started_ = false;
     }
     times_.steps += 1;
-    times_.compute_s += std::chrono::duration<double>(t1 - t0).count();
+    times_.compute_s +=
+        std::chrono::duration<double>(t1 - t0).count() - (times_.wait_s - wait_before);
     times_.update_s += seconds_since(t1);
     times_.total_s += seconds_since(t0);
     return r;
@@ -336,21 +375,40 @@ bool DataParallelTrainer::mixed_compute_and_reduce(std::size_t rows, RankStepRes
   mixed_scale_ = scale;
   // The ring sums the model's own 16-bit gradients in place (a rank without rows this step, in
   // an epoch's short last batch, contributes zeros from a buffer of its own).
+  // With overlap each layer goes to the communication thread as soon as it is stored.
+  std::function<void(std::size_t)> hand_over;
+  if (sync_) {
+    sync_->begin_step();
+    hand_over = [this](std::size_t l) {
+      if (l + 1 == model_.layers()) grads16_ = model_.mixed_gradients();  // the first handed over
+      sync_->layer_done(l);
+    };
+  }
   std::span<std::uint16_t> g;
   if (rows > 0) {
     trace::Span compute("forward + backward", "compute");
     // Not unscaled here: the update reads the 16-bit sum itself (Sgd::step_16bit).
-    const nn::Mlp::MixedStep m = model_.forward_backward_mixed(
-        p, batch_x_.data(), batch_y_.data(), rows, scale, &r.correct, r.global_rows, false);
+    const nn::Mlp::MixedStep m =
+        model_.forward_backward_mixed(p, batch_x_.data(), batch_y_.data(), rows, scale, &r.correct,
+                                      r.global_rows, false, hand_over);
     r.loss_sum = static_cast<double>(m.loss) * static_cast<double>(rows);
     g = model_.mixed_gradients();
   } else {
     const nn::Mlp& model = model_;
     zeros16_.assign(model.parameters().size(), std::uint16_t{0});  // +0 in both formats
     g = zeros16_;
+    grads16_ = g;
+    if (hand_over)
+      for (std::size_t l = model_.layers(); l-- > 0;) sync_->layer_done(l);
   }
   grads16_ = g;
-  if (size() > 1) {
+  if (sync_) {
+    trace::Span wait("finish all-reduce", "wait");
+    const auto t0 = Clock::now();
+    sync_->finish_step();
+    times_.wait_s += seconds_since(t0);
+    times_.reduce_s = sync_->reduce_seconds() - reduce_base_;
+  } else if (size() > 1) {
     trace::Span reduce("16-bit all-reduce", "comm");
     allreduce_ring_16bit(comm_, p, g, options_.algo);
   }

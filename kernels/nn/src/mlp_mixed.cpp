@@ -158,12 +158,18 @@ float Mlp::forward_loss_mixed(const char* who, Precision p, const float* x,
 Mlp::MixedStep Mlp::forward_backward_mixed(Precision p, const float* x, const std::uint8_t* labels,
                                            std::size_t batch, float loss_scale,
                                            std::size_t* correct, std::size_t total_rows,
-                                           bool unscale) {
+                                           bool unscale,
+                                           const std::function<void(std::size_t)>& on_layer_done) {
+  if (on_layer_done && unscale)
+    throw std::invalid_argument(
+        "Mlp::forward_backward_mixed: on_layer_done hands the 16-bit gradients over, so they "
+        "cannot be unscaled afterwards (unscale false with it)");
   const float loss = forward_loss_mixed("Mlp::forward_backward_mixed", p, x, labels, batch,
                                         loss_scale, correct, total_rows);
   Mixed& mx = mixed_;
   const std::size_t L = layers();
   mx.grads.resize(params_.size());
+  bool finite = true;  // with on_layer_done: each layer's, as it is handed over
   for (std::size_t l = L; l-- > 0;) {
     const std::size_t in = spec_.widths[l], out = spec_.widths[l + 1];
     const u16* a_prev = l == 0 ? mx.input.data() : mx.outputs[l - 1].data();
@@ -183,6 +189,10 @@ Mlp::MixedStep Mlp::forward_backward_mixed(Precision p, const float* x, const st
       kernels::column_sums(mx.a32.data(), batch, out, out, mx.sums.data(), 0.0f);
       narrow(p, mx.sums.data(), out, g16 + out * in);
     }
+    if (on_layer_done) {  // checked before it is handed over: not read again here
+      finite = finite && all_finite_16bit(p, std::span<const u16>(g16, out * in + out));
+      on_layer_done(l);
+    }
     if (l == 0) break;
     StepSpan span(l, "da_gemm");
     mx.wide.resize(batch * in);
@@ -196,6 +206,7 @@ Mlp::MixedStep Mlp::forward_backward_mixed(Precision p, const float* x, const st
     narrow(p, mx.wide.data(), batch * in, mx.delta.data());
   }
   StepSpan span("unscale");
+  if (on_layer_done) return {loss, finite};
   if (!unscale) return {loss, all_finite_16bit(p, mx.grads)};
   return {loss, unscale_gradients(p, mx.grads, loss_scale, grads_)};
 }

@@ -125,6 +125,44 @@ TEST(MixedPrecision, AnOverflowIsFoundAndLeavesTheGradientsAlone) {
       model.forward_backward_mixed(Precision::bf16, d.x.data(), d.y.data(), 64, 0x1p40f).finite);
 }
 
+// The hand-over hook: every layer from the last down, each once its 16-bit gradients are stored
+// (the same bits as without the hook), `finite` from each layer's own check (an overflow found
+// as without it), and with unscale it is refused.
+TEST(MixedPrecision, EachLayerIsHandedOverOnceItsGradientsAreStored) {
+  const Dataset d = toy_dataset(64, 40, 6, 3);
+  for (const Precision p : {Precision::bf16, Precision::fp16}) {
+    for (const float scale : {1024.0f, 0x1p40f}) {
+      Mlp plain(MlpSpec::parse("40-32-16-6"), 5), hooked(MlpSpec::parse("40-32-16-6"), 5);
+      const Mlp::MixedStep want =
+          plain.forward_backward_mixed(p, d.x.data(), d.y.data(), 64, scale, nullptr, 0, false);
+      std::vector<std::size_t> order;
+      std::vector<std::vector<std::uint16_t>> seen;  // each layer's values when handed over
+      const auto& off = hooked.layer_offsets();
+      const Mlp::MixedStep got = hooked.forward_backward_mixed(
+          p, d.x.data(), d.y.data(), 64, scale, nullptr, 0, false, [&](std::size_t l) {
+            order.push_back(l);
+            const auto g = hooked.mixed_gradients();
+            seen.emplace_back(g.begin() + static_cast<std::ptrdiff_t>(off[l]),
+                              g.begin() + static_cast<std::ptrdiff_t>(off[l + 1]));
+          });
+      EXPECT_EQ(order, (std::vector<std::size_t>{2, 1, 0}));
+      EXPECT_EQ(got.finite, want.finite) << "scale " << scale;
+      EXPECT_EQ(got.loss, want.loss);
+      const auto w = plain.mixed_gradients();
+      for (std::size_t i = 0; i < order.size(); ++i) {
+        const std::size_t l = order[i];
+        EXPECT_TRUE(std::equal(seen[i].begin(), seen[i].end(),
+                               w.begin() + static_cast<std::ptrdiff_t>(off[l])))
+            << "layer " << l << " was handed over before it was complete";
+      }
+    }
+  }
+  Mlp model(MlpSpec::parse("40-32-16-6"), 5);
+  EXPECT_THROW(model.forward_backward_mixed(Precision::bf16, d.x.data(), d.y.data(), 64, 1.0f,
+                                            nullptr, 0, true, [](std::size_t) {}),
+               std::invalid_argument);
+}
+
 // The fused mixed step (train_step_mixed) against its unfused twin (forward_backward_mixed,
 // then Sgd::step_16bit), from the same start: they differ only in the weight gradients' rounding
 // to 16 bits, which the fused one skips, so the updates agree within that rounding (2^-8 of a

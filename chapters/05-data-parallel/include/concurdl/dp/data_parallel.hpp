@@ -74,11 +74,20 @@ std::vector<GradBucket> plan_buckets(std::span<const std::size_t> layer_offsets,
 // the chosen algorithm and counts its time; implementations decide when and on which thread
 // it runs. Every rank must reduce the same buckets in the same order (collectives match by
 // order).
+// How one bucket of a buffer laid out as the layer offsets say becomes the sum over the ranks:
+// the float32 gradients with an all-reduce algorithm, or mixed precision's 16-bit ones with
+// allreduce_ring_16bit.
+using BucketReduce = std::function<void(Communicator&, const GradBucket&)>;
+
 class GradientSync {
  public:
   GradientSync(Communicator& comm, std::span<float> gradients,
                std::vector<std::size_t> layer_offsets, std::size_t bucket_bytes,
                AllReduceFn algorithm, AlgoOptions algo = {});
+  // Over any buffer: reduce_bucket(comm, b) sums bucket b in place. bucket_bytes counts 4 bytes
+  // a value, as plan_buckets does.
+  GradientSync(Communicator& comm, std::vector<std::size_t> layer_offsets, std::size_t bucket_bytes,
+               BucketReduce reduce_bucket);
   virtual ~GradientSync() = default;
   GradientSync(const GradientSync&) = delete;
   GradientSync& operator=(const GradientSync&) = delete;
@@ -101,12 +110,10 @@ class GradientSync {
 
  private:
   Communicator& comm_;
-  std::span<float> grads_;
   std::vector<std::size_t> layer_offsets_;
   std::vector<GradBucket> buckets_;
   std::vector<std::size_t> bucket_of_;
-  AllReduceFn algorithm_;
-  AlgoOptions algo_;
+  BucketReduce reduce_bucket_;
   std::atomic<long long> reduce_ns_{0};
 };
 
@@ -125,12 +132,15 @@ class OverlapSync final : public GradientSync {
   OverlapSync(Communicator& comm, std::span<float> gradients,
               std::vector<std::size_t> layer_offsets, std::size_t bucket_bytes,
               AllReduceFn algorithm, AlgoOptions algo = {});
+  OverlapSync(Communicator& comm, std::vector<std::size_t> layer_offsets, std::size_t bucket_bytes,
+              BucketReduce reduce_bucket);
   ~OverlapSync() override;  // stops the thread after the bucket it may be reducing
   void begin_step() override;
   void layer_done(std::size_t layer) override;
   void finish_step() override;
 
  private:
+  void start();
   void worker();
   std::mutex m_;
   std::condition_variable cv_;
@@ -193,8 +203,10 @@ struct StepTimes {
 // One rank of data-parallel training. Every rank of `comm` constructs one with the same
 // config (config.batch is the per-rank batch) and the same data set, and calls the same
 // methods in the same order. With config.precision bf16 or fp16 each rank's step is
-// Mlp::forward_backward_mixed and the 16-bit gradients are summed with allreduce_ring_16bit
-// after backward (no buckets, no overlap: options other than the defaults are refused).
+// Mlp::forward_backward_mixed and the 16-bit gradients are summed with allreduce_ring_16bit:
+// the whole buffer after backward, or with overlap bucket by bucket (bucket_bytes of 16-bit
+// values) on the communication thread as backward hands each layer over; another algorithm or
+// make_sync is refused.
 class DataParallelTrainer final : public nn::RankTrainer {
  public:
   DataParallelTrainer(Communicator& comm, nn::TrainConfig config, const nn::Dataset& train,

@@ -238,11 +238,16 @@ class Mlp {
   // Evaluation (forward, evaluate) reads the float32 master weights. total_rows as
   // softmax_xent_loss takes it: a rank's share of a larger batch passes that batch's rows.
   // With unscale false, gradients() is never written: `finite` says whether the 16-bit
-  // gradients are, and the update reads them itself (Sgd::step_16bit).
+  // gradients are, and the update reads them itself (Sgd::step_16bit). on_layer_done(l), when
+  // given, is called as soon as layer l's 16-bit gradients (weights and bias) are stored, from
+  // the last layer down, while the layers below are still to be computed (a data-parallel
+  // trainer all-reduces them meanwhile: they are not read here again, `finite` is then from
+  // each layer's check before it was handed over; std::invalid_argument with unscale true).
   MixedStep forward_backward_mixed(Precision p, const float* x, const std::uint8_t* labels,
                                    std::size_t batch, float loss_scale,
                                    std::size_t* correct = nullptr, std::size_t total_rows = 0,
-                                   bool unscale = true);
+                                   bool unscale = true,
+                                   const std::function<void(std::size_t)>& on_layer_done = {});
   // A whole mixed-precision training step, with each weight matrix's update fused into the GEMM
   // that computes its gradient, as train_step does in float32. Forward and the loss as
   // forward_backward_mixed; then every layer's output gradient (16-bit, scaled) from the weights
