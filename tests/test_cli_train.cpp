@@ -38,6 +38,8 @@ TEST_F(Cli, TrainRejectsBadFlags) {
                      "--precision: precision 'fp8': want fp32, bf16 or fp16");
   expect_usage_error(run("train --precision bf16 --ranks 2 --allreduce v4_ring", bin),
                      "--allreduce: not with --precision bf16");
+  expect_usage_error(run("train --precision fp16 --ranks 2 --bucket-mb 1", bin),
+                     "--bucket-mb: with --precision fp16 only with --overlap");
   expect_usage_error(run("train --precision bf16 --ranks 2 --zero 1", bin),
                      "--zero: not with --precision bf16");
   expect_usage_error(run("train --precision fp16 --ranks 2 --mode hogwild", bin),

@@ -258,6 +258,11 @@ TrainWorkers resolve_workers(TrainArgs& a, const Given& given) {
                       flag, a.precision);
                 }}},
               given);
+  if (a.precision != "fp32" && given("--bucket-mb") && !given("--overlap"))
+    throw UsageError(fmt::format(
+        "--bucket-mb: with --precision {} only with --overlap (after backward the 16-bit ring "
+        "sums the whole buffer at once)",
+        a.precision));
   const TrainingMode* mode = choose_mode(a, given, dist.values);
   apply_rules(
       {{a.ranks == 0,

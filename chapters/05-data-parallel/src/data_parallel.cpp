@@ -200,10 +200,12 @@ DataParallelTrainer::DataParallelTrainer(Communicator& comm, nn::TrainConfig con
       scaler_(config_.loss_scaler, options_.loss_scale_update) {
   if (config_.batch == 0) throw std::invalid_argument("DataParallelTrainer: batch size 0");
   const bool mixed = config_.precision != nn::Precision::fp32;
-  if (mixed && (options_.make_sync || options_.algorithm != "native"))
+  if (mixed && (options_.make_sync || options_.algorithm != "native" ||
+                (!options_.overlap && options_.bucket_bytes != kDefaultBucketBytes)))
     throw std::invalid_argument(
         "DataParallelTrainer: 16-bit precision sums its gradients with the 16-bit ring (after "
-        "backward, or bucket by bucket with overlap): no other all-reduce or synchroniser");
+        "backward on the whole buffer, or bucket by bucket with overlap): no other all-reduce "
+        "or synchroniser, and buckets only with overlap");
   if (comm_.memory() != MemorySpace::host)
     throw UsageError(fmt::format(
         "data-parallel training: the {} backend all-reduces device memory; this trainer runs "
@@ -217,13 +219,13 @@ DataParallelTrainer::DataParallelTrainer(Communicator& comm, nn::TrainConfig con
   if (comm_.size() > 1 && mixed && options_.overlap) {
     // Bucket by bucket on the communication thread, each in place in the 16-bit buffer the step
     // hands over (grads16_, set on the compute thread before a bucket's first layer is done).
-    // bucket_bytes counts 16-bit values: plan_buckets counts 4 bytes a value.
-    sync_ = std::make_unique<OverlapSync>(
-        comm_, model_.layer_offsets(), (options_.bucket_bytes + 1) / 2,
-        [this](Communicator& c, const GradBucket& b) {
-          allreduce_ring_16bit(c, config_.precision, grads16_.subspan(b.offset, b.count),
-                               options_.algo);
-        });
+    // bucket_bytes are of 16-bit values, 2 bytes each; plan_buckets counts 4 bytes a value.
+    sync_ = std::make_unique<OverlapSync>(comm_, model_.layer_offsets(), 2 * options_.bucket_bytes,
+                                          [this](Communicator& c, const GradBucket& b) {
+                                            allreduce_ring_16bit(
+                                                c, config_.precision,
+                                                grads16_.subspan(b.offset, b.count), options_.algo);
+                                          });
   }
   if (comm_.size() > 1 && !mixed) {
     std::vector<std::size_t> offsets = model_.layer_offsets();
@@ -247,12 +249,17 @@ std::size_t DataParallelTrainer::steps_per_epoch() const {
 }
 
 std::string DataParallelTrainer::describe() const {
-  if (config_.precision != nn::Precision::fp32)
+  if (config_.precision != nn::Precision::fp32) {
+    const std::string how =
+        sync_ ? fmt::format("in {} bucket{} of >= {} KiB, overlapped with backward",
+                            sync_->buckets().size(), sync_->buckets().size() == 1 ? "" : "s",
+                            options_.bucket_bytes >> 10)
+              : std::string("after backward");
     return fmt::format(
-        "{} rank{} ({}), batch {} per rank ({} global), {} gradients summed in a "
-        "16-bit ring after backward",
+        "{} rank{} ({}), batch {} per rank ({} global), {} gradients summed by the 16-bit ring {}",
         size(), size() == 1 ? "" : "s", comm_.name(), config_.batch, global_batch(),
-        nn::describe(config_.precision));
+        nn::describe(config_.precision), how);
+  }
   const std::size_t buckets = sync_ ? sync_->buckets().size() : 0;
   return fmt::format(
       "{} rank{} ({}), batch {} per rank ({} global), all-reduce {} in {} bucket{} of >= {} "
@@ -397,11 +404,14 @@ bool DataParallelTrainer::mixed_compute_and_reduce(std::size_t rows, RankStepRes
     const nn::Mlp& model = model_;
     zeros16_.assign(model.parameters().size(), std::uint16_t{0});  // +0 in both formats
     g = zeros16_;
-    grads16_ = g;
-    if (hand_over)
+    if (hand_over) {
+      grads16_ = g;
       for (std::size_t l = model_.layers(); l-- > 0;) sync_->layer_done(l);
+    }
   }
-  grads16_ = g;
+  // (With overlap the communication thread reads grads16_ from the first hand-over on: it was
+  // set then, and is not written again until finish_step has returned.)
+  if (!sync_) grads16_ = g;
   if (sync_) {
     trace::Span wait("finish all-reduce", "wait");
     const auto t0 = Clock::now();

@@ -279,9 +279,31 @@ TEST(MixedDataParallel, OverlappedBucketsKeepTheReplicasIdentical) {
   EXPECT_EQ(forced.divergence, 0.0);
 }
 
+// Buckets of 16-bit values, 2 bytes each: on 32-24-16-10 (layers of 792, 400 and 170 values)
+// buckets of 1200 bytes close only at the first layer (1140 bytes for the last two), where 4 bytes
+// a value would close one after layer 1 (2280).
+TEST(MixedDataParallel, BucketsCountTheirSixteenBitBytes) {
+  within_seconds(kDeadline, [&] {
+    run_threads(2, [&](Communicator& comm) {
+      DataParallelOptions o;
+      o.overlap = true;
+      o.bucket_bytes = 1200;
+      DataParallelTrainer t(comm, config(nn::Precision::bf16, 5), data(), o);
+      EXPECT_NE(t.describe().find("in 1 bucket of"), std::string::npos) << t.describe();
+      o.bucket_bytes = 1000;  // closes after layer 1 (1140 >= 1000)
+      DataParallelTrainer two(comm, config(nn::Precision::bf16, 5), data(), o);
+      EXPECT_NE(two.describe().find("in 2 buckets of"), std::string::npos) << two.describe();
+    });
+  });
+}
+
 TEST(MixedDataParallel, OtherAllReducesAndSynchronisersAreRefused) {
   within_seconds(kDeadline, [&] {
     run_threads(2, [&](Communicator& comm) {
+      DataParallelOptions buckets_alone;  // buckets only with overlap
+      buckets_alone.bucket_bytes = 1000;
+      EXPECT_THROW(DataParallelTrainer(comm, config(nn::Precision::bf16, 5), data(), buckets_alone),
+                   std::invalid_argument);
       DataParallelOptions other;
       other.algorithm = "v4_ring";
       EXPECT_THROW(DataParallelTrainer(comm, config(nn::Precision::bf16, 5), data(), other),
