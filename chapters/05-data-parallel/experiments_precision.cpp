@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "concurdl/core/errors.hpp"
+#include "concurdl/core/memory.hpp"
 #include "concurdl/dp/data_parallel.hpp"
 #include "concurdl/dp/threads_backend.hpp"
 #include "concurdl/harness/experiment.hpp"
@@ -64,7 +65,12 @@ const std::vector<Metric> kSpeedMetrics = {
      "per rank per step: bytes sent (the communicator's count; 0 at 1 rank)"},
     {"sent_model_bytes_per_step", "B", false,
      "the ring's model: 2 (N-1)/N x Ψ values x 4 bytes (fp32) or 2 (bf16, fp16)"},
-    {"skipped_steps", "", true, "steps skipped because the summed gradients were not finite"}};
+    {"skipped_steps", "", true, "steps skipped because the summed gradients were not finite"},
+    {"peak_rss_bytes", "B", false,
+     "peak resident memory over the timed steps (VmHWM reset before them): ours, the one "
+     "process whose threads are the ranks; PyTorch's, its process's (left out where /proc does "
+     "not say)",
+     true}};
 
 struct SpeedState {
   double divergence = 0, first_loss = 0, last_loss = 0;
@@ -95,6 +101,10 @@ Sample measure_speed(const nn::Dataset& data, const nn::MlpSpec& spec, nn::Preci
     const int steps = steps_for(t.global_batch());
     std::size_t skipped = 0;
     comm.barrier();
+    // The process's peak resident memory over these steps alone (every rank is a thread of it).
+    bool rss_reset = false;
+    if (comm.rank() == 0) rss_reset = reset_resident_peak();
+    comm.barrier();
     const std::uint64_t sent0 = comm.bytes_sent();
     const auto t0 = std::chrono::steady_clock::now();
     for (int i = 0; i < steps; ++i) {
@@ -114,6 +124,8 @@ Sample measure_speed(const nn::Dataset& data, const nn::MlpSpec& spec, nn::Preci
       s.metrics["sent_bytes_per_step"] = static_cast<double>(sent) / steps;
       s.metrics["sent_model_bytes_per_step"] = 2.0 * (ranks - 1) / ranks * psi * bytes;
       s.metrics["skipped_steps"] = static_cast<double>(skipped);
+      if (const auto rss = resident_memory(); rss && rss_reset)
+        s.metrics["peak_rss_bytes"] = static_cast<double>(rss->hwm_bytes);
       st.divergence = div;
       st.first_loss = first / kWarmSteps;
       st.last_loss = last / kWarmSteps;
@@ -157,6 +169,7 @@ Trial autocast_trial(const std::string& arch) {
   Trial t;
   t.work.items = static_cast<double>(steps_for(kRows)) * static_cast<double>(kRows);
   auto pending = std::make_shared<std::vector<double>>();
+  auto peak_rss = std::make_shared<double>(0);  // its process's VmHWM; 0: unknown
   t.measure = [=]() -> Sample {
     if (pending->empty()) {
       const nlohmann::json j = nn::run_torch_peer(
@@ -165,10 +178,15 @@ Trial autocast_trial(const std::string& arch) {
                       arch, kRows, steps_for(kRows), kWarmSteps, kImages),
           autocast_python()->python);
       for (const auto& v : j.at("seconds")) pending->push_back(v.get<double>());
+      if (j.contains("peak_rss_bytes")) *peak_rss = j.at("peak_rss_bytes").get<double>();
     }
     Sample s(pending->front());
     pending->erase(pending->begin());
-    for (const Metric& m : kSpeedMetrics) s.metrics[m.name] = 0;  // one process: nothing sent
+    // One process: nothing sent and no loss scale to skip a step (true zeros, as ours at 1 rank).
+    s.metrics["sent_bytes_per_step"] = 0;
+    s.metrics["sent_model_bytes_per_step"] = 0;
+    s.metrics["skipped_steps"] = 0;
+    if (*peak_rss > 0) s.metrics["peak_rss_bytes"] = *peak_rss;
     return s;
   };
   t.notes["pytorch_autocast"] = fmt::format(

@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "concurdl/core/errors.hpp"
+#include "concurdl/core/memory.hpp"
 #include "concurdl/data/idx.hpp"
 #include "concurdl/dp/data_parallel.hpp"
 #include "concurdl/dp/threads_backend.hpp"
@@ -60,14 +61,21 @@ std::size_t per_rank_batch(const Params& p) {
   return 256 / ranks;
 }
 
+// Optional: PyTorch's rows leave out what is not measured inside DDP (the breakdown), and a
+// row whose processes' /proc does not say leaves out its resident memory.
 const std::vector<Metric> kStepMetrics = {
-    {"step_compute_s", "s", true, "per step: gathering the batch, forward and backward"},
+    {"step_compute_s", "s", true, "per step: gathering the batch, forward and backward", true},
     {"step_comm_s", "s", true,
-     "per step: communication left exposed after backward (waiting for the all-reduce)"},
-    {"step_allreduce_s", "s", true, "per step: time inside the all-reduce calls (busy time)"},
+     "per step: communication left exposed after backward (waiting for the all-reduce)", true},
+    {"step_allreduce_s", "s", true, "per step: time inside the all-reduce calls (busy time)", true},
     {"overlap_hidden", "", false,
      "fraction of the all-reduce time hidden behind backward: 1 - exposed / busy (0 without "
-     "overlap or without communication)"}};
+     "overlap or without communication)",
+     true},
+    {"peak_rss_bytes", "B", false,
+     "peak resident memory over the timed steps (VmHWM reset before them): ours, the one "
+     "process whose threads are the ranks; PyTorch's, the largest of its processes'",
+     true}};
 
 struct RunState {
   double divergence = 0, first_loss = 0, last_loss = 0;
@@ -93,6 +101,10 @@ Sample measure_ours(const nn::Dataset& data, int ranks, std::size_t batch,
     t.reset_times();
     const int steps = steps_for(t.global_batch());
     comm.barrier();
+    // The process's peak resident memory over these steps alone (every rank is a thread of it).
+    bool rss_reset = false;
+    if (comm.rank() == 0) rss_reset = reset_resident_peak();
+    comm.barrier();
     const auto t0 = std::chrono::steady_clock::now();
     for (int i = 0; i < steps; ++i) {
       const auto r = t.step();
@@ -111,6 +123,8 @@ Sample measure_ours(const nn::Dataset& data, int ranks, std::size_t batch,
       s.metrics["step_allreduce_s"] = tm.reduce_s / n;
       s.metrics["overlap_hidden"] =
           tm.reduce_s > 0 ? std::max(0.0, 1.0 - tm.wait_s / tm.reduce_s) : 0.0;
+      if (const auto rss = resident_memory(); rss && rss_reset)
+        s.metrics["peak_rss_bytes"] = static_cast<double>(rss->hwm_bytes);
       st.divergence = div;
       st.first_loss = first / kWarmSteps;
       st.last_loss = last / kWarmSteps;
@@ -147,22 +161,27 @@ Trial dp_trial(const Params& p, GroupCache& cache) {
     // are not interleaved with ours; the samples come back one per call.
     auto pending = std::make_shared<std::vector<double>>();
     auto version = std::make_shared<std::string>();
+    auto peak_rss = std::make_shared<double>(0);  // its processes' largest VmHWM; 0: unknown
     t.measure = [=]() -> Sample {
       if (pending->empty()) {
         const nlohmann::json j = run_peer(ranks, batch, 6);
         for (const auto& v : j.at("seconds")) pending->push_back(v.get<double>());
         *version = j.value("torch", "");
+        if (j.contains("peak_rss_bytes"))
+          for (const auto& v : j.at("peak_rss_bytes"))
+            *peak_rss = std::max(*peak_rss, v.get<double>());
       }
       Sample s(pending->front());
       pending->erase(pending->begin());
-      for (const Metric& m : kStepMetrics) s.metrics[m.name] = 0;  // not measured inside DDP
+      // The breakdown is not measured inside DDP: left out, not 0.
+      if (*peak_rss > 0) s.metrics["peak_rss_bytes"] = *peak_rss;
       return s;
     };
     t.notes["pytorch_ddp"] =
         "PyTorch DDP (gloo, bucket_cap_mb 25, overlap built in) in ranks processes of "
         "kernels/nn/scripts/torch_peer.py, 1 thread each; its repetitions are timed in one run of "
-        "the script, "
-        "not interleaved; the breakdown metrics are not measured (0)";
+        "the script, not interleaved; the breakdown metrics are not measured and left out; "
+        "peak_rss_bytes is the largest of its processes' VmHWM over the timed steps";
     return t;
   }
   DataParallelOptions opt;

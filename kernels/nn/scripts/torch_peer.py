@@ -141,7 +141,9 @@ def plain(args):
         opt.step()
         return float(loss.detach())
 
-    return {"seconds": timed_windows(args, step), "torch": torch.__version__,
+    reset_peak_rss()
+    seconds = timed_windows(args, step)
+    return {"seconds": seconds, "torch": torch.__version__, "peak_rss_bytes": peak_rss_bytes(),
             "compiled": bool(args.compile), "autocast": bool(args.autocast)}
 
 
@@ -261,7 +263,9 @@ def main():
                           "threads": args.threads, "batch_per_rank": args.batch,
                           "global_batch": args.batch, "steps": args.steps,
                           "seconds": r["seconds"], "torch": r["torch"], "backend": "plain",
-                          "autocast": r["autocast"], "arch": args.arch}))
+                          "autocast": r["autocast"], "arch": args.arch,
+                          **({"peak_rss_bytes": r["peak_rss_bytes"]}
+                             if r["peak_rss_bytes"] is not None else {})}))
         return 0
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     with tempfile.TemporaryDirectory(prefix="concurdl-ddp-") as tmp:
