@@ -100,11 +100,7 @@ Sample measure_speed(const nn::Dataset& data, const nn::MlpSpec& spec, nn::Preci
     }
     const int steps = steps_for(t.global_batch());
     std::size_t skipped = 0;
-    comm.barrier();
-    // The process's peak resident memory over these steps alone (every rank is a thread of it).
-    bool rss_reset = false;
-    if (comm.rank() == 0) rss_reset = reset_resident_peak();
-    comm.barrier();
+    const bool rss_window = begin_resident_window(comm);  // these steps' peak alone
     const std::uint64_t sent0 = comm.bytes_sent();
     const auto t0 = std::chrono::steady_clock::now();
     for (int i = 0; i < steps; ++i) {
@@ -124,8 +120,7 @@ Sample measure_speed(const nn::Dataset& data, const nn::MlpSpec& spec, nn::Preci
       s.metrics["sent_bytes_per_step"] = static_cast<double>(sent) / steps;
       s.metrics["sent_model_bytes_per_step"] = 2.0 * (ranks - 1) / ranks * psi * bytes;
       s.metrics["skipped_steps"] = static_cast<double>(skipped);
-      if (const auto rss = resident_memory(); rss && rss_reset)
-        s.metrics["peak_rss_bytes"] = static_cast<double>(rss->hwm_bytes);
+      end_resident_window(rss_window, s);
       st.divergence = div;
       st.first_loss = first / kWarmSteps;
       st.last_loss = last / kWarmSteps;
@@ -178,7 +173,7 @@ Trial autocast_trial(const std::string& arch) {
                       arch, kRows, steps_for(kRows), kWarmSteps, kImages),
           autocast_python()->python);
       for (const auto& v : j.at("seconds")) pending->push_back(v.get<double>());
-      if (j.contains("peak_rss_bytes")) *peak_rss = j.at("peak_rss_bytes").get<double>();
+      *peak_rss = peer_peak_rss(j);
     }
     Sample s(pending->front());
     pending->erase(pending->begin());

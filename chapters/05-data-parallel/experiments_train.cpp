@@ -100,11 +100,7 @@ Sample measure_ours(const nn::Dataset& data, int ranks, std::size_t batch,
     }
     t.reset_times();
     const int steps = steps_for(t.global_batch());
-    comm.barrier();
-    // The process's peak resident memory over these steps alone (every rank is a thread of it).
-    bool rss_reset = false;
-    if (comm.rank() == 0) rss_reset = reset_resident_peak();
-    comm.barrier();
+    const bool rss_window = begin_resident_window(comm);  // these steps' peak alone
     const auto t0 = std::chrono::steady_clock::now();
     for (int i = 0; i < steps; ++i) {
       const auto r = t.step();
@@ -123,8 +119,7 @@ Sample measure_ours(const nn::Dataset& data, int ranks, std::size_t batch,
       s.metrics["step_allreduce_s"] = tm.reduce_s / n;
       s.metrics["overlap_hidden"] =
           tm.reduce_s > 0 ? std::max(0.0, 1.0 - tm.wait_s / tm.reduce_s) : 0.0;
-      if (const auto rss = resident_memory(); rss && rss_reset)
-        s.metrics["peak_rss_bytes"] = static_cast<double>(rss->hwm_bytes);
+      end_resident_window(rss_window, s);
       st.divergence = div;
       st.first_loss = first / kWarmSteps;
       st.last_loss = last / kWarmSteps;
@@ -167,9 +162,7 @@ Trial dp_trial(const Params& p, GroupCache& cache) {
         const nlohmann::json j = run_peer(ranks, batch, 6);
         for (const auto& v : j.at("seconds")) pending->push_back(v.get<double>());
         *version = j.value("torch", "");
-        if (j.contains("peak_rss_bytes"))
-          for (const auto& v : j.at("peak_rss_bytes"))
-            *peak_rss = std::max(*peak_rss, v.get<double>());
+        *peak_rss = peer_peak_rss(j);
       }
       Sample s(pending->front());
       pending->erase(pending->begin());
@@ -353,6 +346,30 @@ namespace train_trials {
 
 int steps_for(std::size_t global_batch) {
   return static_cast<int>(std::max<std::size_t>(2 * kWarmSteps, kSamples / global_batch));
+}
+
+bool begin_resident_window(Communicator& comm) {
+  comm.barrier();
+  bool reset = false;
+  if (comm.rank() == 0) reset = reset_resident_peak();
+  comm.barrier();
+  return reset;
+}
+
+void end_resident_window(bool began, Sample& s) {
+  if (const auto rss = resident_memory(); rss && began)
+    s.metrics["peak_rss_bytes"] = static_cast<double>(rss->hwm_bytes);
+}
+
+double peer_peak_rss(const nlohmann::json& report) {
+  double most = 0;
+  if (const auto it = report.find("peak_rss_bytes"); it != report.end()) {
+    if (it->is_array())
+      for (const auto& v : *it) most = std::max(most, v.get<double>());
+    else if (it->is_number())
+      most = it->get<double>();
+  }
+  return most;
 }
 
 std::shared_ptr<const nn::Dataset> images(GroupCache& cache) {

@@ -95,12 +95,7 @@ Sample measure_zero(const nn::Dataset& data, const nn::MlpSpec& spec, int ranks,
     t.memory().reset_peak();
     const std::uint64_t sent0 = t.step_bytes_sent(), steps0 = t.steps_counted();
     const int steps = steps_for(t.global_batch());
-    comm.barrier();
-    // The process's peak resident memory over these steps alone (every rank is a thread of it):
-    // VmHWM reset here and read after them.
-    bool rss_reset = false;
-    if (comm.rank() == 0) rss_reset = reset_resident_peak();
-    comm.barrier();
+    const bool rss_window = begin_resident_window(comm);  // these steps' peak alone
     const auto t0 = std::chrono::steady_clock::now();
     for (int i = 0; i < steps; ++i) {
       const auto r = t.step();
@@ -126,8 +121,7 @@ Sample measure_zero(const nn::Dataset& data, const nn::MlpSpec& spec, int ranks,
       s.metrics["sent_bytes_per_step"] = static_cast<double>(t.step_bytes_sent() - sent0) /
                                          static_cast<double>(t.steps_counted() - steps0);
       s.metrics["sent_model_bytes_per_step"] = model.sent_per_step;
-      if (const auto rss = resident_memory(); rss && rss_reset)
-        s.metrics["peak_rss_bytes"] = static_cast<double>(rss->hwm_bytes);
+      end_resident_window(rss_window, s);
       st.divergence = div;
       st.first_loss = first / kWarmSteps;
       st.last_loss = last / kWarmSteps;
@@ -189,9 +183,7 @@ Trial fsdp_trial(int ranks) {
                       ranks, kRows, steps_for(global), kWarmSteps, kImages),
           fsdp_python()->python);
       for (const auto& v : j.at("seconds")) pending->push_back(v.get<double>());
-      if (j.contains("peak_rss_bytes"))
-        for (const auto& v : j.at("peak_rss_bytes"))
-          *peak_rss = std::max(*peak_rss, v.get<double>());
+      *peak_rss = peer_peak_rss(j);
     }
     Sample s(pending->front());
     pending->erase(pending->begin());

@@ -30,6 +30,7 @@
 #include "concurdl/nn/mlp.hpp"
 #include "concurdl/nn/moe.hpp"
 #include "concurdl/nn/trainer.hpp"
+#include "counted_figures.hpp"
 
 namespace {
 
@@ -147,14 +148,7 @@ TEST(MpiPipelineTrainer, OneStageAProcessTakesTheStepsOfTheThreadedStages) {
   c.seed = 3;
   c.threads = 1;
   c.gemm = GemmVersion::v2_ikj;
-  const auto counted = [](const std::map<std::string, double>& metrics) {
-    std::map<std::string, double> out;
-    for (const auto& [k, v] : metrics)
-      if (k.find("seconds") == std::string::npos && k.find("resident") == std::string::npos &&
-          k != "bubble_fraction")
-        out[k] = v;
-    return out;
-  };
+  using concurdl::mp::testing::counted;
   for (const Schedule schedule : {Schedule::gpipe, Schedule::one_f_one_b, Schedule::zb_h1}) {
     SCOPED_TRACE(std::string(schedule_name(schedule)));
     const PipelineOptions o{.stages = p, .batching = {.micro_batches = 4, .schedule = schedule}};

@@ -27,6 +27,7 @@
 #include "concurdl/kernels/threads.hpp"
 #include "concurdl/mp/pipeline_trainer.hpp"
 #include "concurdl/nn/trainer.hpp"
+#include "counted_figures.hpp"
 
 namespace {
 
@@ -196,16 +197,7 @@ TEST(PipelineTrainCheckpoint, ResumesToTheUninterruptedRunAndRefusesAnotherStage
   fs::remove_all(dir);
 }
 
-// The figures of an epoch that do not depend on time or on the process: the memory counted by
-// the stages' accounts, the activation counts and the model.
-std::map<std::string, double> counted(const std::map<std::string, double>& metrics) {
-  std::map<std::string, double> out;
-  for (const auto& [k, v] : metrics)
-    if (k.find("seconds") == std::string::npos && k.find("resident") == std::string::npos &&
-        k != "bubble_fraction")
-      out[k] = v;
-  return out;
-}
+using concurdl::mp::testing::counted;
 
 // One stage a rank (the trainer `--backend mpi` runs, here over the threads backend's ranks):
 // two epochs of every kind of schedule take the steps the trainer that drives every stage takes
