@@ -12,6 +12,8 @@
 // into blocks of NC = 256 (the packed B block, 256 KiB, in L2); an odd k is padded with a zero.
 // Per k block, A is packed once for all rows; the threads share the packing and split the tiles
 // of C. The packing loops are plain scalar code: at n = 1024 they are a few percent of a call.
+// A forward pass's product with a batch's few rows (X Wᵀ, m = 64) runs as its transpose instead,
+// the weights read where they lie: packing W was about an eighth of that call (gemm_bf16 below).
 #include <immintrin.h>
 
 #include "concurdl/kernels/bf16.hpp"
@@ -103,6 +105,10 @@ void require_bf16(const char* who) {
 
 #if CONCURDL_BF16_KERNEL
 constexpr std::size_t kMR = 14, kNR = 32, kKC = 512, kNC = 256;
+// At most this many rows of C (a batch), the forward product runs transposed (gemm_bf16). On the
+// Zen 5 guest, 1 thread, n 1024, k 784: transposed 0.26 ms against 0.29 direct at m = 64, even at
+// 128, 1.02 against 0.96 at 256 (its buffer, n x m floats, no longer in L2).
+constexpr std::size_t kTransposedMaxM = 128;
 
 // Panel t (kNR columns from j0 + t kNR) of B[p0 .. p0+2 kc2) into dst, by k pairs: per pair q,
 // 32 columns x (B[p][j], B[p+1][j]); columns past nc and rows past k are zero. B[p][j] is
@@ -312,10 +318,14 @@ CONCURDL_BF16_TARGET inline void apply_tile(const __m512 (&acc)[kMR][2], const f
 // real): written as beta C + tile when `first` (beta 0: not read), else C += tile. With sgd
 // (the last k block of a fused update) the sum is not stored but applied to the parameters at
 // offset `at` of sgd's buffers.
-CONCURDL_BF16_TARGET void micro_kernel(const std::uint32_t* ap, const bf16* bp, std::size_t kc2,
-                                       float* c, std::size_t ldc, std::size_t rows,
-                                       std::size_t cols, bool first, float beta, const GemmSgd* sgd,
-                                       std::size_t at) {
+// Not InPlaceA: ap is a packed micro-panel (kMR words a pair). InPlaceA: ar is A itself, read in
+// place: row r's pair q is ar[r lda + 2q] and the next (A not transposed, its pairs along k side
+// by side; all kMR rows real), so that no pass copies A.
+template <bool InPlaceA>
+CONCURDL_BF16_TARGET void micro_kernel(const std::uint32_t* ap, const bf16* ar, std::size_t lda,
+                                       const bf16* bp, std::size_t kc2, float* c, std::size_t ldc,
+                                       std::size_t rows, std::size_t cols, bool first, float beta,
+                                       const GemmSgd* sgd, std::size_t at) {
   __m512 acc[kMR][2];
 #pragma GCC unroll 14
   for (std::size_t r = 0; r < kMR; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
@@ -335,10 +345,14 @@ CONCURDL_BF16_TARGET void micro_kernel(const std::uint32_t* ap, const bf16* bp, 
     }
     const __m512i b0 = _mm512_loadu_si512(bp + q * 2 * kNR);
     const __m512i b1 = _mm512_loadu_si512(bp + q * 2 * kNR + kNR);
-    const std::uint32_t* aq = ap + q * kMR;
 #pragma GCC unroll 14
     for (std::size_t r = 0; r < kMR; ++r) {
-      const __m512i av = _mm512_set1_epi32(static_cast<int>(aq[r]));
+      std::uint32_t word = 0;
+      if constexpr (InPlaceA)
+        std::memcpy(&word, ar + r * lda + 2 * q, sizeof word);  // 2-byte aligned as may be
+      else
+        word = ap[q * kMR + r];
+      const __m512i av = _mm512_set1_epi32(static_cast<int>(word));
       acc[r][0] = _mm512_dpbf16_ps(acc[r][0], (__m512bh)av, (__m512bh)b0);
       acc[r][1] = _mm512_dpbf16_ps(acc[r][1], (__m512bh)av, (__m512bh)b1);
     }
@@ -384,6 +398,88 @@ CONCURDL_BF16_TARGET void micro_kernel(const std::uint32_t* ap, const bf16* bp, 
     }
 }
 
+// The blocked product (C = op(A) op(B) + beta C, or the fused update): per k block, A packed
+// once for every row (row_blocks micro-panels; with a_in_place, A not transposed and k even, only
+// a last short block: the full ones are read where they lie), then per n block the B panels, and
+// every thread runs its rows' tiles against them.
+void blocked(const bf16* a, std::size_t lda, bool ta, bool a_in_place, const bf16* b,
+             std::size_t ldb, bool tb, std::size_t m, std::size_t n, std::size_t k, float beta,
+             float* c, std::size_t ldc, const GemmSgd* sgd) {
+  const std::size_t row_blocks = (m + kMR - 1) / kMR;
+  const int threads = std::max(1, compute_threads());
+  const bool team = threads > 1 && (row_blocks > 1 || n > kNR);
+  // Per k block: A packed once for every row (row_blocks micro-panels), then per n block the B
+  // panels, and every thread runs its rows' tiles against them.
+  // The packing buffers are the calling thread's, kept between calls: a fresh allocation of
+  // half a megabyte per call is page faults (and, freed again, TLB shootdowns across the team)
+  // that cost as much as a whole call at n = 256.
+  thread_local std::vector<std::uint32_t> apack;
+  thread_local std::vector<bf16> bpack;
+  if (apack.size() < row_blocks * kMR * (kKC / 2)) apack.resize(row_blocks * kMR * (kKC / 2));
+  if (bpack.size() < (kNC / kNR) * kKC * kNR) bpack.resize((kNC / kNR) * kKC * kNR);
+  // Inside the team, the names above would be each worker's own (empty) buffers: use these.
+  std::uint32_t* const ap_all = apack.data();
+  bf16* const bp_all = bpack.data();
+  for (std::size_t p0 = 0; p0 < k; p0 += kKC) {
+    const std::size_t kc = std::min(kKC, k - p0), kc2 = (kc + 1) / 2;
+    const bool first = p0 == 0;
+    const GemmSgd* const update = p0 + kc == k ? sgd : nullptr;  // the last k block applies it
+#pragma omp parallel num_threads(threads) if (team)
+    {
+#pragma omp for schedule(static)
+      for (std::size_t rb = 0; rb < row_blocks; ++rb)
+        if (!a_in_place || m - rb * kMR < kMR)  // in place: only a last, short block is packed
+          pack_a(a, lda, ta, k, rb * kMR, std::min(kMR, m - rb * kMR), p0, kc2,
+                 ap_all + rb * kMR * kc2);
+      for (std::size_t j0 = 0; j0 < n; j0 += kNC) {
+        const std::size_t nc = std::min(kNC, n - j0), panels = (nc + kNR - 1) / kNR;
+#pragma omp for schedule(static)
+        for (std::size_t t = 0; t < panels; ++t)
+          pack_b_panel(b, ldb, tb, k, p0, kc2, j0 + t * kNR, std::min(kNR, nc - t * kNR),
+                       bp_all + t * kc2 * 2 * kNR);
+          // (the implicit barrier: every panel is packed before any tile reads it)
+          // The tiles, row block by row block, split evenly in that order: a thread's run of
+          // tiles mostly shares one A micro-panel, and a short C (a batch of 64 rows is 5 row
+          // blocks) still keeps every thread busy.
+#pragma omp for collapse(2) schedule(static)
+        for (std::size_t rb = 0; rb < row_blocks; ++rb)
+          for (std::size_t t = 0; t < panels; ++t) {
+            const std::size_t i0 = rb * kMR, rows = std::min(kMR, m - i0);
+            const bf16* const bp = bp_all + t * kc2 * 2 * kNR;
+            float* const ct = c + i0 * ldc + j0 + t * kNR;
+            const std::size_t cols = std::min(kNR, nc - t * kNR), at = i0 * ldc + j0 + t * kNR;
+            if (a_in_place && rows == kMR)
+              micro_kernel<true>(nullptr, a + i0 * lda + p0, lda, bp, kc2, ct, ldc, rows, cols,
+                                 first, beta, update, at);
+            else
+              micro_kernel<false>(ap_all + rb * kMR * kc2, nullptr, 0, bp, kc2, ct, ldc, rows, cols,
+                                  first, beta, update, at);
+          }
+        // (and here: no thread packs the next block's panels while another still reads these)
+      }
+    }
+  }
+}
+
+// C (m x n) = Ct (n x m, row stride ldt = m) transposed: 16 x 16 blocks of 32-bit words through
+// registers (transpose16), the edges value by value.
+void transpose_into(const float* ct, std::size_t ldt, std::size_t n, float* c, std::size_t ldc) {
+  const std::size_t m = ldt;
+  const auto* words = reinterpret_cast<const bf16*>(ct);  // transpose16 moves 32-bit words
+  auto* out = reinterpret_cast<bf16*>(c);
+  std::size_t j = 0;
+  for (; j + 16 <= n; j += 16) {
+    const bf16* rows[16];
+    for (std::size_t r = 0; r < 16; ++r) rows[r] = words + 2 * (j + r) * ldt;
+    std::size_t i = 0;
+    for (; i + 16 <= m; i += 16) transpose16(rows, i, out + 2 * (i * ldc + j), ldc);
+    for (; i < m; ++i)
+      for (std::size_t r = 0; r < 16; ++r) c[i * ldc + j + r] = ct[(j + r) * ldt + i];
+  }
+  for (; j < n; ++j)
+    for (std::size_t i = 0; i < m; ++i) c[i * ldc + j] = ct[j * ldt + i];
+}
+
 #endif
 }  // namespace
 
@@ -427,53 +523,23 @@ void gemm_bf16(Trans trans_a, Trans trans_b, std::size_t m, std::size_t n, std::
       for (std::size_t i = 0; i < m; ++i) detail::apply_sgd(*sgd, c + i * ldc, i * ldc, n);
     return;
   }
-  const std::size_t row_blocks = (m + kMR - 1) / kMR;
-  const int threads = std::max(1, compute_threads());
-  const bool team = threads > 1 && (row_blocks > 1 || n > kNR);
-  // Per k block: A packed once for every row (row_blocks micro-panels), then per n block the B
-  // panels, and every thread runs its rows' tiles against them.
-  // The packing buffers are the calling thread's, kept between calls: a fresh allocation of
-  // half a megabyte per call is page faults (and, freed again, TLB shootdowns across the team)
-  // that cost as much as a whole call at n = 256.
-  thread_local std::vector<std::uint32_t> apack;
-  thread_local std::vector<bf16> bpack;
-  if (apack.size() < row_blocks * kMR * (kKC / 2)) apack.resize(row_blocks * kMR * (kKC / 2));
-  if (bpack.size() < (kNC / kNR) * kKC * kNR) bpack.resize((kNC / kNR) * kKC * kNR);
-  // Inside the team, the names above would be each worker's own (empty) buffers: use these.
-  std::uint32_t* const ap_all = apack.data();
-  bf16* const bp_all = bpack.data();
-  for (std::size_t p0 = 0; p0 < k; p0 += kKC) {
-    const std::size_t kc = std::min(kKC, k - p0), kc2 = (kc + 1) / 2;
-    const bool first = p0 == 0;
-    const GemmSgd* const update = p0 + kc == k ? sgd : nullptr;  // the last k block applies it
-#pragma omp parallel num_threads(threads) if (team)
-    {
-#pragma omp for schedule(static)
-      for (std::size_t rb = 0; rb < row_blocks; ++rb)
-        pack_a(a, lda, ta, k, rb * kMR, std::min(kMR, m - rb * kMR), p0, kc2,
-               ap_all + rb * kMR * kc2);
-      for (std::size_t j0 = 0; j0 < n; j0 += kNC) {
-        const std::size_t nc = std::min(kNC, n - j0), panels = (nc + kNR - 1) / kNR;
-#pragma omp for schedule(static)
-        for (std::size_t t = 0; t < panels; ++t)
-          pack_b_panel(b, ldb, tb, k, p0, kc2, j0 + t * kNR, std::min(kNR, nc - t * kNR),
-                       bp_all + t * kc2 * 2 * kNR);
-          // (the implicit barrier: every panel is packed before any tile reads it)
-          // The tiles, row block by row block, split evenly in that order: a thread's run of
-          // tiles mostly shares one A micro-panel, and a short C (a batch of 64 rows is 5 row
-          // blocks) still keeps every thread busy.
-#pragma omp for collapse(2) schedule(static)
-        for (std::size_t rb = 0; rb < row_blocks; ++rb)
-          for (std::size_t t = 0; t < panels; ++t) {
-            const std::size_t i0 = rb * kMR, rows = std::min(kMR, m - i0);
-            micro_kernel(ap_all + rb * kMR * kc2, bp_all + t * kc2 * 2 * kNR, kc2,
-                         c + i0 * ldc + j0 + t * kNR, ldc, rows, std::min(kNR, nc - t * kNR), first,
-                         beta, update, i0 * ldc + j0 + t * kNR);
-          }
-        // (and here: no thread packs the next block's panels while another still reads these)
-      }
-    }
+  // A batch's forward product, X Wᵀ with few rows of X: computed as its transpose, W Xᵀ, with W
+  // read in place as the A operand (no pass packs the weights; pack_b_panel's fast transpose packs
+  // X), into a buffer transposed back into C. The same pairs summed in the same order per element
+  // of C: the same bits as the direct product. Only with beta 0 (C's own term would be added in
+  // another order) and where it pads less: C's m rows go to kNR-column panels instead of kMR-row
+  // blocks (a batch of 64 fills two panels; as row blocks it is five, the last 8 of 14 rows real).
+  const auto padded = [](std::size_t x, std::size_t to) { return (x + to - 1) / to * to; };
+  if (!ta && tb && sgd == nullptr && beta == 0.0f && k % 2 == 0 && m <= kTransposedMaxM &&
+      n >= kMR && padded(m, kNR) <= padded(m, kMR)) {
+    thread_local std::vector<float> ct;
+    if (ct.size() < n * m) ct.resize(n * m);
+    float* const t = ct.data();
+    blocked(b, ldb, false, true, a, lda, true, n, m, k, 0.0f, t, m, nullptr);
+    transpose_into(t, m, n, c, ldc);
+    return;
   }
+  blocked(a, lda, ta, false, b, ldb, tb, m, n, k, beta, c, ldc, sgd);
 #else
   (void)a, (void)b, (void)c, (void)beta;
 #endif

@@ -67,7 +67,8 @@ void gemm_bf16(std::size_t m, std::size_t n, std::size_t k, const bf16* a, std::
 // The same with op(A) and op(B), as kernels::gemm takes them: A stored k x m (lda >= m) when
 // trans_a, B stored n x k (ldb >= k) when trans_b. A layer's three GEMMs are (no, yes) forward,
 // (yes, no) for the weight gradient and (no, no) for the input gradient. The transposes cost
-// only in the packing (scalar code, a few percent of a call); the tiles are the same.
+// only in the packing (scalar code, a few percent of a call); the tiles are the same. (no, yes)
+// with beta 0 and at most 128 rows of A runs as its transpose, B read in place: the same bits.
 void gemm_bf16(Trans trans_a, Trans trans_b, std::size_t m, std::size_t n, std::size_t k,
                const bf16* a, std::size_t lda, const bf16* b, std::size_t ldb, float beta, float* c,
                std::size_t ldc);
