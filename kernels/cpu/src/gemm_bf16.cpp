@@ -11,9 +11,10 @@
 // blocks of KC = 512 (an A micro-panel, 14 KiB, stays in L1 while B panels stream past it) and n
 // into blocks of NC = 256 (the packed B block, 256 KiB, in L2); an odd k is padded with a zero.
 // Per k block, A is packed once for all rows; the threads share the packing and split the tiles
-// of C. The packing loops are plain scalar code: at n = 1024 they are a few percent of a call.
-// A forward pass's product with a batch's few rows (X Wᵀ, m = 64) runs as its transpose instead,
-// the weights read where they lie: packing W was about an eighth of that call (gemm_bf16 below).
+// of C. The packing (register transposes and permutes for B, scalar loops for A) is a few percent
+// of a call at n = 1024. A forward pass's product with a batch's few rows (X Wᵀ, m = 64) runs as
+// its transpose instead, the weights read where they lie: packing W was about an eighth of that
+// call (gemm_bf16 below).
 #include <immintrin.h>
 
 #include "concurdl/kernels/bf16.hpp"
@@ -23,6 +24,7 @@
 #endif
 
 #include <algorithm>
+#include <cassert>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
@@ -107,13 +109,10 @@ void require_bf16(const char* who) {
 constexpr std::size_t kMR = 14, kNR = 32, kKC = 512, kNC = 256;
 // At most this many rows of C (a batch), the forward product runs transposed (gemm_bf16). On the
 // Zen 5 guest, 1 thread, n 1024, k 784: transposed 0.26 ms against 0.29 direct at m = 64, even at
-// 128, 1.02 against 0.96 at 256 (its buffer, n x m floats, no longer in L2).
+// 128, 1.02 against 0.96 at 256. Why it stops paying is not measured: the packing of W it saves
+// is a fixed cost while the transpose back grows with m (and its buffer, n x m floats, with it).
 constexpr std::size_t kTransposedMaxM = 128;
 
-// Panel t (kNR columns from j0 + t kNR) of B[p0 .. p0+2 kc2) into dst, by k pairs: per pair q,
-// 32 columns x (B[p][j], B[p+1][j]); columns past nc and rows past k are zero. B[p][j] is
-// b[p ldb + j], or b[j ldb + p] when `tb` (B given as its transpose, n x k: a weight matrix
-// stored out x in, whose pairs along k are then already side by side).
 // 16 x 16 pairs of bfloat16 (32-bit words): pairs q0 .. q0 + 15 of rows[0 .. 15] into rows of
 // out, ld_out pairs apart: out[q][i] = rows[i][q0 + q]. In registers, unaligned as it comes.
 // (GCC 12 takes the unpacks' undefined pass-through operand for an uninitialised variable.)
@@ -163,12 +162,16 @@ CONCURDL_BF16_TARGET void interleave32(const bf16* r0, const bf16* r1, bf16* out
   _mm512_storeu_si512(out + 32, _mm512_permutex2var_epi16(a, _mm512_load_si512(hi), b));
 }
 
+// The panel of kNR columns from j0 (`cols` of them real) of B[p0 .. p0+2 kc2) into dst, by k
+// pairs: per pair q, 32 columns x (B[p][j], B[p+1][j]); columns past cols and rows past k are
+// zero. B[p][j] is b[p ldb + j], or b[j ldb + p] when `tb` (B given as its transpose, n x k: a
+// weight matrix stored out x in, or a batch X in the transposed forward product, whose pairs
+// along k are then already side by side).
 void pack_b_panel(const bf16* b, std::size_t ldb, bool tb, std::size_t k, std::size_t p0,
                   std::size_t kc2, std::size_t j0, std::size_t cols, bf16* dst) {
   if (tb && cols == kNR && p0 + 2 * kc2 <= k) {
     // B^T's rows hold the k pairs side by side: a panel is a 32 x kc2 block of 32-bit words,
-    // transposed 16 x 16 at a time in registers (the scalar loop below is 5x slower, and at
-    // m = 64, a forward pass's batch, packing B is most of the call).
+    // transposed 16 x 16 at a time in registers (the scalar loop below is 5x slower).
     const bf16* rows[kNR];
     for (std::size_t col = 0; col < kNR; ++col) rows[col] = b + (j0 + col) * ldb + p0;
     std::size_t q = 0;
@@ -185,9 +188,13 @@ void pack_b_panel(const bf16* b, std::size_t ldb, bool tb, std::size_t k, std::s
       const std::size_t p = p0 + 2 * q;
       bf16* out = dst + q * 2 * kNR;
       for (std::size_t col = 0; col < kNR; ++col) {
+        if (col >= cols) {  // (no pointer formed past B's last row)
+          out[2 * col] = out[2 * col + 1] = bf16{0};
+          continue;
+        }
         const bf16* row = b + (j0 + col) * ldb;
-        out[2 * col] = col < cols ? row[p] : bf16{0};
-        out[2 * col + 1] = col < cols && p + 1 < k ? row[p + 1] : bf16{0};
+        out[2 * col] = row[p];
+        out[2 * col + 1] = p + 1 < k ? row[p + 1] : bf16{0};
       }
     }
     return;
@@ -405,11 +412,10 @@ CONCURDL_BF16_TARGET void micro_kernel(const std::uint32_t* ap, const bf16* ar, 
 void blocked(const bf16* a, std::size_t lda, bool ta, bool a_in_place, const bf16* b,
              std::size_t ldb, bool tb, std::size_t m, std::size_t n, std::size_t k, float beta,
              float* c, std::size_t ldc, const GemmSgd* sgd) {
+  assert(!a_in_place || (!ta && k % 2 == 0));  // in place, a row's pairs are read as words
   const std::size_t row_blocks = (m + kMR - 1) / kMR;
   const int threads = std::max(1, compute_threads());
   const bool team = threads > 1 && (row_blocks > 1 || n > kNR);
-  // Per k block: A packed once for every row (row_blocks micro-panels), then per n block the B
-  // panels, and every thread runs its rows' tiles against them.
   // The packing buffers are the calling thread's, kept between calls: a fresh allocation of
   // half a megabyte per call is page faults (and, freed again, TLB shootdowns across the team)
   // that cost as much as a whole call at n = 256.
@@ -524,11 +530,15 @@ void gemm_bf16(Trans trans_a, Trans trans_b, std::size_t m, std::size_t n, std::
     return;
   }
   // A batch's forward product, X Wᵀ with few rows of X: computed as its transpose, W Xᵀ, with W
-  // read in place as the A operand (no pass packs the weights; pack_b_panel's fast transpose packs
-  // X), into a buffer transposed back into C. The same pairs summed in the same order per element
-  // of C: the same bits as the direct product. Only with beta 0 (C's own term would be added in
-  // another order) and where it pads less: C's m rows go to kNR-column panels instead of kMR-row
-  // blocks (a batch of 64 fills two panels; as row blocks it is five, the last 8 of 14 rows real).
+  // read in place as the A operand (no pass packs the weights but a last block of n mod 14 rows;
+  // pack_b_panel's transpose packs X), into a buffer transposed back into C. Per element of C the
+  // same pairs summed in the same order, the two factors of each exact product swapped: the same
+  // bits as the direct product (for inputs that are not NaN: x86 keeps the first operand's NaN
+  // payload). Only where: beta is 0 (no pass over C to add its term, and no element that one
+  // route scales in a vector register and the other in scalar code); k is even (a row's last pair
+  // is read whole); n >= kMR (a whole block of W's rows to read in place); and C's m rows pad
+  // less in kNR-column panels than in kMR-row blocks (a batch of 64 fills two panels; as row
+  // blocks it is five, the last with 8 of 14 rows real).
   const auto padded = [](std::size_t x, std::size_t to) { return (x + to - 1) / to * to; };
   if (!ta && tb && sgd == nullptr && beta == 0.0f && k % 2 == 0 && m <= kTransposedMaxM &&
       n >= kMR && padded(m, kNR) <= padded(m, kMR)) {

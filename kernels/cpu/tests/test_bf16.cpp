@@ -147,44 +147,55 @@ TEST_F(Bf16Gemm, EqualsADoubleGemmOfTheSameInputs) {
 
 // Transposed operands are packed into the same panels as their plain forms, so every (trans_a,
 // trans_b) gives the plain call's bits, at shapes crossing the tile, k-block and n-block edges.
-// (no, yes) with a batch's few rows runs as its transpose, B read in place (64 x 256 x 784,
-// 32 x 33 x 70: a last block of B's rows short, packed; 128 x 1030 x 1030: two k blocks), with
-// beta 0 and not.
+// (no, yes) with beta 0 takes the transposed route, B read in place, at 64 x 256 x 784 (two k
+// blocks, a last block of B's rows short), 32 x 33 x 70 (short blocks, transposes' edges),
+// 128 x 1030 x 1030 (three k blocks) and 29 x 300 x 1030 (a partial panel of A's rows); beta 0.5
+// checks the direct route with a C to add. C has a padded row (ldc > n) that must stay as it was,
+// on 1 and 2 threads.
 TEST_F(Bf16Gemm, TransposedOperandsGiveThePlainCallsBits) {
   struct Shape {
     std::size_t m, n, k;
   };
-  for (const Shape sh : {Shape{1, 1, 1}, Shape{15, 33, 3}, Shape{64, 256, 784}, Shape{32, 33, 70},
-                         Shape{128, 1030, 1030}, Shape{29, 300, 1030}})
-    for (const Trans ta : {Trans::no, Trans::yes})
-      for (const Trans tb : {Trans::no, Trans::yes})
-        for (const float beta : {0.0f, 0.5f}) {
-          SCOPED_TRACE(std::to_string(sh.m) + "x" + std::to_string(sh.n) + "x" +
-                       std::to_string(sh.k) + (ta == Trans::yes ? " A^T" : "") +
-                       (tb == Trans::yes ? " B^T" : "") + " beta " + std::to_string(beta));
-          const Operands o = operands(sh.m, sh.n, sh.k, sh.k, sh.n);
-          // A^T stored k x m with lda m + 1, B^T stored n x k with ldb k + 1 (rows at odd offsets:
-          // the pairs the packing reads as 32-bit words are unaligned).
-          const std::size_t lda = ta == Trans::yes ? sh.m + 1 : sh.k;
-          const std::size_t ldb = tb == Trans::yes ? sh.k + 1 : sh.n;
-          std::vector<bf16> a = o.a, b = o.b;
-          if (ta == Trans::yes) {
-            a.assign(sh.k * lda, 0x7fc0);
-            for (std::size_t i = 0; i < sh.m; ++i)
-              for (std::size_t p = 0; p < sh.k; ++p) a[p * lda + i] = o.a[i * sh.k + p];
+  for (const int threads : {1, 2})
+    for (const Shape sh : {Shape{1, 1, 1}, Shape{15, 33, 3}, Shape{64, 256, 784}, Shape{32, 33, 70},
+                           Shape{128, 1030, 1030}, Shape{29, 300, 1030}})
+      for (const Trans ta : {Trans::no, Trans::yes})
+        for (const Trans tb : {Trans::no, Trans::yes})
+          for (const float beta : {0.0f, 0.5f}) {
+            SCOPED_TRACE(std::to_string(sh.m) + "x" + std::to_string(sh.n) + "x" +
+                         std::to_string(sh.k) + (ta == Trans::yes ? " A^T" : "") +
+                         (tb == Trans::yes ? " B^T" : "") + " beta " + std::to_string(beta) + ", " +
+                         std::to_string(threads) + " threads");
+            const ComputeThreadsScope scope(threads);
+            const Operands o = operands(sh.m, sh.n, sh.k, sh.k, sh.n);
+            // A^T stored k x m with lda m + 1, B^T stored n x k with ldb k + 1 (rows at odd
+            // offsets: the pairs read as 32-bit words are unaligned).
+            const std::size_t lda = ta == Trans::yes ? sh.m + 1 : sh.k;
+            const std::size_t ldb = tb == Trans::yes ? sh.k + 1 : sh.n;
+            std::vector<bf16> a = o.a, b = o.b;
+            if (ta == Trans::yes) {
+              a.assign(sh.k * lda, 0x7fc0);
+              for (std::size_t i = 0; i < sh.m; ++i)
+                for (std::size_t p = 0; p < sh.k; ++p) a[p * lda + i] = o.a[i * sh.k + p];
+            }
+            if (tb == Trans::yes) {
+              b.assign(sh.n * ldb, 0x7fc0);
+              for (std::size_t p = 0; p < sh.k; ++p)
+                for (std::size_t j = 0; j < sh.n; ++j) b[j * ldb + p] = o.b[p * sh.n + j];
+            }
+            const std::size_t ldc = sh.n + 3;
+            std::vector<float> plain(sh.m * ldc), got(sh.m * ldc);
+            for (std::size_t i = 0; i < plain.size(); ++i) plain[i] = static_cast<float>(i % 7);
+            got = plain;
+            gemm_bf16(sh.m, sh.n, sh.k, o.a.data(), sh.k, o.b.data(), sh.n, beta, plain.data(),
+                      ldc);
+            gemm_bf16(ta, tb, sh.m, sh.n, sh.k, a.data(), lda, b.data(), ldb, beta, got.data(),
+                      ldc);
+            EXPECT_EQ(std::memcmp(plain.data(), got.data(), plain.size() * sizeof(float)), 0);
+            for (std::size_t i = 0; i < sh.m; ++i)  // the padding of each row of C untouched
+              for (std::size_t j = sh.n; j < ldc; ++j)
+                ASSERT_EQ(got[i * ldc + j], static_cast<float>((i * ldc + j) % 7));
           }
-          if (tb == Trans::yes) {
-            b.assign(sh.n * ldb, 0x7fc0);
-            for (std::size_t p = 0; p < sh.k; ++p)
-              for (std::size_t j = 0; j < sh.n; ++j) b[j * ldb + p] = o.b[p * sh.n + j];
-          }
-          std::vector<float> plain(sh.m * sh.n), got(sh.m * sh.n);
-          for (std::size_t i = 0; i < plain.size(); ++i) plain[i] = static_cast<float>(i % 7);
-          got = plain;
-          gemm_bf16(sh.m, sh.n, sh.k, o.a.data(), sh.k, o.b.data(), sh.n, beta, plain.data(), sh.n);
-          gemm_bf16(ta, tb, sh.m, sh.n, sh.k, a.data(), lda, b.data(), ldb, beta, got.data(), sh.n);
-          EXPECT_EQ(std::memcmp(plain.data(), got.data(), plain.size() * sizeof(float)), 0);
-        }
   std::vector<bf16> a(8), b(8);
   std::vector<float> c(8);
   // A^T is k x m: lda must reach m, not k.

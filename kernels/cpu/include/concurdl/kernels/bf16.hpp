@@ -59,7 +59,7 @@ inline bool have_bf16() { return bf16_why_not().empty(); }
 // C (m x n, float32, row stride ldc) = A B + beta C, with A (m x k) and B (k x n) bfloat16,
 // row-major with row strides lda >= k and ldb >= n. Products exact, sums in float32 a pair of
 // products at a time (VDPBF16PS), over k in order within blocks of 512. beta == 0: C is
-// written, never read. On compute_threads() threads (rows of C split between them). Throws
+// written, never read. On compute_threads() threads (tiles of C split between them). Throws
 // std::runtime_error(bf16_why_not()) on a CPU without AVX512_BF16, std::invalid_argument on a
 // leading dimension smaller than its row.
 void gemm_bf16(std::size_t m, std::size_t n, std::size_t k, const bf16* a, std::size_t lda,
@@ -67,8 +67,10 @@ void gemm_bf16(std::size_t m, std::size_t n, std::size_t k, const bf16* a, std::
 // The same with op(A) and op(B), as kernels::gemm takes them: A stored k x m (lda >= m) when
 // trans_a, B stored n x k (ldb >= k) when trans_b. A layer's three GEMMs are (no, yes) forward,
 // (yes, no) for the weight gradient and (no, no) for the input gradient. The transposes cost
-// only in the packing (scalar code, a few percent of a call); the tiles are the same. (no, yes)
-// with beta 0 and at most 128 rows of A runs as its transpose, B read in place: the same bits.
+// only in the packing (a few percent of a call); the tiles are the same. (no, yes) with beta 0,
+// k even, n >= 14 and at most 128 rows of A (where 32-row panels pad A's rows less than 14-row
+// blocks: m = 29-32, 57-64, 85-96, 127-128) runs as its transpose, B read in place: the same bits
+// for inputs that are not NaN.
 void gemm_bf16(Trans trans_a, Trans trans_b, std::size_t m, std::size_t n, std::size_t k,
                const bf16* a, std::size_t lda, const bf16* b, std::size_t ldb, float beta, float* c,
                std::size_t ldc);
