@@ -1,5 +1,5 @@
-// bfloat16 conversions, the AVX512_BF16 check and the BF16 GEMM (bf16.hpp); the peaks it is
-// read against are in gemm_bf16_peak.cpp.
+// The BF16 GEMM (bf16.hpp); the conversions and the AVX512_BF16 check are bf16.cpp, the peaks it
+// is read against gemm_bf16_peak.cpp.
 //
 // The GEMM is GEMM v4's scheme (gemm_v4.hpp) with VDPBF16PS in place of the FMA: a 14 x 32 tile
 // of C in 28 zmm accumulators, B packed in panels of 32 columns and A in micro-panels of 14 rows,
@@ -17,12 +17,6 @@
 // call (gemm_bf16 below).
 #include <immintrin.h>
 
-#include "concurdl/kernels/bf16.hpp"
-
-#if defined(__x86_64__) || defined(__i386__)
-#include <cpuid.h>
-#endif
-
 #include <algorithm>
 #include <cassert>
 #include <chrono>
@@ -32,8 +26,10 @@
 #include <stdexcept>
 #include <vector>
 
+#include "concurdl/kernels/bf16.hpp"
 #include "concurdl/kernels/threads.hpp"
 #include "gemm_impl.hpp"
+#include "gemm_v4.hpp"
 
 #ifdef _OPENMP
 #include <omp.h>
@@ -43,63 +39,7 @@
 
 namespace concurdl::kernels {
 
-void to_bf16(std::span<const float> in, std::span<bf16> out) {
-  if (in.size() != out.size())
-    throw std::invalid_argument("to_bf16: " + std::to_string(in.size()) + " floats into " +
-                                std::to_string(out.size()) + " bfloat16s");
-  // to_bf16(float) without its branch, so that the loop vectorises: the same bits.
-  const float* src = in.data();
-  bf16* dst = out.data();
-  for (std::size_t i = 0; i < in.size(); ++i) {
-    std::uint32_t u = 0;
-    std::memcpy(&u, src + i, sizeof u);
-    const std::uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
-    const std::uint32_t quiet = (u >> 16) | 0x40u;
-    dst[i] = static_cast<bf16>((u & 0x7fffffffu) > 0x7f800000u ? quiet : rounded);
-  }
-}
-
-void from_bf16(std::span<const bf16> in, std::span<float> out) {
-  if (in.size() != out.size())
-    throw std::invalid_argument("from_bf16: " + std::to_string(in.size()) + " bfloat16s into " +
-                                std::to_string(out.size()) + " floats");
-  for (std::size_t i = 0; i < in.size(); ++i) out[i] = from_bf16(in[i]);
-}
-
 namespace {
-
-std::string check_bf16() {
-#if CONCURDL_BF16_KERNEL
-  unsigned a = 0, b = 0, c = 0, d = 0;
-  if (__get_cpuid(0, &a, &b, &c, &d) == 0 || a < 7)
-    return "not on this CPU: it reports no CPUID leaf 7, so no AVX-512";
-  __get_cpuid(1, &a, &b, &c, &d);
-  const unsigned eax1 = a;
-  const unsigned family =
-      ((eax1 >> 8) & 0xf) + (((eax1 >> 8) & 0xf) == 0xf ? (eax1 >> 20) & 0xff : 0);
-  const unsigned model =
-      ((eax1 >> 4) & 0xf) | ((((eax1 >> 8) & 0xf) >= 6 ? (eax1 >> 16) & 0xf : 0) << 4);
-  const std::string cpu =
-      "this CPU (family " + std::to_string(family) + " model " + std::to_string(model) + ")";
-  const bool osxsave = (c & (1u << 27)) != 0;
-  __get_cpuid_count(7, 0, &a, &b, &c, &d);
-  const bool f = (b & (1u << 16)) != 0, bw = (b & (1u << 30)) != 0, vl = (b & (1u << 31)) != 0;
-  __get_cpuid_count(7, 1, &a, &b, &c, &d);
-  const bool bf16 = (a & (1u << 5)) != 0;
-  if (!f || !bw || !vl || !bf16)
-    return "not on this CPU: " + cpu +
-           " has no AVX512_BF16 (VDPBF16PS); Intel Cooper Lake, Sapphire Rapids and later "
-           "Xeons, and AMD Zen 4 and later, have it";
-  if (!osxsave) return "not on this CPU: " + cpu + "'s operating system does not enable XSAVE";
-  unsigned lo = 0, hi = 0;
-  __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
-  if ((lo & 0xe6u) != 0xe6u)
-    return "not on this CPU: the operating system does not enable the AVX-512 registers on " + cpu;
-  return "";
-#else
-  return "not in this build: AVX512_BF16 kernels are built for x86-64 with GCC or Clang";
-#endif
-}
 
 void require_bf16(const char* who) {
   if (!have_bf16()) throw std::runtime_error(std::string(who) + ": " + bf16_why_not());
@@ -467,32 +407,8 @@ void blocked(const bf16* a, std::size_t lda, bool ta, bool a_in_place, const bf1
   }
 }
 
-// C (m x n) = Ct (n x m, row stride ldt = m) transposed: 16 x 16 blocks of 32-bit words through
-// registers (transpose16), the edges value by value.
-void transpose_into(const float* ct, std::size_t ldt, std::size_t n, float* c, std::size_t ldc) {
-  const std::size_t m = ldt;
-  const auto* words = reinterpret_cast<const bf16*>(ct);  // transpose16 moves 32-bit words
-  auto* out = reinterpret_cast<bf16*>(c);
-  std::size_t j = 0;
-  for (; j + 16 <= n; j += 16) {
-    const bf16* rows[16];
-    for (std::size_t r = 0; r < 16; ++r) rows[r] = words + 2 * (j + r) * ldt;
-    std::size_t i = 0;
-    for (; i + 16 <= m; i += 16) transpose16(rows, i, out + 2 * (i * ldc + j), ldc);
-    for (; i < m; ++i)
-      for (std::size_t r = 0; r < 16; ++r) c[i * ldc + j + r] = ct[(j + r) * ldt + i];
-  }
-  for (; j < n; ++j)
-    for (std::size_t i = 0; i < m; ++i) c[i * ldc + j] = ct[j * ldt + i];
-}
-
 #endif
 }  // namespace
-
-const std::string& bf16_why_not() {
-  static const std::string why = check_bf16();
-  return why;
-}
 
 void gemm_bf16(std::size_t m, std::size_t n, std::size_t k, const bf16* a, std::size_t lda,
                const bf16* b, std::size_t ldb, float beta, float* c, std::size_t ldc) {
@@ -546,7 +462,7 @@ void gemm_bf16(Trans trans_a, Trans trans_b, std::size_t m, std::size_t n, std::
     if (ct.size() < n * m) ct.resize(n * m);
     float* const t = ct.data();
     blocked(b, ldb, false, true, a, lda, true, n, m, k, 0.0f, t, m, nullptr);
-    transpose_into(t, m, n, c, ldc);
+    detail::v4::transpose_back(t, m, c, ldc, 0, n, 0, m);  // GEMM v4's copy back of its own Cᵀ
     return;
   }
   blocked(a, lda, ta, false, b, ldb, tb, m, n, k, beta, c, ldc, sgd);
