@@ -451,6 +451,69 @@ const bool registered_per_worker = [] {
 }();
 }  // namespace
 
+namespace {
+// One second a run; 2e9 bytes and 3e9 FLOPs declared. `own` yes: the trial measured its own
+// arithmetic's peak on its threads (6e9 FLOP/s a thread), as a bfloat16 GEMM phase does.
+const bool registered_cpu_roofline = [] {
+  register_experiment({
+      .id = "test/runner_roofline_per_worker",
+      .chapter = "98-runner-test",
+      .title = "A CPU roofline per record, on its own threads",
+      .axes = {{"threads", {"1", "2", "4"}, {}, AxisKind::count}, {"own", {"no", "yes"}}},
+      .metrics = {{.name = "own_peak_flops", .unit = "FLOP/s", .optional = true}},
+      .ceiling = Ceiling::roofline_per_worker,
+      .prepare =
+          [](const Params& p, GroupCache&) {
+            Trial t;
+            const bool own = p.at("own") == "yes";
+            const double threads = static_cast<double>(param_int(p, "threads"));
+            t.measure = [own, threads] {
+              Sample s(1.0);
+              if (own) s.metrics["own_peak_flops"] = 6e9 * threads;
+              return s;
+            };
+            t.work = {0, 2e9, 3e9};
+            return t;
+          },
+  });
+  return true;
+}();
+}  // namespace
+
+// Ceiling::roofline_per_worker: the longer of the bytes at the copy bandwidth of the record's
+// threads and the FLOPs at their FMA peak (or at the record's own measured peak); where the
+// calibration has no figure for its threads, no roofline. A record faster than it (its bytes in
+// a cache) stays valid and says so.
+TEST(Runner, ACpuRooflineTakesTheRecordsThreadsAndItsOwnPeak) {
+  RunOptions opt;
+  opt.progress = false;
+  opt.repeat = 2;
+  Calibration calib;
+  calib.peak_flops_1core = 2e9;
+  calib.peak_flops = 4e9;
+  calib.detail = {{"mem_copy_bytes_per_s_by_threads", {{"1", 4e9}, {"2", 8e9}}},
+                  {"fma_flops_per_s_by_threads", {{"1", 2e9}, {"2", 4e9}}}};
+  std::vector<Record> records =
+      run_configs(configs_of("test/runner_roofline_per_worker", opt), opt, calib);
+  ASSERT_EQ(records.size(), 6u);
+  std::map<std::string, const Record*> by;
+  for (const Record& r : records) by[r.params.at("threads") + r.params.at("own")] = &r;
+  // 1 thread: memory 0.5 s, compute 1.5 s at the FMA peak, 0.5 s at its own 6e9.
+  EXPECT_DOUBLE_EQ(by["1no"]->derived.at("roofline_time_s"), 1.5);
+  EXPECT_DOUBLE_EQ(by["1no"]->derived.at("fraction_of_roofline"), 1.5);
+  EXPECT_TRUE(by["1no"]->valid);
+  EXPECT_NE(by["1no"]->notes.at("roofline").find("faster than this roofline"), std::string::npos);
+  EXPECT_DOUBLE_EQ(by["1yes"]->derived.at("roofline_time_s"), 0.5);
+  // 2 threads: memory 0.25 s; compute 0.75 s at the FMA peak, 0.25 s at its own 1.2e10.
+  EXPECT_DOUBLE_EQ(by["2no"]->derived.at("roofline_time_s"), 0.75);
+  EXPECT_EQ(by["2no"]->notes.at("roofline").find("faster"), std::string::npos);
+  EXPECT_DOUBLE_EQ(by["2yes"]->derived.at("roofline_time_s"), 0.25);
+  // 4 threads: no copy bandwidth calibrated at 4, so no roofline (not the compute side alone).
+  EXPECT_EQ(by["4no"]->derived.count("roofline_time_s"), 0u);
+  EXPECT_EQ(by["4yes"]->derived.count("roofline_time_s"), 0u);
+  EXPECT_EQ(by["4no"]->derived.count("fraction_of_ceiling"), 0u);
+}
+
 // Ceiling::peak_flops_per_worker: one core's peak times the threads, at most all cores'.
 TEST(Runner, APerWorkerPeakScalesWithTheThreadsUpToAllCores) {
   RunOptions opt;

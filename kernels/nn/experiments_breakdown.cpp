@@ -8,10 +8,13 @@
 // of it; `other` is the step less every phase (the loop, the spans themselves). The phases of a
 // GEMM and thread count are measured round-robin, so the stacked bar of one configuration adds
 // up to its step. Each phase declares its FLOPs and bytes per step, so its FLOP/s and bytes/s
-// can be set beside the calibrated peak and bandwidth. The `update` axis: `fused` (the default,
-// TrainConfig::fuse_update) applies each weight matrix's update inside the GEMM that computes its
-// gradient, so `sgd` is the biases' update alone and the weights' is in the l*_dw_gemm phases;
-// `separate` runs Sgd::step over every parameter after the backward pass (not in the profiles:
+// can be set beside the calibrated peak and bandwidth, and each record carries its roofline on
+// its threads (Ceiling::roofline_per_worker: roofline_time_s, fraction_of_roofline; a bfloat16
+// GEMM phase's FLOPs at VDPBF16PS's peak, measured in the run). The `update` axis: `fused` (the
+// default, TrainConfig::fuse_update) applies each weight matrix's update inside the GEMM that
+// computes its gradient, so `sgd` is the biases' update alone and the weights' is in the l*_dw_gemm
+// phases; `separate` runs Sgd::step over every parameter after the backward pass (not in the
+// profiles:
 // `--set update=fused,separate` measures both, and the third figure draws the latter).
 // The `precision` axis (full profile: fp32, bf16, fp16; quick: fp32) runs the step in 16 bits
 // (fused: Mlp::train_step_mixed, whose `cast` is the batch's alone; separate:
@@ -31,6 +34,7 @@
 #include "concurdl/core/trace.hpp"
 #include "concurdl/data/idx.hpp"
 #include "concurdl/harness/experiment.hpp"
+#include "concurdl/kernels/bf16.hpp"
 #include "concurdl/kernels/gemm.hpp"
 #include "concurdl/kernels/threads.hpp"
 #include "concurdl/nn/step_phases.hpp"
@@ -177,6 +181,23 @@ Trial breakdown_trial(const Params& p, GroupCache& cache) {
     return "";
   };
   const bool mixed = precision != Precision::fp32;
+  // A bfloat16 step's GEMMs run on VDPBF16PS (64 FLOPs an instruction, twice an FMA's): their
+  // roofline takes that arithmetic's peak on the row's threads, measured once per run beside
+  // them as kernels/gemm_bf16 measures it. Float32's and FP16's (widened) GEMMs are held to the
+  // calibrated FMA peak (Ceiling::roofline_per_worker).
+  if (precision == Precision::bf16 && kernels::have_bf16() &&
+      phase.find("_gemm") != std::string::npos) {
+    const int threads = st->config.threads;
+    const double peak = cache.get<double>(fmt::format("bf16 peak {}", threads), [threads] {
+      kernels::ComputeThreadsScope scope(threads);
+      return kernels::bf16_peak_flops(threads);
+    });
+    t.measure = [measure = t.measure, peak] {
+      Sample s = measure();
+      s.metrics["own_peak_flops"] = peak;
+      return s;
+    };
+  }
   t.work = phase_work(phase, st->config.spec, kBatch, st->config.fuse_update,
                       mixed);  // per step: the sample is per step
   if (!mixed && (phase == "cast" || phase == "unscale"))
@@ -224,7 +245,14 @@ const bool registered = register_experiment({
                 {.name = "fraction",
                  .unit = "",
                  .lower_is_better = true,
-                 .what = "the phase's share of the step"}},
+                 .what = "the phase's share of the step"},
+                {.name = "own_peak_flops",
+                 .unit = "FLOP/s",
+                 .lower_is_better = false,
+                 .what = "bfloat16 GEMM phases only: VDPBF16PS's peak on the row's threads, "
+                         "measured in this run (the roofline's arithmetic side)",
+                 .optional = true}},
+    .ceiling = Ceiling::roofline_per_worker,
     .interleave = {"phase"},
     .repetitions = 7,
     .prepare = breakdown_trial,

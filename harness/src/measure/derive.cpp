@@ -24,6 +24,65 @@ double workers(const Params& p, const std::string& axis) {
   }
 }
 
+// The calibration's figure for `threads` threads in one of its per-thread tables
+// (mem_copy_bytes_per_s_by_threads, fma_flops_per_s_by_threads); 0 where it has none.
+double by_threads(const Calibration& calib, const char* table, double threads) {
+  if (!calib.detail.is_object() || !calib.detail.contains(table) || threads < 1) return 0;
+  const nlohmann::json& t = calib.detail.at(table);
+  const std::string key = std::to_string(static_cast<long long>(threads));
+  if (!t.is_object() || !t.contains(key) || !t.at(key).is_number()) return 0;
+  return t.at(key).get<double>();
+}
+
+// Ceiling::roofline_per_worker (experiment.hpp): the record's roofline on its own workers, from
+// the run's calibration (and its own measured peak, where it has one). Not a validity check: its
+// bytes are priced at the memory's bandwidth, and a phase whose data sits in a cache may beat it.
+void derive_cpu_roofline(Record& r, const Calibration& calib, double threads) {
+  r.derived.erase("roofline_time_s");  // derived again under another calibration
+  r.derived.erase("fraction_of_roofline");
+  r.notes.erase("roofline");
+  if (r.stats.median <= 0) return;
+  const auto rate = [&](const char* name) {
+    const auto it = r.derived.find(name);
+    return it == r.derived.end() ? 0.0 : it->second;
+  };
+  const double bytes = rate("bytes_per_s") * r.stats.median;
+  const double flops = rate("flops_per_s") * r.stats.median;
+  const double copy = by_threads(calib, "mem_copy_bytes_per_s_by_threads", threads);
+  double peak = 0;
+  std::string peak_from;
+  if (const auto own = r.metrics.find("own_peak_flops");
+      own != r.metrics.end() && own->second.stats.median > 0) {
+    peak = own->second.stats.median;
+    peak_from = "the peak of its own arithmetic measured beside it (own_peak_flops)";
+  } else if ((peak = by_threads(calib, "fma_flops_per_s_by_threads", threads)) > 0) {
+    peak_from = "the calibrated FMA peak";
+  }
+  const double memory_s = bytes > 0 && copy > 0 ? bytes / copy : 0;
+  const double compute_s = flops > 0 && peak > 0 ? flops / peak : 0;
+  // A side whose rate is missing while the record declares its work: no bound, rather than the
+  // other side alone passed off as the roofline.
+  if ((bytes > 0 && copy <= 0) || (flops > 0 && peak <= 0) || (memory_s <= 0 && compute_s <= 0))
+    return;
+  const double model = std::max(memory_s, compute_s);
+  r.derived["roofline_time_s"] = model;
+  r.derived["fraction_of_roofline"] = model / r.stats.median;
+  const auto t = static_cast<long long>(threads);
+  std::string note = fmt::format("{} thread{}: ", t, t == 1 ? "" : "s");
+  if (bytes > 0)
+    note += fmt::format("{:.4g} bytes at the calibrated copy bandwidth ({:.4g} GB/s) take {:.4g} s",
+                        bytes, copy / 1e9, memory_s);
+  if (bytes > 0 && flops > 0) note += "; ";
+  if (flops > 0)
+    note += fmt::format("{:.4g} FLOPs at {} ({:.4g} GFLOP/s) take {:.4g} s", flops, peak_from,
+                        peak / 1e9, compute_s);
+  if (model > 1.05 * r.stats.median)
+    note +=
+        "; measured faster than this roofline: its bytes came from a cache, or its work is "
+        "declared wrong";
+  r.notes["roofline"] = note;
+}
+
 }  // namespace
 
 // A measurement above the ceiling it is measured against is suspect: either the
@@ -146,6 +205,8 @@ void derive_metrics(std::vector<Record>& records, const Calibration& calib, unsi
                               : p * calib.peak_flops_1core;
       r.derived["fraction_of_ceiling"] = r.derived["flops_per_s"] / peak;
     }
+    if (e && e->ceiling == Ceiling::roofline_per_worker)
+      derive_cpu_roofline(r, calib, std::max(1.0, workers(r.params, e->scaling_axis)));
     // A speedup derived before (a file read back) is judged as one against fewer workers.
     if (!e || e->baseline.empty()) scaling = r.derived.count("speedup") > 0;
     flag_above_ceiling(r, calib, cpus, scaling);

@@ -197,7 +197,13 @@ struct Figure {
 // What fraction_of_ceiling divides by: the calibrated memory bandwidth, the calibrated peak
 // FLOP/s of all cores, or that of the record's workers (the scaling axis's value: one core's
 // peak times the workers, at most all cores'), for a step whose threads are an axis.
-enum class Ceiling { none, mem_bandwidth, peak_flops, peak_flops_per_worker };
+// roofline_per_worker: no fraction_of_ceiling, but a CPU roofline for each record on its own
+// workers (roofline_time_s and fraction_of_roofline): the longer of its declared bytes at the
+// calibrated copy bandwidth of that many threads and its declared FLOPs at the peak of its
+// arithmetic on them (the record's metric own_peak_flops where the trial measured one, bfloat16's
+// VDPBF16PS; else the calibrated FMA peak of that many threads). Its bytes are counted as coming
+// from memory: a phase whose data the caches hold may beat it, which is said, not judged.
+enum class Ceiling { none, mem_bandwidth, peak_flops, peak_flops_per_worker, roofline_per_worker };
 
 // What a lesson says its experiment shows, as data the harness checks after every run
 // (claims.hpp): "padding the partial sums to a cache line each makes them at least 1.5x faster
