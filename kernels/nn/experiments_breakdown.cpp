@@ -182,9 +182,9 @@ Trial breakdown_trial(const Params& p, GroupCache& cache) {
   };
   const bool mixed = precision != Precision::fp32;
   // A bfloat16 step's GEMMs run on VDPBF16PS (64 FLOPs an instruction, twice an FMA's): their
-  // roofline takes that arithmetic's peak on the row's threads, measured once per run beside
-  // them as kernels/gemm_bf16 measures it. Float32's and FP16's (widened) GEMMs are held to the
-  // calibrated FMA peak (Ceiling::roofline_per_worker).
+  // roofline takes that arithmetic's peak on the row's threads, measured once per group beside
+  // them (GroupCache) as kernels/gemm_bf16 measures it. Float32's and FP16's (widened) GEMMs are
+  // held to the calibrated FMA peak (Ceiling::roofline_per_worker).
   if (precision == Precision::bf16 && kernels::have_bf16() &&
       phase.find("_gemm") != std::string::npos) {
     const int threads = st->config.threads;
