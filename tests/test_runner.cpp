@@ -532,3 +532,46 @@ TEST(Runner, APerWorkerPeakScalesWithTheThreadsUpToAllCores) {
   EXPECT_DOUBLE_EQ(fraction["2"], 0.25);  // of 4e9
   EXPECT_DOUBLE_EQ(fraction["4"], 0.2);   // of all cores' 5e9
 }
+
+namespace {
+// The same ceiling for a record that measured the peak of its own arithmetic (a bfloat16 step's
+// VDPBF16PS, 4e9 FLOP/s here): its fraction is of that.
+const bool registered_per_worker_own = [] {
+  register_experiment({
+      .id = "test/runner_peak_per_worker_own",
+      .chapter = "98-runner-test",
+      .title = "FLOP/s against the peak of the record's own arithmetic",
+      .axes = {{"threads", {"1"}, {}, AxisKind::count}, {"own", {"no", "yes"}}},
+      .metrics = {{.name = "own_peak_flops", .unit = "FLOP/s", .optional = true}},
+      .ceiling = Ceiling::peak_flops_per_worker,
+      .prepare =
+          [](const Params& p, GroupCache&) {
+            Trial t;
+            const bool own = p.at("own") == "yes";
+            t.measure = [own] {
+              Sample s(1.0);
+              if (own) s.metrics["own_peak_flops"] = 4e9;
+              return s;
+            };
+            t.work = {0, 0, 1e9};
+            return t;
+          },
+  });
+  return true;
+}();
+}  // namespace
+
+TEST(Runner, APerWorkerPeakGivesWayToTheRecordsOwnPeak) {
+  RunOptions opt;
+  opt.progress = false;
+  opt.repeat = 2;
+  Calibration calib;
+  calib.peak_flops_1core = 2e9;
+  calib.peak_flops = 4e9;
+  std::vector<Record> records =
+      run_configs(configs_of("test/runner_peak_per_worker_own", opt), opt, calib);
+  ASSERT_EQ(records.size(), 2u);
+  for (const Record& r : records)
+    EXPECT_DOUBLE_EQ(r.derived.at("fraction_of_ceiling"), r.params.at("own") == "yes" ? 0.25 : 0.5)
+        << r.params.at("own");
+}

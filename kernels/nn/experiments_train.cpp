@@ -2,9 +2,11 @@
 //   kernels/train             the curve `concurdl train` records (not measured by `run`): test
 //                             accuracy and loss against epochs and against training time
 //   kernels/train_throughput  training samples/s against threads, with OpenBLAS and with the
-//                             suite's own GEMM v4, on the first images of Fashion-MNIST, and
-//                             PyTorch's plain loop on the same model, batch and data as a peer
-//                             row where /usr/bin/python3 has torch (torch_peer.hpp)
+//                             suite's own GEMM v4, on the first images of Fashion-MNIST, the
+//                             same step in bfloat16 and FP16 (rows bf16, fp16), and PyTorch's
+//                             plain loop on the same model, batch and data as a peer row where
+//                             the interpreters named have torch (torch_peer.hpp): eager,
+//                             compiled and under torch.autocast(bfloat16)
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -17,6 +19,7 @@
 #include "concurdl/data/idx.hpp"
 #include "concurdl/harness/experiment.hpp"
 #include "concurdl/harness/stats.hpp"
+#include "concurdl/kernels/bf16.hpp"
 #include "concurdl/kernels/gemm.hpp"
 #include "concurdl/kernels/threads.hpp"
 #include "concurdl/nn/torch_peer.hpp"
@@ -199,8 +202,8 @@ struct ThroughputState {
 // names (torch_peer.hpp). Its repetitions are timed inside one run of the script (starting one
 // costs seconds, compiling tens of seconds), so they are not interleaved with ours; one window
 // per call.
-Trial pytorch_trial(const TorchPython& py, bool compiled, int threads, std::size_t batch,
-                    std::size_t images) {
+Trial pytorch_trial(const TorchPython& py, bool compiled, bool autocast, int threads,
+                    std::size_t batch, std::size_t images) {
   const std::size_t steps = images / batch;
   auto pending = std::make_shared<std::vector<double>>();
   Trial t;
@@ -208,9 +211,9 @@ Trial pytorch_trial(const TorchPython& py, bool compiled, int threads, std::size
     if (pending->empty()) {
       const nlohmann::json j = run_torch_peer(
           fmt::format("--plain --threads {} --batch {} --images {} --steps {} --warmup {} "
-                      "--repeat {}{}",
+                      "--repeat {}{}{}",
                       threads, batch, images, steps, std::max<std::size_t>(5, steps / 10), 12,
-                      compiled ? " --compile" : ""),
+                      compiled ? " --compile" : "", autocast ? " --autocast" : ""),
           python);
       for (const auto& v : j.at("seconds")) pending->push_back(v.get<double>());
     }
@@ -222,8 +225,10 @@ Trial pytorch_trial(const TorchPython& py, bool compiled, int threads, std::size
       "PyTorch {} ({}), {} (kernels/nn/scripts/torch_peer.py --plain{}, "
       "torch.set_num_threads({})), {} steps of {} a window; its repetitions are timed inside one "
       "run of the script, not interleaved with ours",
-      py.version, py.python, compiled ? "under torch.compile" : "eager",
-      compiled ? " --compile" : "", threads, steps, batch);
+      py.version, py.python,
+      autocast ? "eager under torch.autocast(\"cpu\", dtype=torch.bfloat16)"
+               : (compiled ? "under torch.compile" : "eager"),
+      autocast ? " --autocast" : (compiled ? " --compile" : ""), threads, steps, batch);
   t.work.items = static_cast<double>(steps * batch);
   t.work.flops = t.work.items * training_flops_per_sample(MlpSpec{});
   return t;
@@ -236,8 +241,14 @@ Trial throughput_trial(const Params& p, GroupCache& cache) {
     throw UsageError(
         fmt::format("parameter 'batch': {} is more than the {} images", batch, images));
   bool compiled = false;
-  if (const TorchPython* py = torch_python_of_row(param_str(p, "gemm"), compiled))
-    return pytorch_trial(*py, compiled, static_cast<int>(param_int(p, "threads")),
+  std::string row = param_str(p, "gemm");
+  constexpr std::string_view kAutocast = "_autocast";
+  const bool autocast =
+      row.size() > kAutocast.size() &&
+      row.compare(row.size() - kAutocast.size(), kAutocast.size(), kAutocast) == 0;
+  if (autocast) row.resize(row.size() - kAutocast.size());
+  if (const TorchPython* py = torch_python_of_row(row, compiled); py && !(autocast && compiled))
+    return pytorch_trial(*py, compiled, autocast, static_cast<int>(param_int(p, "threads")),
                          static_cast<std::size_t>(param_int(p, "batch")), images);
   auto data =
       cache.get<std::shared_ptr<const Dataset>>(fmt::format("fashion-mnist:{}", images), [&] {
@@ -247,8 +258,16 @@ Trial throughput_trial(const Params& p, GroupCache& cache) {
   TrainConfig config;
   config.batch = static_cast<std::size_t>(param_int(p, "batch"));
   config.threads = static_cast<int>(param_int(p, "threads"));
-  if (!kernels::parse_gemm_version(param_str(p, "gemm"), config.gemm))
-    throw UsageError(fmt::format("gemm: '{}' is not a GEMM version", param_str(p, "gemm")));
+  // Rows bf16 and fp16: the same step with 16-bit weights, activations and gradients and
+  // float32 sums (Mlp::train_step_mixed, the update fused), its GEMMs gemm_bf16 (bfloat16, where
+  // the CPU has AVX512_BF16) or GEMM v4 widening the 16-bit operands as it packs them.
+  const std::string gemm = param_str(p, "gemm");
+  if (gemm == "bf16" || gemm == "fp16") {
+    config.precision = gemm == "bf16" ? Precision::bf16 : Precision::fp16;
+    config.gemm = kernels::GemmVersion::v4_register;
+  } else if (!kernels::parse_gemm_version(gemm, config.gemm)) {
+    throw UsageError(fmt::format("gemm: '{}' is not a GEMM version", gemm));
+  }
   auto st = std::make_shared<ThroughputState>();
   st->data = data;
   Trial t;
@@ -259,6 +278,16 @@ Trial throughput_trial(const Params& p, GroupCache& cache) {
                                 : kernels::ThreadRuntime::openmp);
   };
   t.run = [st] { st->last = st->trainer->run_epoch(); };
+  // bfloat16's GEMMs are held to VDPBF16PS's peak on the row's threads (twice an FMA's FLOPs an
+  // instruction), measured once per group beside them, rather than to the float32 FMA peak.
+  if (config.precision == Precision::bf16 && kernels::have_bf16()) {
+    const int threads = config.threads;
+    const double peak = cache.get<double>(fmt::format("bf16 peak {}", threads), [threads] {
+      kernels::ComputeThreadsScope scope(threads);
+      return kernels::bf16_peak_flops(threads);
+    });
+    t.observe = [peak](Sample& s) { s.metrics["own_peak_flops"] = peak; };
+  }
   t.check = [st]() -> std::string {
     // From the same initial model, one pass must leave a finite loss below chance (ln 10).
     if (!std::isfinite(st->last.loss)) return "the loss is not finite";
@@ -280,14 +309,17 @@ Trial throughput_trial(const Params& p, GroupCache& cache) {
   return t;
 }
 
-// OpenBLAS and v4, and PyTorch in each interpreter named that has it (torch_peer.hpp): eager,
-// and under torch.compile from torch 2.0.
+// OpenBLAS and v4, the step in bfloat16 and FP16, and PyTorch in each interpreter named that has
+// it (torch_peer.hpp): eager, under torch.compile from torch 2.0, and under
+// torch.autocast(bfloat16) (CPU autocast to bfloat16 is in every PyTorch the suite meets, 1.10
+// and later).
 std::vector<std::string> throughput_gemms() {
-  std::vector<std::string> v = {"openblas", "v4_register"};
+  std::vector<std::string> v = {"openblas", "v4_register", "bf16", "fp16"};
   for (const TorchPython& py : torch_pythons()) {
     if (!py.why_not.empty()) continue;
     v.push_back(py.row);
     if (py.can_compile()) v.push_back(py.row + "_compiled");
+    v.push_back(py.row + "_autocast");
   }
   return v;
 }
@@ -305,7 +337,7 @@ const bool registered_throughput = register_experiment({
     .id = "kernels/train_throughput",
     .chapter = "kernels",
     .title = "Training throughput of the MLP (samples/s) against threads: OpenBLAS vs GEMM v4, "
-             "PyTorch the peer",
+             "the step in bfloat16 and FP16, PyTorch the peer",
     .axes = {{.name = "gemm", .values = throughput_gemms()},
              {.name = "threads",
               .values = thread_counts(),
@@ -323,7 +355,14 @@ const bool registered_throughput = register_experiment({
               .kind = AxisKind::count,
               .max = data::kFashionMnistTrain}},  // the training set has no more
     .baseline = {{"threads", "1"}},
-    .ceiling = Ceiling::peak_flops_per_worker,  // the step's FLOPs against its threads' FMA peak
+    .metrics = {{.name = "own_peak_flops",
+                 .unit = "FLOP/s",
+                 .lower_is_better = false,
+                 .what = "the bf16 row only: VDPBF16PS's peak on the row's threads, measured in "
+                         "this run (its fraction_of_ceiling divides by it)",
+                 .optional = true}},
+    // The step's FLOPs against its threads' FMA peak (bfloat16's: against its own, above).
+    .ceiling = Ceiling::peak_flops_per_worker,
     .interleave = {"gemm", "threads"},
     .prepare = throughput_trial,
     .figures = {{.id = "samples_per_s",

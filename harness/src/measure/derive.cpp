@@ -200,9 +200,13 @@ void derive_metrics(std::vector<Record>& records, const Calibration& calib, unsi
     if (e && e->ceiling == Ceiling::peak_flops_per_worker && calib.peak_flops_1core > 0 &&
         r.derived.count("flops_per_s")) {
       const double p = std::max(1.0, workers(r.params, e->scaling_axis));
-      const double peak = calib.peak_flops > 0
-                              ? std::min(p * calib.peak_flops_1core, calib.peak_flops)
-                              : p * calib.peak_flops_1core;
+      double peak = calib.peak_flops > 0 ? std::min(p * calib.peak_flops_1core, calib.peak_flops)
+                                         : p * calib.peak_flops_1core;
+      // A record that measured the peak of its own arithmetic on its workers (own_peak_flops:
+      // bfloat16's VDPBF16PS) is a fraction of that instead.
+      if (const auto own = r.metrics.find("own_peak_flops");
+          own != r.metrics.end() && own->second.stats.median > 0)
+        peak = own->second.stats.median;
       r.derived["fraction_of_ceiling"] = r.derived["flops_per_s"] / peak;
     }
     if (e && e->ceiling == Ceiling::roofline_per_worker)
