@@ -8,8 +8,10 @@
 
 #include "concurdl/harness/calibrate.hpp"
 #include "concurdl/harness/runner.hpp"
+#include "runner_test_util.hpp"
 
 using namespace concurdl;
+using concurdl::test::configs_of;
 
 namespace {
 
@@ -40,11 +42,6 @@ const bool registered = [] {
   });
   return true;
 }();
-
-std::vector<Config> configs_of(const std::string& id, RunOptions opt = {}) {
-  opt.progress = false;
-  return expand({find_experiment(id)}, opt);
-}
 
 }  // namespace
 

@@ -39,6 +39,7 @@
 #include "concurdl/kernels/threads.hpp"
 #include "concurdl/nn/step_phases.hpp"
 #include "concurdl/nn/trainer.hpp"
+#include "own_peak.hpp"
 
 namespace concurdl::nn {
 
@@ -186,18 +187,8 @@ Trial breakdown_trial(const Params& p, GroupCache& cache) {
   // them (GroupCache) as kernels/gemm_bf16 measures it. Float32's and FP16's (widened) GEMMs are
   // held to the calibrated FMA peak (Ceiling::roofline_per_worker).
   if (precision == Precision::bf16 && kernels::have_bf16() &&
-      phase.find("_gemm") != std::string::npos) {
-    const int threads = st->config.threads;
-    const double peak = cache.get<double>(fmt::format("bf16 peak {}", threads), [threads] {
-      kernels::ComputeThreadsScope scope(threads);
-      return kernels::bf16_peak_flops(threads);
-    });
-    t.measure = [measure = t.measure, peak] {
-      Sample s = measure();
-      s.metrics["own_peak_flops"] = peak;
-      return s;
-    };
-  }
+      phase.find("_gemm") != std::string::npos)
+    t.measure = with_own_peak(t.measure, bf16_peak_of_group(cache, st->config.threads));
   t.work = phase_work(phase, st->config.spec, kBatch, st->config.fuse_update,
                       mixed);  // per step: the sample is per step
   if (!mixed && (phase == "cast" || phase == "unscale"))

@@ -24,6 +24,7 @@
 #include "concurdl/kernels/threads.hpp"
 #include "concurdl/nn/torch_peer.hpp"
 #include "concurdl/nn/trainer.hpp"
+#include "own_peak.hpp"
 #include "train_record.hpp"
 
 namespace concurdl::nn {
@@ -234,14 +235,6 @@ Trial pytorch_trial(const TorchPython& py, bool compiled, bool autocast, int thr
   return t;
 }
 
-// VDPBF16PS's peak on `threads` threads, measured once per group (as kernels/gemm_bf16 does).
-double bf16_peak(GroupCache& cache, int threads) {
-  return cache.get<double>(fmt::format("bf16 peak {}", threads), [threads] {
-    kernels::ComputeThreadsScope scope(threads);
-    return kernels::bf16_peak_flops(threads);
-  });
-}
-
 Trial throughput_trial(const Params& p, GroupCache& cache) {
   const auto images = static_cast<std::size_t>(param_int(p, "images"));
   // A batch larger than the images would make an epoch one short step: not what this measures.
@@ -264,14 +257,8 @@ Trial throughput_trial(const Params& p, GroupCache& cache) {
                             static_cast<std::size_t>(param_int(p, "batch")), images);
     // Under autocast its linear layers multiply in bfloat16: held, as the bf16 row is, to
     // VDPBF16PS's peak on its threads where the CPU has it.
-    if (autocast && kernels::have_bf16()) {
-      const double peak = bf16_peak(cache, threads);
-      t.measure = [measure = t.measure, peak] {
-        Sample s = measure();
-        s.metrics["own_peak_flops"] = peak;
-        return s;
-      };
-    }
+    if (autocast && kernels::have_bf16())
+      t.measure = with_own_peak(t.measure, bf16_peak_of_group(cache, threads));
     return t;
   }
   auto data =
@@ -305,7 +292,7 @@ Trial throughput_trial(const Params& p, GroupCache& cache) {
   // bfloat16's GEMMs are held to VDPBF16PS's peak on the row's threads (twice an FMA's FLOPs an
   // instruction), measured once per group beside them, rather than to the float32 FMA peak.
   if (config.precision == Precision::bf16 && kernels::have_bf16()) {
-    const double peak = bf16_peak(cache, config.threads);
+    const double peak = bf16_peak_of_group(cache, config.threads);
     t.observe = [peak](Sample& s) { s.metrics["own_peak_flops"] = peak; };
   }
   t.check = [st]() -> std::string {

@@ -24,6 +24,13 @@ double workers(const Params& p, const std::string& axis) {
   }
 }
 
+// The peak of its own arithmetic a record measured beside it (metric own_peak_flops: bfloat16's
+// VDPBF16PS), or 0 where it has none.
+double own_peak_flops(const Record& r) {
+  const auto own = r.metrics.find("own_peak_flops");
+  return own != r.metrics.end() && own->second.stats.median > 0 ? own->second.stats.median : 0;
+}
+
 // The calibration's figure for `threads` threads in one of its per-thread tables
 // (mem_copy_bytes_per_s_by_threads, fma_flops_per_s_by_threads); 0 where it has none.
 double by_threads(const Calibration& calib, const char* table, double threads) {
@@ -51,9 +58,7 @@ void derive_cpu_roofline(Record& r, const Calibration& calib, double threads) {
   const double copy = by_threads(calib, "mem_copy_bytes_per_s_by_threads", threads);
   double peak = 0;
   std::string peak_from;
-  if (const auto own = r.metrics.find("own_peak_flops");
-      own != r.metrics.end() && own->second.stats.median > 0) {
-    peak = own->second.stats.median;
+  if ((peak = own_peak_flops(r)) > 0) {
     peak_from = "the peak of its own arithmetic measured beside it (own_peak_flops)";
   } else if ((peak = by_threads(calib, "fma_flops_per_s_by_threads", threads)) > 0) {
     peak_from = "the calibrated FMA peak";
@@ -139,13 +144,12 @@ void flag_above_ceiling(Record& r, const Calibration& calib, unsigned cpus, bool
   } else if (auto f = r.derived.find("flops_per_s"); f != r.derived.end()) {
     // A record that measured the peak of its own arithmetic (metric own_peak_flops: bfloat16's
     // VDPBF16PS, twice float32's FMA) is held to that, not to the calibrated float32 peak.
-    if (const auto own = r.metrics.find("own_peak_flops");
-        own != r.metrics.end() && own->second.stats.median > 0) {
-      if (f->second > kTolerance * own->second.stats.median)
+    if (const double own = own_peak_flops(r); own > 0) {
+      if (f->second > kTolerance * own)
         r.notes["above_ceiling"] = fmt::format(
             "{:.2f} x the peak of its own arithmetic measured beside it (own_peak_flops): the "
             "peak's measurement was disturbed, or the declared work is wrong",
-            f->second / own->second.stats.median);
+            f->second / own);
     } else if (calib.peak_flops > 0 && f->second > kTolerance * calib.peak_flops) {
       note(f->second / calib.peak_flops, "peak FLOP/s");
     }
@@ -204,9 +208,7 @@ void derive_metrics(std::vector<Record>& records, const Calibration& calib, unsi
                                          : p * calib.peak_flops_1core;
       // A record that measured the peak of its own arithmetic on its workers (own_peak_flops:
       // bfloat16's VDPBF16PS) is a fraction of that instead.
-      if (const auto own = r.metrics.find("own_peak_flops");
-          own != r.metrics.end() && own->second.stats.median > 0)
-        peak = own->second.stats.median;
+      if (const double own = own_peak_flops(r); own > 0) peak = own;
       r.derived["fraction_of_ceiling"] = r.derived["flops_per_s"] / peak;
     }
     if (e && e->ceiling == Ceiling::roofline_per_worker)
