@@ -73,7 +73,8 @@ class ThreadsCommunicator final : public Communicator {
   // Posts a receive, or completes it at once from a buffered message. `completed` says which:
   // once posted, the slot's state belongs to the inbox lock (a sender may be changing it).
   std::shared_ptr<RecvSlot> post(int src, std::span<float> data, int tag, bool reduce,
-                                 bool& completed, const float* addend = nullptr) {
+                                 bool& completed, const float* addend = nullptr,
+                                 Combine combine = {}) {
     completed = false;
     auto slot = std::make_shared<RecvSlot>();
     slot->src = src;
@@ -81,6 +82,7 @@ class ThreadsCommunicator final : public Communicator {
     slot->buf = data;
     slot->reduce = reduce;
     slot->addend = addend;
+    slot->combine = combine;
     Inbox& box = world_.inbox(rank_);
     std::vector<float> payload;
     {
@@ -195,8 +197,13 @@ class ThreadsCommunicator final : public Communicator {
     return post_request(src, out, tag, /*reduce=*/true,
                         in.data() == out.data() ? nullptr : in.data());
   }
+  // The same with another reduction, which the sender applies in place of the sum.
+  Request do_irecv_combine(int src, std::span<float> acc, std::span<float>, Combine op,
+                           int tag) override {
+    return post_request(src, acc, tag, /*reduce=*/true, nullptr, op);
+  }
   Request post_request(int src, std::span<float> data, int tag, bool reduce,
-                       const float* addend = nullptr);
+                       const float* addend = nullptr, Combine combine = {});
 
   void do_broadcast(std::span<float> data, int root) override {
     publish(data, data);
@@ -385,9 +392,9 @@ class ThreadsRecv final : public Request::Impl {
 };
 
 Request ThreadsCommunicator::post_request(int src, std::span<float> data, int tag, bool reduce,
-                                          const float* addend) {
+                                          const float* addend, Combine combine) {
   bool completed = false;
-  std::shared_ptr<RecvSlot> slot = post(src, data, tag, reduce, completed, addend);
+  std::shared_ptr<RecvSlot> slot = post(src, data, tag, reduce, completed, addend, combine);
   if (completed) {
     // Completed from a buffered message; a request that only reports the source.
     struct Done final : Request::Impl {

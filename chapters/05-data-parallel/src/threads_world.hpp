@@ -39,6 +39,8 @@ struct RecvSlot {
   bool reduce = false;
   // irecv_add out of place: buf = addend + message (addend is `in`, buf is `out`).
   const float* addend = nullptr;
+  // irecv_combine: buf = combine(buf, message) instead of the sum.
+  Combine combine;
   State state = State::posted;
   int from = -1;  // the sender, once matched
   // Set (release) right after `state` becomes done, so the receiver may spin on it for a few
@@ -230,6 +232,10 @@ inline void deliver(const RecvSlot& slot, std::span<const float> data) {
   }
   float* __restrict acc = slot.buf.data();
   const float* __restrict x = data.data();
+  if (slot.combine.fn != nullptr) {
+    slot.combine.fn(acc, x, data.size(), slot.combine.context);
+    return;
+  }
   if (slot.addend != nullptr) {
     const float* __restrict y = slot.addend;
     for (std::size_t i = 0; i < data.size(); ++i) acc[i] = y[i] + x[i];

@@ -1,4 +1,5 @@
-// Communicator::irecv_reduce / recv_reduce: acc += the message, at 1 to 8 ranks. The threads
+// Communicator::irecv_reduce / recv_reduce: acc += the message, at 1 to 8 ranks (irecv_add and
+// irecv_combine, another reduction, too). The threads
 // backend adds straight from the sender's buffer (its own do_irecv_reduce); the default
 // (receive into scratch, then add), which MPI uses, is tested on threads too, through a
 // communicator that forwards everything but irecv_reduce. Both orders: the receive posted before
@@ -6,6 +7,7 @@
 //   ch05_tests --gtest_filter='RecvReduce*'
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <string>
 #include <vector>
@@ -252,6 +254,66 @@ TEST_P(RecvReduce, IrecvAddWritesInPlusTheMessageIntoOut) {
       });
       EXPECT_EQ(wrong.load(), 0u);
     }
+}
+
+// irecv_combine: another reduction than the sum, with its context passed through (here
+// acc = max(acc, message) + 0.5), applied once, by the sender (threads) or after the receive
+// into scratch (the default), whichever comes first.
+void max_plus(float* acc, const float* message, std::size_t n, const void* context) {
+  const float off = *static_cast<const float*>(context);
+  for (std::size_t i = 0; i < n; ++i) acc[i] = std::max(acc[i], message[i]) + off;
+}
+
+TEST_P(RecvReduce, IrecvCombineAppliesItsReductionOnce) {
+  const Case c = GetParam();
+  if (c.blocking) GTEST_SKIP() << "irecv_combine has no blocking form";
+  for (std::size_t count : kSizes) {
+    SCOPED_TRACE(std::to_string(count) + " floats");
+    std::atomic<std::size_t> wrong{0};
+    within_seconds(kDeadline, [&] {
+      run_threads(c.ranks, [&](Communicator& threads) {
+        DefaultReduce plain(threads);
+        Communicator& comm = c.path == Path::fused ? threads : static_cast<Communicator&>(plain);
+        const int n = comm.size(), r = comm.rank();
+        const int right = (r + 1) % n, left = (r - 1 + n) % n;
+        const float off = 0.5f;
+        const Combine op{&max_plus, &off};
+        std::vector<float> mine = input(r, count), acc = input(r, count);
+        std::vector<float> scratch(count, kPoison);
+        if (c.order == Order::receive_first) {
+          Request req = comm.irecv_combine(left, acc, scratch, op, 11);
+          comm.barrier();  // every receive is posted before any message is sent
+          comm.send(right, mine, 11);
+          req.wait();
+          EXPECT_EQ(req.source(), left);
+        } else {
+          comm.send(right, mine, 11);
+          comm.barrier();  // every message is sent before any receive is posted
+          Request req = comm.irecv_combine(left, acc, scratch, op, 11);
+          req.wait();
+        }
+        std::size_t w = 0;
+        for (std::size_t i = 0; i < count; ++i)
+          w += acc[i] != std::max(value(r, i), value(left, i)) + off;
+        wrong += w;
+        comm.barrier();
+      });
+    });
+    EXPECT_EQ(wrong.load(), 0u);
+  }
+}
+
+TEST(RecvReduceErrors, IrecvCombineNeedsAFunctionAndScratch) {
+  within_seconds(kDeadline, [] {
+    run_threads(1, [](Communicator& threads) {
+      DefaultReduce plain(threads);
+      std::vector<float> a(8, 1.0f), scratch(8, 0.0f), short_scratch(3, 0.0f);
+      EXPECT_THROW(threads.irecv_combine(0, a, scratch, Combine{}, 1), std::invalid_argument);
+      const float off = 0;
+      EXPECT_THROW(plain.irecv_combine(0, a, short_scratch, Combine{&max_plus, &off}, 1),
+                   std::invalid_argument);
+    });
+  });
 }
 
 TEST(RecvReduceErrors, IrecvAddChecksItsSpans) {

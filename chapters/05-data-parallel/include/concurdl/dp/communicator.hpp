@@ -16,8 +16,10 @@
 // shared-memory algorithm for threads; the hand-written ones are measured against them.
 //
 // The contract, the same on every backend:
-// - Data are floats; every reduction is a sum (gradients). Every rank calls a collective with
-//   the same sizes, in the same order; tags keep unrelated point-to-point traffic apart.
+// - Data are floats; every reduction is a sum (gradients), except irecv_combine's, whose
+//   combine function reads the floats' bytes as it pleases (16-bit gradients). Every rank calls a
+//   collective with the same sizes, in the same order; tags keep unrelated point-to-point traffic
+//   apart.
 // - A receive takes exactly one message of exactly its size (a size mismatch is an error on
 //   both MPI and threads, not a truncation). Messages from one sender with one tag arrive in the
 //   order they were sent (MPI's non-overtaking rule); kAnySource takes the earliest match.
@@ -126,6 +128,14 @@ inline void wait_all(std::span<Request> requests) {
   for (Request& r : requests) r.wait();
 }
 
+// A receive's reduction other than float addition, as MPI_Op_create makes one: fn combines a
+// message of `words` floats' bytes into `acc` (the same size), with `context` passed through
+// (the 16-bit ring's: the format, and a widen-add-round of bfloat16 or binary16 pairs).
+struct Combine {
+  void (*fn)(float* acc, const float* message, std::size_t words, const void* context) = nullptr;
+  const void* context = nullptr;
+};
+
 class Communicator {
  public:
   virtual ~Communicator() = default;
@@ -226,9 +236,22 @@ class Communicator {
     if (in.data() != out.data()) check_disjoint(in, out, "irecv_add");
     return do_irecv_add(src, in, out, scratch.first(std::min(scratch.size(), out.size())), tag);
   }
-  // Whether irecv_reduce and irecv_add use their scratch: a backend whose sender adds into the
-  // destination (the threads backend) does not, and a caller may then pass an empty one (a
-  // short one that is not empty is still an error).
+  // acc = op(acc, message): irecv_reduce with another reduction, as an MPI user-defined op. The
+  // default receives into scratch, then combines; the threads backend's sender combines from
+  // its buffer into `acc` in one pass.
+  Request irecv_combine(int src, std::span<float> acc, std::span<float> scratch, Combine op,
+                        int tag) {
+    check_peer(src, true, "irecv_combine");
+    check_tag(tag);
+    if (op.fn == nullptr) throw std::invalid_argument("irecv_combine: no combine function");
+    if (scratch.size() < acc.size() && (uses_receive_scratch() || !scratch.empty()))
+      throw std::invalid_argument("irecv_combine: scratch has " + std::to_string(scratch.size()) +
+                                  " floats, acc " + std::to_string(acc.size()));
+    return do_irecv_combine(src, acc, scratch.first(std::min(scratch.size(), acc.size())), op, tag);
+  }
+  // Whether irecv_reduce, irecv_add and irecv_combine use their scratch: a backend whose sender
+  // adds into the destination (the threads backend) does not, and a caller may then pass an empty
+  // one (a short one that is not empty is still an error).
   virtual bool uses_receive_scratch() const { return true; }
   // Blocking; the default's scratch is this thread's, kept between calls.
   int recv_reduce(int src, std::span<float> acc, int tag) {
@@ -311,10 +334,16 @@ class Communicator {
   // Default: irecv into scratch; wait() (or a true test()) then adds scratch into acc.
   virtual Request do_irecv_reduce(int src, std::span<float> acc, std::span<float> scratch,
                                   int tag) {
+    return do_irecv_combine(src, acc, scratch, Combine{&add_floats, nullptr}, tag);
+  }
+  // Default: irecv into scratch; wait() (or a true test()) then combines scratch into acc.
+  virtual Request do_irecv_combine(int src, std::span<float> acc, std::span<float> scratch,
+                                   Combine op, int tag) {
     class AddOnCompletion final : public Request::Impl {
      public:
-      AddOnCompletion(Request recv, std::span<float> acc, std::span<const float> scratch)
-          : recv_(std::move(recv)), acc_(acc), scratch_(scratch) {}
+      AddOnCompletion(Request recv, std::span<float> acc, std::span<const float> scratch,
+                      Combine op)
+          : recv_(std::move(recv)), acc_(acc), scratch_(scratch), op_(op) {}
       void wait() override {
         recv_.wait();
         add();
@@ -331,16 +360,22 @@ class Communicator {
       void add() {
         if (added_) return;
         added_ = true;
-        float* __restrict a = acc_.data();
-        const float* __restrict b = scratch_.data();
-        for (std::size_t i = 0; i < acc_.size(); ++i) a[i] += b[i];
+        if (!acc_.empty()) op_.fn(acc_.data(), scratch_.data(), acc_.size(), op_.context);
       }
       Request recv_;
       std::span<float> acc_;
       std::span<const float> scratch_;
+      Combine op_;
       bool added_ = false;
     };
-    return Request(std::make_unique<AddOnCompletion>(do_irecv(src, scratch, tag), acc, scratch));
+    return Request(
+        std::make_unique<AddOnCompletion>(do_irecv(src, scratch, tag), acc, scratch, op));
+  }
+  // The float sum, as a Combine.
+  static void add_floats(float* acc, const float* message, std::size_t words, const void*) {
+    float* __restrict a = acc;
+    const float* __restrict b = message;
+    for (std::size_t i = 0; i < words; ++i) a[i] += b[i];
   }
   // Default: copy in to out, then irecv_reduce into out.
   virtual Request do_irecv_add(int src, std::span<const float> in, std::span<float> out,
