@@ -1,6 +1,7 @@
 // Chapter 05's mixed-precision experiments (precision.hpp, allreduce16.hpp):
 //   ch05/precision           fp32, bf16 and fp16 data-parallel training (DataParallelTrainer) at
-//                            1, 2 and 4 thread ranks of 64 rows, on the chapter's MLP and, in the
+//                            1, 2 and 4 thread ranks of 64 rows (one rank's update fused into
+//                            its weight-gradient GEMMs), on the chapter's MLP and, in the
 //                            full profile, a wider one whose GEMMs dominate its step: samples/s
 //                            and the bytes each rank sends per step (the communicator's count;
 //                            float32 through the hand-written v4_ring, 16-bit through the 16-bit
@@ -66,6 +67,18 @@ const std::vector<Metric> kSpeedMetrics = {
     {"sent_model_bytes_per_step", "B", false,
      "the ring's model: 2 (N-1)/N x Ψ values x 4 bytes (fp32) or 2 (bf16, fp16)"},
     {"skipped_steps", "", true, "steps skipped because the summed gradients were not finite"},
+    {"step_compute_s", "s", true,
+     "per step, rank 0: gathering the batch, forward and backward; at 1 rank also the update, "
+     "fused into the weight-gradient GEMMs (ours only)",
+     true},
+    {"step_comm_s", "s", true,
+     "per step, rank 0: the gradients' all-reduce after backward, with its wait for the other "
+     "ranks (ours at 2 or more ranks)",
+     true},
+    {"step_update_s", "s", true,
+     "per step, rank 0: the SGD update from the summed gradients (ours at 2 or more ranks; at 1 "
+     "rank it is fused into the GEMMs and not timed apart)",
+     true},
     {"peak_rss_bytes", "B", false,
      "peak resident memory over the timed steps (VmHWM reset before them): ours, the one "
      "process whose threads are the ranks; PyTorch's, its process's (left out where /proc does "
@@ -90,6 +103,9 @@ Sample measure_speed(const nn::Dataset& data, const nn::MlpSpec& spec, nn::Preci
   // float32 through the hand-written ring, so that its bytes are counted as the 16-bit ring's
   // are (the native all-reduce moves them inside the backend).
   if (precision == nn::Precision::fp32) options.algorithm = "v4_ring";
+  // One rank, with nothing to sum, takes the fastest step it can, in every precision: the update
+  // fused into the weight-gradient GEMMs, as nn::Trainer steps.
+  options.fuse_update_alone = true;
   Sample s;
   run_threads(ranks, [&](Communicator& comm) {
     DataParallelTrainer t(comm, config, data, options);
@@ -98,6 +114,7 @@ Sample measure_speed(const nn::Dataset& data, const nn::MlpSpec& spec, nn::Preci
       const auto r = t.step();
       first += r.loss_sum / static_cast<double>(r.rows ? r.rows : 1);
     }
+    t.reset_times();
     const int steps = steps_for(t.global_batch());
     std::size_t skipped = 0;
     const bool rss_window = begin_resident_window(comm);  // these steps' peak alone
@@ -120,6 +137,13 @@ Sample measure_speed(const nn::Dataset& data, const nn::MlpSpec& spec, nn::Preci
       s.metrics["sent_bytes_per_step"] = static_cast<double>(sent) / steps;
       s.metrics["sent_model_bytes_per_step"] = 2.0 * (ranks - 1) / ranks * psi * bytes;
       s.metrics["skipped_steps"] = static_cast<double>(skipped);
+      const StepTimes& tm = t.times();
+      const double n = static_cast<double>(tm.steps);
+      s.metrics["step_compute_s"] = tm.compute_s / n;
+      if (ranks > 1) {
+        s.metrics["step_comm_s"] = tm.wait_s / n;
+        s.metrics["step_update_s"] = tm.update_s / n;
+      }
       end_resident_window(rss_window, s);
       st.divergence = div;
       st.first_loss = first / kWarmSteps;

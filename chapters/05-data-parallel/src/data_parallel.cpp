@@ -85,6 +85,11 @@ std::size_t DataParallelTrainer::steps_per_epoch() const {
 }
 
 std::string DataParallelTrainer::describe() const {
+  if (options_.fuse_update_alone && size() == 1)
+    return fmt::format(
+        "1 rank ({}), batch {}, {}, nothing to sum: the update fused into the "
+        "weight-gradient GEMMs",
+        comm_.name(), config_.batch, nn::describe(config_.precision));
   if (config_.precision != nn::Precision::fp32) {
     const std::string how =
         sync_ ? fmt::format("in {} bucket{} of >= {} KiB, overlapped with backward",
@@ -135,6 +140,20 @@ DataParallelTrainer::StepResult DataParallelTrainer::step() {
     batch_y_[i] = train_.y[idx];
   }
 
+  if (options_.fuse_update_alone && size() == 1) {
+    r.skipped = !fused_step(mine.count, r);
+    if (options_.after_compute)
+      options_.after_compute(rank(), std::chrono::duration<double>(Clock::now() - t0).count());
+    ++state_.step;
+    if (++step_in_epoch_ == steps_per_epoch()) {
+      ++state_.epoch;
+      epoch_started_ = false;
+    }
+    times_.steps += 1;
+    times_.compute_s += seconds_since(t0);
+    times_.total_s += seconds_since(t0);
+    return r;
+  }
   if (config_.precision != nn::Precision::fp32) {
     const double wait_before = times_.wait_s;  // with overlap: the wait in finish_step
     const bool apply = mixed_compute_and_reduce(mine.count, r);
@@ -211,6 +230,23 @@ DataParallelTrainer::StepResult DataParallelTrainer::step() {
   return r;
 }
 
+bool DataParallelTrainer::fused_step(std::size_t rows, RankStepResult& r) {
+  trace::Span compute("forward + backward + update", "compute");
+  const nn::Precision p = config_.precision;
+  if (p == nn::Precision::fp32) {
+    const float loss = model_.train_step(batch_x_.data(), batch_y_.data(), rows, opt_, &r.correct);
+    r.loss_sum = static_cast<double>(loss) * static_cast<double>(rows);
+    return true;
+  }
+  // The loss scaler decides from the 16-bit output gradients whether the update is applied.
+  const bool fp16 = p == nn::Precision::fp16;
+  const nn::Mlp::MixedStep m = model_.train_step_mixed(
+      p, batch_x_.data(), batch_y_.data(), rows, fp16 ? scaler_.scale() : 1.0f, opt_,
+      [&](bool finite) { return fp16 ? scaler_.update(!finite) : finite; }, &r.correct);
+  r.loss_sum = static_cast<double>(m.loss) * static_cast<double>(rows);
+  return m.applied;
+}
+
 bool DataParallelTrainer::mixed_compute_and_reduce(std::size_t rows, RankStepResult& r) {
   const nn::Precision p = config_.precision;
   const bool fp16 = p == nn::Precision::fp16;
@@ -256,7 +292,12 @@ bool DataParallelTrainer::mixed_compute_and_reduce(std::size_t rows, RankStepRes
     times_.reduce_s = sync_->reduce_seconds() - reduce_base_;
   } else if (size() > 1) {
     trace::Span reduce("16-bit all-reduce", "comm");
+    const auto t0 = Clock::now();
     allreduce_ring_16bit(comm_, p, g, options_.algo);
+    // On the compute thread, after backward: all of it is exposed.
+    const double s = seconds_since(t0);
+    times_.wait_s += s;
+    times_.reduce_s += s;
   }
   // Every rank sees the same sum, so every rank takes the same decision.
   const bool finite = nn::all_finite_16bit(p, g);

@@ -4,7 +4,8 @@
 // the float32 ring, counted; an infinity on one rank reaches all. DataParallelTrainer in bf16 and
 // fp16 keeps its replicas identical, learns as one 16-bit trainer does, and under a forced
 // overflow every rank skips the same steps and backs off the same scale, with the ring after
-// backward or overlapped with it bucket by bucket. Exercise 5.4 (the
+// backward or overlapped with it bucket by bucket; one rank with its update fused takes
+// nn::Trainer's steps bit for bit. Exercise 5.4 (the
 // student's dynamic loss scale, exercises/student_loss_scale.hpp) runs through the scaler's
 // rules and a trainer forced to overflow.
 //   ch05_tests --gtest_filter='Mixed*:LossScale*'   ch05_tests --gtest_filter='LossScaleEx5_4*'
@@ -18,6 +19,7 @@
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "../exercises/student_loss_scale.hpp"
@@ -26,6 +28,7 @@
 #include "concurdl/dp/data_parallel.hpp"
 #include "concurdl/dp/threads_backend.hpp"
 #include "concurdl/kernels/threads.hpp"
+#include "concurdl/nn/trainer.hpp"
 
 namespace {
 
@@ -258,6 +261,33 @@ TEST(MixedDataParallel, AForcedOverflowSkipsTheSameStepsOnEveryRank) {
 // 2, 3, 4 and 8 ranks the replicas stay identical and learn as the blocking ring's do (the
 // buckets' rings round at other places than the whole buffer's, so not to its bits); a forced
 // overflow skips the same steps everywhere.
+// One rank with nothing to sum may fuse the update into the weight-gradient GEMMs: then it takes
+// nn::Trainer's fused steps bit for bit, in every precision. The control: unfused, a 16-bit step
+// rounds its weight gradients to 16 bits and lands elsewhere, so the comparison can fail. At two
+// ranks the option changes nothing.
+TEST(MixedDataParallel, OneRankFusedTakesTheTrainersStepsBitForBit) {
+  concurdl::kernels::set_compute_threads(1);
+  for (const nn::Precision p : {nn::Precision::fp32, nn::Precision::bf16, nn::Precision::fp16}) {
+    SCOPED_TRACE(std::string(nn::describe(p)));
+    nn::Trainer want(config(p, 20), data());
+    double want_loss = 0;
+    for (int e = 0; e < 2; ++e) want_loss = want.run_epoch().loss;
+    const std::span<const float> wp = std::as_const(want).model().parameters();
+    DataParallelOptions fused;
+    fused.fuse_update_alone = true;
+    const Outcome got = train(1, config(p, 20), 2, fused);
+    ASSERT_EQ(got.params.size(), wp.size());
+    EXPECT_EQ(std::memcmp(got.params.data(), wp.data(), wp.size() * sizeof(float)), 0);
+    EXPECT_NEAR(got.loss, want_loss, 1e-6 * want_loss);  // summed in another order
+    const Outcome unfused = train(1, config(p, 20), 2);
+    const bool same = std::memcmp(unfused.params.data(), wp.data(), wp.size() * sizeof(float)) == 0;
+    EXPECT_EQ(same, p == nn::Precision::fp32) << "unfused 16-bit steps round the weight gradients";
+    const Outcome two = train(2, config(p, 10), 1), two_fused = train(2, config(p, 10), 1, fused);
+    EXPECT_EQ(two.params, two_fused.params);
+    EXPECT_EQ(two_fused.divergence, 0.0);
+  }
+}
+
 TEST(MixedDataParallel, OverlappedBucketsKeepTheReplicasIdentical) {
   for (const nn::Precision p : {nn::Precision::bf16, nn::Precision::fp16}) {
     SCOPED_TRACE(std::string(nn::describe(p)));

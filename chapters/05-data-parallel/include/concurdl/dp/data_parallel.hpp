@@ -169,6 +169,14 @@ struct DataParallelOptions {
   std::function<void(int rank, double compute_s)> after_compute;
   // fp16's loss-scale update (exercise 5.4 plugs the student's in here).
   nn::LossScaleUpdate loss_scale_update = &nn::update_loss_scale;
+  // At one rank, where there is nothing to sum, each weight matrix's update fused into the GEMM
+  // that computes its gradient (Mlp::train_step, Mlp::train_step_mixed), as nn::Trainer steps:
+  // the fastest step one rank can take. Ignored at more ranks, where the update must wait for
+  // the summed gradient. Off, one rank takes the step a rank of many does, with nobody to talk
+  // to (what ch05/dp_train's scaling and projection start from). In float32 the same bits either
+  // way; in 16 bits the fused step keeps the weight gradients in float32 (nn::TrainConfig's
+  // fuse_update). Fused, StepTimes counts the update in compute_s (update_s stays 0).
+  bool fuse_update_alone = false;
 };
 
 // One rank's share of one global step: its rows, and the sum of its rows' losses.
@@ -194,7 +202,8 @@ struct StepTimes {
   std::size_t steps = 0;
   double compute_s = 0;  // gathering the batch, forward and backward (with overlap, the
                          // all-reduce of finished buckets runs during this)
-  double wait_s = 0;     // finish_step: communication left exposed after backward
+  double wait_s = 0;     // communication left exposed after backward (finish_step, or the
+                         // 16-bit ring after backward)
   double reduce_s = 0;   // inside the all-reduce calls, on whichever thread (busy time)
   double update_s = 0;   // the SGD step
   double total_s = 0;    // whole steps
@@ -247,6 +256,9 @@ class DataParallelTrainer final : public nn::RankTrainer {
   // 16-bit gradients summed over the ranks in 16 bits (allreduce_ring_16bit), checked, unscaled.
   // Whether to apply the update.
   bool mixed_compute_and_reduce(std::size_t rows, RankStepResult& r);
+  // One rank's whole step with the update fused (options.fuse_update_alone): whether it was
+  // applied.
+  bool fused_step(std::size_t rows, RankStepResult& r);
   Communicator& comm_;
   nn::TrainConfig config_;
   const nn::Dataset& train_;
