@@ -179,6 +179,22 @@ TEST(Samples, InapplicableAxesAreMeasuredOnceAndLeftOut) {
     EXPECT_EQ(c.params.count("workers"), c.params.at("loader") == "parallel" ? 1u : 0u);
 }
 
+// A figure's `where` naming an axis that means nothing for a record (left out of it) selects the
+// record whatever the value; an axis the record holds must match, and one it lacks but that
+// would apply to it (a missing parameter, not an inapplicable one) does not select it.
+TEST(Samples, AWhereSelectsRecordsWhoseLeftOutAxisIsInapplicable) {
+  const Experiment& e = *find_experiment("testv2/scaling");
+  const Params serial = {{"loader", "serial"}, {"ranks", "2"}, {"n", "8"}};
+  const Params parallel = {{"loader", "parallel"}, {"workers", "2"}, {"ranks", "2"}, {"n", "8"}};
+  EXPECT_TRUE(where_selects(e, serial, {{"workers", "3"}}));
+  EXPECT_TRUE(where_selects(e, parallel, {{"workers", "2"}, {"n", "8"}}));
+  EXPECT_FALSE(where_selects(e, parallel, {{"workers", "3"}}));
+  EXPECT_FALSE(where_selects(e, serial, {{"loader", "parallel"}}));
+  const Params no_workers = {{"loader", "parallel"}, {"ranks", "2"}, {"n", "8"}};
+  EXPECT_FALSE(where_selects(e, no_workers, {{"workers", "2"}}));
+  EXPECT_FALSE(params_match(serial, {{"workers", "3"}}));  // the plain match would drop it
+}
+
 TEST(Samples, EfficiencyFollowsTheScalingAxisAndBaselinesMatchWithoutInapplicableAxes) {
   RunOptions opt;
   opt.set["n"] = {"8"};

@@ -133,6 +133,19 @@ Params applicable_params(const Experiment& e, Params p) {
   return p;
 }
 
+bool where_selects(const Experiment& e, const Params& record, const Params& where) {
+  for (const auto& [k, v] : where) {
+    if (const auto it = record.find(k); it != record.end()) {
+      if (it->second != v) return false;
+      continue;
+    }
+    Params probe = record;
+    probe[k] = v;
+    if (applicable_params(e, std::move(probe)).count(k) != 0) return false;
+  }
+  return true;
+}
+
 const Experiment* find_experiment(const std::string& id) {
   for (const auto& e : experiment_list())
     if (e.id == id) return &e;

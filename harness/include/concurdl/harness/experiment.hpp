@@ -183,7 +183,9 @@ struct Figure {
                                    // median and interval) or a derived metric's name
   std::string series = "variant";  // parameter naming the series; other varying parameters
                                    // are folded into the series label, never averaged away
-  Params where;                    // only records with these parameter values
+  Params where;                    // only records with these parameter values (an axis
+                                   // inapplicable to a record, which it leaves out, selects it
+                                   // whatever the value: where_selects)
   bool log_x = false, log_y = false;
   std::vector<Overlay> overlays;  // empty: speedup gets {ideal, amdahl}; others none
   std::string y_label;            // default: the metric and its unit
@@ -341,6 +343,10 @@ const std::vector<Experiment>& experiments();
 const Experiment* find_experiment(const std::string& id);
 // `p` without the parameters that the experiment's Inapplicable rules say mean nothing there.
 Params applicable_params(const Experiment& e, Params p);
+// Whether a record with these parameters has `where`'s values: each one it holds equal, each one
+// it leaves out inapplicable there (a figure of samples/s against ranks selecting an axis that
+// means nothing at 1 rank keeps its 1-rank points).
+bool where_selects(const Experiment& e, const Params& record, const Params& where);
 
 // Chapters known to the program (those that registered anything), "01-threads" etc.
 struct ChapterInfo {

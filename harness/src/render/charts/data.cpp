@@ -201,7 +201,7 @@ std::vector<std::string> folded_parameters(const std::vector<Selected>& sel, con
     for (const auto& [k, v] : s.rec->params) values[k].insert(v);
   std::vector<std::string> folded;
   for (const auto& [k, vs] : values) {
-    if (k == fig.x || k == fig.series) continue;
+    if (k == fig.x || k == fig.series || fig.where.count(k) != 0) continue;  // fixed, or x
     if (std::find(fig.along_x.begin(), fig.along_x.end(), k) != fig.along_x.end()) continue;
     bool everywhere = true;
     for (const Selected& s : sel) everywhere = everywhere && s.rec->params.count(k);
@@ -265,7 +265,7 @@ std::optional<ChartData> measure(const std::vector<RunFile>& runs,
   std::size_t invalid = 0;
   for (std::size_t ri = 0; ri < runs.size(); ++ri) {
     for (const Record& r : runs[ri].records) {
-      if (r.experiment != e.id || !params_match(r.params, fig.where)) continue;
+      if (r.experiment != e.id || !where_selects(e, r.params, fig.where)) continue;
       const auto x = x_of(r, fig.x);
       if (!x) continue;
       if (!r.valid) {
