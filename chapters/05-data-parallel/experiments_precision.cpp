@@ -90,7 +90,7 @@ struct SpeedState {
 };
 
 Sample measure_speed(const nn::Dataset& data, const nn::MlpSpec& spec, nn::Precision precision,
-                     kernels::GemmVersion gemm, int ranks, SpeedState& st) {
+                     kernels::GemmVersion gemm, int ranks, bool sharded, SpeedState& st) {
   kernels::ComputeThreadsScope one(1);
   nn::TrainConfig config;
   config.spec = spec;
@@ -106,6 +106,9 @@ Sample measure_speed(const nn::Dataset& data, const nn::MlpSpec& spec, nn::Preci
   // One rank, with nothing to sum, takes the fastest step it can, in every precision: the update
   // fused into the weight-gradient GEMMs, as nn::Trainer steps.
   options.fuse_update_alone = true;
+  // At more ranks: every rank updates every parameter (replicated, as PyTorch DDP), or only
+  // the block it holds summed between the ring's halves (sharded, ZeRO stage 1's step).
+  options.shard_update = sharded;
   Sample s;
   run_threads(ranks, [&](Communicator& comm) {
     DataParallelTrainer t(comm, config, data, options);
@@ -129,6 +132,7 @@ Sample measure_speed(const nn::Dataset& data, const nn::MlpSpec& spec, nn::Preci
     const double secs =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     const std::uint64_t sent = comm.bytes_sent() - sent0;
+    t.gather_shards();  // sharded: the master weights and momentum whole again
     const double div = replica_divergence(comm, t.model().parameters());
     if (comm.rank() == 0) {
       const double psi = static_cast<double>(t.model().parameters().size());
@@ -235,7 +239,8 @@ Trial speed_trial(const Params& p, GroupCache& cache) {
   auto data = images(cache);
   auto st = std::make_shared<SpeedState>();
   t.reset = [] { kernels::settle_runtime(kernels::ThreadRuntime::openblas); };
-  t.measure = [=] { return measure_speed(*data, spec, precision, gemm, ranks, *st); };
+  const bool sharded = p.count("update") != 0 && param_str(p, "update") == "sharded";
+  t.measure = [=] { return measure_speed(*data, spec, precision, gemm, ranks, sharded, *st); };
   t.check = [st]() -> std::string {
     if (st->divergence != 0)
       return fmt::format("the replicas' parameters differ (divergence {})", st->divergence);
@@ -254,33 +259,57 @@ Trial speed_trial(const Params& p, GroupCache& cache) {
 }
 
 std::vector<Figure> precision_figures() {
+  // At 1 rank the update is fused, whichever the figure names (the axis means nothing there).
   return {{.id = "samples_per_s",
-           .title = "Training samples/s, 64 rows per rank, 784-256-128-10, GEMM v4",
+           .title = "Training samples/s, 64 rows per rank, 784-256-128-10, GEMM v4, update "
+                    "replicated",
            .x = "ranks",
            .y = "items_per_s",
            .series = "precision",
-           .where = {{"trainer", "ours"}, {"arch", kArch}, {"gemm", "v4_register"}},
+           .where = {{"trainer", "ours"},
+                     {"arch", kArch},
+                     {"gemm", "v4_register"},
+                     {"update", "replicated"}},
            .y_label = "training samples/s"},
           {.id = "samples_per_s_wide",
-           .title = "Training samples/s, 64 rows per rank, 784-1024-1024-10, GEMM v4",
+           .title = "Training samples/s, 64 rows per rank, 784-1024-1024-10, GEMM v4, update "
+                    "replicated",
            .x = "ranks",
            .y = "items_per_s",
            .series = "precision",
-           .where = {{"trainer", "ours"}, {"arch", kWideArch}, {"gemm", "v4_register"}},
+           .where = {{"trainer", "ours"},
+                     {"arch", kWideArch},
+                     {"gemm", "v4_register"},
+                     {"update", "replicated"}},
+           .y_label = "training samples/s"},
+          {.id = "samples_per_s_wide_sharded",
+           .title = "Training samples/s, 64 rows per rank, 784-1024-1024-10, GEMM v4, update "
+                    "sharded",
+           .x = "ranks",
+           .y = "items_per_s",
+           .series = "precision",
+           .where = {{"trainer", "ours"},
+                     {"arch", kWideArch},
+                     {"gemm", "v4_register"},
+                     {"update", "sharded"}},
            .y_label = "training samples/s"},
           {.id = "sent_bytes",
            .title = "Bytes each rank sends per step (784-256-128-10)",
            .x = "ranks",
            .y = "sent_bytes_per_step",
            .series = "precision",
-           .where = {{"trainer", "ours"}, {"arch", kArch}, {"gemm", "v4_register"}},
+           .where = {{"trainer", "ours"},
+                     {"arch", kArch},
+                     {"gemm", "v4_register"},
+                     {"update", "replicated"}},
            .y_label = "bytes sent per rank per step"}};
 }
 
 std::vector<Claim> precision_claims() {
   return {{.id = "bf16_halves_the_allreduce",
-           // Law: the same ring, 2 bytes a value on the wire instead of 4; a block of odd size
-           // pads one value (2 bytes of 470292).
+           // Law: the same ring, 2 bytes a value on the wire instead of 4 (the blocks are cut on
+           // pairs of values; only an odd total pads one value). The sharded update sends the
+           // same: the ring's reduce-scatter, then the all-gather of the parameters' 16-bit copy.
            .statement = "At 2 ranks, the bfloat16 gradients' all-reduce sends half the bytes per "
                         "step of the float32 one (bf16's bytes over fp32's)",
            .select = {{"trainer", "ours"},
@@ -358,11 +387,16 @@ Experiment precision_experiment() {
                // float32's GEMM, and FP16's once widened: the suite's own v4 (the lessons'
                // comparison: each precision on the suite's kernels) and OpenBLAS. bfloat16 runs
                // VDPBF16PS (gemm_bf16) whichever is named, where the CPU has it.
-               {.name = "gemm", .values = {"v4_register", "openblas"}, .quick = {"v4_register"}}},
+               {.name = "gemm", .values = {"v4_register", "openblas"}, .quick = {"v4_register"}},
+               // At 2 or more ranks: the update replicated on every rank, or sharded (each rank
+               // its block, then an all-gather); at 1 rank it is fused and the axis means nothing.
+               {.name = "update", .values = {"replicated", "sharded"}, .quick = {"replicated"}}},
       .baseline = {{"precision", "fp32"}},
       .metrics = kSpeedMetrics,
       .scaling_axis = "ranks",
-      .inapplicable = {{{{"trainer", "pytorch_autocast"}}, {"precision", "ranks", "gemm"}}},
+      .inapplicable = {{{{"trainer", "pytorch_autocast"}},
+                        {"precision", "ranks", "gemm", "update"}},
+                       {{{"ranks", "1"}}, {"update"}}},
       .interleave = {"trainer", "precision"},
       .prepare = speed_trial,
       .figures = precision_figures(),

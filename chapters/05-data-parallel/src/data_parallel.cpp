@@ -51,8 +51,16 @@ DataParallelTrainer::DataParallelTrainer(Communicator& comm, nn::TrainConfig con
       train_.x.size() != train_.n * train_.dim || train_.y.size() != train_.n)
     throw std::invalid_argument("DataParallelTrainer: the data set does not fit the model " +
                                 config_.spec.describe());
+  if (options_.shard_update && comm_.size() > 1 &&
+      (options_.overlap || options_.make_sync || (!mixed && options_.algorithm != "v4_ring")))
+    throw std::invalid_argument(
+        "DataParallelTrainer: the sharded update runs after backward between the ring's two "
+        "halves (float32: algorithm v4_ring; 16 bits: the 16-bit ring): no overlap, no other "
+        "all-reduce or synchroniser");
   const AllReduceFn algo = find_allreduce(options_.algorithm);
-  if (comm_.size() > 1 && mixed && options_.overlap) {
+  if (sharded()) {
+    // No synchroniser: step() runs the ring's halves around the update itself.
+  } else if (comm_.size() > 1 && mixed && options_.overlap) {
     // Bucket by bucket on the communication thread, each in place in the 16-bit buffer the step
     // hands over (grads16_, set on the compute thread before a bucket's first layer is done).
     // bucket_bytes are of 16-bit values, 2 bytes each; plan_buckets counts 4 bytes a value.
@@ -63,7 +71,7 @@ DataParallelTrainer::DataParallelTrainer(Communicator& comm, nn::TrainConfig con
                                                 grads16_.subspan(b.offset, b.count), options_.algo);
                                           });
   }
-  if (comm_.size() > 1 && !mixed) {
+  if (comm_.size() > 1 && !mixed && !sharded()) {
     std::vector<std::size_t> offsets = model_.layer_offsets();
     if (options_.make_sync)
       sync_ = options_.make_sync(comm_, model_.gradients(), std::move(offsets),
@@ -90,6 +98,12 @@ std::string DataParallelTrainer::describe() const {
         "1 rank ({}), batch {}, {}, nothing to sum: the update fused into the "
         "weight-gradient GEMMs",
         comm_.name(), config_.batch, nn::describe(config_.precision));
+  if (sharded())
+    return fmt::format(
+        "{} ranks ({}), batch {} per rank ({} global), {}, update sharded: gradients "
+        "reduce-scattered by the {} ring, each rank updates its block, parameters all-gathered",
+        size(), comm_.name(), config_.batch, global_batch(), nn::describe(config_.precision),
+        config_.precision == nn::Precision::fp32 ? "float32" : "16-bit");
   if (config_.precision != nn::Precision::fp32) {
     const std::string how =
         sync_ ? fmt::format("in {} bucket{} of >= {} KiB, overlapped with backward",
@@ -157,10 +171,13 @@ DataParallelTrainer::StepResult DataParallelTrainer::step() {
   if (config_.precision != nn::Precision::fp32) {
     const double wait_before = times_.wait_s;  // with overlap: the wait in finish_step
     const bool apply = mixed_compute_and_reduce(mine.count, r);
+    const double compute_wait = times_.wait_s - wait_before;
     if (options_.after_compute)
       options_.after_compute(rank(), std::chrono::duration<double>(Clock::now() - t0).count());
     const auto t1 = Clock::now();
-    if (apply) {
+    if (apply && sharded()) {
+      sharded_update_16bit();
+    } else if (apply) {
       // From the summed 16-bit gradients, unscaled by the scale this step ran with.
       trace::Span update("sgd", "update");
       // The parameters' 16-bit rounding written as they are updated: the next step's working
@@ -175,9 +192,10 @@ DataParallelTrainer::StepResult DataParallelTrainer::step() {
       epoch_started_ = false;
     }
     times_.steps += 1;
-    times_.compute_s +=
-        std::chrono::duration<double>(t1 - t0).count() - (times_.wait_s - wait_before);
-    times_.update_s += seconds_since(t1);
+    // (Sharded, the all-gather after the update counted itself as communication.)
+    const double gathered = times_.wait_s - wait_before - compute_wait;
+    times_.compute_s += std::chrono::duration<double>(t1 - t0).count() - compute_wait;
+    times_.update_s += seconds_since(t1) - gathered;
     times_.total_s += seconds_since(t0);
     return r;
   }
@@ -208,9 +226,18 @@ DataParallelTrainer::StepResult DataParallelTrainer::step() {
   if (sync_) {
     trace::Span wait("finish all-reduce", "wait");
     sync_->finish_step();
+  } else if (sharded()) {
+    trace::Span reduce("reduce-scatter", "comm");
+    reduce_scatter_ring(comm_, model_.gradients(), options_.algo);
   }
   const auto t2 = Clock::now();
-  {
+  if (sharded()) times_.reduce_s += std::chrono::duration<double>(t2 - t1).count();
+  double gathered = 0;  // sharded: the all-gather after the update, communication
+  if (sharded()) {
+    const double before = times_.wait_s;
+    sharded_update_fp32();
+    gathered = times_.wait_s - before;
+  } else {
     trace::Span update("sgd", "update");
     opt_.step(model_.parameters(), model_.gradients());
   }
@@ -224,9 +251,9 @@ DataParallelTrainer::StepResult DataParallelTrainer::step() {
   times_.steps += 1;
   times_.compute_s += std::chrono::duration<double>(t1 - t0).count();
   times_.wait_s += std::chrono::duration<double>(t2 - t1).count();
-  times_.update_s += std::chrono::duration<double>(t3 - t2).count();
+  times_.update_s += std::chrono::duration<double>(t3 - t2).count() - gathered;
   times_.total_s += std::chrono::duration<double>(t3 - t0).count();
-  times_.reduce_s = sync_ ? sync_->reduce_seconds() - reduce_base_ : 0.0;
+  if (sync_) times_.reduce_s = sync_->reduce_seconds() - reduce_base_;
   return r;
 }
 
@@ -245,6 +272,79 @@ bool DataParallelTrainer::fused_step(std::size_t rows, RankStepResult& r) {
       [&](bool finite) { return fp16 ? scaler_.update(!finite) : finite; }, &r.correct);
   r.loss_sum = static_cast<double>(m.loss) * static_cast<double>(rows);
   return m.applied;
+}
+
+Block DataParallelTrainer::owned_block() const {
+  const std::size_t n = model_.parameters().size();
+  // Whichever block the ring's reduce-scatter leaves summed here: block r of the float32 ring,
+  // block r + 1 of the 16-bit one.
+  if (config_.precision == nn::Precision::fp32) return block_of(n, size(), rank());
+  return block_16bit(n, size(), (rank() + 1) % size());
+}
+
+void DataParallelTrainer::sharded_update_fp32() {
+  const Block mine = owned_block();
+  {
+    trace::Span update("sgd (own block)", "update");
+    opt_.step_range(model_.parameters(), model_.gradients(), mine.offset, mine.count);
+  }
+  trace::Span gather("all-gather parameters", "comm");
+  const auto t0 = Clock::now();
+  all_gather_ring(comm_, model_.parameters(), options_.algo);
+  times_.wait_s += seconds_since(t0);
+  times_.reduce_s += seconds_since(t0);
+  shards_stale_ = true;  // the momentum outside this rank's block
+}
+
+void DataParallelTrainer::sharded_update_16bit() {
+  const Block mine = owned_block();
+  const nn::Mlp::MixedUpdate to = model_.mixed_update(config_.precision);
+  {
+    trace::Span update("sgd (own block)", "update");
+    opt_.step_16bit_range(to.params, grads16_, config_.precision, mixed_scale_, to.params16,
+                          mine.offset, mine.count);
+  }
+  // Every block's 16-bit rounding from its owner: the whole working copy the next step reads.
+  trace::Span gather("16-bit all-gather parameters", "comm");
+  const auto t0 = Clock::now();
+  all_gather_ring_16bit(comm_, to.params16, options_.algo);
+  // The next step adds the biases in float32 (Mlp::forward_backward_mixed reads their master
+  // values): each rank needs them current, not only their 16-bit copy. Summed from the owner's
+  // value and -0 from every other rank, which adds nothing to any float (+0 and -0 included).
+  const std::vector<std::size_t>& off = model_.layer_offsets();
+  bias_sum_.clear();
+  for (std::size_t l = 0; l + 1 < off.size(); ++l)
+    for (std::size_t i = off[l + 1] - config_.spec.widths[l + 1]; i < off[l + 1]; ++i)
+      bias_sum_.push_back(i >= mine.offset && i < mine.offset + mine.count ? to.params[i] : -0.0f);
+  comm_.all_reduce(bias_sum_);
+  std::size_t k = 0;
+  for (std::size_t l = 0; l + 1 < off.size(); ++l)
+    for (std::size_t i = off[l + 1] - config_.spec.widths[l + 1]; i < off[l + 1]; ++i)
+      to.params[i] = bias_sum_[k++];
+  times_.wait_s += seconds_since(t0);
+  times_.reduce_s += seconds_since(t0);
+  shards_stale_ = true;  // the master weights (but biases) and momentum outside this block
+}
+
+void DataParallelTrainer::gather_shards() {
+  if (!sharded()) return;
+  // Every rank knows whether a sharded update ran (they all take the same steps), so all skip
+  // or all gather.
+  if (!shards_stale_) return;
+  trace::Span gather("gather shards", "comm");
+  std::span<float> velocity = opt_.velocity();
+  const std::size_t n = velocity.size();
+  if (config_.precision == nn::Precision::fp32) {
+    all_gather_ring(comm_, velocity, options_.algo);  // the parameters were gathered each step
+  } else {
+    std::span<float> params = model_.parameters();
+    for (int q = 0; q < size(); ++q) {
+      const Block b = block_16bit(n, size(), (q + 1) % size());
+      comm_.broadcast(params.subspan(b.offset, b.count), q);
+      comm_.broadcast(velocity.subspan(b.offset, b.count), q);
+    }
+  }
+  shards_stale_ = false;
 }
 
 bool DataParallelTrainer::mixed_compute_and_reduce(std::size_t rows, RankStepResult& r) {
@@ -290,6 +390,18 @@ bool DataParallelTrainer::mixed_compute_and_reduce(std::size_t rows, RankStepRes
     sync_->finish_step();
     times_.wait_s += seconds_since(t0);
     times_.reduce_s = sync_->reduce_seconds() - reduce_base_;
+  } else if (sharded()) {
+    // Only this rank's block is summed: it checks that, and the ranks agree on the verdict.
+    trace::Span reduce("16-bit reduce-scatter", "comm");
+    const auto t0 = Clock::now();
+    const Block mine = reduce_scatter_ring_16bit(comm_, p, g, options_.algo);
+    std::vector<float> bad = {nn::all_finite_16bit(p, g.subspan(mine.offset, mine.count)) ? 0.0f
+                                                                                          : 1.0f};
+    comm_.all_reduce(bad);
+    const double s = seconds_since(t0);
+    times_.wait_s += s;
+    times_.reduce_s += s;
+    return fp16 ? scaler_.update(bad[0] != 0) : bad[0] == 0;
   } else if (size() > 1) {
     trace::Span reduce("16-bit all-reduce", "comm");
     const auto t0 = Clock::now();
@@ -366,16 +478,26 @@ nn::EpochResult DataParallelTrainer::run_epoch(
   if (epoch_started_ && step_in_epoch_ != 0)
     throw std::logic_error("DataParallelTrainer::run_epoch: an epoch is half done (step())");
   start_epoch();
-  return run_rank_epoch(
+  nn::EpochResult result = run_rank_epoch(
       comm_, steps_per_epoch(), train_.n, state_.epoch, [this] { return step(); },
       [this] { return state_.step; }, on_progress, report_every);
+  gather_shards();  // whole state between epochs, for evaluation and checkpoints
+  return result;
 }
 
 nn::EvalResult DataParallelTrainer::evaluate(const nn::Dataset& d) {
+  if (shards_stale_)
+    throw std::logic_error(
+        "DataParallelTrainer::evaluate: the sharded update left stale master weights; call "
+        "gather_shards() on every rank first");
   return model_.evaluate(d.x.data(), d.y.data(), d.n);
 }
 
 void DataParallelTrainer::save(const std::filesystem::path& checkpoint) const {
+  if (shards_stale_)
+    throw std::logic_error(
+        "DataParallelTrainer::save: the sharded update left stale optimizer state; call "
+        "gather_shards() on every rank first");
   nn::save_checkpoint(checkpoint, model_, opt_, state_);  // atomic: temporary file, rename
 }
 

@@ -37,11 +37,12 @@ void Sgd::step_range(std::span<float> params, std::span<const float> grads, std:
                                 std::to_string(count) + ") is outside the " +
                                 std::to_string(velocity_.size()) + " parameters");
   const float lr = options_.lr, mu = options_.momentum, wd = options_.weight_decay;
-  float* p = params.data();
-  const float* g = grads.data();
-  float* v = velocity_.data();
-  for (std::size_t i = first; i < first + count; ++i)
-    kernels::sgd_update(p[i], v[i], g[i], lr, mu, wd);
+  float* p = params.data() + first;
+  const float* g = grads.data() + first;
+  float* v = velocity_.data() + first;
+  kernels::for_range(count, count >= kSgdParallelMin, [=](std::size_t b, std::size_t e) {
+    for (std::size_t i = b; i < e; ++i) kernels::sgd_update(p[i], v[i], g[i], lr, mu, wd);
+  });
 }
 
 void Sgd::step(std::span<float> params, std::span<const float> grads) {
@@ -64,18 +65,28 @@ void Sgd::step(std::span<float> params, std::span<const float> grads) {
 
 void Sgd::step_16bit(std::span<float> params, std::span<const std::uint16_t> grads16, Precision p,
                      float loss_scale, std::span<std::uint16_t> params16) {
+  step_16bit_range(params, grads16, p, loss_scale, params16, 0, velocity_.size());
+}
+
+void Sgd::step_16bit_range(std::span<float> params, std::span<const std::uint16_t> grads16,
+                           Precision p, float loss_scale, std::span<std::uint16_t> params16,
+                           std::size_t first, std::size_t count) {
   check_sizes("Sgd::step_16bit", params.size(), grads16.size(), velocity_.size());
+  if (first > velocity_.size() || count > velocity_.size() - first)
+    throw std::invalid_argument("Sgd::step_16bit_range: [" + std::to_string(first) + ", +" +
+                                std::to_string(count) + ") is outside the " +
+                                std::to_string(velocity_.size()) + " parameters");
   if (!params16.empty() && params16.size() != params.size())
     throw std::invalid_argument("Sgd::step_16bit: " + std::to_string(params16.size()) +
                                 " 16-bit copies for " + std::to_string(params.size()) +
                                 " parameters");
-  std::uint16_t* const p16 = params16.empty() ? nullptr : params16.data();
   if (p == Precision::fp32) throw std::invalid_argument("Sgd::step_16bit: fp32 is step()'s");
   const float lr = options_.lr, mu = options_.momentum, wd = options_.weight_decay;
-  float* pp = params.data();
-  const std::uint16_t* g16 = grads16.data();
-  float* v = velocity_.data();
-  const std::size_t n = velocity_.size();
+  float* pp = params.data() + first;
+  const std::uint16_t* g16 = grads16.data() + first;
+  float* v = velocity_.data() + first;
+  std::uint16_t* const p16 = params16.empty() ? nullptr : params16.data() + first;
+  const std::size_t n = count;
   kernels::for_range(n, n >= kSgdParallelMin, [=](std::size_t b, std::size_t e) {
     constexpr std::size_t kChunk = 512;
     float g[kChunk];

@@ -39,4 +39,18 @@ namespace concurdl::dp {
 void allreduce_ring_16bit(Communicator& comm, nn::Precision p, std::span<std::uint16_t> data,
                           const AlgoOptions& opts = {});
 
+// Its two halves, for a step that works between them (the data-parallel trainer's sharded
+// update: each rank updates the block it holds summed, then the ranks gather the result).
+// The ring's block b of `count` values at n ranks: block_of over pairs of values.
+Block block_16bit(std::size_t count, int n, int b);
+// The reduce-scatter: afterwards this rank's block (rank + 1) mod n of `data` holds the sum over
+// the ranks (the same bits allreduce_ring_16bit leaves there); returns that block. The other
+// blocks hold partial sums.
+Block reduce_scatter_ring_16bit(Communicator& comm, nn::Precision p, std::span<std::uint16_t> data,
+                                const AlgoOptions& opts = {});
+// The all-gather: rank r's block (r + 1) mod n is in place before; every block is everywhere
+// after, each with its holder's bits.
+void all_gather_ring_16bit(Communicator& comm, std::span<std::uint16_t> data,
+                           const AlgoOptions& opts = {});
+
 }  // namespace concurdl::dp

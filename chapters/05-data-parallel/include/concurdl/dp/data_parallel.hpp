@@ -177,6 +177,18 @@ struct DataParallelOptions {
   // way; in 16 bits the fused step keeps the weight gradients in float32 (nn::TrainConfig's
   // fuse_update). Fused, StepTimes counts the update in compute_s (update_s stays 0).
   bool fuse_update_alone = false;
+  // At more than one rank, the update sharded as ZeRO stage 1 shards it (zero.hpp; Rajbhandari
+  // et al., SC 2020), for its work rather than its memory: the gradients are reduce-scattered,
+  // each rank updates only the block it holds summed (its momentum and master weights), and the
+  // updated parameters are all-gathered (in 16-bit precision their 16-bit copy, which the next
+  // step multiplies with). The same bytes on the wire as the all-reduce, and the same bits as
+  // the replicated update; each rank's update reads and writes 1/N of the optimizer's state.
+  // Between gathers a rank's momentum (and, in 16 bits, its master weights) outside its block
+  // are stale: run_epoch gathers them at its end; after steps taken with step(), gather_shards()
+  // does (evaluate and save refuse stale state). Float32 takes the ring's two halves
+  // (reduce_scatter_ring, all_gather_ring: algorithm must be v4_ring), 16 bits the 16-bit ring's;
+  // after backward only (no overlap, no make_sync).
+  bool shard_update = false;
 };
 
 // One rank's share of one global step: its rows, and the sum of its rows' losses.
@@ -249,6 +261,11 @@ class DataParallelTrainer final : public nn::RankTrainer {
   const StepTimes& times() const { return times_; }
   void reset_times();
   std::size_t step_in_epoch() const { return step_in_epoch_; }
+  // With options.shard_update: every rank's momentum (and in 16 bits its master weights) made
+  // whole again from the blocks' owners. Collective: every rank calls it. Nothing to do (and no
+  // communication) when nothing is stale.
+  void gather_shards();
+  bool sharded() const { return options_.shard_update && size() > 1; }
 
  private:
   void start_epoch();
@@ -259,6 +276,12 @@ class DataParallelTrainer final : public nn::RankTrainer {
   // One rank's whole step with the update fused (options.fuse_update_alone): whether it was
   // applied.
   bool fused_step(std::size_t rows, RankStepResult& r);
+  // The sharded update (options.shard_update), after the reduce-scatter: this rank's block,
+  // then the all-gather of the parameters (fp32) or their 16-bit copy.
+  void sharded_update_fp32();
+  void sharded_update_16bit();
+  // The block of the flat buffers this rank updates when sharded.
+  Block owned_block() const;
   Communicator& comm_;
   nn::TrainConfig config_;
   const nn::Dataset& train_;
@@ -278,7 +301,9 @@ class DataParallelTrainer final : public nn::RankTrainer {
   std::vector<std::uint8_t> batch_y_;
   nn::Activations acts_;
   StepTimes times_;
-  double reduce_base_ = 0;  // sync_->reduce_seconds() at the last reset_times()
+  double reduce_base_ = 0;       // sync_->reduce_seconds() at the last reset_times()
+  bool shards_stale_ = false;    // a sharded update ran since the last gather_shards()
+  std::vector<float> bias_sum_;  // the sharded 16-bit update's biases, gathered by a sum
 };
 
 // 0 when every rank's `values` equal rank 0's bit for bit; else a positive number (the sum over

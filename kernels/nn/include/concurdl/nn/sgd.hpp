@@ -24,8 +24,9 @@ class Sgd {
   // The momentum counted in `account` as optimizer state, when given (core/memory.hpp).
   Sgd(std::size_t parameters, SgdOptions options, MemoryAccount* account = nullptr);
   void step(std::span<float> params, std::span<const float> grads);
-  // The same update for parameters [first, first + count) only, on the calling thread (a
-  // layer's biases, after their gradient: Mlp::train_step).
+  // The same update for parameters [first, first + count) only (a layer's biases, after their
+  // gradient: Mlp::train_step; a data-parallel rank's block of a sharded update), on the compute
+  // threads as step() is from kSgdParallelMin parameters, else on the calling thread.
   void step_range(std::span<float> params, std::span<const float> grads, std::size_t first,
                   std::size_t count);
   // The same update for parameters [first, first + grads.size()), whose gradients are `grads`
@@ -40,6 +41,11 @@ class Sgd {
   // 16-bit working copy: Mlp::mixed_update), while its chunk is in L1.
   void step_16bit(std::span<float> params, std::span<const std::uint16_t> grads16, Precision p,
                   float loss_scale, std::span<std::uint16_t> params16 = {});
+  // The same for parameters [first, first + count) only (the spans are whole, as for
+  // step_16bit): a data-parallel rank's block of a sharded update.
+  void step_16bit_range(std::span<float> params, std::span<const std::uint16_t> grads16,
+                        Precision p, float loss_scale, std::span<std::uint16_t> params16,
+                        std::size_t first, std::size_t count);
   // Overrides the learning rate for the next steps (schedules).
   void set_lr(float lr) { options_.lr = lr; }
   const SgdOptions& options() const { return options_; }
