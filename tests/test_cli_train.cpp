@@ -93,6 +93,13 @@ TEST_F(Cli, DataParallelTrainRejectsBadFlags) {
                      concurdl::build::have_mpi ? "--hostfile: 'no-such-hosts.txt' is not a readable"
                                                : "--backend mpi: this concurdl was built without");
 
+  expect_usage_error(run("train --shard-update", bin), "--shard-update: only with --ranks N");
+  expect_usage_error(run("train --ranks 2 --shard-update --overlap", bin),
+                     "--overlap: not with --shard-update");
+  expect_usage_error(run("train --ranks 2 --shard-update --allreduce native", bin),
+                     "--allreduce native: not with --shard-update");
+  expect_usage_error(run("train --ranks 2 --zero 1 --shard-update", bin),
+                     "--shard-update: not with --zero");
   expect_usage_error(run("train --ranks 2 --zero 4", bin), "--zero: '4' is not allowed");
   expect_usage_error(run("train --ranks 2 --zero 1 --allreduce v4_ring", bin),
                      "--allreduce: not with --zero");
@@ -318,6 +325,22 @@ TEST_F(Cli, TrainRecordsItsCurveAndResumesToTheSameCheckpoint) {
 // `concurdl train --moe-experts E` (a MoE block inside the MLP, one trainer): a bad expert
 // count, k, capacity factor or placement, a companion flag without it, and the flags it does
 // not combine with are usage errors naming the flag, before any data is read.
+// --shard-update: the same steps as the replicated update, so the same checkpoint, byte for byte
+// (the epoch's end gathers each rank's momentum and master weights before the writer saves).
+TEST_F(Cli, ShardedUpdateWritesTheReplicatedCheckpoint) {
+  if (!fs::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz") &&
+      !std::getenv("CONCURDL_FASHION_MNIST"))
+    GTEST_SKIP() << "Fashion-MNIST not installed (apt-get install dataset-fashion-mnist)";
+  const std::string common =
+      " --ranks 2 --precision bf16 --epochs 1 --train-limit 640 --test-limit 200 --no-report "
+      "--quiet --out runs";
+  const Result sharded = run("train --shard-update --checkpoint s.ckpt" + common, CONCURDL_BIN);
+  ASSERT_EQ(sharded.rc, 0) << sharded.err;
+  const Result replicated = run("train --checkpoint r.ckpt" + common, CONCURDL_BIN);
+  ASSERT_EQ(replicated.rc, 0) << replicated.err;
+  EXPECT_EQ(slurp(dir_ / "s.ckpt"), slurp(dir_ / "r.ckpt"));
+}
+
 TEST_F(Cli, MoeTrainRejectsBadFlags) {
   const char* bin = CONCURDL_BIN;
   expect_usage_error(run("train --moe-experts 1", bin), "--moe-experts");

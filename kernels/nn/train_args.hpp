@@ -37,7 +37,8 @@ struct TrainArgs {
   std::string backend, allreduce, hostfile;
   double bucket_mb = -1;
   bool overlap = false;
-  int zero = -1;  // --zero STAGE (sharded data parallelism); -1: not given
+  bool shard_update = false;  // --shard-update
+  int zero = -1;              // --zero STAGE (sharded data parallelism); -1: not given
   bool threads_given = false;
   std::vector<std::string> given;       // the flags given on the command line ("--ranks", ...)
   std::string mode = "sync";            // --mode

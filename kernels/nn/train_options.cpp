@@ -128,6 +128,9 @@ void add_distributed_options(CLI::App& app, TrainArgs& a) {
       ->check(CLI::Range(0.0, 1024.0));
   app.add_flag("--overlap", a.overlap,
                "with --ranks: all-reduce finished buckets while backward goes on");
+  app.add_flag("--shard-update", a.shard_update,
+               "with --ranks: each rank updates only its block of the summed gradients, then the "
+               "parameters are all-gathered (ZeRO stage 1's step; any --precision)");
   app.add_option("--zero", a.zero,
                  "with --ranks: ZeRO stage 0-3 (shard momentum, + gradients, + parameters: "
                  "FSDP), ring reduce-scatter / all-gather per layer")

@@ -230,7 +230,11 @@ const DistributedBackend* choose_backend(TrainArgs& a, const TrainingMode* mode,
   dist.bucket_mb = a.bucket_mb;
   dist.overlap = a.overlap;
   dist.zero = a.zero;
-  dist.allreduce = a.allreduce.empty() ? "native" : a.allreduce;
+  dist.shard_update = a.shard_update;
+  // The sharded update runs between the float32 ring's halves: the v4_ring all-reduce's.
+  dist.allreduce = a.allreduce.empty()
+                       ? (a.shard_update && a.precision == "fp32" ? "v4_ring" : "native")
+                       : a.allreduce;
   // One compute thread per thread rank (the setting is process-wide); an MPI rank gets its
   // share of this machine's cores (shared among the ranks on this machine, not all of them)
   // unless --threads says otherwise.
@@ -267,21 +271,34 @@ TrainWorkers resolve_workers(TrainArgs& a, const Given& given) {
   apply_rules(
       {{a.ranks == 0,
         {"--backend", "--bucket-mb", "--overlap", "--allreduce", "--hostfile", "--straggler",
-         "--fail-worker", "--mode", "--zero"},
+         "--fail-worker", "--mode", "--zero", "--shard-update"},
         [](const char* flag) { return fmt::format("{}: only with --ranks N", flag); }},
        {mode != nullptr,
-        {"--bucket-mb", "--overlap", "--allreduce", "--zero"},
+        {"--bucket-mb", "--overlap", "--allreduce", "--zero", "--shard-update"},
         [](const char* flag) {
           return fmt::format("{}: only with --mode sync (the all-reduce's)", flag);
         }},
        {given("--zero"),
-        {"--bucket-mb", "--allreduce"},
+        {"--bucket-mb", "--allreduce", "--shard-update"},
         [](const char* flag) {
           return fmt::format(
               "{}: not with --zero (ZeRO reduce-scatters and all-gathers each layer on the ring)",
               flag);
+        }},
+       {given("--shard-update"),
+        {"--overlap", "--bucket-mb"},
+        [](const char* flag) {
+          return fmt::format(
+              "{}: not with --shard-update (the sharded update runs after backward, between "
+              "the ring's reduce-scatter and all-gather of the whole buffer)",
+              flag);
         }}},
       given);
+  if (a.shard_update && a.precision == "fp32" && !a.allreduce.empty() && a.allreduce != "v4_ring")
+    throw UsageError(fmt::format(
+        "--allreduce {}: not with --shard-update (it runs between the v4_ring all-reduce's "
+        "halves)",
+        a.allreduce));
   read_faults(a, dist);
   dist.mode = a.mode;
   const DistributedBackend* backend = a.ranks != 0 ? choose_backend(a, mode, dist) : nullptr;

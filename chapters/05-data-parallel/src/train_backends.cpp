@@ -40,6 +40,7 @@ DataParallelOptions options_of(const nn::DistributedOptions& o) {
     d.bucket_bytes = static_cast<std::size_t>(std::llround(o.bucket_mb * 1024.0 * 1024.0));
   }
   d.overlap = o.overlap;
+  d.shard_update = o.shard_update;
   if (!o.stragglers.empty() || o.fail_worker >= 0) {
     if (o.fail_worker >= o.ranks)
       throw UsageError(

@@ -53,6 +53,7 @@ struct DistributedOptions : WorkerFaults {
   bool overlap = false;              // all-reduce finished buckets while backward goes on
   std::string allreduce = "native";  // an all-reduce algorithm of the backend's table
   int zero = -1;                     // ZeRO stage 0-3 (chapter 05's sharded trainer); -1: plain
+  bool shard_update = false;         // each rank updates its block of the summed gradient
   // How the workers combine their work (`--mode`); "sync" is the data-parallel all-reduce of
   // the backends above, the others are TrainingModes.
   std::string mode = "sync";
