@@ -486,18 +486,21 @@ nn::EpochResult DataParallelTrainer::run_epoch(
 }
 
 nn::EvalResult DataParallelTrainer::evaluate(const nn::Dataset& d) {
-  if (shards_stale_)
+  // Float32's sharded update gathers the parameters every step (only the momentum goes stale);
+  // in 16 bits it gathers their 16-bit copy, and evaluation reads the master weights.
+  if (shards_stale_ && config_.precision != nn::Precision::fp32)
     throw std::logic_error(
-        "DataParallelTrainer::evaluate: the sharded update left stale master weights; call "
-        "gather_shards() on every rank first");
+        "DataParallelTrainer::evaluate: the sharded 16-bit update left this rank's master "
+        "weights outside its block stale; call gather_shards() on every rank first");
   return model_.evaluate(d.x.data(), d.y.data(), d.n);
 }
 
 void DataParallelTrainer::save(const std::filesystem::path& checkpoint) const {
   if (shards_stale_)
     throw std::logic_error(
-        "DataParallelTrainer::save: the sharded update left stale optimizer state; call "
-        "gather_shards() on every rank first");
+        "DataParallelTrainer::save: the sharded update left this rank's momentum (in 16 bits "
+        "also its master weights) outside its block stale; call gather_shards() on every rank "
+        "first");
   nn::save_checkpoint(checkpoint, model_, opt_, state_);  // atomic: temporary file, rename
 }
 

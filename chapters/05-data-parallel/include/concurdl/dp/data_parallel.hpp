@@ -185,9 +185,9 @@ struct DataParallelOptions {
   // the replicated update; each rank's update reads and writes 1/N of the optimizer's state.
   // Between gathers a rank's momentum (and, in 16 bits, its master weights) outside its block
   // are stale: run_epoch gathers them at its end; after steps taken with step(), gather_shards()
-  // does (evaluate and save refuse stale state). Float32 takes the ring's two halves
-  // (reduce_scatter_ring, all_gather_ring: algorithm must be v4_ring), 16 bits the 16-bit ring's;
-  // after backward only (no overlap, no make_sync).
+  // does (save refuses stale state, evaluate stale master weights). Float32 takes the ring's two
+  // halves (reduce_scatter_ring, all_gather_ring: algorithm must be v4_ring), 16 bits the 16-bit
+  // ring's; after backward only (no overlap, no make_sync).
   bool shard_update = false;
 };
 
