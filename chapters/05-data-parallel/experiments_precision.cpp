@@ -355,7 +355,8 @@ std::vector<Claim> precision_claims() {
            .versus = {{"precision", "fp32"}},
            .kind = Claim::Kind::magnitude,
            .causes = {ClaimCause::vector_isa, ClaimCause::memory_bandwidth},
-           .unit = "×"},
+           .unit = "×",
+           .cpu_feature = "avx512_bf16"},
           {.id = "ahead_of_pytorch_autocast",
            // Magnitude: against PyTorch's autocast (its version in the record's notes).
            .statement = "At 1 rank of 64 rows, 1 thread, how many times as many samples/s the "
