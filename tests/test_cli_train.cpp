@@ -326,7 +326,8 @@ TEST_F(Cli, TrainRecordsItsCurveAndResumesToTheSameCheckpoint) {
 // count, k, capacity factor or placement, a companion flag without it, and the flags it does
 // not combine with are usage errors naming the flag, before any data is read.
 // --shard-update: the same steps as the replicated update, so the same checkpoint, byte for byte
-// (the epoch's end gathers each rank's momentum and master weights before the writer saves).
+// (the epoch's end gathers each rank's momentum and master weights before the writer saves), and
+// after a resume too.
 TEST_F(Cli, ShardedUpdateWritesTheReplicatedCheckpoint) {
   if (!fs::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz") &&
       !std::getenv("CONCURDL_FASHION_MNIST"))
@@ -339,6 +340,17 @@ TEST_F(Cli, ShardedUpdateWritesTheReplicatedCheckpoint) {
   const Result replicated = run("train --checkpoint r.ckpt" + common, CONCURDL_BIN);
   ASSERT_EQ(replicated.rc, 0) << replicated.err;
   EXPECT_EQ(slurp(dir_ / "s.ckpt"), slurp(dir_ / "r.ckpt"));
+  // Resumed, sharded, for a second epoch: still the replicated run's bytes.
+  const std::string second =
+      " --ranks 2 --precision bf16 --epochs 2 --train-limit 640 --test-limit 200 --no-report "
+      "--quiet --out runs";
+  const Result s2 =
+      run("train --shard-update --resume s.ckpt --checkpoint s2.ckpt" + second, CONCURDL_BIN);
+  ASSERT_EQ(s2.rc, 0) << s2.err;
+  const Result r2 = run("train --resume r.ckpt --checkpoint r2.ckpt" + second, CONCURDL_BIN);
+  ASSERT_EQ(r2.rc, 0) << r2.err;
+  EXPECT_EQ(slurp(dir_ / "s2.ckpt"), slurp(dir_ / "r2.ckpt"));
+  EXPECT_NE(slurp(dir_ / "s2.ckpt"), slurp(dir_ / "s.ckpt"));
 }
 
 TEST_F(Cli, MoeTrainRejectsBadFlags) {

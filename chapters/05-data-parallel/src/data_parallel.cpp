@@ -424,6 +424,7 @@ void DataParallelTrainer::resume(const std::filesystem::path& checkpoint) {
   state_ = loaded;
   epoch_started_ = false;
   step_in_epoch_ = 0;
+  shards_stale_ = false;  // every rank loaded the whole state
 }
 
 double replica_divergence(Communicator& comm, std::span<const float> values) {
