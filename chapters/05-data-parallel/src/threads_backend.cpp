@@ -7,11 +7,13 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <exception>
 #include <memory>
 #include <mutex>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -363,7 +365,7 @@ class ThreadsCommunicator final : public Communicator {
   World& world_;
   int rank_;
   // Spin before sleeping only when the ranks are not oversubscribed.
-  bool spin_ = static_cast<unsigned>(world_.threads()) <= std::thread::hardware_concurrency();
+  bool spin_ = threads_spin(world_.threads());
 };
 
 class ThreadsRecv final : public Request::Impl {
@@ -411,6 +413,17 @@ Request ThreadsCommunicator::post_request(int src, std::span<float> data, int ta
 }
 
 }  // namespace
+
+bool threads_spin(int ranks) {
+  if (const char* v = std::getenv("CONCURDL_THREADS_SPIN"); v != nullptr) {
+    const std::string value(v);
+    if (value == "0") return false;
+    if (value != "1")
+      throw std::invalid_argument("CONCURDL_THREADS_SPIN: '" + value +
+                                  "' is not 0 (never spin) or 1 (spin where every rank has a CPU)");
+  }
+  return static_cast<unsigned>(ranks) <= std::thread::hardware_concurrency();
+}
 
 void run_threads(int ranks, const std::function<void(Communicator&)>& body) {
   if (ranks < 1)

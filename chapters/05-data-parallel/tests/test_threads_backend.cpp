@@ -1,13 +1,15 @@
 // The threads backend's point-to-point contract (communicator.hpp) and its failure handling:
 // messages match by source and tag, in order; receives posted before or after the send get the
 // same data; kAnySource takes whoever sends; sizes must match; and a rank that throws, or
-// returns while another waits for it, makes every waiting rank throw within seconds, never hang.
-//   ch05_tests --gtest_filter='ThreadsP2p*:ThreadsFailure*'
+// returns while another waits for it, makes every waiting rank throw within seconds, never hang;
+// CONCURDL_THREADS_SPIN=0 turns its spinning off.
+//   ch05_tests --gtest_filter='ThreadsP2p*:ThreadsFailure*:ThreadsSpin*'
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <mutex>
 #include <numeric>
 #include <set>
@@ -18,6 +20,7 @@
 
 #include "collective_checks.hpp"
 #include "concurdl/core/testing.hpp"
+#include "concurdl/dp/algorithms.hpp"
 #include "concurdl/dp/threads_backend.hpp"
 
 namespace {
@@ -340,6 +343,40 @@ TEST(ThreadsFailure, EveryRankThrowingReportsOne) {
                              }),
                  std::out_of_range);
   });
+}
+
+// CONCURDL_THREADS_SPIN: 0 turns the spinning off, 1 or unset leaves the rule (no more ranks than
+// CPUs), anything else is an error naming the variable; the ring still sums without spinning.
+TEST(ThreadsSpin, TheVariableTurnsItOffAndABadValueIsAnError) {
+  const char* before = std::getenv("CONCURDL_THREADS_SPIN");
+  const std::string saved = before ? before : "";
+  ::unsetenv("CONCURDL_THREADS_SPIN");
+  EXPECT_TRUE(threads_spin(1));
+  EXPECT_FALSE(threads_spin(static_cast<int>(std::thread::hardware_concurrency()) + 1));
+  ::setenv("CONCURDL_THREADS_SPIN", "1", 1);
+  EXPECT_TRUE(threads_spin(1));
+  ::setenv("CONCURDL_THREADS_SPIN", "0", 1);
+  EXPECT_FALSE(threads_spin(1));
+  within_seconds(kDeadline, [] {
+    run_threads(2, [](Communicator& comm) {
+      std::vector<float> v(100000, static_cast<float>(comm.rank() + 1));
+      allreduce_ring(comm, v, v);
+      EXPECT_EQ(v.front(), 3.0f);
+      EXPECT_EQ(v.back(), 3.0f);
+    });
+  });
+  ::setenv("CONCURDL_THREADS_SPIN", "yes", 1);
+  try {
+    threads_spin(1);
+    ADD_FAILURE() << "no error for CONCURDL_THREADS_SPIN=yes";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("CONCURDL_THREADS_SPIN: 'yes'"), std::string::npos)
+        << e.what();
+  }
+  if (before)
+    ::setenv("CONCURDL_THREADS_SPIN", saved.c_str(), 1);
+  else
+    ::unsetenv("CONCURDL_THREADS_SPIN");
 }
 
 }  // namespace

@@ -14,6 +14,8 @@
 // copy would take, at most 100 us, and only when no more ranks than CPUs): ranks that leave a
 // barrier together are a wake-up apart, and buffering there halved the ring's bandwidth.
 // A waiting receive spins up to 5 us (same condition) before it sleeps on the condition variable.
+// CONCURDL_THREADS_SPIN=0 turns both spins off (a diagnostic: what the spinning costs or saves;
+// a run's provenance records the variable).
 // A receive-and-add (irecv_reduce) works the same way with an add for the copy: the sender adds
 // its data into the receiver's buffer, so a ring step reads and writes memory once.
 // The native collectives publish every rank's buffers and work on them in place: all_reduce has
@@ -36,5 +38,10 @@ namespace concurdl::dp {
 // If any rank threw, rethrows the exception of the rank that failed first (the others, woken
 // by it, throw PeerFailed and are not reported). ranks < 1: std::invalid_argument.
 void run_threads(int ranks, const std::function<void(Communicator&)>& body);
+
+// Whether the threads backend's ranks spin (above) in a world of `ranks`: no more ranks than
+// CPUs, unless CONCURDL_THREADS_SPIN is 0. Another value than 0 or 1: std::invalid_argument
+// naming it.
+bool threads_spin(int ranks);
 
 }  // namespace concurdl::dp
