@@ -215,19 +215,6 @@ void allreduce_halving_doubling(Communicator& comm, std::span<const float> in, s
 
 // --- v4: ring ------------------------------------------------------------------------------------
 
-namespace {
-
-// The segments of block b: pieces of at most `seg` floats (seg 0: the block whole); an empty
-// block has none, on the sender's side and the receiver's alike.
-template <class F>
-void for_segments(Block b, std::size_t seg, F&& f) {
-  if (seg == 0) seg = b.count;
-  for (std::size_t off = 0; off < b.count; off += seg)
-    f(Block{b.offset + off, std::min(seg, b.count - off)});
-}
-
-}  // namespace
-
 // n-1 steps. In step s rank r sends block (r-s-1) to its right neighbour, receives block (r-s-2)
 // from its left one and adds it to its own; after the last step block r holds the full sum.
 // Every receive is a receive-and-add (irecv_reduce) posted up front: step s's goes into block

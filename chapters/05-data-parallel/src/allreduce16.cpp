@@ -47,14 +47,6 @@ Scratch& scratch() {
   return s;
 }
 
-// Block b's segments of `seg` values (even; 0: the whole block), in order.
-template <class F>
-void for_segments(Block b, std::size_t seg, F&& f) {
-  if (seg == 0) seg = b.count;
-  for (std::size_t off = 0; off < b.count; off += seg)
-    f(Block{b.offset + off, std::min(seg, b.count - off)});
-}
-
 // What both halves of the ring set up: the ranks' places, the segments, the scratch and the
 // views of a segment as floats' bytes (received into `in` at its own offset, or sent from
 // `out` when it does not lie on a float's boundary).

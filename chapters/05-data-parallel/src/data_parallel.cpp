@@ -137,6 +137,15 @@ void DataParallelTrainer::start_epoch() {
   epoch_started_ = true;
 }
 
+void DataParallelTrainer::count_step() {
+  ++state_.step;
+  if (++step_in_epoch_ == steps_per_epoch()) {
+    ++state_.epoch;
+    epoch_started_ = false;
+  }
+  times_.steps += 1;
+}
+
 DataParallelTrainer::StepResult DataParallelTrainer::step() {
   if (!epoch_started_) start_epoch();
   trace::Span step_span("step", "step");
@@ -159,12 +168,7 @@ DataParallelTrainer::StepResult DataParallelTrainer::step() {
     r.skipped = !fused_step(mine.count, r);
     if (options_.after_compute)
       options_.after_compute(rank(), std::chrono::duration<double>(Clock::now() - t0).count());
-    ++state_.step;
-    if (++step_in_epoch_ == steps_per_epoch()) {
-      ++state_.epoch;
-      epoch_started_ = false;
-    }
-    times_.steps += 1;
+    count_step();
     times_.compute_s += seconds_since(t0);
     times_.total_s += seconds_since(t0);
     return r;
@@ -187,12 +191,7 @@ DataParallelTrainer::StepResult DataParallelTrainer::step() {
       opt_.step_16bit(to.params, grads16_, config_.precision, mixed_scale_, to.params16);
     }
     r.skipped = !apply;
-    ++state_.step;
-    if (++step_in_epoch_ == steps_per_epoch()) {
-      ++state_.epoch;
-      epoch_started_ = false;
-    }
-    times_.steps += 1;
+    count_step();
     // (Sharded, the all-gather after the update counted itself as communication.)
     const double gathered = times_.wait_s - wait_before - compute_wait;
     times_.compute_s += std::chrono::duration<double>(t1 - t0).count() - compute_wait;
@@ -244,12 +243,7 @@ DataParallelTrainer::StepResult DataParallelTrainer::step() {
   }
   const auto t3 = Clock::now();
 
-  ++state_.step;
-  if (++step_in_epoch_ == steps_per_epoch()) {
-    ++state_.epoch;
-    epoch_started_ = false;
-  }
-  times_.steps += 1;
+  count_step();
   times_.compute_s += std::chrono::duration<double>(t1 - t0).count();
   times_.wait_s += std::chrono::duration<double>(t2 - t1).count();
   times_.update_s += std::chrono::duration<double>(t3 - t2).count() - gathered;

@@ -26,6 +26,7 @@
 // their order), so concurrent point-to-point traffic of the caller's must use other tags.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <memory>
 #include <span>
@@ -72,6 +73,16 @@ constexpr Block block_of(std::size_t count, int parts, int i) {
   const auto k = static_cast<std::size_t>(i);
   const std::size_t base = count / p, extra = count % p;
   return {k * base + (k < extra ? k : extra), base + (k < extra ? 1 : 0)};
+}
+
+// The segments of block b, in order: pieces of at most `seg` elements (seg 0: the block whole);
+// an empty block has none, on the sender's side and the receiver's alike. The float32 ring cuts
+// its blocks with it, the 16-bit ring (allreduce16.hpp) its blocks of pairs.
+template <class F>
+void for_segments(Block b, std::size_t seg, F&& f) {
+  if (seg == 0) seg = b.count;
+  for (std::size_t off = 0; off < b.count; off += seg)
+    f(Block{b.offset + off, std::min(seg, b.count - off)});
 }
 
 // std::invalid_argument naming `what` unless comm's memory is the host's: every hand-written

@@ -269,6 +269,8 @@ class DataParallelTrainer final : public nn::RankTrainer {
 
  private:
   void start_epoch();
+  // A step taken: the step and epoch counters, and the steps StepTimes counts.
+  void count_step();
   // The mixed-precision step's compute and all-reduce (config.precision bf16 or fp16): the
   // 16-bit gradients summed over the ranks in 16 bits (allreduce_ring_16bit), checked, unscaled.
   // Whether to apply the update.
