@@ -24,17 +24,19 @@
 // the same instructions, so the result has the same bits for any thread count.
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <cstdint>
 #include <cstring>
 #include <memory>
 #include <new>
+#include <type_traits>
 #include <utility>
 
 #ifdef _OPENMP
 #include <omp.h>
 #endif
 
-#if defined(__F16C__)
+#if defined(__F16C__) || defined(__AVX512F__)
 #include <immintrin.h>
 #endif
 
@@ -59,20 +61,39 @@ inline Vec load(const float* p) {
   return v;
 }
 inline void store(float* p, Vec v) { std::memcpy(p, &v, sizeof v); }
-// A vector rounded to a 16-bit format (to nearest even) and stored: GemmSgd's params16.
+// A vector rounded to a 16-bit format (to nearest even) and stored: GemmSgd's params16. FP16
+// straight from the register by VCVTPS2PH on the whole vector: through a buffer on the stack (a
+// 64-byte store, then 32-byte loads of it) the wide MLP's second weight gradient (1M parameters,
+// fused update) took 768 us a step in fp16, 693 this way, 633 in float32 (Zen 5 guest, 1 thread;
+// a stalled store forwarding is the likely cause, not confirmed by a counter). bfloat16 by
+// to_bf16's integer rounding on the vector's bits.
 inline void store_16bit(Half format, std::uint16_t* p, Vec v) {
+  if (format == Half::fp16) {
+#if defined(__AVX512F__)
+    static_assert(kLanes == 16);
+    _mm256_storeu_si256(
+        reinterpret_cast<__m256i*>(p),
+        _mm512_maskz_cvtps_ph(0xffff, std::bit_cast<__m512>(v), _MM_FROUND_TO_NEAREST_INT));
+    return;
+#elif defined(__F16C__) && defined(__AVX__)
+    static_assert(kLanes == 8);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(p),
+                     _mm256_cvtps_ph(std::bit_cast<__m256>(v), _MM_FROUND_TO_NEAREST_INT));
+    return;
+#endif
+  }
+  if (format == Half::bf16) {
+    using Bits = std::uint32_t __attribute__((vector_size(kLanes * sizeof(std::uint32_t))));
+    Bits u = std::bit_cast<Bits>(v);
+    const Bits nan = reinterpret_cast<Bits>((u & 0x7fffffffu) >
+                                            0x7f800000u);  // all ones where a NaN: kept quiet
+    const Bits rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+    u = (nan & ((u >> 16) | 0x40u)) | (~nan & rounded);
+    for (std::size_t i = 0; i < kLanes; ++i) p[i] = static_cast<std::uint16_t>(u[i]);
+    return;
+  }
   alignas(64) float x[kLanes];
   std::memcpy(x, &v, sizeof v);
-#if defined(__F16C__)
-  if constexpr (kLanes % 8 == 0) {
-    if (format == Half::fp16) {
-      for (std::size_t i = 0; i < kLanes; i += 8)
-        _mm_storeu_si128(reinterpret_cast<__m128i*>(p + i),
-                         _mm256_cvtps_ph(_mm256_load_ps(x + i), _MM_FROUND_TO_NEAREST_INT));
-      return;
-    }
-  }
-#endif
   for (std::size_t i = 0; i < kLanes; ++i) p[i] = round_16bit(format, x[i]);
 }
 
@@ -86,10 +107,16 @@ inline void store_16bit(Half format, std::uint16_t* p, Vec v) {
 // 1) the tile is not stored: each element is the gradient of the parameter `at` + its offset in
 // the tile, applied to sgd's params and velocity while it is in a register (beta is 0, or 1 on
 // a later K block, where acc + 1 * C rounds one way however it is contracted).
-template <std::size_t R, bool Direct, std::size_t NV = kNV>
-void micro_kernel_rows(std::size_t kc, const float* __restrict ap, std::size_t lda,
+// With AH (fp16 or bf16; Direct only) A is 16-bit, read where it lies: each row's next kLanes
+// values are widened (exactly) into a small buffer in L1 and the kernel broadcasts from there,
+// the conversions interleaved with the multiply-adds. The same products in the same order of p.
+template <Half AH>
+using AElem = std::conditional_t<AH == Half::none, float, std::uint16_t>;
+template <std::size_t R, bool Direct, std::size_t NV = kNV, Half AH = Half::none>
+void micro_kernel_rows(std::size_t kc, const AElem<AH>* __restrict ap, std::size_t lda,
                        const float* __restrict bp, float alpha, float beta, float* __restrict c,
                        std::size_t ldc, const GemmSgd* sgd, std::size_t at) {
+  static_assert(AH == Half::none || Direct);
   Vec acc[R][NV] = {};
   // With sgd, each of the first 2 R NV steps of p asks for one vector of the tile NR columns on
   // (the next the rectangle's loop takes, but at the end of a block of columns), parameters
@@ -99,7 +126,8 @@ void micro_kernel_rows(std::size_t kc, const float* __restrict ap, std::size_t l
   // asking for all of the current tile's lines at the start did not help. Addresses as integers:
   // the last tile's "next" lies past the matrix, and a prefetch may point anywhere.
   const auto k_loop = [&]<bool Prefetch>(std::uintptr_t next_p, std::uintptr_t next_v) {
-    for (std::size_t p = 0; p < kc; ++p) {
+    // One step of p: row i's element of A is a_of(i).
+    const auto mac = [&](std::size_t p, const auto& a_of) {
       if constexpr (Prefetch) {
         if (p < 2 * R * NV) {
           const std::size_t line = p % (R * NV);
@@ -114,9 +142,27 @@ void micro_kernel_rows(std::size_t kc, const float* __restrict ap, std::size_t l
       for (std::size_t v = 0; v < NV; ++v) b[v] = load(bp + p * kNR + v * kLanes);
 #pragma GCC unroll 16
       for (std::size_t i = 0; i < R; ++i) {
-        const float a = Direct ? ap[i * lda + p] : ap[p * kMR + i];
+        const float a = a_of(i);
 #pragma GCC unroll 4
         for (std::size_t v = 0; v < NV; ++v) acc[i][v] += a * b[v];
+      }
+    };
+    if constexpr (AH == Half::none) {
+      for (std::size_t p = 0; p < kc; ++p)
+        mac(p, [&](std::size_t i) { return Direct ? ap[i * lda + p] : ap[p * kMR + i]; });
+    } else {
+      alignas(64) float chunk[R][kLanes];
+      for (std::size_t p0 = 0; p0 < kc; p0 += kLanes) {
+        const std::size_t pn = std::min(kLanes, kc - p0);
+#pragma GCC unroll 16
+        for (std::size_t i = 0; i < R; ++i) {
+          if (pn == kLanes)
+            widen_run<AH>(ap + i * lda + p0, chunk[i], kLanes);
+          else
+            widen_run<AH>(ap + i * lda + p0, chunk[i], pn);
+        }
+        for (std::size_t q = 0; q < pn; ++q)
+          mac(p0 + q, [&](std::size_t i) { return chunk[i][q]; });
       }
     }
   };
@@ -176,15 +222,20 @@ void micro_kernel_rows(std::size_t kc, const float* __restrict ap, std::size_t l
   }
 }
 
-// The kernels for 1 .. MR rows, indexed by the row count, packed A and direct A.
-using RowKernel = void (*)(std::size_t, const float*, std::size_t, const float*, float, float,
-                           float*, std::size_t, const GemmSgd*, std::size_t);
-template <bool Direct, std::size_t NV, std::size_t... R>
-constexpr std::array<RowKernel, sizeof...(R) + 1> row_kernels(std::index_sequence<R...>) {
-  return {nullptr, &micro_kernel_rows<R + 1, Direct, NV>...};
+// The kernels for 1 .. MR rows, indexed by the row count, packed A and direct A (float32, or
+// 16-bit widened as it is read).
+template <class T>
+using RowKernel = void (*)(std::size_t, const T*, std::size_t, const float*, float, float, float*,
+                           std::size_t, const GemmSgd*, std::size_t);
+template <bool Direct, std::size_t NV, Half AH = Half::none, std::size_t... R>
+constexpr std::array<RowKernel<AElem<AH>>, sizeof...(R) + 1> row_kernels(
+    std::index_sequence<R...>) {
+  return {nullptr, &micro_kernel_rows<R + 1, Direct, NV, AH>...};
 }
 constexpr auto kPackedKernels = row_kernels<false, kNV>(std::make_index_sequence<kMR>{});
 constexpr auto kDirectKernels = row_kernels<true, kNV>(std::make_index_sequence<kMR>{});
+template <Half AH>
+constexpr auto kDirect16Kernels = row_kernels<true, kNV, AH>(std::make_index_sequence<kMR>{});
 // The same for a last panel of C half a tile wide (NR / 2 columns, whole vectors): the first
 // weight gradient's 784 columns are 24 panels and 16. Every element still gets the same
 // instructions in the same order of p, so the bits are those of the whole tile; without it
@@ -193,11 +244,15 @@ static_assert(kNV % 2 == 0);
 constexpr std::size_t kHalfNR = kNR / 2;
 constexpr auto kPackedHalfKernels = row_kernels<false, kNV / 2>(std::make_index_sequence<kMR>{});
 constexpr auto kDirectHalfKernels = row_kernels<true, kNV / 2>(std::make_index_sequence<kMR>{});
+template <Half AH>
+constexpr auto kDirect16HalfKernels =
+    row_kernels<true, kNV / 2, AH>(std::make_index_sequence<kMR>{});
 
 // A tile whose last columns stick out of C: the rows that exist, all NR columns, computed into
 // scratch (with C's values copied in when beta reads them), and the columns that exist copied
 // back, or with sgd applied from there.
-void edge_tile(RowKernel kernel, std::size_t kc, const float* ap, std::size_t lda, const float* bp,
+template <class T>
+void edge_tile(RowKernel<T> kernel, std::size_t kc, const T* ap, std::size_t lda, const float* bp,
                float alpha, float beta, float* c, std::size_t ldc, std::size_t rows,
                std::size_t cols, const GemmSgd* sgd, std::size_t at) {
   alignas(64) float tile[kMR * kNR];
@@ -224,21 +279,24 @@ void edge_tile(RowKernel kernel, std::size_t kc, const float* ap, std::size_t ld
 // floats (2 KiB), where packing stays.
 // Up to eight panels: 64 x 256 x 128 (a training step's layer 1 input gradient) ~20 -> ~18 us,
 // square GEMMs of 192 and 256 ~10% faster (Zen 5 guest, 1 thread); four was the limit before.
+// A 16-bit A read where it lies is widened a few values of its rows at a time by the kernel
+// (micro_kernel_rows); packed, it was scattered into the panel's order value by value.
 constexpr std::size_t kDirectMaxPanels = 8, kAliasingFloats = 512;
+static_assert(kDirectMaxPanels * kNR <= kNC);  // a direct A meets a single block of B
 bool read_a_directly(const GemmArgs& g) {
   return g.ta == Trans::no && ceil_div(g.n, kNR) <= kDirectMaxPanels &&
-         g.lda % kAliasingFloats != 0;
+         (g.half != Half::none || g.lda % kAliasingFloats != 0);
 }
 
 // One thread's share: the BLIS loops over the block C[i0 .. i1, j0 .. j1], with its own packed
 // panels, so threads never wait for each other's packing.
-// H: the operands' storage (gemm_v4.hpp's packing); 16-bit operands are always packed, since
-// the micro-kernel reads float32.
+// H: the operands' storage (gemm_v4.hpp's packing); the micro-kernel reads float32, so 16-bit
+// operands are widened as they are packed, or (a direct A) a micro-panel's rows at a time.
 template <Trans TA, Trans TB, Half H>
 void v4_rectangle(const GemmArgs& g, std::size_t i0, std::size_t i1, std::size_t j0,
                   std::size_t j1) {
   thread_local PackBuffer a_buf, b_buf;
-  const bool direct = H == Half::none && TA == Trans::no && read_a_directly(g);
+  const bool direct = TA == Trans::no && read_a_directly(g);
   const auto& kernels = direct ? kDirectKernels : kPackedKernels;
   const auto& half_kernels = direct ? kDirectHalfKernels : kPackedHalfKernels;
   const std::size_t kc_max = std::min(kKC, g.k);
@@ -262,20 +320,28 @@ void v4_rectangle(const GemmArgs& g, std::size_t i0, std::size_t i1, std::size_t
           pack_b_panel<TB, H>(g, pc, kc, jc + s * kNR, std::min(kNR, nc - s * kNR),
                               b_pack + s * kNR * kc);
         for (std::size_t i = 0; i < mc; i += kMR) {  // A micro-panel stays in L1 across this row
-          const float* ap = direct ? g.a + (ic + i) * g.lda + pc : a_pack + i * kc;
           const std::size_t rows = std::min(kMR, mc - i);
           for (std::size_t j = 0; j < nc; j += kNR) {
             const float* bp = b_pack + j * kc;
             const std::size_t at = (ic + i) * g.ldc + jc + j;
             float* c = g.c + at;
             const std::size_t cols = std::min(kNR, nc - j);
-            if (cols == kNR)  // whole tiles, and the last panel's rows straight into C
-              kernels[rows](kc, ap, g.lda, bp, g.alpha, beta, c, g.ldc, sgd, at);
-            else if (cols == kHalfNR)
-              half_kernels[rows](kc, ap, g.lda, bp, g.alpha, beta, c, g.ldc, sgd, at);
+            // A's micro-panel: packed, float32 where it lies, or 16-bit where it lies.
+            const auto tile = [&](const auto& whole, const auto& half, const auto* ap) {
+              if (cols == kNR)  // whole tiles, and the last panel's rows straight into C
+                whole[rows](kc, ap, g.lda, bp, g.alpha, beta, c, g.ldc, sgd, at);
+              else if (cols == kHalfNR)
+                half[rows](kc, ap, g.lda, bp, g.alpha, beta, c, g.ldc, sgd, at);
+              else
+                edge_tile(whole[rows], kc, ap, g.lda, bp, g.alpha, beta, c, g.ldc, rows, cols, sgd,
+                          at);
+            };
+            if (!direct)
+              tile(kernels, half_kernels, a_pack + i * kc);
+            else if constexpr (H == Half::none)
+              tile(kernels, half_kernels, g.a + (ic + i) * g.lda + pc);
             else
-              edge_tile(kernels[rows], kc, ap, g.lda, bp, g.alpha, beta, c, g.ldc, rows, cols, sgd,
-                        at);
+              tile(kDirect16Kernels<H>, kDirect16HalfKernels<H>, g.a16 + (ic + i) * g.lda + pc);
           }
         }
       }
@@ -327,14 +393,13 @@ constexpr double kParallelMinMacs = 1 << 21;
 // Its panel limits are the four panels A was read in place up to when it was measured (that
 // limit is eight now, kDirectMaxPanels; these stay: C = X Wᵀ of 64 x 256 must still be computed
 // transposed, W read in place, rather than with Wᵀ packed).
+// 16-bit operands too: W, as A, is then widened a micro-panel at a time (read_a_directly).
 constexpr std::size_t kTransposedMaxPanels = 4;
-// Not for 16-bit operands: W is packed (widened) either way, and packed as op(B) its rows go
-// through the vector transpose rather than op(A)'s scalar scatter (the 64 x 1024 x 784 forward
-// GEMM in fp16: 0.73 ms transposed, against 0.42 for float32's with W read in place).
 bool compute_transposed(const GemmArgs& g) {
-  return g.half == Half::none && g.ta == Trans::no && g.tb == Trans::yes && g.beta == 0.0f &&
-         g.m % kNR == 0 && g.m / kNR <= kTransposedMaxPanels &&
-         (ceil_div(g.n, kNR) > kTransposedMaxPanels || g.n < kNR) && g.ldb % kAliasingFloats != 0;
+  return g.ta == Trans::no && g.tb == Trans::yes && g.beta == 0.0f && g.m % kNR == 0 &&
+         g.m / kNR <= kTransposedMaxPanels &&
+         (ceil_div(g.n, kNR) > kTransposedMaxPanels || g.n < kNR) &&
+         (g.half != Half::none || g.ldb % kAliasingFloats != 0);
 }
 
 template <Trans TA, Trans TB>

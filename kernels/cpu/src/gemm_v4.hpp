@@ -3,9 +3,16 @@
 #pragma once
 
 #include <cstddef>
+#include <cstring>
 #include <memory>
 #include <new>
 
+#if defined(__F16C__) || defined(__AVX512F__)
+#include <immintrin.h>
+#endif
+
+#include "concurdl/kernels/bf16.hpp"
+#include "concurdl/kernels/fp16.hpp"
 #include "gemm_impl.hpp"
 
 namespace concurdl::kernels::detail::v4 {
@@ -55,6 +62,46 @@ struct PackBuffer {
     return data.get();
   }
 };
+
+// A value of an operand widened (exactly) to float32: float32 as it is, fp16 by F16C's
+// VCVTPH2PS where the build targets it, bf16 by a shift.
+template <Half H, class T>
+inline float get(const T* p) {
+  if constexpr (H == Half::none) {
+    return *p;
+  } else if constexpr (H == Half::bf16) {
+    return from_bf16(*p);
+  } else {
+#if defined(__F16C__)
+    return _cvtsh_ss(*p);
+#else
+    return from_fp16(*p);
+#endif
+  }
+}
+// n consecutive values into floats, by vectors where the build has them.
+template <Half H, class T>
+inline void widen_run(const T* __restrict src, float* __restrict dst, std::size_t n) {
+  if constexpr (H == Half::none) {
+    std::memcpy(dst, src, n * sizeof(float));
+  } else if constexpr (H == Half::bf16) {
+    for (std::size_t i = 0; i < n; ++i) dst[i] = from_bf16(src[i]);
+  } else {
+    std::size_t i = 0;
+#if defined(__AVX512F__)
+    for (; i + 16 <= n; i += 16)
+      _mm512_storeu_ps(dst + i,
+                       _mm512_maskz_cvtph_ps(
+                           0xffff, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i))));
+#endif
+#if defined(__F16C__)
+    for (; i + 8 <= n; i += 8)
+      _mm256_storeu_ps(dst + i,
+                       _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i))));
+#endif
+    for (; i < n; ++i) dst[i] = get<H>(src + i);
+  }
+}
 
 // op(A)[i0 .. i0+rows, p0 .. p0+kc] into one MR-row panel at dst (MR floats per p, rows past
 // `rows` zero), and op(B)[p0 .. p0+kc, j0 .. j0+cols] into one NR-column panel (NR floats per p,

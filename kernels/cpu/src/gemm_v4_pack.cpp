@@ -3,12 +3,6 @@
 #include <algorithm>
 #include <cstring>
 
-#if defined(__F16C__)
-#include <immintrin.h>
-#endif
-
-#include "concurdl/kernels/bf16.hpp"
-#include "concurdl/kernels/fp16.hpp"
 #include "gemm_v4.hpp"
 
 namespace concurdl::kernels::detail::v4 {
@@ -37,8 +31,8 @@ inline void transpose8(V8 (&r)[8]) {
   }
 }
 
-// The operands by storage format: float32 where they lie, or 16-bit values widened exactly
-// (fp16 by F16C's VCVTPH2PS where the build targets it, bf16 by a shift).
+// The operands by storage format: float32 where they lie, or 16-bit values (widened as they are
+// copied: gemm_v4.hpp's get and widen_run).
 template <Half H>
 const auto* a_of(const GemmArgs& g) {
   if constexpr (H == Half::none)
@@ -52,37 +46,6 @@ const auto* b_of(const GemmArgs& g) {
     return g.b;
   else
     return g.b16;
-}
-template <Half H, class T>
-inline float get(const T* p) {
-  if constexpr (H == Half::none) {
-    return *p;
-  } else if constexpr (H == Half::bf16) {
-    return from_bf16(*p);
-  } else {
-#if defined(__F16C__)
-    return _cvtsh_ss(*p);
-#else
-    return from_fp16(*p);
-#endif
-  }
-}
-// n consecutive values into floats.
-template <Half H, class T>
-inline void widen_run(const T* __restrict src, float* __restrict dst, std::size_t n) {
-  if constexpr (H == Half::none) {
-    std::memcpy(dst, src, n * sizeof(float));
-  } else if constexpr (H == Half::bf16) {
-    for (std::size_t i = 0; i < n; ++i) dst[i] = from_bf16(src[i]);
-  } else {
-    std::size_t i = 0;
-#if defined(__F16C__)
-    for (; i + 8 <= n; i += 8)
-      _mm256_storeu_ps(dst + i,
-                       _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i))));
-#endif
-    for (; i < n; ++i) dst[i] = get<H>(src + i);
-  }
 }
 // (Into a reference: a vector returned by value changes the ABI in a build without AVX.)
 template <Half H, class T>

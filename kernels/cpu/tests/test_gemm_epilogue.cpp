@@ -233,11 +233,12 @@ TEST_P(GemmEpilogues, TheFusedSgdStepScalesTheGradientAndRoundsTheParameters) {
                std::invalid_argument);
 }
 
-// GEMM v4 on 16-bit operands widened while they are packed gives the bits of widening both into
-// float32 buffers and calling v4: every transpose, the training step's shapes (the transposed
-// shortcut's 64 x 1024 x 784, W read in place for float32 and packed here; the 1024-float rows
-// that alias in L1), edges, a K over one block, a leading dimension with padding, a fused
-// update, at 1 and 2 threads; Half::none and another version are refused.
+// GEMM v4 on 16-bit operands widened while they are packed, or (A read where it lies) while the
+// kernel reads them, gives the bits of widening both into float32 buffers and calling v4: every
+// transpose, the training step's shapes (the transposed shortcut's 64 x 1024 x 784, W read in
+// place; the 1024-float rows that alias in L1, packed for float32 and read in place here),
+// edges, a K over one block, a leading dimension with padding, a fused update, at 1 and 2
+// threads; Half::none and another version are refused.
 TEST(GemmV4, SixteenBitOperandsGiveTheBitsOfTheirWidenedCopies) {
   ThreadsGuard guard;
   const Case cases[] = {{64, 1024, 784, Trans::no, Trans::yes},   // forward, transposed shortcut
@@ -246,7 +247,12 @@ TEST(GemmV4, SixteenBitOperandsGiveTheBitsOfTheirWidenedCopies) {
                         {64, 784, 1024, Trans::no, Trans::no},    // input gradient
                         {64, 10, 1024, Trans::no, Trans::yes},    // the 10 classes
                         {37, 45, 600, Trans::yes, Trans::yes, 1.0f, 0.0f, 3},
-                        {13, 7, 5, Trans::no, Trans::no, 1.0f, 0.5f, 1}};
+                        {13, 7, 5, Trans::no, Trans::no, 1.0f, 0.5f, 1},
+                        // A read where it lies, widened by the kernel: a whole tile and a half,
+                        // rows past the last whole panel, a K block and a tail of 18 values;
+                        // then an edge tile of 26 columns and a K shorter than a vector
+                        {50, 48, 530, Trans::no, Trans::no},
+                        {29, 90, 7, Trans::no, Trans::no, 1.0f, 0.0f, 2}};
   for (const Half format : {Half::fp16, Half::bf16})
     for (const Case& t : cases) {
       Operands o = make_operands(t, 11);
@@ -312,6 +318,65 @@ TEST(GemmV4, SixteenBitOperandsGiveTheBitsOfTheirWidenedCopies) {
   EXPECT_THROW(gemm_16bit(Half::fp16, Trans::no, Trans::no, 2, 2, 2, x.data(), 1, x.data(), 2, 0.0f,
                           y.data(), 2),
                std::invalid_argument);
+}
+
+// The fused update's rounding into params16 on the values where rounding has cases: NaNs (quiet
+// and signalling, with payloads), overflow to infinity, ties to even, FP16's subnormals and
+// underflow, signed zeros. The update leaves each parameter as it was (lr 0, gradient 0), so
+// params16 must be to_fp16 / to_bf16 of the parameter: GEMM v4's whole tiles round by vectors,
+// its edge tiles value by value, and both must give the scalar conversion's bits.
+TEST(GemmV4, TheFusedUpdateRoundsSpecialValuesAsTheScalarConversion) {
+  ThreadsGuard guard;
+  set_compute_threads(1);
+  const float specials[] = {0.0f,
+                            -0.0f,
+                            1.0f,
+                            -1.0f,
+                            65504.0f,
+                            65519.0f,
+                            65520.0f,
+                            -70000.0f,
+                            3.4e38f,
+                            1.0f + 0x1p-8f,
+                            1.0f + 0x3p-8f,
+                            1.0f + 0x1p-11f,
+                            1.0f + 0x3p-11f,
+                            0x1p-14f,
+                            0x1p-24f,
+                            0x1p-25f,
+                            0x3p-25f,
+                            0x1p-26f,
+                            -0x1p-20f,
+                            6.1e-5f,
+                            1e-40f,
+                            -1e-45f};
+  std::vector<float> values(std::begin(specials), std::end(specials));
+  for (const std::uint32_t bits :
+       {0x7fc00000u, 0xffc12345u, 0x7f800001u, 0x7fa00000u, 0x7fffffffu, 0xffff8000u}) {
+    float f = 0;
+    std::memcpy(&f, &bits, sizeof f);
+    values.push_back(f);
+  }
+  const std::size_t m = 28, n = 90, k = 4;  // 2 panels of rows; 2 whole tiles, and 26 columns
+  std::vector<float> a(m * k, 0.0f), b(k * n, 0.0f), c(m * n), v(m * n, 0.0f);
+  std::vector<float> p(m * n);
+  for (std::size_t i = 0; i < p.size(); ++i) p[i] = values[i % values.size()];
+  for (const Half format : {Half::fp16, Half::bf16}) {
+    std::vector<float> got_p = p;
+    std::vector<std::uint16_t> got16(p.size(), 0x5a5a);
+    const GemmSgd u{.params = got_p.data(),
+                    .velocity = v.data(),
+                    .lr = 0.0f,
+                    .params16 = got16.data(),
+                    .params16_format = format};
+    gemm(GemmVersion::v4_register, Trans::no, Trans::no, m, n, k, 1.0f, a.data(), k, b.data(), n,
+         0.0f, c.data(), n, {.sgd = &u});
+    for (std::size_t i = 0; i < p.size(); ++i) {
+      const std::uint16_t want = format == Half::fp16 ? to_fp16(got_p[i]) : to_bf16(got_p[i]);
+      ASSERT_EQ(got16[i], want) << (format == Half::fp16 ? "fp16" : "bf16") << " of " << got_p[i]
+                                << " at " << i;
+    }
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(All, GemmEpilogues, ::testing::ValuesIn(gemm_versions()),

@@ -37,6 +37,14 @@ void widen(Precision p, const u16* in, std::size_t n, float* out) {
   from_16bit(p, {in, n}, {out, n});
 }
 
+// A scratch buffer of at least n values. Never shrunk: a step sizes `wide` for a batch's
+// outputs, then a whole weight gradient, then a batch's inputs, and growing it back with
+// resize zero-filled the difference every step (the wide MLP: 4 MiB a step).
+template <class Vec>
+void at_least(Vec& v, std::size_t n) {
+  if (v.size() < n) v.resize(n);
+}
+
 }  // namespace
 
 Mlp::Mixed::Mixed(MemoryAccount* a)
@@ -66,8 +74,8 @@ void Mlp::gemm16(Precision p, Trans ta, Trans tb, std::size_t m, std::size_t n, 
   const std::size_t b_rows = tb == Trans::yes ? n : k, b_cols = tb == Trans::yes ? k : n;
   const std::size_t a_n = a_rows == 0 ? 0 : (a_rows - 1) * lda + a_cols;
   const std::size_t b_n = b_rows == 0 ? 0 : (b_rows - 1) * ldb + b_cols;
-  mixed_.a32.resize(a_n);
-  mixed_.b32.resize(b_n);
+  at_least(mixed_.a32, a_n);
+  at_least(mixed_.b32, b_n);
   widen(p, a, a_n, mixed_.a32.data());
   widen(p, b, b_n, mixed_.b32.data());
   kernels::gemm(gemm_, ta, tb, m, n, k, 1.0f, mixed_.a32.data(), lda, mixed_.b32.data(), ldb, 0.0f,
@@ -126,7 +134,7 @@ float Mlp::forward_loss_mixed(const char* who, Precision p, const float* x,
     const std::size_t in = spec_.widths[l], out = spec_.widths[l + 1];
     const float* bias = params_.data() + offsets_[l] + out * in;
     StepSpan span(l, "fwd_gemm");
-    mx.wide.resize(batch * out);
+    at_least(mx.wide, batch * out);
     gemm16(p, Trans::no, Trans::yes, batch, out, in, act, in, mx.params.data() + offsets_[l], in,
            mx.wide.data(), out);
     const bool relu = l + 1 < L;
@@ -176,16 +184,16 @@ Mlp::MixedStep Mlp::forward_backward_mixed(Precision p, const float* x, const st
     u16* g16 = mx.grads.data() + offsets_[l];
     {
       StepSpan span(l, "dw_gemm");
-      mx.wide.resize(out * in);
+      at_least(mx.wide, out * in);
       gemm16(p, Trans::yes, Trans::no, out, in, batch, mx.delta.data(), out, a_prev, in,
              mx.wide.data(), in);
       narrow(p, mx.wide.data(), out * in, g16);
     }
     {
       StepSpan span(l, "db");
-      mx.a32.resize(batch * out);
+      at_least(mx.a32, batch * out);
       widen(p, mx.delta.data(), batch * out, mx.a32.data());
-      mx.sums.resize(out);
+      at_least(mx.sums, out);
       kernels::column_sums(mx.a32.data(), batch, out, out, mx.sums.data(), 0.0f);
       narrow(p, mx.sums.data(), out, g16 + out * in);
     }
@@ -195,7 +203,7 @@ Mlp::MixedStep Mlp::forward_backward_mixed(Precision p, const float* x, const st
     }
     if (l == 0) break;
     StepSpan span(l, "da_gemm");
-    mx.wide.resize(batch * in);
+    at_least(mx.wide, batch * in);
     gemm16(p, Trans::no, Trans::no, batch, in, out, mx.delta.data(), out,
            mx.params.data() + offsets_[l], in, mx.wide.data(), in);
     // Layer l - 1's ReLU': its stored (16-bit) output is zero where the ReLU cut it.
@@ -236,7 +244,7 @@ Mlp::MixedStep Mlp::train_step_mixed(Precision p, const float* x, const std::uin
     const std::size_t in = spec_.widths[l], out = spec_.widths[l + 1];
     const u16* a_prev = mx.outputs[l - 1].data();
     StepSpan span(l, "da_gemm");
-    mx.wide.resize(batch * in);
+    at_least(mx.wide, batch * in);
     gemm16(p, Trans::no, Trans::no, batch, in, out, mx.deltas[l].data(), out,
            mx.params.data() + offsets_[l], in, mx.wide.data(), in);
     float* const w = mx.wide.data();
@@ -269,13 +277,13 @@ Mlp::MixedStep Mlp::train_step_mixed(Precision p, const float* x, const std::uin
                                     .params16_format = half};
       // C's shape: gemm_bf16 and GEMM v4 apply the update from registers and do not store C;
       // the other GEMMs store it (float32) and apply the update after (kernels::GemmSgd).
-      mx.wide.resize(out * in);
+      at_least(mx.wide, out * in);
       gemm16(p, Trans::yes, Trans::no, out, in, batch, mx.deltas[l].data(), out, a_prev, in,
              mx.wide.data(), in, &update);
     }
     {
       StepSpan span(l, "db");
-      mx.a32.resize(batch * out);
+      at_least(mx.a32, batch * out);
       widen(p, mx.deltas[l].data(), batch * out, mx.a32.data());
       float* const gb = grads_.data() + at + out * in;
       kernels::column_sums(mx.a32.data(), batch, out, out, gb, 0.0f);
