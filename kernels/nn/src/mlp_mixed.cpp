@@ -15,6 +15,7 @@
 #include <functional>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "concurdl/kernels/bf16.hpp"
 #include "concurdl/kernels/ops.hpp"
@@ -35,6 +36,30 @@ void narrow(Precision p, const float* in, std::size_t n, u16* out) {
 
 void widen(Precision p, const u16* in, std::size_t n, float* out) {
   from_16bit(p, {in, n}, {out, n});
+}
+
+// Layer l - 1's ReLU' on an input gradient w (float32) and its rounding into out, a block at a
+// time (in L1 between the two): its stored 16-bit output is zero where the ReLU cut it. A select,
+// not a branch on the data (half the outputs are cut): it vectorises.
+void relu_grad_narrow(Precision p, float* w, const u16* act, std::size_t n, u16* out) {
+  constexpr std::size_t kBlock = 1024;
+  for (std::size_t i0 = 0; i0 < n; i0 += kBlock) {
+    const std::size_t e = std::min(n, i0 + kBlock);
+    for (std::size_t i = i0; i < e; ++i) w[i] = (act[i] & 0x7fffu) != 0 ? w[i] : 0.0f;
+    narrow(p, w + i0, e - i0, out + i0);
+  }
+}
+
+// kernels::column_sums of a 16-bit matrix (rows x cols, contiguous): each row widened into L1
+// and added in the same order from a zero, so the bits of widening it all and summing after.
+void column_sums_16bit(Precision p, const u16* x, std::size_t rows, std::size_t cols, float* out) {
+  thread_local std::vector<float> row;
+  if (row.size() < cols) row.resize(cols);
+  std::fill(out, out + cols, 0.0f);
+  for (std::size_t i = 0; i < rows; ++i) {
+    widen(p, x + i * cols, cols, row.data());
+    for (std::size_t j = 0; j < cols; ++j) out[j] += row[j];
+  }
 }
 
 // A scratch buffer of at least n values. Never shrunk: a step sizes `wide` for a batch's
@@ -138,15 +163,16 @@ float Mlp::forward_loss_mixed(const char* who, Precision p, const float* x,
     gemm16(p, Trans::no, Trans::yes, batch, out, in, act, in, mx.params.data() + offsets_[l], in,
            mx.wide.data(), out);
     const bool relu = l + 1 < L;
+    mx.outputs[l].resize(batch * out);
+    // Bias, ReLU and the rounding a row at a time, the row in L1 between them.
     for (std::size_t i = 0; i < batch; ++i) {
       float* row = mx.wide.data() + i * out;
       for (std::size_t j = 0; j < out; ++j) {
         const float z = row[j] + bias[j];
         row[j] = relu ? (z > 0.0f ? z : 0.0f) : z;
       }
+      narrow(p, row, out, mx.outputs[l].data() + i * out);
     }
-    mx.outputs[l].resize(batch * out);
-    narrow(p, mx.wide.data(), batch * out, mx.outputs[l].data());
     act = mx.outputs[l].data();
   }
   const std::size_t classes = spec_.widths.back();
@@ -191,10 +217,8 @@ Mlp::MixedStep Mlp::forward_backward_mixed(Precision p, const float* x, const st
     }
     {
       StepSpan span(l, "db");
-      at_least(mx.a32, batch * out);
-      widen(p, mx.delta.data(), batch * out, mx.a32.data());
       at_least(mx.sums, out);
-      kernels::column_sums(mx.a32.data(), batch, out, out, mx.sums.data(), 0.0f);
+      column_sums_16bit(p, mx.delta.data(), batch, out, mx.sums.data());
       narrow(p, mx.sums.data(), out, g16 + out * in);
     }
     if (on_layer_done) {  // checked before it is handed over: not read again here
@@ -206,12 +230,8 @@ Mlp::MixedStep Mlp::forward_backward_mixed(Precision p, const float* x, const st
     at_least(mx.wide, batch * in);
     gemm16(p, Trans::no, Trans::no, batch, in, out, mx.delta.data(), out,
            mx.params.data() + offsets_[l], in, mx.wide.data(), in);
-    // Layer l - 1's ReLU': its stored (16-bit) output is zero where the ReLU cut it.
-    // A select, not a branch on the data (half the outputs are cut): it vectorises.
-    float* const w = mx.wide.data();
-    for (std::size_t i = 0; i < batch * in; ++i) w[i] = (a_prev[i] & 0x7fffu) != 0 ? w[i] : 0.0f;
     mx.delta.resize(batch * in);
-    narrow(p, mx.wide.data(), batch * in, mx.delta.data());
+    relu_grad_narrow(p, mx.wide.data(), a_prev, batch * in, mx.delta.data());
   }
   StepSpan span("unscale");
   if (on_layer_done) return {loss, finite};
@@ -247,10 +267,8 @@ Mlp::MixedStep Mlp::train_step_mixed(Precision p, const float* x, const std::uin
     at_least(mx.wide, batch * in);
     gemm16(p, Trans::no, Trans::no, batch, in, out, mx.deltas[l].data(), out,
            mx.params.data() + offsets_[l], in, mx.wide.data(), in);
-    float* const w = mx.wide.data();
-    for (std::size_t i = 0; i < batch * in; ++i) w[i] = (a_prev[i] & 0x7fffu) != 0 ? w[i] : 0.0f;
     mx.deltas[l - 1].resize(batch * in);
-    narrow(p, mx.wide.data(), batch * in, mx.deltas[l - 1].data());
+    relu_grad_narrow(p, mx.wide.data(), a_prev, batch * in, mx.deltas[l - 1].data());
     finite = finite && all_finite_16bit(p, mx.deltas[l - 1]);
   }
   r.finite = finite;
@@ -283,10 +301,8 @@ Mlp::MixedStep Mlp::train_step_mixed(Precision p, const float* x, const std::uin
     }
     {
       StepSpan span(l, "db");
-      at_least(mx.a32, batch * out);
-      widen(p, mx.deltas[l].data(), batch * out, mx.a32.data());
       float* const gb = grads_.data() + at + out * in;
-      kernels::column_sums(mx.a32.data(), batch, out, out, gb, 0.0f);
+      column_sums_16bit(p, mx.deltas[l].data(), batch, out, gb);
       for (std::size_t j = 0; j < out; ++j) gb[j] *= unscale;
     }
     StepSpan span("sgd");

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "concurdl/data/idx.hpp"
@@ -244,6 +245,80 @@ TEST(MixedPrecision, TheFusedStepIsTheUnfusedOneWithFloat32WeightGradients) {
   EXPECT_THROW(model.train_step_mixed(Precision::fp32, d.x.data(), d.y.data(), 64, 1.0f, opt,
                                       [](bool) { return true; }),
                std::invalid_argument);
+}
+
+// The 16-bit step is mlp_mixed.cpp's formula, bit for bit: every product GEMM v4's on the
+// widened 16-bit tensors, bias and ReLU in float32, each stored tensor rounded once, the bias
+// gradient summed over the rows in order. Written here as separate passes over whole tensors,
+// against the step's fused and blocked ones. FP16 on GEMM v4 (bf16 takes VDPBF16PS where the CPU
+// has it, whose sums are in another order).
+TEST(MixedPrecision, TheFp16StepIsItsFormulaBitForBit) {
+  using kernels::Trans;
+  const auto v4 = kernels::GemmVersion::v4_register;
+  const Dataset d = toy_dataset(64, 40, 6, 3);
+  const std::size_t batch = 64;
+  const float scale = 1024.0f;
+  Mlp model(MlpSpec::parse("40-48-24-6"), 11, v4);
+  const std::vector<std::size_t> widths = {40, 48, 24, 6};
+  const std::vector<std::size_t>& off = model.layer_offsets();
+  const std::span<const float> params = std::as_const(model).parameters();
+  const auto round = [](std::span<const float> x) {
+    std::vector<std::uint16_t> h(x.size());
+    to_16bit(Precision::fp16, x, h);
+    return h;
+  };
+  const auto widen = [](const std::vector<std::uint16_t>& h) {
+    std::vector<float> x(h.size());
+    from_16bit(Precision::fp16, h, x);
+    return x;
+  };
+  const std::vector<float> w = widen(round(params));  // the working copy, widened
+  std::vector<std::vector<std::uint16_t>> act = {round({d.x.data(), batch * widths[0]})};
+  for (std::size_t l = 0; l + 1 < widths.size(); ++l) {
+    const std::size_t in = widths[l], out = widths[l + 1];
+    const std::vector<float> a = widen(act[l]);
+    std::vector<float> z(batch * out);
+    kernels::gemm(v4, Trans::no, Trans::yes, batch, out, in, 1.0f, a.data(), in, w.data() + off[l],
+                  in, 0.0f, z.data(), out);
+    for (std::size_t i = 0; i < batch; ++i)
+      for (std::size_t j = 0; j < out; ++j) {
+        float& v = z[i * out + j];
+        v += params[off[l] + out * in + j];
+        if (l + 2 < widths.size()) v = v > 0.0f ? v : 0.0f;
+      }
+    act.push_back(round(z));
+  }
+  const std::size_t classes = widths.back();
+  std::vector<float> logits = widen(act.back()), dl(batch * classes);
+  const LossResult head =
+      softmax_xent_loss(logits.data(), d.y.data(), batch, classes, dl.data(), 0);
+  for (float& v : dl) v *= scale;
+  std::vector<std::uint16_t> delta = round(dl), want(params.size());
+  for (std::size_t l = widths.size() - 1; l-- > 0;) {
+    const std::size_t in = widths[l], out = widths[l + 1];
+    const std::vector<float> dz = widen(delta), a = widen(act[l]);
+    std::vector<float> dw(out * in), db(out, 0.0f);
+    kernels::gemm(v4, Trans::yes, Trans::no, out, in, batch, 1.0f, dz.data(), out, a.data(), in,
+                  0.0f, dw.data(), in);
+    for (std::size_t i = 0; i < batch; ++i)
+      for (std::size_t j = 0; j < out; ++j) db[j] += dz[i * out + j];
+    const std::vector<std::uint16_t> gw = round(dw), gb = round(db);
+    std::copy(gw.begin(), gw.end(), want.begin() + off[l]);
+    std::copy(gb.begin(), gb.end(), want.begin() + off[l] + out * in);
+    if (l == 0) break;
+    std::vector<float> da(batch * in);
+    kernels::gemm(v4, Trans::no, Trans::no, batch, in, out, 1.0f, dz.data(), out, w.data() + off[l],
+                  in, 0.0f, da.data(), in);
+    for (std::size_t i = 0; i < batch * in; ++i)
+      if ((act[l][i] & 0x7fffu) == 0) da[i] = 0.0f;
+    delta = round(da);
+  }
+  const Mlp::MixedStep got = model.forward_backward_mixed(Precision::fp16, d.x.data(), d.y.data(),
+                                                          batch, scale, nullptr, 0, false);
+  ASSERT_TRUE(got.finite);
+  EXPECT_EQ(got.loss, static_cast<float>(head.loss));
+  const std::span<const std::uint16_t> g16 = std::as_const(model).mixed_gradients();
+  EXPECT_EQ(std::vector<std::uint16_t>(g16.begin(), g16.end()), want);
 }
 
 TEST(MixedPrecision, BadArgumentsAreClearErrors) {
