@@ -97,11 +97,13 @@ void gemm(GemmVersion v, Trans ta, Trans tb, std::size_t m, std::size_t n, std::
           float* c, std::size_t ldc, const GemmEpilogue& epilogue);
 
 // The same product with both operands 16-bit (fp16 or bf16 bits, as `format` says), widened to
-// float32 while they are packed (F16C's VCVTPH2PS for fp16 where the build targets it; a shift
-// for bf16): GEMM v4's loops, tiles and order of sums, so the bits are those of widening both
-// operands into float32 buffers and calling gemm(v4_register, ...), without those buffers and
-// the passes that fill them. The epilogue as gemm takes it. alpha is 1. std::invalid_argument
-// for Half::none or a leading dimension smaller than its row.
+// float32 while they are packed, or, for an A that v4 reads where it lies (its shortcuts, above
+// gemm_blocked.cpp's loops), a few values of each row at a time as the micro-kernel reads them
+// (F16C's VCVTPH2PS for fp16 where the build targets it; a shift for bf16): GEMM v4's loops,
+// tiles and order of sums, so the bits are those of widening both operands into float32 buffers
+// and calling gemm(v4_register, ...), without those buffers and the passes that fill them. The
+// epilogue as gemm takes it. alpha is 1. std::invalid_argument for Half::none or a leading
+// dimension smaller than its row.
 void gemm_16bit(Half format, Trans ta, Trans tb, std::size_t m, std::size_t n, std::size_t k,
                 const std::uint16_t* a, std::size_t lda, const std::uint16_t* b, std::size_t ldb,
                 float beta, float* c, std::size_t ldc, const GemmEpilogue& epilogue = {});
