@@ -271,7 +271,8 @@ Trial throughput_trial(const Params& p, GroupCache& cache) {
   config.threads = static_cast<int>(param_int(p, "threads"));
   // Rows bf16 and fp16: the same step with 16-bit weights, activations and gradients and
   // float32 sums (Mlp::train_step_mixed, the update fused), its GEMMs gemm_bf16 (bfloat16, where
-  // the CPU has AVX512_BF16) or GEMM v4 widening the 16-bit operands as it packs them.
+  // the CPU has AVX512_BF16) or GEMM v4 widening the 16-bit operands as it packs them (or, an A
+  // it reads in place, as its micro-kernel reads it).
   const std::string gemm = param_str(p, "gemm");
   if (gemm == "bf16" || gemm == "fp16") {
     config.precision = gemm == "bf16" ? Precision::bf16 : Precision::fp16;

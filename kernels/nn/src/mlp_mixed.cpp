@@ -90,7 +90,8 @@ void Mlp::gemm16(Precision p, Trans ta, Trans tb, std::size_t m, std::size_t n, 
     return kernels::gemm_bf16(ta, tb, m, n, k, a, lda, b, ldb, 0.0f, c, ldc, sgd);
   // No 16-bit arithmetic on this path: the operands widened (exactly) to float32. The products
   // of two 16-bit values are exact in float32 either way; only the order of the sums differs.
-  // GEMM v4 widens them while it packs them (gemm_16bit: the same bits as the copies below).
+  // GEMM v4 widens them while it packs them, or an A it reads in place as its micro-kernel reads
+  // it (gemm_16bit: the same bits as the copies below).
   const kernels::GemmEpilogue epilogue{.sgd = sgd};
   if (gemm_ == kernels::GemmVersion::v4_register)
     return kernels::gemm_16bit(p == Precision::bf16 ? kernels::Half::bf16 : kernels::Half::fp16, ta,

@@ -62,7 +62,8 @@ inline float from_fp16(fp16 h) {
 }
 
 // Element-wise over spans of one size (else std::invalid_argument), on F16C eight at a time
-// where the CPU has it (the same bits as the scalar functions above).
+// where the CPU has it (sixteen, by the AVX-512 forms, in a build for an AVX-512 CPU) (the same
+// bits as the scalar functions above).
 void to_fp16(std::span<const float> in, std::span<fp16> out);
 void from_fp16(std::span<const fp16> in, std::span<float> out);
 bool have_f16c();
