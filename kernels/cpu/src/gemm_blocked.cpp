@@ -97,6 +97,12 @@ inline void store_16bit(Half format, std::uint16_t* p, Vec v) {
   for (std::size_t i = 0; i < kLanes; ++i) p[i] = round_16bit(format, x[i]);
 }
 
+// A 16-bit A's micro-panel widened, rows kRowLd floats apart (16 floats past a K block, so
+// that its rows do not share L1 sets): written by the 16-bit kernels as they read A, read back
+// by the float32 direct kernels for the micro-panel's other B panels. The calling thread's.
+constexpr std::size_t kRowLd = kKC + kLanes;
+alignas(64) thread_local float t_widened[kMR * kRowLd];
+
 // C[R x NR] = alpha * Ap * Bp + beta * C. Bp is a packed kc x NR panel (row p at bp + p * NR).
 // Ap is a packed MR x kc panel (column p at ap + p * MR; its first R rows are used), or, with
 // Direct, R rows of A itself (row-major, not transposed: A(i, p) at ap[i * lda + p]). beta == 0
@@ -108,8 +114,9 @@ inline void store_16bit(Half format, std::uint16_t* p, Vec v) {
 // the tile, applied to sgd's params and velocity while it is in a register (beta is 0, or 1 on
 // a later K block, where acc + 1 * C rounds one way however it is contracted).
 // With AH (fp16 or bf16; Direct only) A is 16-bit, read where it lies: each row's next kLanes
-// values are widened (exactly) into a small buffer in L1 and the kernel broadcasts from there,
-// the conversions interleaved with the multiply-adds. The same products in the same order of p.
+// values are widened (exactly) into t_widened, in L1, and the kernel broadcasts from there, the
+// conversions interleaved with the multiply-adds; the micro-panel's other B panels then read
+// t_widened with the float32 kernels. The same products in the same order of p.
 template <Half AH>
 using AElem = std::conditional_t<AH == Half::none, float, std::uint16_t>;
 template <std::size_t R, bool Direct, std::size_t NV = kNV, Half AH = Half::none>
@@ -151,18 +158,18 @@ void micro_kernel_rows(std::size_t kc, const AElem<AH>* __restrict ap, std::size
       for (std::size_t p = 0; p < kc; ++p)
         mac(p, [&](std::size_t i) { return Direct ? ap[i * lda + p] : ap[p * kMR + i]; });
     } else {
-      alignas(64) float chunk[R][kLanes];
+      float* const w = t_widened;
       for (std::size_t p0 = 0; p0 < kc; p0 += kLanes) {
         const std::size_t pn = std::min(kLanes, kc - p0);
 #pragma GCC unroll 16
         for (std::size_t i = 0; i < R; ++i) {
           if (pn == kLanes)
-            widen_run<AH>(ap + i * lda + p0, chunk[i], kLanes);
+            widen_run<AH>(ap + i * lda + p0, w + i * kRowLd + p0, kLanes);
           else
-            widen_run<AH>(ap + i * lda + p0, chunk[i], pn);
+            widen_run<AH>(ap + i * lda + p0, w + i * kRowLd + p0, pn);
         }
         for (std::size_t q = 0; q < pn; ++q)
-          mac(p0 + q, [&](std::size_t i) { return chunk[i][q]; });
+          mac(p0 + q, [&](std::size_t i) { return w[i * kRowLd + p0 + q]; });
       }
     }
   };
@@ -329,22 +336,27 @@ void v4_rectangle(const GemmArgs& g, std::size_t i0, std::size_t i1, std::size_t
             const std::size_t at = (ic + i) * g.ldc + jc + j;
             float* c = g.c + at;
             const std::size_t cols = std::min(kNR, nc - j);
-            // A's micro-panel: packed, float32 where it lies, or 16-bit where it lies.
-            const auto tile = [&](const auto& whole, const auto& half, const auto* ap) {
+            // A's micro-panel: packed, float32 where it lies, or 16-bit where it lies (widened
+            // into t_widened by the first B panel's kernel, read from there by the others).
+            const auto tile = [&](const auto& whole, const auto& half, const auto* ap,
+                                  std::size_t lda) {
               if (cols == kNR)  // whole tiles, and the last panel's rows straight into C
-                whole[rows](kc, ap, g.lda, bp, g.alpha, beta, c, g.ldc, sgd, at);
+                whole[rows](kc, ap, lda, bp, g.alpha, beta, c, g.ldc, sgd, at);
               else if (cols == kHalfNR)
-                half[rows](kc, ap, g.lda, bp, g.alpha, beta, c, g.ldc, sgd, at);
+                half[rows](kc, ap, lda, bp, g.alpha, beta, c, g.ldc, sgd, at);
               else
-                edge_tile(whole[rows], kc, ap, g.lda, bp, g.alpha, beta, c, g.ldc, rows, cols, sgd,
+                edge_tile(whole[rows], kc, ap, lda, bp, g.alpha, beta, c, g.ldc, rows, cols, sgd,
                           at);
             };
             if (!direct)
-              tile(kernels, half_kernels, a_pack + i * kc);
+              tile(kernels, half_kernels, a_pack + i * kc, g.lda);
             else if constexpr (H == Half::none)
-              tile(kernels, half_kernels, g.a + (ic + i) * g.lda + pc);
+              tile(kernels, half_kernels, g.a + (ic + i) * g.lda + pc, g.lda);
+            else if (j == 0)
+              tile(kDirect16Kernels<H>, kDirect16HalfKernels<H>, g.a16 + (ic + i) * g.lda + pc,
+                   g.lda);
             else
-              tile(kDirect16Kernels<H>, kDirect16HalfKernels<H>, g.a16 + (ic + i) * g.lda + pc);
+              tile(kernels, half_kernels, static_cast<const float*>(t_widened), kRowLd);
           }
         }
       }
