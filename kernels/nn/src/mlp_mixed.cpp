@@ -15,7 +15,6 @@
 #include <functional>
 #include <stdexcept>
 #include <string>
-#include <vector>
 
 #include "concurdl/kernels/bf16.hpp"
 #include "concurdl/kernels/ops.hpp"
@@ -50,14 +49,14 @@ void relu_grad_narrow(Precision p, float* w, const u16* act, std::size_t n, u16*
   }
 }
 
-// kernels::column_sums of a 16-bit matrix (rows x cols, contiguous): each row widened into L1
-// and added in the same order from a zero, so the bits of widening it all and summing after.
-void column_sums_16bit(Precision p, const u16* x, std::size_t rows, std::size_t cols, float* out) {
-  thread_local std::vector<float> row;
-  if (row.size() < cols) row.resize(cols);
+// kernels::column_sums of a 16-bit matrix (rows x cols, contiguous): each row widened into
+// `row` (cols floats, in L1) and added in the same order from a zero, so the bits of widening it
+// all and summing after.
+void column_sums_16bit(Precision p, const u16* x, std::size_t rows, std::size_t cols, float* row,
+                       float* out) {
   std::fill(out, out + cols, 0.0f);
   for (std::size_t i = 0; i < rows; ++i) {
-    widen(p, x + i * cols, cols, row.data());
+    widen(p, x + i * cols, cols, row);
     for (std::size_t j = 0; j < cols; ++j) out[j] += row[j];
   }
 }
@@ -219,7 +218,8 @@ Mlp::MixedStep Mlp::forward_backward_mixed(Precision p, const float* x, const st
     {
       StepSpan span(l, "db");
       at_least(mx.sums, out);
-      column_sums_16bit(p, mx.delta.data(), batch, out, mx.sums.data());
+      at_least(mx.a32, out);
+      column_sums_16bit(p, mx.delta.data(), batch, out, mx.a32.data(), mx.sums.data());
       narrow(p, mx.sums.data(), out, g16 + out * in);
     }
     if (on_layer_done) {  // checked before it is handed over: not read again here
@@ -303,7 +303,8 @@ Mlp::MixedStep Mlp::train_step_mixed(Precision p, const float* x, const std::uin
     {
       StepSpan span(l, "db");
       float* const gb = grads_.data() + at + out * in;
-      column_sums_16bit(p, mx.deltas[l].data(), batch, out, gb);
+      at_least(mx.a32, out);
+      column_sums_16bit(p, mx.deltas[l].data(), batch, out, mx.a32.data(), gb);
       for (std::size_t j = 0; j < out; ++j) gb[j] *= unscale;
     }
     StepSpan span("sgd");
