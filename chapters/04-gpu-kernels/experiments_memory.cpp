@@ -1,6 +1,6 @@
 // Chapter 04's experiments on memory-bound kernels. The GPU ones run where a CUDA device is
 // (and say why not elsewhere: Experiment::unavailable); the CPU one everywhere:
-//   ch04/reduction      the sum of n floats: v1-v5 and CUB (kernel_tables.hpp), GB/s read
+//   ch04/reduction      the sum of n floats: v1-v6 and CUB (kernel_tables.hpp), GB/s read
 //   ch04/memory         vector add (grid-stride), a coalesced and a strided copy: GB/s
 //   ch04/transpose      naive, shared-memory tile, padded tile: GB/s
 //   ch04/cpu_reference  the same operations' CPU references on one thread, against the CPU's

@@ -45,6 +45,11 @@ constexpr ReduceKernel kReduceKernelRows[] = {
       "times), then v4's warp sums, one atomic per block"},
      CDL_GPU(reduce_v5_multi_element),
      CDL_GPU(reduce_v5_multi_element_occupancy)},
+    {{"v6_vectorized",
+      "v5 reading 16 bytes a load, four loads in flight a thread before the first add "
+      "(`grid_stride_sum4`), a grid of every resident thread"},
+     CDL_GPU(reduce_v6_vectorized),
+     CDL_GPU(reduce_v6_vectorized_occupancy)},
     {{"cub", "CUB's `DeviceReduce::Sum`: the peer"}, CDL_GPU(reduce_cub)},
 };
 
@@ -111,17 +116,40 @@ constexpr GemmKernel kGemmKernelRows[] = {
       "read from shared memory for 64 multiply-adds"},
      CDL_GPU(gemm_v4_register_blocking),
      CDL_GPU(gemm_v4_register_blocking_occupancy)},
+    {{"v6_warp_tiles",
+      "128 × 128 tiles a block of 8 warps, a warp a 64 × 32 part, a thread 8 × 8 in registers: "
+      "A transposed in shared memory, 128-bit loads and stores, a warp's shared reads broadcast"},
+     CDL_GPU(gemm_v6_warp_tiles),
+     CDL_GPU(gemm_v6_warp_tiles_occupancy)},
+    {{"v7_double_buffered",
+      "v6 with two shared buffers: the next K step's global loads in flight during this step's "
+      "multiply-adds, one barrier a step"},
+     CDL_GPU(gemm_v7_double_buffered),
+     CDL_GPU(gemm_v7_double_buffered_occupancy)},
     {{"cublas", "`cublasSgemm` (row-major as the column-major Cᵀ = Bᵀ Aᵀ): the peer"},
      CDL_GPU(gemm_cublas)},
 };
 
 constexpr GemmMixedKernel kGemmMixedKernelRows[] = {
-    {{"v5_wmma",
-      "FP16 inputs, FP32 accumulation on the tensor cores (`nvcuda::wmma`, the Programming "
-      "Guide's \"Warp Matrix Functions\"; one warp a 16 × 16 tile of C)"},
-     CDL_GPU(gemm_v5_wmma),
-     CDL_GPU(gemm_v5_wmma_occupancy)},
-    {{"cublas_fp16", "`cublasGemmEx`, FP16 in, FP32 compute: the peer"}, CDL_GPU(gemm_cublas_fp16)},
+    {{{"v5_wmma",
+       "FP16 inputs, FP32 accumulation on the tensor cores (`nvcuda::wmma`, the Programming "
+       "Guide's \"Warp Matrix Functions\"; one warp a 16 × 16 tile of C)"},
+      CDL_GPU(gemm_v5_wmma),
+      CDL_GPU(gemm_v5_wmma_occupancy)}},
+    {{{"v6_wmma_tiles",
+       "128 × 128 tiles a block of 8 warps staged in shared memory (double buffered, rows "
+       "padded), a warp 4 × 2 accumulators: each fragment read once for 2 or 4 products"},
+      CDL_GPU(gemm_v6_wmma_tiles),
+      CDL_GPU(gemm_v6_wmma_tiles_occupancy)}},
+    {{{"v6_wmma_tiles_bf16", "v6_wmma_tiles with BF16 inputs (8 significant bits, FP32's range)"},
+      CDL_GPU(gemm_v6_wmma_tiles_bf16),
+      CDL_GPU(gemm_v6_wmma_tiles_bf16_occupancy)},
+     true},
+    {{{"cublas_fp16", "`cublasGemmEx`, FP16 in, FP32 compute: the peer"},
+      CDL_GPU(gemm_cublas_fp16)}},
+    {{{"cublas_bf16", "`cublasGemmEx`, BF16 in, FP32 compute: the BF16 peer"},
+      CDL_GPU(gemm_cublas_bf16)},
+     true},
 };
 
 constexpr TransferSchedule kTransferRows[] = {

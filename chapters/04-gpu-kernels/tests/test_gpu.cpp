@@ -71,8 +71,15 @@ TEST_F(Gpu, VectorAddAndBothCopiesEqualTheirReferences) {
 
 TEST_F(Gpu, EveryGemmVersionGivesTheCpusProduct) {
   // Small integers: every product and sum exact, so each version must equal the CPU's.
-  for (const auto [m, n, k] :
-       {std::array<int, 3>{1, 1, 1}, {33, 65, 31}, {64, 64, 8}, {130, 70, 257}, {256, 256, 256}}) {
+  // With the shapes of test_gemm_tiles.cpp's v6 and v7 on the CPU: N and K multiples of 4 (their
+  // 128-bit loads) and not, partial 128 x 128 tiles, K of one and of many steps.
+  for (const auto [m, n, k] : {std::array<int, 3>{1, 1, 1},
+                               {33, 65, 31},
+                               {64, 64, 8},
+                               {130, 70, 257},
+                               {256, 256, 256},
+                               {200, 132, 36},
+                               {384, 512, 272}}) {
     const auto a = small_integers(static_cast<std::size_t>(m) * k, 1);
     const auto b = small_integers(static_cast<std::size_t>(k) * n, 2);
     const std::vector<float> want = gemm_ref(a, b, m, n, k);
@@ -106,20 +113,28 @@ TEST_F(Gpu, EveryTransposeGivesTheTranspose) {
   }
 }
 
-// FP16 holds small integers exactly and the accumulation is FP32: exact here too.
+// FP16 and BF16 hold small integers exactly and the accumulation is FP32: exact here too. The
+// shapes include partial tiles of v6's 128 x 128 x 32 and K of one and of many steps.
 TEST_F(Gpu, MixedPrecisionGemmsGiveTheProductOfSmallIntegers) {
-  for (const auto [m, n, k] : {std::array<int, 3>{16, 16, 16}, {32, 48, 64}, {256, 128, 512}}) {
+  for (const auto [m, n, k] : {std::array<int, 3>{16, 16, 16},
+                               {32, 48, 64},
+                               {256, 128, 512},
+                               {144, 272, 48},
+                               {384, 256, 1024}}) {
     const auto a = small_integers(static_cast<std::size_t>(m) * k, 3);
     const auto b = small_integers(static_cast<std::size_t>(k) * n, 4);
     const std::vector<float> want = gemm_ref(a, b, m, n, k);
     const DeviceBuffer<float> da = to_device(a), db = to_device(b);
-    DeviceBuffer<char> ha(a.size() * 2), hb(b.size() * 2);
+    DeviceBuffer<char> ha(a.size() * 2), hb(b.size() * 2), ba(a.size() * 2), bb(b.size() * 2);
     to_half(da.get(), ha.get(), a.size(), nullptr);
     to_half(db.get(), hb.get(), b.size(), nullptr);
+    to_bfloat16(da.get(), ba.get(), a.size(), nullptr);
+    to_bfloat16(db.get(), bb.get(), b.size(), nullptr);
     DeviceBuffer<float> dc(want.size());
     for (const GemmMixedKernel& v : gemm_mixed_kernels()) {
       CDL_CUDA_CHECK(cudaMemset(dc.get(), 0xff, want.size() * sizeof(float)));
-      v.launch(ha.get(), hb.get(), dc.get(), m, n, k, nullptr);
+      v.launch(v.bf16 ? ba.get() : ha.get(), v.bf16 ? bb.get() : hb.get(), dc.get(), m, n, k,
+               nullptr);
       CDL_CUDA_CHECK(cudaDeviceSynchronize());
       EXPECT_EQ(to_host(dc), want) << v.name << " " << m << " x " << n << " x " << k;
     }

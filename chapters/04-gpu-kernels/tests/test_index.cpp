@@ -41,6 +41,25 @@ TEST(Index, AGridStrideLoopVisitsEveryElementOnce) {
   }
 }
 
+// v6's loop: every thread's 16-byte pieces and its share of the n % 4 left over read every
+// element once, for n below, at and above whole rounds of four loads a thread.
+TEST(Index, TheVectorisedGridStrideSumReadsEveryElementOnce) {
+  for (const std::size_t threads : {256ul, 512ul, 1024ul}) {
+    for (const std::size_t n : {0ul, 1ul, 3ul, 4ul, 7ul, 1023ul, 1024ul, 4 * 1024ul + 3,
+                                16 * 1024ul, 16 * 1024ul + 5, 100'003ul}) {
+      // Positive integers: a missed or doubled element changes the sum, and every thread's
+      // partial sum stays an integer below 2^24, exact in float.
+      std::vector<float> x(n + 4);  // 16-byte aligned (new), and room past n that must not count
+      for (std::size_t i = 0; i < x.size(); ++i)
+        x[i] = i < n ? static_cast<float>(1u << (i % 16)) : 1e9f;
+      double got = 0, want = 0;
+      for (std::size_t i = 0; i < n; ++i) want += x[i];
+      for (std::size_t t = 0; t < threads; ++t) got += grid_stride_sum4(x.data(), n, t, threads);
+      EXPECT_EQ(got, want) << "n " << n << ", " << threads << " threads";
+    }
+  }
+}
+
 TEST(Index, TheStridedCopyReadsEveryElementOnceForOddN) {
   for (const std::size_t n : {1ul, 33ul, 1001ul, 65'537ul}) {
     std::set<std::size_t> seen;

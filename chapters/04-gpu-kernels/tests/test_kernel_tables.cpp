@@ -18,7 +18,7 @@ namespace {
 using namespace concurdl::gpu;
 
 bool is_peer(std::string_view name) {
-  return name == "cub" || name == "cublas" || name == "cublas_fp16";
+  return name == "cub" || name == "cublas" || name == "cublas_fp16" || name == "cublas_bf16";
 }
 
 template <class Table>

@@ -24,16 +24,19 @@ struct KernelRow : VariantInfo {
   OccupancyQuery* occupancy = nullptr;  // null for the peers (CUB, cuBLAS), and without CUDA
 };
 
-// v1-v5 and CUB: ch04/reduction.
+// v1-v6 and CUB: ch04/reduction.
 using ReduceKernel = KernelRow<ReduceLaunch>;
 const VariantTable<ReduceKernel>& reduce_kernels();
 
-// v1-v4 and cuBLAS: ch04/gemm.
+// v1-v4, v6, v7 and cuBLAS: ch04/gemm.
 using GemmKernel = KernelRow<GemmLaunch>;
 const VariantTable<GemmKernel>& gemm_kernels();
 
-// WMMA (v5) and cuBLAS's FP16 GEMM: ch04/gemm_mixed.
-using GemmMixedKernel = KernelRow<GemmMixedLaunch>;
+// WMMA (v5, v6) and cuBLAS's 16-bit GEMMs: ch04/gemm_mixed. Each row takes its inputs in FP16
+// or in BF16 (to_half or to_bfloat16 makes them).
+struct GemmMixedKernel : KernelRow<GemmMixedLaunch> {
+  bool bf16 = false;
+};
 const VariantTable<GemmMixedKernel>& gemm_mixed_kernels();
 
 // Naive, through a shared-memory tile, through a padded tile: ch04/transpose.

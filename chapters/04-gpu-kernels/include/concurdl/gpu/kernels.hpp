@@ -46,6 +46,8 @@ std::size_t reduce_scratch_bytes(std::size_t n);
 // out[i] = in[i] rounded to FP16, for the mixed-precision GEMMs; `out` holds n halves (2 n
 // bytes).
 void to_half(const float* in, void* out, std::size_t n, cudaStream_t stream);
+// The same rounded to BF16 (round to nearest even).
+void to_bfloat16(const float* in, void* out, std::size_t n, cudaStream_t stream);
 
 // Host memory the driver has pinned (cudaMallocHost): DMA reads it directly, so copies from it
 // can be asynchronous and overlap kernels. Moved, never copied.

@@ -33,15 +33,15 @@ using OccupancyQuery = KernelOccupancy();
 
 // --- ch04/reduction (reduce.cu) ---
 // *d_out = the sum of d_in[0, n); d_scratch holds reduce_scratch_bytes(n) bytes (CUB's
-// temporary storage; the others use none). v1-v5 zero *d_out on the stream, then accumulate
+// temporary storage; the others use none). v1-v6 zero *d_out on the stream, then accumulate
 // into it with atomicAdd: the order of the additions, and so the last bits, varies.
 using ReduceLaunch = void(const float* d_in, std::size_t n, float* d_out, void* d_scratch,
                           std::size_t scratch_bytes, Stream stream);
 ReduceLaunch reduce_v1_atomic_global, reduce_v2_tree_divergent, reduce_v3_sequential,
-    reduce_v4_warp_shuffle, reduce_v5_multi_element, reduce_cub;
+    reduce_v4_warp_shuffle, reduce_v5_multi_element, reduce_v6_vectorized, reduce_cub;
 OccupancyQuery reduce_v1_atomic_global_occupancy, reduce_v2_tree_divergent_occupancy,
     reduce_v3_sequential_occupancy, reduce_v4_warp_shuffle_occupancy,
-    reduce_v5_multi_element_occupancy;
+    reduce_v5_multi_element_occupancy, reduce_v6_vectorized_occupancy;
 
 // --- ch04/memory (elementwise.cu) ---
 // out from a (and b): a grid-stride loop over n elements, the grid sized to the GPU, not to n.
@@ -62,18 +62,23 @@ OccupancyQuery transpose_naive_occupancy, transpose_shared_occupancy, transpose_
 // version's per-thread index arithmetic, tested on the CPU).
 using GemmLaunch = void(const float* a, const float* b, float* c, int m, int n, int k,
                         Stream stream);
+// v6 and v7: gemm_warp_tiles.hpp.
 GemmLaunch gemm_v1_naive, gemm_v2_coalesced, gemm_v3_shared_tiles, gemm_v4_register_blocking,
-    gemm_cublas;
+    gemm_v6_warp_tiles, gemm_v7_double_buffered, gemm_cublas;
 OccupancyQuery gemm_v1_naive_occupancy, gemm_v2_coalesced_occupancy, gemm_v3_shared_tiles_occupancy,
-    gemm_v4_register_blocking_occupancy;
+    gemm_v4_register_blocking_occupancy, gemm_v6_warp_tiles_occupancy,
+    gemm_v7_double_buffered_occupancy;
 
 // --- ch04/gemm_mixed (gemm.cu) ---
-// The same product from A and B in FP16 (made with to_half), C accumulated and stored in FP32;
-// m, n and k multiples of 16 (else std::invalid_argument).
+// The same product from A and B in FP16 (made with to_half) or, the _bf16 launchers, BF16 (made
+// with to_bfloat16), C accumulated and stored in FP32; m, n and k multiples of 16 (else
+// std::invalid_argument).
 using GemmMixedLaunch = void(const void* a, const void* b, float* c, int m, int n, int k,
                              Stream stream);
-GemmMixedLaunch gemm_v5_wmma, gemm_cublas_fp16;
-OccupancyQuery gemm_v5_wmma_occupancy;
+GemmMixedLaunch gemm_v5_wmma, gemm_v6_wmma_tiles, gemm_v6_wmma_tiles_bf16, gemm_cublas_fp16,
+    gemm_cublas_bf16;
+OccupancyQuery gemm_v5_wmma_occupancy, gemm_v6_wmma_tiles_occupancy,
+    gemm_v6_wmma_tiles_bf16_occupancy;
 
 // --- ch04/streams (streams.cu) ---
 // host_out = 2 host_in + 1 computed on the GPU: copy in, kernel, copy out, through d_in and
