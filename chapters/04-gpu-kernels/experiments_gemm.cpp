@@ -148,6 +148,17 @@ const bool registered_gemm = register_experiment({
                 .kind = Claim::Kind::magnitude,
                 .causes = {ClaimCause::caches, ClaimCause::memory_bandwidth},
                 .unit = "x",
+                .needs_gpu = true},
+               {.id = "double_buffered_near_cublas",
+                // A magnitude: a ratio against a peer library's kernels on one device.
+                .statement = "At n = 4096, the FLOP/s of the double-buffered warp tiles (v7) over "
+                             "cuBLAS's SGEMM",
+                .select = {{"variant", "v7_double_buffered"}, {"n", "4096"}},
+                .field = "flops_per_s",
+                .versus = {{"variant", "cublas"}},
+                .kind = Claim::Kind::magnitude,
+                .causes = {ClaimCause::peer_kernels, ClaimCause::caches},
+                .unit = "x",
                 .needs_gpu = true}},
     .unavailable = gpu_unavailable,
 });
@@ -210,7 +221,18 @@ const bool registered_gemm_mixed = register_experiment({
                 .compare = Claim::Compare::at_most,
                 .bound = 1.6e-2,
                 .needs_gpu = true,
-                .timing = false}},
+                .timing = false},
+               {.id = "wmma_tiles_vs_cublas",
+                // A magnitude: a ratio against a peer library's kernels on one device.
+                .statement = "At n = 8192, the FLOP/s of WMMA with shared-memory tiles (v6, FP16) "
+                             "over cuBLAS's FP16 GEMM",
+                .select = {{"variant", "v6_wmma_tiles"}, {"n", "8192"}},
+                .field = "flops_per_s",
+                .versus = {{"variant", "cublas_fp16"}},
+                .kind = Claim::Kind::magnitude,
+                .causes = {ClaimCause::peer_kernels, ClaimCause::memory_bandwidth},
+                .unit = "x",
+                .needs_gpu = true}},
     .unavailable = gpu_unavailable,
 });
 

@@ -25,9 +25,9 @@
 namespace concurdl::gpu {
 
 inline constexpr int kWBM = 128, kWBN = 128, kWBK = 16;
-inline constexpr int kWThreads = 256;                       // 8 warps: 2 rows of 4
-inline constexpr int kWarpRows = 64, kWarpCols = 32;        // a warp's part of the block's tile
-inline constexpr int kWTM = 8, kWTN = 8;                    // a thread's part
+inline constexpr int kWThreads = 256;                        // 8 warps: 2 rows of 4
+inline constexpr int kWarpRows = 64, kWarpCols = 32;         // a warp's part of the block's tile
+inline constexpr int kWTM = 8, kWTN = 8;                     // a thread's part
 inline constexpr int kWLoads = kWBM * kWBK / 4 / kWThreads;  // float4s of A (and of B) a thread
 
 // A thread's share of one K step's tiles, held in registers between the global load and the
@@ -65,8 +65,7 @@ CDL_HD inline void w_fetch(const float* a, const float* b, GemmShape s, int bx, 
       r.a[p][0] = r.a[p][1] = r.a[p][2] = r.a[p][3] = 0.0f;
     const int kb = k0 + idx / 32;
     if (kb < s.k)
-      load_row4(b + static_cast<std::size_t>(kb) * s.n, bx * kWBN + idx % 32 * 4, s.n, vec,
-                r.b[p]);
+      load_row4(b + static_cast<std::size_t>(kb) * s.n, bx * kWBN + idx % 32 * 4, s.n, vec, r.b[p]);
     else
       r.b[p][0] = r.b[p][1] = r.b[p][2] = r.b[p][3] = 0.0f;
   }
