@@ -1,5 +1,6 @@
 // Chapter 04's GEMM experiments (GPU; left out with their reason where no device is):
-//   ch04/gemm           square single-precision GEMM: v1-v7 and cuBLAS (kernel_tables.hpp), FLOP/s
+//   ch04/gemm           square single-precision GEMM: v1-v4, v6, v7 and cuBLAS (kernel_tables.hpp),
+//                       FLOP/s
 //   ch04/gemm_mixed     FP16 or BF16 inputs, FP32 accumulation: WMMA (v5, v6) and cublasGemmEx,
 //                       FLOP/s and the relative error against the float64 product (rel_error)
 // Both check the product on the CPU (OpenBLAS) after the warm-up and after timing.
@@ -180,8 +181,8 @@ const bool registered_gemm_mixed = register_experiment({
                  .unit = "",
                  .lower_is_better = true,
                  .what = "the relative Frobenius error of C against the float64 product of the "
-                         "FP32 inputs (FP16 inputs: about 4e-4 by the rounding model, BF16 "
-                         "3.2e-3)"}},
+                         "FP32 inputs (the rounding model: 2.6e-4 with FP16 inputs, 2.1e-3 with "
+                         "BF16)"}},
     .interleave = {"variant"},
     .repetitions = 11,
     .warmup = 2,
@@ -196,13 +197,15 @@ const bool registered_gemm_mixed = register_experiment({
                  .y_label = "FLOP/s",
                  .models = {roofline_model("flops_per_s")}}},
     .claims = {{.id = "fp16_error_bounded",
-                // Law by a statistical rounding model: rounding an input to FP16 errs by at most
-                // u = 2^-11 = 4.9e-4 relative, about u / sqrt(3) rms; with independent inputs in
-                // [-1, 1) the n terms' errors add like the terms themselves, so the product's
-                // relative Frobenius error is about sqrt(2) u / sqrt(3) = 4e-4 (FP32 accumulation
-                // adds about sqrt(n) 2^-24, far less). The bound 2e-3 is 5x that model. (Higham,
-                // Accuracy and Stability of Numerical Algorithms, 2002, sections 2.8 and 3.5: the
-                // worst case, relative to |A||B|, is far looser for inputs of both signs.)
+                // Law by a statistical rounding model: rounding an input to FP16 (p = 11
+                // significant bits, u = 2^-11) errs uniformly within half an ulp of its binade;
+                // over inputs uniform in [-1, 1) that is u^2 / 21 mean square against E[x^2] =
+                // 1/3, u / sqrt(7) rms relative. With independent inputs the n terms' errors add
+                // like the terms themselves, so the product's relative Frobenius error is about
+                // sqrt(2/7) u = 2.6e-4 (FP32 accumulation adds about sqrt(n) 2^-24, far less).
+                // The bound 2e-3 is 7.7x that model. (Higham, Accuracy and Stability of Numerical
+                // Algorithms, 2002, sections 2.8 and 3.5: the worst case, relative to |A||B|, is
+                // far looser for inputs of both signs.)
                 .statement = "FP16 inputs with FP32 accumulation (WMMA) stay within 2e-3 of the "
                              "float64 product (relative Frobenius error)",
                 .select = {{"variant", "v5_wmma"}},
@@ -212,8 +215,8 @@ const bool registered_gemm_mixed = register_experiment({
                 .needs_gpu = true,
                 .timing = false},
                {.id = "bf16_error_bounded",
-                // The same model with BF16's u = 2^-8 = 3.9e-3: sqrt(2) u / sqrt(3) = 3.2e-3,
-                // and the bound 1.6e-2 is 5x that.
+                // The same model with BF16's u = 2^-8: sqrt(2/7) u = 2.1e-3, and the bound 1.6e-2
+                // is 7.7x that.
                 .statement = "BF16 inputs with FP32 accumulation (WMMA) stay within 1.6e-2 of the "
                              "float64 product (relative Frobenius error)",
                 .select = {{"variant", "v6_wmma_tiles_bf16"}},

@@ -224,7 +224,7 @@ __global__ void __launch_bounds__(kTcThreads, 2)
                                 wmma::mem_row_major);
     }
 #else
-  __trap();  // BF16 fragments need sm_80; the build's architectures include it (CMakeLists.txt)
+  __trap();  // compiled for sm_80 and later only (BF16 fragments); the launcher refuses older GPUs
 #endif
 }
 
@@ -272,6 +272,17 @@ template <class T>
 void launch_wmma_tiles(const void* a, const void* b, float* c, int m, int n, int k,
                        cudaStream_t stream) {
   check_multiples_of_16(m, n, k);
+  // Its 16-byte loads of A and B and WMMA's 32-byte aligned stores of C.
+  const auto aligned = [](const void* p, std::uintptr_t to) {
+    return reinterpret_cast<std::uintptr_t>(p) % to == 0;
+  };
+  if (!aligned(a, 16) || !aligned(b, 16) || !aligned(c, 32))
+    throw std::invalid_argument("gemm_mixed v6: A and B must be 16-byte aligned, C 32-byte");
+  int device = 0, major = 0;
+  CDL_CUDA_CHECK(cudaGetDevice(&device));
+  CDL_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+  if (major < 8)
+    throw std::runtime_error("gemm_mixed v6: needs compute capability 8.0 or later (BF16 WMMA)");
   gemm_wmma_tiles<T><<<dim3(blocks(n, kTcBN), blocks(m, kTcBM)), kTcThreads, 0, stream>>>(
       static_cast<const T*>(a), static_cast<const T*>(b), c, m, n, k);
   CDL_CUDA_CHECK(cudaGetLastError());

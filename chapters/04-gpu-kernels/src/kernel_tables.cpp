@@ -41,13 +41,13 @@ constexpr ReduceKernel kReduceKernelRows[] = {
      CDL_GPU(reduce_v4_warp_shuffle),
      CDL_GPU(reduce_v4_warp_shuffle_occupancy)},
     {{"v5_multi_element",
-      "each thread first sums many elements (`grid_stride_sum`, as many blocks as fill the GPU 8 "
-      "times), then v4's warp sums, one atomic per block"},
+      "each thread first sums many elements (`grid_stride_sum`, 8 blocks of 256 an SM: every "
+      "thread the GPU holds), then v4's warp sums, one atomic per block"},
      CDL_GPU(reduce_v5_multi_element),
      CDL_GPU(reduce_v5_multi_element_occupancy)},
     {{"v6_vectorized",
       "v5 reading 16 bytes a load, four loads in flight a thread before the first add "
-      "(`grid_stride_sum4`), a grid of every resident thread"},
+      "(`grid_stride_sum4`, a partial sum a load), on v5's grid"},
      CDL_GPU(reduce_v6_vectorized),
      CDL_GPU(reduce_v6_vectorized_occupancy)},
     {{"cub", "CUB's `DeviceReduce::Sum`: the peer"}, CDL_GPU(reduce_cub)},
@@ -137,8 +137,9 @@ constexpr GemmMixedKernel kGemmMixedKernelRows[] = {
       CDL_GPU(gemm_v5_wmma),
       CDL_GPU(gemm_v5_wmma_occupancy)}},
     {{{"v6_wmma_tiles",
-       "128 × 128 tiles a block of 8 warps staged in shared memory (double buffered, rows "
-       "padded), a warp 4 × 2 accumulators: each fragment read once for 2 or 4 products"},
+       "a 128 × 128 tile of C a block of 8 warps, A and B staged in shared memory 32 of K at a "
+       "time (double buffered, rows padded), a warp 4 × 2 accumulators: each fragment read once "
+       "for 2 or 4 products"},
       CDL_GPU(gemm_v6_wmma_tiles),
       CDL_GPU(gemm_v6_wmma_tiles_occupancy)}},
     {{{"v6_wmma_tiles_bf16", "v6_wmma_tiles with BF16 inputs (8 significant bits, FP32's range)"},

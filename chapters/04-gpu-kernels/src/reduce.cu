@@ -145,7 +145,7 @@ void reduce_v5_multi_element(const float* d_in, std::size_t n, float* d_out, voi
                              cudaStream_t stream) {
   zero_sum(d_out, stream);
   if (n == 0) return;
-  // Enough blocks to fill every SM several times over, no more: each thread then sums
+  // 8 blocks of 256 an SM, every thread the GPU holds, no more: each thread then sums
   // n / (blocks x 256) elements before any synchronisation.
   const auto blocks =
       static_cast<unsigned>(grid_blocks(n, kBlock, static_cast<std::size_t>(sm_count()) * 8));

@@ -71,7 +71,7 @@ TEST_F(Gpu, VectorAddAndBothCopiesEqualTheirReferences) {
 
 TEST_F(Gpu, EveryGemmVersionGivesTheCpusProduct) {
   // Small integers: every product and sum exact, so each version must equal the CPU's.
-  // With the shapes of test_gemm_tiles.cpp's v6 and v7 on the CPU: N and K multiples of 4 (their
+  // Shapes like those of test_gemm_tiles.cpp's v6 and v7 on the CPU: N and K multiples of 4 (their
   // 128-bit loads) and not, partial 128 x 128 tiles, K of one and of many steps.
   for (const auto [m, n, k] : {std::array<int, 3>{1, 1, 1},
                                {33, 65, 31},

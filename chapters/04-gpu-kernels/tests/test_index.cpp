@@ -49,7 +49,8 @@ TEST(Index, TheVectorisedGridStrideSumReadsEveryElementOnce) {
                                 16 * 1024ul, 16 * 1024ul + 5, 100'003ul}) {
       // Positive integers: a missed or doubled element changes the sum, and every thread's
       // partial sum stays an integer below 2^24, exact in float.
-      std::vector<float> x(n + 4);  // 16-byte aligned (new), and room past n that must not count
+      // 16-byte aligned (operator new's), and room past n that must not count.
+      std::vector<float> x(n + 4);
       for (std::size_t i = 0; i < x.size(); ++i)
         x[i] = i < n ? static_cast<float>(1u << (i % 16)) : 1e9f;
       double got = 0, want = 0;

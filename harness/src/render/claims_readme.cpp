@@ -152,8 +152,9 @@ std::string claims_markdown(const std::string& chapter) {
   out += fmt::format(
       "\nThe reference machine: {}, every chapter in one sitting from one clean build "
       "(`results/reference/{}`); each claim's reference value is the last of the runs "
-      "`results/reference/manifest` lists that measured it, and for the claims that need a GPU "
-      "an {} (`{}`). `concurdl check RUN` judges these on your own run; the report of every run "
+      "`results/reference/manifest` lists that measured it, and for the claims that need a GPU, "
+      "where it measured them, the run of an {} (`{}`). `concurdl check RUN` judges these on your "
+      "own run; the report of every run "
       "opens with them. A law is an analytical model or an invariant and holds on every machine "
       "it applies to (`concurdl check` fails when one does not); a magnitude depends on the "
       "machine, on what the kind column names, and is reported beside the reference machine's "

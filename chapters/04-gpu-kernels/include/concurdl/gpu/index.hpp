@@ -15,14 +15,15 @@
 #define CDL_HD
 #endif
 
-// An exercise stub in __host__ __device__ code: on the CPU it is CDL_TODO (the tests skip it as
-// "not attempted"); on the GPU a trap, never reached (only code whose tests passed is timed).
+// A loop of a fixed count unrolled by nvcc (host compilers unroll such loops themselves).
 #if defined(__CUDACC__)
 #define CDL_UNROLL _Pragma("unroll")
 #else
 #define CDL_UNROLL
 #endif
 
+// An exercise stub in __host__ __device__ code: on the CPU it is CDL_TODO (the tests skip it as
+// "not attempted"); on the GPU a trap, never reached (only code whose tests passed is timed).
 #if defined(__CUDA_ARCH__)
 #define CDL_HD_TODO(exercise) __trap()
 #else
