@@ -31,6 +31,23 @@ void to_bf16(std::span<const float> in, std::span<bf16> out) {
   }
 }
 
+void add_bf16(std::span<bf16> acc, std::span<const bf16> in) {
+  if (in.size() != acc.size())
+    throw std::invalid_argument("add_bf16: " + std::to_string(in.size()) + " bfloat16s into " +
+                                std::to_string(acc.size()));
+  // Widen (a shift), add in float32, round as to_bf16 above: one pass that vectorises.
+  bf16* a = acc.data();
+  const bf16* b = in.data();
+  for (std::size_t i = 0; i < in.size(); ++i) {
+    const float f = from_bf16(a[i]) + from_bf16(b[i]);
+    std::uint32_t u = 0;
+    std::memcpy(&u, &f, sizeof u);
+    const std::uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+    const std::uint32_t quiet = (u >> 16) | 0x40u;
+    a[i] = static_cast<bf16>((u & 0x7fffffffu) > 0x7f800000u ? quiet : rounded);
+  }
+}
+
 void from_bf16(std::span<const bf16> in, std::span<float> out) {
   if (in.size() != out.size())
     throw std::invalid_argument("from_bf16: " + std::to_string(in.size()) + " bfloat16s into " +

@@ -57,6 +57,30 @@ CONCURDL_F16C_TARGET void widen_f16c(const fp16* in, float* out, std::size_t n) 
                      _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(in + i))));
   for (; i < n; ++i) out[i] = from_fp16(in[i]);
 }
+
+// acc[i] = round(widen(acc[i]) + widen(in[i])) in one pass: both widenings exact, the sum in
+// float32, rounded to nearest even as narrow_f16c rounds.
+CONCURDL_F16C_TARGET void add_f16c(fp16* acc, const fp16* in, std::size_t n) {
+  std::size_t i = 0;
+#if defined(__AVX512F__)
+  for (; i + 16 <= n; i += 16) {
+    const __m512 a = _mm512_maskz_cvtph_ps(
+        0xffff, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(acc + i)));
+    const __m512 b =
+        _mm512_maskz_cvtph_ps(0xffff, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(in + i)));
+    _mm256_storeu_si256(
+        reinterpret_cast<__m256i*>(acc + i),
+        _mm512_maskz_cvtps_ph(0xffff, _mm512_add_ps(a, b), _MM_FROUND_TO_NEAREST_INT));
+  }
+#endif
+  for (; i + 8 <= n; i += 8) {
+    const __m256 a = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(acc + i)));
+    const __m256 b = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(in + i)));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(acc + i),
+                     _mm256_cvtps_ph(_mm256_add_ps(a, b), _MM_FROUND_TO_NEAREST_INT));
+  }
+  for (; i < n; ++i) acc[i] = to_fp16(from_fp16(acc[i]) + from_fp16(in[i]));
+}
 #endif
 
 }  // namespace
@@ -94,6 +118,15 @@ void from_fp16(std::span<const fp16> in, std::span<float> out) {
   if (have_f16c()) return widen_f16c(in.data(), out.data(), in.size());
 #endif
   for (std::size_t i = 0; i < in.size(); ++i) out[i] = from_fp16(in[i]);
+}
+
+void add_fp16(std::span<fp16> acc, std::span<const fp16> in) {
+  check_sizes("add_fp16", in.size(), acc.size());
+#if CONCURDL_F16C_KERNEL
+  if (have_f16c()) return add_f16c(acc.data(), in.data(), in.size());
+#endif
+  for (std::size_t i = 0; i < in.size(); ++i)
+    acc[i] = to_fp16(from_fp16(acc[i]) + from_fp16(in[i]));
 }
 
 bool all_finite_fp16(std::span<const fp16> v) {

@@ -61,15 +61,8 @@ void add_16bit(Precision p, std::span<std::uint16_t> acc, std::span<const std::u
     throw std::invalid_argument("add_16bit: " + std::to_string(in.size()) + " values into " +
                                 std::to_string(acc.size()));
   if (p == Precision::fp32) throw std::invalid_argument("add_16bit: fp32 is not a 16-bit format");
-  constexpr std::size_t kChunk = 512;  // 2 x 2 KiB of floats: in L1 between the passes
-  float a[kChunk], b[kChunk];
-  for (std::size_t at = 0; at < acc.size(); at += kChunk) {
-    const std::size_t c = std::min(kChunk, acc.size() - at);
-    from_16bit(p, acc.subspan(at, c), {a, c});
-    from_16bit(p, in.subspan(at, c), {b, c});
-    for (std::size_t i = 0; i < c; ++i) a[i] += b[i];
-    to_16bit(p, {a, c}, acc.subspan(at, c));
-  }
+  if (p == Precision::bf16) return kernels::add_bf16(acc, in);
+  kernels::add_fp16(acc, in);
 }
 
 bool all_finite_16bit(Precision p, std::span<const std::uint16_t> g16) {

@@ -49,6 +49,9 @@ inline float from_bf16(bf16 b) {
 // Element-wise over spans of one size (else std::invalid_argument).
 void to_bf16(std::span<const float> in, std::span<bf16> out);
 void from_bf16(std::span<const bf16> in, std::span<float> out);
+// acc[i] = to_bf16(from_bf16(acc[i]) + from_bf16(in[i])) in one pass (the sum in float32): the
+// 16-bit all-reduce's add.
+void add_bf16(std::span<bf16> acc, std::span<const bf16> in);
 
 // "" when this CPU runs AVX512_BF16 (and AVX512F/BW/VL, with the 512-bit state enabled by the
 // operating system) and this build can emit it; else one line saying what is missing, naming the

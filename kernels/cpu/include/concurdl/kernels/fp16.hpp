@@ -67,6 +67,9 @@ inline float from_fp16(fp16 h) {
 void to_fp16(std::span<const float> in, std::span<fp16> out);
 void from_fp16(std::span<const fp16> in, std::span<float> out);
 bool have_f16c();
+// acc[i] = to_fp16(from_fp16(acc[i]) + from_fp16(in[i])) in one pass (the sum in float32): the
+// 16-bit all-reduce's add.
+void add_fp16(std::span<fp16> acc, std::span<const fp16> in);
 
 // Whether every value is finite (no infinity, no NaN): the overflow check of loss scaling.
 bool all_finite_fp16(std::span<const fp16> v);

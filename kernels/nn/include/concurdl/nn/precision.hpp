@@ -38,7 +38,8 @@ std::string precision_compute(Precision p);
 void to_16bit(Precision p, std::span<const float> in, std::span<std::uint16_t> out);
 void from_16bit(Precision p, std::span<const std::uint16_t> in, std::span<float> out);
 // acc[i] = round16(widen(acc[i]) + widen(in[i])): the same bits as widening both, adding in
-// float32 and rounding, in one pass over the data (chunks that stay in L1) instead of four.
+// float32 and rounding, in one pass over the data, each value widened, added and rounded in a
+// register (kernels::add_bf16, add_fp16), instead of four.
 // Spans of one size (else std::invalid_argument).
 void add_16bit(Precision p, std::span<std::uint16_t> acc, std::span<const std::uint16_t> in);
 // Whether every 16-bit value (bf16 or fp16) is finite.
