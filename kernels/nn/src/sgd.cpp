@@ -3,9 +3,11 @@
 #include "concurdl/nn/sgd.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <stdexcept>
 #include <string>
 
+#include "concurdl/kernels/gemm.hpp"
 #include "concurdl/kernels/ops.hpp"
 #include "concurdl/kernels/threads.hpp"
 
@@ -87,14 +89,26 @@ void Sgd::step_16bit_range(std::span<float> params, std::span<const std::uint16_
   float* v = velocity_.data() + first;
   std::uint16_t* const p16 = params16.empty() ? nullptr : params16.data() + first;
   const std::size_t n = count;
+  // Dividing by a power of two is multiplying by its reciprocal, exactly, where that is a
+  // normal float (the loss scales are powers of two): then one pass a vector at a time
+  // (kernels::sgd_update_16bit: the same bits), else the division element by element.
+  int exponent = 0;
+  const float inverse = 1.0f / loss_scale;
+  if (std::frexp(loss_scale, &exponent) == 0.5f && std::isnormal(inverse)) {
+    const kernels::Half h = p == Precision::bf16 ? kernels::Half::bf16 : kernels::Half::fp16;
+    kernels::for_range(n, n >= kSgdParallelMin, [=](std::size_t b, std::size_t e) {
+      kernels::sgd_update_16bit(h, pp + b, v + b, g16 + b, inverse, lr, mu, wd,
+                                p16 == nullptr ? nullptr : p16 + b, e - b);
+    });
+    return;
+  }
   kernels::for_range(n, n >= kSgdParallelMin, [=](std::size_t b, std::size_t e) {
     constexpr std::size_t kChunk = 512;
     float g[kChunk];
     for (std::size_t at = b; at < e; at += kChunk) {
       const std::size_t c = std::min(kChunk, e - at);
       from_16bit(p, {g16 + at, c}, {g, c});
-      if (loss_scale != 1.0f)
-        for (std::size_t i = 0; i < c; ++i) g[i] /= loss_scale;
+      for (std::size_t i = 0; i < c; ++i) g[i] /= loss_scale;
       for (std::size_t i = 0; i < c; ++i)
         kernels::sgd_update(pp[at + i], v[at + i], g[i], lr, mu, wd);
       if (p16 != nullptr) to_16bit(p, {pp + at, c}, {p16 + at, c});

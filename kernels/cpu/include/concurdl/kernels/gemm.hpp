@@ -85,6 +85,15 @@ struct GemmSgd {
   std::uint16_t* params16 = nullptr;
   Half params16_format = Half::none;
 };
+// GemmSgd's update applied to a 16-bit gradient (format's bits) that was summed elsewhere: per
+// parameter, g = widen(grads16[i]), with grad_scale != 1 sgd_update_scaled (g * grad_scale kept
+// apart from the update's adds), else sgd_update; params and velocity updated in place, and
+// params16 (when not null) the parameters rounded to format. A vector at a time: the same bits
+// as those element-wise calls and to_bf16 / to_fp16 of the results.
+void sgd_update_16bit(Half format, float* params, float* velocity, const std::uint16_t* grads16,
+                      float grad_scale, float lr, float momentum, float weight_decay,
+                      std::uint16_t* params16, std::size_t n);
+
 struct GemmEpilogue {
   const float* bias = nullptr;
   bool relu = false;
