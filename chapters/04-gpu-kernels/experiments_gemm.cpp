@@ -202,7 +202,8 @@ const bool registered_gemm_mixed = register_experiment({
                 // over inputs uniform in [-1, 1) that is u^2 / 21 mean square against E[x^2] =
                 // 1/3, u / sqrt(7) rms relative. With independent inputs the n terms' errors add
                 // like the terms themselves, so the product's relative Frobenius error is about
-                // sqrt(2/7) u = 2.6e-4 (FP32 accumulation adds about sqrt(n) 2^-24, far less).
+                // sqrt(2/7) u = 2.6e-4 (FP32 accumulation adds far less at n <= 8192: v5, v6
+                // and cuBLAS, which sum in different orders, record the same error).
                 // The bound 2e-3 is 7.7x that model. (Higham, Accuracy and Stability of Numerical
                 // Algorithms, 2002, sections 2.8 and 3.5: the worst case, relative to |A||B|, is
                 // far looser for inputs of both signs.)

@@ -27,7 +27,7 @@ constexpr ReduceKernel kReduceKernelRows[] = {
      CDL_GPU(reduce_v1_atomic_global_occupancy)},
     {{"v2_tree_divergent",
       "a shared-memory tree per block, thread `tid % (2s) == 0` adding: the active threads of a "
-      "warp are scattered, every warp diverges"},
+      "warp are scattered, and while s < 32 every warp diverges"},
      CDL_GPU(reduce_v2_tree_divergent),
      CDL_GPU(reduce_v2_tree_divergent_occupancy)},
     {{"v3_sequential",
@@ -36,8 +36,8 @@ constexpr ReduceKernel kReduceKernelRows[] = {
      CDL_GPU(reduce_v3_sequential),
      CDL_GPU(reduce_v3_sequential_occupancy)},
     {{"v4_warp_shuffle",
-      "the last 32 values of each warp summed in registers with `__shfl_down_sync` "
-      "(`warp_shuffle_sum`), then the warps' totals through shared memory once"},
+      "each warp's 32 values summed in registers with `__shfl_down_sync` (`warp_shuffle_sum`), "
+      "no shared-memory tree, then the warps' totals through shared memory once"},
      CDL_GPU(reduce_v4_warp_shuffle),
      CDL_GPU(reduce_v4_warp_shuffle_occupancy)},
     {{"v5_multi_element",
