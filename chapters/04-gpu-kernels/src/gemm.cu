@@ -107,9 +107,11 @@ __global__ void __launch_bounds__(kWThreads, 2)
 
 // 128-bit loads and stores of A, B and C are aligned: rows of multiples of 4 floats from
 // 16-byte aligned matrices.
+bool aligned(const void* p, std::uintptr_t to) {
+  return reinterpret_cast<std::uintptr_t>(p) % to == 0;
+}
 bool vectorizable(const float* a, const float* b, const float* c, int n, int k) {
-  const auto aligned = [](const float* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; };
-  return n % 4 == 0 && k % 4 == 0 && aligned(a) && aligned(b) && aligned(c);
+  return n % 4 == 0 && k % 4 == 0 && aligned(a, 16) && aligned(b, 16) && aligned(c, 16);
 }
 
 // v5: one warp per 16 x 16 tile of C on the tensor cores: FP16 fragments of A and B, an FP32
@@ -273,9 +275,6 @@ void launch_wmma_tiles(const void* a, const void* b, float* c, int m, int n, int
                        cudaStream_t stream) {
   check_multiples_of_16(m, n, k);
   // Its 16-byte loads of A and B and WMMA's 32-byte aligned stores of C.
-  const auto aligned = [](const void* p, std::uintptr_t to) {
-    return reinterpret_cast<std::uintptr_t>(p) % to == 0;
-  };
   if (!aligned(a, 16) || !aligned(b, 16) || !aligned(c, 32))
     throw std::invalid_argument("gemm_mixed v6: A and B must be 16-byte aligned, C 32-byte");
   int device = 0, major = 0;

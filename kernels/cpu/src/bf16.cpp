@@ -15,19 +15,28 @@
 
 namespace concurdl::kernels {
 
+namespace {
+
+// to_bf16(float) on a float's bits without its branch, so that the loops below vectorise: the
+// same bits (round to nearest even, a NaN kept quiet).
+inline bf16 round_bf16_bits(std::uint32_t u) {
+  const std::uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+  const std::uint32_t quiet = (u >> 16) | 0x40u;
+  return static_cast<bf16>((u & 0x7fffffffu) > 0x7f800000u ? quiet : rounded);
+}
+
+}  // namespace
+
 void to_bf16(std::span<const float> in, std::span<bf16> out) {
   if (in.size() != out.size())
     throw std::invalid_argument("to_bf16: " + std::to_string(in.size()) + " floats into " +
                                 std::to_string(out.size()) + " bfloat16s");
-  // to_bf16(float) without its branch, so that the loop vectorises: the same bits.
   const float* src = in.data();
   bf16* dst = out.data();
   for (std::size_t i = 0; i < in.size(); ++i) {
     std::uint32_t u = 0;
     std::memcpy(&u, src + i, sizeof u);
-    const std::uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
-    const std::uint32_t quiet = (u >> 16) | 0x40u;
-    dst[i] = static_cast<bf16>((u & 0x7fffffffu) > 0x7f800000u ? quiet : rounded);
+    dst[i] = round_bf16_bits(u);
   }
 }
 
@@ -42,9 +51,7 @@ void add_bf16(std::span<bf16> acc, std::span<const bf16> in) {
     const float f = from_bf16(a[i]) + from_bf16(b[i]);
     std::uint32_t u = 0;
     std::memcpy(&u, &f, sizeof u);
-    const std::uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
-    const std::uint32_t quiet = (u >> 16) | 0x40u;
-    a[i] = static_cast<bf16>((u & 0x7fffffffu) > 0x7f800000u ? quiet : rounded);
+    a[i] = round_bf16_bits(u);
   }
 }
 
