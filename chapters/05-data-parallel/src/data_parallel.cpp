@@ -300,13 +300,11 @@ bool DataParallelTrainer::mixed_compute_and_reduce(std::size_t rows, RankStepRes
     trace::Span reduce("16-bit reduce-scatter", "comm");
     const auto t0 = Clock::now();
     const Block mine = reduce_scatter_ring_16bit(comm_, p, g, options_.algo);
-    std::vector<float> bad = {nn::all_finite_16bit(p, g.subspan(mine.offset, mine.count)) ? 0.0f
-                                                                                          : 1.0f};
-    comm_.all_reduce(bad);
+    const bool bad = share_verdict_and_biases(g, mine);
     const double s = seconds_since(t0);
     times_.wait_s += s;
     times_.reduce_s += s;
-    return fp16 ? scaler_.update(bad[0] != 0) : bad[0] == 0;
+    return fp16 ? scaler_.update(bad) : !bad;
   } else if (size() > 1) {
     trace::Span reduce("16-bit all-reduce", "comm");
     const auto t0 = Clock::now();

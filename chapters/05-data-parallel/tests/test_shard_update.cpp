@@ -127,13 +127,15 @@ TEST(ShardedUpdate, StateOutsideTheBlockIsStaleUntilGathered) {
           sh.step();
         }
         // Float32 gathers its parameters every step; 16 bits only their 16-bit copy.
-        if (p == nn::Precision::fp32)
+        if (p == nn::Precision::fp32) {
           EXPECT_NO_THROW(sh.evaluate(data()));
-        else
+        } else {
           EXPECT_THROW(sh.evaluate(data()), std::logic_error);
-        if (comm.rank() == 0)
+        }
+        if (comm.rank() == 0) {
           EXPECT_THROW(sh.save(std::filesystem::temp_directory_path() / "never.ckpt"),
                        std::logic_error);
+        }
         if (comm.rank() == 0) {
           stale_v.assign(sh.optimizer().velocity().begin(), sh.optimizer().velocity().end());
           want_v.assign(rep.optimizer().velocity().begin(), rep.optimizer().velocity().end());

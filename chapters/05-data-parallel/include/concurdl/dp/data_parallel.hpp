@@ -282,6 +282,11 @@ class DataParallelTrainer final : public nn::RankTrainer {
   // then the all-gather of the parameters (fp32) or their 16-bit copy.
   void sharded_update_fp32();
   void sharded_update_16bit();
+  // After the 16-bit reduce-scatter: whether any rank's block of `g` overflowed, agreed by one
+  // all-reduce that also leaves every bias's summed gradient in `g` on every rank.
+  bool share_verdict_and_biases(std::span<std::uint16_t> g, Block mine);
+  // Where each layer's biases lie in the flat buffers.
+  std::vector<Block> bias_ranges() const;
   // The block of the flat buffers this rank updates when sharded.
   Block owned_block() const;
   Communicator& comm_;
@@ -305,7 +310,7 @@ class DataParallelTrainer final : public nn::RankTrainer {
   StepTimes times_;
   double reduce_base_ = 0;       // sync_->reduce_seconds() at the last reset_times()
   bool shards_stale_ = false;    // a sharded update ran since the last gather_shards()
-  std::vector<float> bias_sum_;  // the sharded 16-bit update's biases, gathered by a sum
+  std::vector<float> bias_sum_;  // share_verdict_and_biases's verdict and bias gradients
 };
 
 // 0 when every rank's `values` equal rank 0's bit for bit; else a positive number (the sum over
