@@ -111,6 +111,16 @@ void run_gemm(GemmVersion v, const detail::GemmArgs& g) {
     if (g.alpha != 1.0f || g.beta != 0.0f)
       throw std::invalid_argument("gemm: the epilogue's sgd wants alpha == 1 and beta == 0");
   }
+  if (g.epilogue != nullptr &&
+      (g.epilogue->c16 != nullptr) != (g.epilogue->c16_format != Half::none))
+    throw std::invalid_argument("gemm: the epilogue needs c16 and c16_format together");
+  if (g.epilogue != nullptr && g.epilogue->c16 != nullptr) {
+    if (g.epilogue->sgd != nullptr)
+      throw std::invalid_argument("gemm: the epilogue's c16 and sgd both replace storing C");
+    if (static_cast<const void*>(g.epilogue->c16) == static_cast<const void*>(g.c))
+      throw std::invalid_argument(
+          "gemm: the epilogue's c16 is C itself (want a buffer of its own)");
+  }
   if (g.half != Half::none && v != GemmVersion::v4_register)
     throw std::invalid_argument("gemm: 16-bit operands are GEMM v4's only");
   if (g.m == 0 || g.n == 0) return;
@@ -213,6 +223,7 @@ void finish_c(const GemmArgs& g, std::size_t i0, std::size_t i1, std::size_t j0,
       const float* act = e.relu_of + i * e.ld_relu_of + j0;
       for (std::size_t j = 0; j < cols; ++j) row[j] = relu_grad(act[j], row[j]);
     }
+    if (e.c16 != nullptr) round_row(e.c16_format, row, e.c16 + i * g.ldc + j0, cols);
   }
 }
 }  // namespace detail

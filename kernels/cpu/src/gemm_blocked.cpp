@@ -52,6 +52,19 @@ using namespace v4;
 constexpr std::size_t kRowLd = kKC + kLanes;
 alignas(64) thread_local float t_widened[kMR * kRowLd];
 
+// How a tile leaves its sums on the last K block of a product: stored in C (no TileFinish at
+// all), applied as sgd, or rounded into c16 (GemmEpilogue's; at the tile's offset in C).
+struct TileFinish {
+  const GemmSgd* sgd = nullptr;
+  std::uint16_t* c16 = nullptr;
+  Half c16_format = Half::none;
+};
+// Whether v4's tiles round C into c16 themselves: when nothing else is to be done to C first.
+bool tiles_round(const GemmEpilogue* e) {
+  return e != nullptr && e->c16 != nullptr && e->bias == nullptr && !e->relu &&
+         e->relu_of == nullptr;
+}
+
 // C[R x NR] = alpha * Ap * Bp + beta * C. Bp is a packed kc x NR panel (row p at bp + p * NR).
 // Ap is a packed MR x kc panel (column p at ap + p * MR; its first R rows are used), or, with
 // Direct, R rows of A itself (row-major, not transposed: A(i, p) at ap[i * lda + p]). beta == 0
@@ -61,7 +74,8 @@ alignas(64) thread_local float t_widened[kMR * kRowLd];
 // packed or not, so the bits are the same. With sgd (a fused optimiser step, gemm.hpp; alpha is
 // 1) the tile is not stored: each element is the gradient of the parameter `at` + its offset in
 // the tile, applied to sgd's params and velocity while it is in a register (beta is 0, or 1 on
-// a later K block, where acc + 1 * C rounds one way however it is contracted).
+// a later K block, where acc + 1 * C rounds one way however it is contracted). With c16 the
+// tile's values are rounded into 16 bits there instead of stored: the same values C would get.
 // With AH (fp16 or bf16; Direct only) A is 16-bit, read where it lies: each row's next kLanes
 // values are widened (exactly) into t_widened, in L1, and the kernel broadcasts from there, the
 // conversions interleaved with the multiply-adds; the micro-panel's other B panels then read
@@ -71,8 +85,9 @@ using AElem = std::conditional_t<AH == Half::none, float, std::uint16_t>;
 template <std::size_t R, bool Direct, std::size_t NV = kNV, Half AH = Half::none>
 void micro_kernel_rows(std::size_t kc, const AElem<AH>* __restrict ap, std::size_t lda,
                        const float* __restrict bp, float alpha, float beta, float* __restrict c,
-                       std::size_t ldc, const GemmSgd* sgd, std::size_t at) {
+                       std::size_t ldc, const TileFinish* finish, std::size_t at) {
   static_assert(AH == Half::none || Direct);
+  const GemmSgd* const sgd = finish != nullptr ? finish->sgd : nullptr;
   Vec acc[R][NV] = {};
   // With sgd, each of the first 2 R NV steps of p asks for one vector of the tile NR columns on
   // (the next the rectangle's loop takes, but at the end of a block of columns), parameters
@@ -157,6 +172,20 @@ void micro_kernel_rows(std::size_t kc, const AElem<AH>* __restrict ap, std::size
       update.template operator()<true>();
     return;
   }
+  if (finish != nullptr && finish->c16 != nullptr) {
+    std::uint16_t* const c16 = finish->c16 + at;
+    const Half format = finish->c16_format;
+#pragma GCC unroll 16
+    for (std::size_t i = 0; i < R; ++i)
+#pragma GCC unroll 4
+      for (std::size_t v = 0; v < NV; ++v) {
+        const std::size_t o = i * ldc + v * kLanes;
+        const Vec x = beta == 0.0f ? (alpha == 1.0f ? acc[i][v] : alpha * acc[i][v])
+                                   : alpha * acc[i][v] + beta * load(c + o);
+        store_16bit(format, c16 + o, x);
+      }
+    return;
+  }
   if (beta == 0.0f && alpha == 1.0f) {  // 1 * x is x: the same bits without the multiplies
 #pragma GCC unroll 16
     for (std::size_t i = 0; i < R; ++i)
@@ -182,7 +211,7 @@ void micro_kernel_rows(std::size_t kc, const AElem<AH>* __restrict ap, std::size
 // 16-bit widened as it is read).
 template <class T>
 using RowKernel = void (*)(std::size_t, const T*, std::size_t, const float*, float, float, float*,
-                           std::size_t, const GemmSgd*, std::size_t);
+                           std::size_t, const TileFinish*, std::size_t);
 template <bool Direct, std::size_t NV, Half AH = Half::none, std::size_t... R>
 constexpr std::array<RowKernel<AElem<AH>>, sizeof...(R) + 1> row_kernels(
     std::index_sequence<R...>) {
@@ -206,11 +235,11 @@ constexpr auto kDirect16HalfKernels =
 
 // A tile whose last columns stick out of C: the rows that exist, all NR columns, computed into
 // scratch (with C's values copied in when beta reads them), and the columns that exist copied
-// back, or with sgd applied from there.
+// back, or with sgd applied, or rounded into c16, from there.
 template <class T>
 void edge_tile(RowKernel<T> kernel, std::size_t kc, const T* ap, std::size_t lda, const float* bp,
                float alpha, float beta, float* c, std::size_t ldc, std::size_t rows,
-               std::size_t cols, const GemmSgd* sgd, std::size_t at) {
+               std::size_t cols, const TileFinish* finish, std::size_t at) {
   alignas(64) float tile[kMR * kNR];
   if (beta != 0.0f) {  // the columns that do not exist are read too: make them zeros
     std::fill(tile, tile + kMR * kNR, 0.0f);
@@ -219,8 +248,10 @@ void edge_tile(RowKernel<T> kernel, std::size_t kc, const T* ap, std::size_t lda
   }
   kernel(kc, ap, lda, bp, alpha, beta, tile, kNR, nullptr, 0);
   for (std::size_t i = 0; i < rows; ++i) {
-    if (sgd != nullptr)
-      apply_sgd(*sgd, tile + i * kNR, at + i * ldc, cols);
+    if (finish != nullptr && finish->sgd != nullptr)
+      apply_sgd(*finish->sgd, tile + i * kNR, at + i * ldc, cols);
+    else if (finish != nullptr && finish->c16 != nullptr)
+      round_row(finish->c16_format, tile + i * kNR, finish->c16 + at + i * ldc, cols);
     else
       std::memcpy(c + i * ldc, tile + i * kNR, cols * sizeof(float));
   }
@@ -262,13 +293,20 @@ void v4_rectangle(const GemmArgs& g, std::size_t i0, std::size_t i1, std::size_t
   float* const a_pack =
       direct ? nullptr : a_buf.get(ceil_div(std::min(kMC, i1 - i0), kMR) * kMR * kc_max);
   float* const b_pack = b_buf.get(kc_max * ceil_div(std::min(kNC, j1 - j0), kNR) * kNR);
-  const GemmSgd* const fused = g.epilogue != nullptr ? g.epilogue->sgd : nullptr;
+  // What the last K block's tiles do with their sums besides storing them, if anything.
+  TileFinish last;
+  if (g.epilogue != nullptr) last.sgd = g.epilogue->sgd;
+  if (tiles_round(g.epilogue)) {
+    last.c16 = g.epilogue->c16;
+    last.c16_format = g.epilogue->c16_format;
+  }
+  const TileFinish* const fused = last.sgd != nullptr || last.c16 != nullptr ? &last : nullptr;
   for (std::size_t ic = i0; ic < i1; ic += kMC) {
     const std::size_t mc = std::min(kMC, i1 - ic);
     for (std::size_t pc = 0; pc < g.k; pc += kKC) {
       const std::size_t kc = std::min(kKC, g.k - pc);
       const float beta = pc == 0 ? g.beta : 1.0f;  // later K blocks add to what the first wrote
-      const GemmSgd* const sgd = pc + kc == g.k ? fused : nullptr;  // the last K block applies it
+      const TileFinish* const fin = pc + kc == g.k ? fused : nullptr;  // the last K block's
       if (!direct)
         for (std::size_t r = 0; r * kMR < mc; ++r)
           pack_a_panel<TA, H>(g, ic + r * kMR, std::min(kMR, mc - r * kMR), pc, kc,
@@ -290,11 +328,11 @@ void v4_rectangle(const GemmArgs& g, std::size_t i0, std::size_t i1, std::size_t
             const auto tile = [&](const auto& whole, const auto& half, const auto* ap,
                                   std::size_t lda) {
               if (cols == kNR)  // whole tiles, and the last panel's rows straight into C
-                whole[rows](kc, ap, lda, bp, g.alpha, beta, c, g.ldc, sgd, at);
+                whole[rows](kc, ap, lda, bp, g.alpha, beta, c, g.ldc, fin, at);
               else if (cols == kHalfNR)
-                half[rows](kc, ap, lda, bp, g.alpha, beta, c, g.ldc, sgd, at);
+                half[rows](kc, ap, lda, bp, g.alpha, beta, c, g.ldc, fin, at);
               else
-                edge_tile(whole[rows], kc, ap, lda, bp, g.alpha, beta, c, g.ldc, rows, cols, sgd,
+                edge_tile(whole[rows], kc, ap, lda, bp, g.alpha, beta, c, g.ldc, rows, cols, fin,
                           at);
             };
             if (!direct)
@@ -419,11 +457,12 @@ void v4_packed(const GemmArgs& g) {
       else
         v4_rectangle<TA, TB, Half::none>(w, i0, i1, j0, j1);
       // The epilogue (gemm.hpp) on this thread's rectangle of C, while it is in this core's cache.
-      // With sgd the rectangle's tiles applied it themselves.
+      // With sgd, or c16 alone, the rectangle's tiles applied it themselves.
       if (transposed) {
         transpose_back(w.c, w.ldc, g.c, g.ldc, i0, i1, j0, j1);
         finish_c(g, j0, j1, i0, i1);
-      } else if (g.epilogue == nullptr || g.epilogue->sgd == nullptr) {
+      } else if (g.epilogue == nullptr ||
+                 (g.epilogue->sgd == nullptr && !tiles_round(g.epilogue))) {
         finish_c(g, i0, i1, j0, j1);
       }
     }

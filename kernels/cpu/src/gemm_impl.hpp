@@ -2,6 +2,8 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
+#include <span>
 
 #include "concurdl/kernels/bf16.hpp"
 #include "concurdl/kernels/fp16.hpp"
@@ -41,6 +43,13 @@ void scale_c(const GemmArgs& g);
 // A 16-bit format's rounding of one float32 (to nearest even): GemmSgd's params16.
 inline std::uint16_t round_16bit(Half format, float x) {
   return format == Half::bf16 ? to_bf16(x) : to_fp16(x);
+}
+// n floats rounded into a 16-bit format, a vector at a time (to_bf16 / to_fp16's bits).
+inline void round_row(Half format, const float* in, std::uint16_t* out, std::size_t n) {
+  if (format == Half::bf16)
+    to_bf16(std::span<const float>(in, n), std::span<bf16>(out, n));
+  else
+    to_fp16(std::span<const float>(in, n), std::span<fp16>(out, n));
 }
 // std::invalid_argument, naming `who`, for a GemmSgd that cannot be applied to C.
 void check_sgd(const char* who, const GemmSgd& u, const float* c);

@@ -33,6 +33,10 @@ void narrow(Precision p, const float* in, std::size_t n, u16* out) {
   to_16bit(p, {in, n}, {out, n});
 }
 
+kernels::Half half(Precision p) {
+  return p == Precision::bf16 ? kernels::Half::bf16 : kernels::Half::fp16;
+}
+
 void widen(Precision p, const u16* in, std::size_t n, float* out) {
   from_16bit(p, {in, n}, {out, n});
 }
@@ -84,17 +88,23 @@ Mlp::Mixed::Mixed(MemoryAccount* a)
 
 void Mlp::gemm16(Precision p, Trans ta, Trans tb, std::size_t m, std::size_t n, std::size_t k,
                  const u16* a, std::size_t lda, const u16* b, std::size_t ldb, float* c,
-                 std::size_t ldc, const kernels::GemmSgd* sgd) {
-  if (p == Precision::bf16 && kernels::have_bf16())
-    return kernels::gemm_bf16(ta, tb, m, n, k, a, lda, b, ldb, 0.0f, c, ldc, sgd);
+                 std::size_t ldc, const kernels::GemmSgd* sgd, u16* c16) {
+  if (p == Precision::bf16 && kernels::have_bf16()) {
+    kernels::gemm_bf16(ta, tb, m, n, k, a, lda, b, ldb, 0.0f, c, ldc, sgd);
+    // Its kernels store float32: C rounded after, a row at a time.
+    if (c16 != nullptr)
+      for (std::size_t i = 0; i < m; ++i) narrow(p, c + i * ldc, n, c16 + i * ldc);
+    return;
+  }
   // No 16-bit arithmetic on this path: the operands widened (exactly) to float32. The products
   // of two 16-bit values are exact in float32 either way; only the order of the sums differs.
   // GEMM v4 widens them while it packs them, or an A it reads in place as its micro-kernel reads
   // it (gemm_16bit: the same bits as the copies below).
-  const kernels::GemmEpilogue epilogue{.sgd = sgd};
+  // With c16, C is rounded into it by the GEMM (float32's bits, rounded), not by a pass of its own.
+  const kernels::GemmEpilogue epilogue{
+      .sgd = sgd, .c16 = c16, .c16_format = c16 == nullptr ? kernels::Half::none : half(p)};
   if (gemm_ == kernels::GemmVersion::v4_register)
-    return kernels::gemm_16bit(p == Precision::bf16 ? kernels::Half::bf16 : kernels::Half::fp16, ta,
-                               tb, m, n, k, a, lda, b, ldb, 0.0f, c, ldc, epilogue);
+    return kernels::gemm_16bit(half(p), ta, tb, m, n, k, a, lda, b, ldb, 0.0f, c, ldc, epilogue);
   const std::size_t a_rows = ta == Trans::yes ? k : m, a_cols = ta == Trans::yes ? m : k;
   const std::size_t b_rows = tb == Trans::yes ? n : k, b_cols = tb == Trans::yes ? k : n;
   const std::size_t a_n = a_rows == 0 ? 0 : (a_rows - 1) * lda + a_cols;
@@ -212,8 +222,7 @@ Mlp::MixedStep Mlp::forward_backward_mixed(Precision p, const float* x, const st
       StepSpan span(l, "dw_gemm");
       at_least(mx.wide, out * in);
       gemm16(p, Trans::yes, Trans::no, out, in, batch, mx.delta.data(), out, a_prev, in,
-             mx.wide.data(), in);
-      narrow(p, mx.wide.data(), out * in, g16);
+             mx.wide.data(), in, nullptr, g16);
     }
     {
       StepSpan span(l, "db");
@@ -280,7 +289,7 @@ Mlp::MixedStep Mlp::train_step_mixed(Precision p, const float* x, const std::uin
   }
   const SgdOptions& o = opt.options();
   const float unscale = 1.0f / loss_scale;
-  const kernels::Half half = p == Precision::bf16 ? kernels::Half::bf16 : kernels::Half::fp16;
+  const kernels::Half format = half(p);
   for (std::size_t l = L; l-- > 0;) {
     const std::size_t in = spec_.widths[l], out = spec_.widths[l + 1], at = offsets_[l];
     const u16* a_prev = l == 0 ? mx.input.data() : mx.outputs[l - 1].data();
@@ -293,7 +302,7 @@ Mlp::MixedStep Mlp::train_step_mixed(Precision p, const float* x, const std::uin
                                     .weight_decay = o.weight_decay,
                                     .grad_scale = unscale,
                                     .params16 = mx.params.data() + at,
-                                    .params16_format = half};
+                                    .params16_format = format};
       // C's shape: gemm_bf16 and GEMM v4 apply the update from registers and do not store C;
       // the other GEMMs store it (float32) and apply the update after (kernels::GemmSgd).
       at_least(mx.wide, out * in);

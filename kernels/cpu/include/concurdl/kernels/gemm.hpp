@@ -94,12 +94,22 @@ void sgd_update_16bit(Half format, float* params, float* velocity, const std::ui
                       float grad_scale, float lr, float momentum, float weight_decay,
                       std::uint16_t* params16, std::size_t n);
 
+// Or C rounded (to nearest even) into c16, in the 16-bit format c16_format, laid out as C
+// (leading dimension ldc), after the bias and ReLU if any: a mixed-precision step's 16-bit
+// weight gradient written by the GEMM rather than by a pass of its own over a float32 C (the
+// first layer's 784 x 256 gradient: 800 KiB written, read back and rounded). The same bits as
+// the float32 C and to_bf16 / to_fp16 of it. C must still be an m x n buffer; its contents
+// afterwards are unspecified (v4 does not write the tiles it rounds; partial sums of a long K,
+// edge tiles, a bias or ReLU and the other versions go through it). Not with sgd; c16 must not
+// overlap C, A or B.
 struct GemmEpilogue {
   const float* bias = nullptr;
   bool relu = false;
   const float* relu_of = nullptr;
   std::size_t ld_relu_of = 0;
   const GemmSgd* sgd = nullptr;
+  std::uint16_t* c16 = nullptr;
+  Half c16_format = Half::none;
 };
 void gemm(GemmVersion v, Trans ta, Trans tb, std::size_t m, std::size_t n, std::size_t k,
           float alpha, const float* a, std::size_t lda, const float* b, std::size_t ldb, float beta,

@@ -326,7 +326,8 @@ class Mlp {
   } mixed_;
   void gemm16(Precision p, kernels::Trans ta, kernels::Trans tb, std::size_t m, std::size_t n,
               std::size_t k, const std::uint16_t* a, std::size_t lda, const std::uint16_t* b,
-              std::size_t ldb, float* c, std::size_t ldc, const kernels::GemmSgd* sgd = nullptr);
+              std::size_t ldb, float* c, std::size_t ldc, const kernels::GemmSgd* sgd = nullptr,
+              std::uint16_t* c16 = nullptr);
   // The mixed step's checks, cast, forward and loss head (shared by forward_backward_mixed and
   // train_step_mixed): leaves the 16-bit scaled output gradient of the last layer in
   // mixed_.delta; returns the mean loss.
