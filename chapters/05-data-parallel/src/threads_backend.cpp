@@ -37,7 +37,7 @@ class ThreadsCommunicator final : public Communicator {
   std::string_view name() const override { return "threads"; }
   int rank() const override { return rank_; }
   int size() const override { return world_.size(); }
-  void barrier() override { world_.barrier(rank_); }
+  void barrier() override { world_.barrier(rank_, spin_ ? kSpin : std::chrono::microseconds{}); }
 
   // Waits (on this rank's inbox) until `slot` is done. On failure, or when no rank that could
   // still send it is left, withdraws the slot and throws; a copy in progress is waited for first

@@ -3,7 +3,7 @@
 // same data; kAnySource takes whoever sends; sizes must match; and a rank that throws, or
 // returns while another waits for it, makes every waiting rank throw within seconds, never hang;
 // CONCURDL_THREADS_SPIN=0 turns its spinning off.
-//   ch05_tests --gtest_filter='ThreadsP2p*:ThreadsFailure*:ThreadsSpin*'
+//   ch05_tests --gtest_filter='ThreadsP2p*:ThreadsFailure*:ThreadsSpin*:ThreadsBarrier*'
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -380,3 +380,45 @@ TEST(ThreadsSpin, TheVariableTurnsItOffAndABadValueIsAnError) {
 }
 
 }  // namespace
+
+// The barrier, whose waiting ranks spin before they sleep where every rank has a CPU: at 1, 2, 4
+// and 8 ranks (spinning at 2 on a 2-CPU machine, sleeping beyond it), with the spin on and off,
+// no rank leaves round k's barrier before every rank has arrived (at least (k + 1) n arrivals
+// counted) and none arrives at round k + 2 before everyone left round k (at most (k + 2) n), and
+// every arrival is counted; then native all-reduces back to back, each the exact sum.
+TEST(ThreadsBarrier, NoRankPassesBeforeEveryRankArrivesSpinningOrNot) {
+  const char* before = std::getenv("CONCURDL_THREADS_SPIN");
+  const std::string saved = before ? before : "";
+  for (const char* spin : {"1", "0"}) {
+    ::setenv("CONCURDL_THREADS_SPIN", spin, 1);
+    for (const int ranks : {1, 2, 4, 8}) {
+      SCOPED_TRACE(std::to_string(ranks) + " ranks, CONCURDL_THREADS_SPIN=" + spin);
+      constexpr int kRounds = 2000;
+      std::atomic<long> arrivals{0}, out_of_order{0};
+      within_seconds(kDeadline, [&] {
+        run_threads(ranks, [&](Communicator& comm) {
+          const long n = comm.size();
+          for (long k = 0; k < kRounds; ++k) {
+            arrivals.fetch_add(1);
+            comm.barrier();
+            const long seen = arrivals.load();
+            if (seen < (k + 1) * n || seen > (k + 2) * n) out_of_order.fetch_add(1);
+          }
+          for (int k = 0; k < 200; ++k) {
+            std::vector<float> v(395, static_cast<float>(comm.rank() + k));
+            comm.all_reduce(v);
+            const float want = static_cast<float>(n * k + n * (n - 1) / 2);
+            EXPECT_EQ(v.front(), want);
+            EXPECT_EQ(v.back(), want);
+          }
+        });
+      });
+      EXPECT_EQ(arrivals.load(), static_cast<long>(ranks) * kRounds);
+      EXPECT_EQ(out_of_order.load(), 0);
+    }
+  }
+  if (before)
+    ::setenv("CONCURDL_THREADS_SPIN", saved.c_str(), 1);
+  else
+    ::unsetenv("CONCURDL_THREADS_SPIN");
+}

@@ -13,8 +13,9 @@
 // large message (64 KiB and up) first waits a little for its receive (no longer than the extra
 // copy would take, at most 100 us, and only when no more ranks than CPUs): ranks that leave a
 // barrier together are a wake-up apart, and buffering there halved the ring's bandwidth.
-// A waiting receive spins up to 5 us (same condition) before it sleeps on the condition variable.
-// CONCURDL_THREADS_SPIN=0 turns both spins off (a diagnostic: what the spinning costs or saves;
+// A waiting receive spins up to 5 us (same condition) before it sleeps on the condition variable,
+// and so does a rank waiting in a barrier (the native collectives' two a call).
+// CONCURDL_THREADS_SPIN=0 turns every spin off (a diagnostic: what the spinning costs or saves;
 // a run's provenance records the variable).
 // A receive-and-add (irecv_reduce) works the same way with an add for the copy: the sender adds
 // its data into the receiver's buffer, so a ring step reads and writes memory once.
