@@ -48,7 +48,7 @@ TEST_P(GemmC16, RoundsTheProductAsTheScalarConversion) {
   const Case cases[] = {{256, 784, 64, Trans::yes, Trans::no},  // layer 0's dW (half tile)
                         {300, 40, 64, Trans::yes, Trans::no, 1.0f, 0.0f, 5},  // a scratch edge
                         {45, 100, 700, Trans::yes, Trans::no},                // K over one block
-                        {43, 784, 64, Trans::yes, Trans::no},  // one row left, a team
+                        {43, 784, 64, Trans::yes, Trans::no},   // one row left, a team
                         {64, 256, 784, Trans::no, Trans::yes},  // a forward, transposed
                         {37, 45, 19, Trans::yes, Trans::no, 1.0f, 0.5f, 2},  // beta reads C
                         {29, 90, 530, Trans::no, Trans::no, 0.5f, 0.25f, 1},
@@ -64,13 +64,13 @@ TEST_P(GemmC16, RoundsTheProductAsTheScalarConversion) {
           GemmEpilogue plain, fused;
           if (with_bias) plain = fused = {.bias = bias.data(), .relu = true};
           std::vector<float> want = o.c0, scratch = o.c0;
-          gemm(GetParam(), t.ta, t.tb, t.m, t.n, t.k, t.alpha, o.a.data(), o.lda, o.b.data(),
-               o.ldb, t.beta, want.data(), o.ldc, plain);
+          gemm(GetParam(), t.ta, t.tb, t.m, t.n, t.k, t.alpha, o.a.data(), o.lda, o.b.data(), o.ldb,
+               t.beta, want.data(), o.ldc, plain);
           std::vector<std::uint16_t> got(want.size(), kPad16);
           fused.c16 = got.data();
           fused.c16_format = format;
-          gemm(GetParam(), t.ta, t.tb, t.m, t.n, t.k, t.alpha, o.a.data(), o.lda, o.b.data(),
-               o.ldb, t.beta, scratch.data(), o.ldc, fused);
+          gemm(GetParam(), t.ta, t.tb, t.m, t.n, t.k, t.alpha, o.a.data(), o.lda, o.b.data(), o.ldb,
+               t.beta, scratch.data(), o.ldc, fused);
           EXPECT_EQ(got, rounded(format, want, t.m, t.n, o.ldc))
               << t.describe() << ": threads=" << threads << (with_bias ? " bias+relu" : "")
               << (format == Half::fp16 ? " fp16" : " bf16");
@@ -89,8 +89,7 @@ TEST_P(GemmC16, RefusesBadUses) {
   };
   EXPECT_THROW(call({.c16 = h.data()}), std::invalid_argument);  // no format
   EXPECT_THROW(call({.c16_format = Half::fp16}), std::invalid_argument);
-  EXPECT_THROW(call({.sgd = &u, .c16 = h.data(), .c16_format = Half::fp16}),
-               std::invalid_argument);
+  EXPECT_THROW(call({.sgd = &u, .c16 = h.data(), .c16_format = Half::fp16}), std::invalid_argument);
   EXPECT_THROW(call({.c16 = reinterpret_cast<std::uint16_t*>(c.data()), .c16_format = Half::bf16}),
                std::invalid_argument);
   EXPECT_NO_THROW(call({.c16 = h.data(), .c16_format = Half::bf16}));
@@ -120,11 +119,11 @@ TEST(GemmV4C16, SixteenBitOperandsRoundTheirProduct) {
       for (int threads : {1, 2}) {
         set_compute_threads(threads);
         std::vector<float> want = o.c0, scratch = o.c0;
-        gemm_16bit(format, t.ta, t.tb, t.m, t.n, t.k, a16.data(), o.lda, b16.data(), o.ldb,
-                   t.beta, want.data(), o.ldc);
+        gemm_16bit(format, t.ta, t.tb, t.m, t.n, t.k, a16.data(), o.lda, b16.data(), o.ldb, t.beta,
+                   want.data(), o.ldc);
         std::vector<std::uint16_t> got(want.size(), kPad16);
-        gemm_16bit(format, t.ta, t.tb, t.m, t.n, t.k, a16.data(), o.lda, b16.data(), o.ldb,
-                   t.beta, scratch.data(), o.ldc, {.c16 = got.data(), .c16_format = format});
+        gemm_16bit(format, t.ta, t.tb, t.m, t.n, t.k, a16.data(), o.lda, b16.data(), o.ldb, t.beta,
+                   scratch.data(), o.ldc, {.c16 = got.data(), .c16_format = format});
         EXPECT_EQ(got, rounded(format, want, t.m, t.n, o.ldc))
             << t.describe() << ": threads=" << threads
             << (format == Half::fp16 ? " fp16" : " bf16");
