@@ -99,8 +99,9 @@ void sgd_update_16bit(Half format, float* params, float* velocity, const std::ui
 // weight gradient written by the GEMM rather than by a pass of its own over a float32 C (the
 // first layer's 784 x 256 gradient: 800 KiB written, read back and rounded). The same bits as
 // the float32 C and to_bf16 / to_fp16 of it. C must still be an m x n buffer; its contents
-// afterwards are unspecified (v4 does not write the tiles it rounds; partial sums of a long K,
-// edge tiles, a bias or ReLU and the other versions go through it). Not with sgd; c16 must not
+// afterwards are unspecified (v4 does not write the tiles it rounds, edge tiles included: they
+// round from a scratch tile; partial sums of a long K, a bias or ReLU, the transposed shortcut
+// and the other versions go through C). Not with sgd; c16 must not
 // overlap C, A or B.
 struct GemmEpilogue {
   const float* bias = nullptr;
