@@ -17,7 +17,7 @@
 // profiles:
 // `--set update=fused,separate` measures both, and the third figure draws the latter).
 // The `precision` axis (full profile: fp32, bf16, fp16; quick: fp32) runs the step in 16 bits
-// (fused: Mlp::train_step_mixed, whose `cast` is the batch's alone; separate:
+// (fused: Mlp::train_step_mixed; separate:
 // forward_backward_mixed then Sgd::step_16bit, with an `unscale` phase, the finiteness check); the
 // `arch` axis adds the wide MLP (784-1024-1024-10) on the full profile. The last two figures stack
 // each precision's step at one thread on GEMM v4.
@@ -52,8 +52,9 @@ constexpr std::size_t kBatch = 64;
 // stacked bar stays readable. The forward's bias + ReLU and the backward's ReLU' were phases of
 // their own until they were fused into the GEMMs (gemm.hpp's GemmEpilogue): they are inside the
 // GEMMs' phases now. The spans keep the layer of every phase (`concurdl run --trace`).
-// A 16-bit step (the `precision` axis) adds two: `cast`, the master weights and the batch
-// rounded to 16 bits, and `unscale`, the 16-bit gradients checked for infinities and NaNs; its
+// A 16-bit step (the `precision` axis) adds two: `cast`, the master weights rounded to 16 bits
+// where no update wrote that copy (a new trainer's first step; the batch is rounded in
+// `gather`), and `unscale`, the 16-bit gradients checked for infinities and NaNs; its
 // GEMM phases hold the 16-bit GEMM with the rounding of its output, its `sgd` every parameter's
 // update (not fused). A float32 step has neither of the two: no span, 0 s, and a note says so.
 const std::vector<std::string> kPhases = {"gather",      "cast",       "l0_fwd_gemm", "l1_fwd_gemm",
@@ -67,21 +68,24 @@ std::string phase_of(const std::string& span) {
   return span;
 }
 
-// What one phase does per step of `rows` rows: FLOPs (GEMMs: 2mnk) and bytes (element-wise:
-// what it reads and writes), summed over the layers for the element-wise groups.
+// What one phase does per step of `rows` rows, averaged over an epoch of `steps`: FLOPs (GEMMs:
+// 2mnk) and bytes (element-wise: what it reads and writes), summed over the layers for the
+// element-wise groups.
 Work phase_work(const std::string& phase, const MlpSpec& spec, std::size_t rows, bool fused,
-                bool mixed) {
+                bool mixed, double steps) {
   Work w;
   const double b = static_cast<double>(rows), f = sizeof(float);
   const std::size_t layers = spec.widths.size() - 1;
   const auto width = [&](std::size_t i) { return static_cast<double>(spec.widths[i]); };
   double all_params = 0;
   for (std::size_t l = 0; l < layers; ++l) all_params += width(l + 1) * (width(l) + 1);
-  if (phase == "gather") w.bytes = 2.0 * b * width(0) * f;
-  // 16 bits: the batch read as 4 bytes a value and written as 2 (the parameters' 16-bit copy is
-  // written by the update, beside the parameters); unfused, the 16-bit gradients read as 2 bytes
-  // (the finiteness check; the update widens them itself).
-  if (mixed && phase == "cast") w.bytes = 6.0 * b * width(0);
+  // Fashion-MNIST's bytes read (1 a value: Dataset::pixels) and the batch written, as float32
+  // or, in 16 bits, rounded as it is gathered (gather_batch_16bit).
+  if (phase == "gather") w.bytes = b * width(0) * (1.0 + (mixed ? 2.0 : f));
+  // 16 bits: the weights read as 4 bytes and written as 2, once an epoch (the trainer's first
+  // step: the update writes the 16-bit copy beside the parameters from then on); unfused, the
+  // 16-bit gradients read as 2 bytes (the finiteness check; the update widens them itself).
+  if (mixed && phase == "cast") w.bytes = 6.0 * all_params / steps;
   if (mixed && !fused && phase == "unscale") w.bytes = 2.0 * all_params;
   if (phase == "sgd") {
     double params = 0;
@@ -189,8 +193,8 @@ Trial breakdown_trial(const Params& p, GroupCache& cache) {
   if (precision == Precision::bf16 && kernels::have_bf16() &&
       phase.find("_gemm") != std::string::npos)
     t.measure = with_own_peak(t.measure, bf16_peak_of_group(cache, st->config.threads));
-  t.work = phase_work(phase, st->config.spec, kBatch, st->config.fuse_update,
-                      mixed);  // per step: the sample is per step
+  t.work = phase_work(phase, st->config.spec, kBatch, st->config.fuse_update, mixed,
+                      steps);  // per step: the sample is per step
   if (!mixed && (phase == "cast" || phase == "unscale"))
     t.notes["phase"] = "a float32 step has no " + phase + " phase: no span, 0 s";
   return t;

@@ -16,6 +16,7 @@
 #include "concurdl/core/trace.hpp"
 #include "concurdl/dp/allreduce16.hpp"
 #include "concurdl/nn/checkpoint.hpp"
+#include "concurdl/nn/dataset.hpp"
 #include "concurdl/nn/random.hpp"
 
 namespace concurdl::dp {
@@ -156,12 +157,16 @@ DataParallelTrainer::StepResult DataParallelTrainer::step() {
   r.global_rows = std::min(global_batch(), n - first);
   const Block mine = block_of(r.global_rows, size(), rank());
   r.rows = mine.count;
-  batch_x_.resize(config_.batch * dim);
   batch_y_.resize(config_.batch);
-  for (std::size_t i = 0; i < mine.count; ++i) {
-    const std::uint32_t idx = order_[first + mine.offset + i];
-    std::memcpy(batch_x_.data() + i * dim, train_.row(idx), dim * sizeof(float));
-    batch_y_[i] = train_.y[idx];
+  // A 16-bit step's rows rounded as they are gathered (no float32 batch to round after).
+  const std::uint32_t* rows_at = order_.data() + first + mine.offset;
+  if (config_.precision == nn::Precision::fp32) {
+    batch_x_.resize(config_.batch * dim);
+    nn::gather_batch(train_, rows_at, mine.count, batch_x_.data(), batch_y_.data());
+  } else {
+    batch_x16_.resize(config_.batch * dim);
+    nn::gather_batch_16bit(config_.precision, train_, rows_at, mine.count, batch_x16_.data(),
+                           batch_y_.data());
   }
 
   if (options_.fuse_update_alone && size() == 1) {
@@ -271,10 +276,11 @@ bool DataParallelTrainer::mixed_compute_and_reduce(std::size_t rows, RankStepRes
   std::span<std::uint16_t> g;
   if (rows > 0) {
     trace::Span compute("forward + backward", "compute");
-    // Not unscaled here: the update reads the 16-bit sum itself (Sgd::step_16bit).
-    const nn::Mlp::MixedStep m =
-        model_.forward_backward_mixed(p, batch_x_.data(), batch_y_.data(), rows, scale, &r.correct,
-                                      r.global_rows, false, hand_over);
+    // Neither unscaled nor checked here: the update reads the 16-bit sum itself
+    // (Sgd::step_16bit), and the sum is what is checked, below.
+    const nn::Mlp::MixedStep m = model_.forward_backward_mixed(
+        p, batch_x16_.data(), batch_y_.data(), rows, scale, &r.correct, r.global_rows,
+        nn::Mlp::MixedGrads::keep, hand_over);
     r.loss_sum = static_cast<double>(m.loss) * static_cast<double>(rows);
     g = model_.mixed_gradients();
   } else {

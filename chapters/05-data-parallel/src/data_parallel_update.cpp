@@ -31,7 +31,7 @@ bool DataParallelTrainer::fused_step(std::size_t rows, RankStepResult& r) {
   // The loss scaler decides from the 16-bit output gradients whether the update is applied.
   const bool fp16 = p == nn::Precision::fp16;
   const nn::Mlp::MixedStep m = model_.train_step_mixed(
-      p, batch_x_.data(), batch_y_.data(), rows, fp16 ? scaler_.scale() : 1.0f, opt_,
+      p, batch_x16_.data(), batch_y_.data(), rows, fp16 ? scaler_.scale() : 1.0f, opt_,
       [&](bool finite) { return fp16 ? scaler_.update(!finite) : finite; }, &r.correct);
   r.loss_sum = static_cast<double>(m.loss) * static_cast<double>(rows);
   return m.applied;

@@ -16,6 +16,7 @@
 #include "concurdl/core/errors.hpp"
 #include "concurdl/core/trace.hpp"
 #include "concurdl/kernels/ops.hpp"
+#include "concurdl/nn/dataset.hpp"
 #include "concurdl/nn/random.hpp"
 
 namespace concurdl::dp {
@@ -262,11 +263,8 @@ ZeroTrainer::StepResult ZeroTrainer::step() {
   r.rows = mine.count;
   batch_x_.resize(config_.batch * dim);
   batch_y_.resize(config_.batch);
-  for (std::size_t i = 0; i < mine.count; ++i) {
-    const std::uint32_t idx = order_[first + mine.offset + i];
-    std::memcpy(batch_x_.data() + i * dim, train_.row(idx), dim * sizeof(float));
-    batch_y_[i] = train_.y[idx];
-  }
+  nn::gather_batch(train_, order_.data() + first + mine.offset, mine.count, batch_x_.data(),
+                   batch_y_.data());
   const bool compute = mine.count > 0;  // else: zeros, but every collective as the others
 
   // Forward, layer by layer; stage 3 gathers each layer's parameters first (the next one's

@@ -2,9 +2,76 @@
 #include "concurdl/nn/dataset.hpp"
 
 #include <algorithm>
+#include <cstring>
+#include <stdexcept>
 #include <vector>
 
+#include "concurdl/kernels/aligned.hpp"
+#include "concurdl/kernels/threads.hpp"
+
 namespace concurdl::nn {
+
+namespace {
+constexpr std::size_t kGatherParallelMin = std::size_t{1} << 14;
+constexpr std::size_t kGatherAhead = 4;
+
+// (From bytes: a quarter of the float rows' traffic from the last-level cache or memory, which
+// bounded their copy, ~13 GB/s on one core of the Zen 5 guest: 13 us a step of 64 rows at 1
+// thread against 4 us from bytes.)
+// Row order[i] of `data` as floats, for i in [0, rows): into dst's row i, or (to_scratch) into
+// a row of scratch in L1, handed to `put(i, row)` once it is whole, where the 16-bit batch rounds
+// it (a data set of floats alone: put is handed the data set's own row).
+template <class Put>
+void gather_rows(const Dataset& data, const std::uint32_t* order, std::size_t rows,
+                 std::uint8_t* labels, bool parallel, bool to_scratch, float* dst, Put put) {
+  const std::size_t dim = data.dim;
+  const bool bytes = !data.pixels.empty();
+  const std::size_t row_bytes = bytes ? dim : dim * sizeof(float);
+  kernels::for_range(
+      rows, parallel && rows * dim >= kGatherParallelMin, [&](std::size_t b, std::size_t e) {
+        thread_local kernels::LineVector<float> scratch;
+        if (to_scratch && scratch.size() < dim) scratch.resize(dim);
+        for (std::size_t i = b; i < e; ++i) {
+          if (i + kGatherAhead < e) {
+            const std::size_t ahead_idx = order[i + kGatherAhead];
+            const auto* ahead = bytes ? data.pixels.data() + ahead_idx * dim
+                                      : reinterpret_cast<const std::uint8_t*>(data.row(ahead_idx));
+            for (std::size_t off = 0; off < row_bytes; off += kernels::kCacheLine)
+              __builtin_prefetch(ahead + off, 0, 3);
+          }
+          const std::uint32_t idx = order[i];
+          float* row = to_scratch ? scratch.data() : dst + i * dim;
+          if (bytes) {
+            const std::uint8_t* src = data.pixels.data() + std::size_t{idx} * dim;
+            const float scale = data.pixel_scale, shift = data.pixel_shift;
+            for (std::size_t k = 0; k < dim; ++k) row[k] = normalise_pixel(src[k], scale, shift);
+            put(i, row);
+          } else if (to_scratch) {
+            put(i, data.row(idx));  // already whole: rounded from where it lies
+          } else {
+            std::memcpy(row, data.row(idx), dim * sizeof(float));
+          }
+          labels[i] = data.y[idx];
+        }
+      });
+}
+}  // namespace
+
+void gather_batch(const Dataset& data, const std::uint32_t* order, std::size_t rows, float* x,
+                  std::uint8_t* labels, bool parallel) {
+  gather_rows(data, order, rows, labels, parallel, false, x, [](std::size_t, const float*) {});
+}
+
+void gather_batch_16bit(Precision p, const Dataset& data, const std::uint32_t* order,
+                        std::size_t rows, std::uint16_t* x16, std::uint8_t* labels, bool parallel) {
+  if (p == Precision::fp32)
+    throw std::invalid_argument("gather_batch_16bit: fp32 is not a 16-bit format");
+  const std::size_t dim = data.dim;
+  gather_rows(data, order, rows, labels, parallel, true, nullptr,
+              [&](std::size_t i, const float* row) {
+                to_16bit(p, {row, dim}, {x16 + i * dim, dim});
+              });
+}
 
 Dataset to_dataset(const data::LabelledImages& images, std::size_t limit) {
   Dataset d;

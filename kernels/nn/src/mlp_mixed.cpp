@@ -135,7 +135,20 @@ std::size_t Mlp::mixed_bytes() const {
   return halves * sizeof(u16);
 }
 
-float Mlp::forward_loss_mixed(const char* who, Precision p, const float* x,
+const std::uint16_t* Mlp::round_input(const char* who, Precision p, const float* x,
+                                      std::size_t batch) {
+  if (p == Precision::fp32)
+    throw std::invalid_argument(std::string(who) +
+                                ": fp32 is forward_backward's; want bf16 or fp16");
+  if (batch == 0) throw std::invalid_argument(std::string(who) + ": empty batch");
+  if (x == nullptr) throw std::invalid_argument(std::string(who) + ": null buffer");
+  StepSpan span("cast");
+  mixed_.input.resize(batch * spec_.widths[0]);
+  narrow(p, x, batch * spec_.widths[0], mixed_.input.data());
+  return mixed_.input.data();
+}
+
+float Mlp::forward_loss_mixed(const char* who, Precision p, const u16* x16,
                               const std::uint8_t* labels, std::size_t batch, float loss_scale,
                               std::size_t* correct, std::size_t total_rows) {
   if (p == Precision::fp32)
@@ -144,27 +157,25 @@ float Mlp::forward_loss_mixed(const char* who, Precision p, const float* x,
   if (!bound_params_.empty() || !bound_grads_.empty())
     throw std::logic_error(std::string(who) + ": needs the model's own storage");
   if (batch == 0) throw std::invalid_argument(std::string(who) + ": empty batch");
-  if (x == nullptr || labels == nullptr)
+  if (x16 == nullptr || labels == nullptr)
     throw std::invalid_argument(std::string(who) + ": null buffer");
   if (!(loss_scale > 0.0f) || !std::isfinite(loss_scale))
     throw std::invalid_argument(std::string(who) + ": loss scale " + std::to_string(loss_scale) +
                                 " (want a finite value > 0)");
   Mixed& mx = mixed_;
   const std::size_t n_params = params_.size(), L = layers();
-  {
+  if (!mx.params_current || mx.params_format != p) {
+    // The working copy is rounded afresh unless the last train_step_mixed's update wrote it.
     StepSpan span("cast");
     mx.params.resize(n_params);
-    // The working copy is rounded afresh unless the last train_step_mixed's update wrote it.
-    if (!mx.params_current || mx.params_format != p)
-      narrow(p, params_.data(), n_params, mx.params.data());
-    mx.params_current = false;  // until an update writes it again
-    mx.params_format = p;
-    mx.input.resize(batch * spec_.widths[0]);
-    narrow(p, x, batch * spec_.widths[0], mx.input.data());
+    narrow(p, params_.data(), n_params, mx.params.data());
   }
+  mx.params_current = false;  // until an update writes it again
+  mx.params_format = p;
+  mx.x16 = x16;  // read in place, by the forward and by the first layer's weight gradient
   mx.outputs.resize(std::min(mx.outputs.size(), L));
   while (mx.outputs.size() < L) mx.outputs.emplace_back(mx.input.get_allocator());
-  const u16* act = mx.input.data();
+  const u16* act = x16;
   for (std::size_t l = 0; l < L; ++l) {
     const std::size_t in = spec_.widths[l], out = spec_.widths[l + 1];
     const float* bias = params_.data() + offsets_[l] + out * in;
@@ -202,21 +213,30 @@ float Mlp::forward_loss_mixed(const char* who, Precision p, const float* x,
 Mlp::MixedStep Mlp::forward_backward_mixed(Precision p, const float* x, const std::uint8_t* labels,
                                            std::size_t batch, float loss_scale,
                                            std::size_t* correct, std::size_t total_rows,
-                                           bool unscale,
+                                           MixedGrads grads,
                                            const std::function<void(std::size_t)>& on_layer_done) {
-  if (on_layer_done && unscale)
+  return forward_backward_mixed(p, round_input("Mlp::forward_backward_mixed", p, x, batch), labels,
+                                batch, loss_scale, correct, total_rows, grads, on_layer_done);
+}
+
+Mlp::MixedStep Mlp::forward_backward_mixed(Precision p, const u16* x16, const std::uint8_t* labels,
+                                           std::size_t batch, float loss_scale,
+                                           std::size_t* correct, std::size_t total_rows,
+                                           MixedGrads grads,
+                                           const std::function<void(std::size_t)>& on_layer_done) {
+  if (on_layer_done && grads == MixedGrads::unscale)
     throw std::invalid_argument(
         "Mlp::forward_backward_mixed: on_layer_done hands the 16-bit gradients over, so they "
-        "cannot be unscaled afterwards (unscale false with it)");
-  const float loss = forward_loss_mixed("Mlp::forward_backward_mixed", p, x, labels, batch,
+        "cannot be unscaled afterwards (check or keep with it)");
+  const float loss = forward_loss_mixed("Mlp::forward_backward_mixed", p, x16, labels, batch,
                                         loss_scale, correct, total_rows);
   Mixed& mx = mixed_;
   const std::size_t L = layers();
   mx.grads.resize(params_.size());
-  bool finite = true;  // with on_layer_done: each layer's, as it is handed over
+  bool finite = true;  // with on_layer_done and check: each layer's, as it is handed over
   for (std::size_t l = L; l-- > 0;) {
     const std::size_t in = spec_.widths[l], out = spec_.widths[l + 1];
-    const u16* a_prev = l == 0 ? mx.input.data() : mx.outputs[l - 1].data();
+    const u16* a_prev = l == 0 ? mx.x16 : mx.outputs[l - 1].data();
     u16* g16 = mx.grads.data() + offsets_[l];
     {
       StepSpan span(l, "dw_gemm");
@@ -232,7 +252,8 @@ Mlp::MixedStep Mlp::forward_backward_mixed(Precision p, const float* x, const st
       narrow(p, mx.sums.data(), out, g16 + out * in);
     }
     if (on_layer_done) {  // checked before it is handed over: not read again here
-      finite = finite && all_finite_16bit(p, std::span<const u16>(g16, out * in + out));
+      if (grads == MixedGrads::check)
+        finite = finite && all_finite_16bit(p, std::span<const u16>(g16, out * in + out));
       on_layer_done(l);
     }
     if (l == 0) break;
@@ -243,13 +264,21 @@ Mlp::MixedStep Mlp::forward_backward_mixed(Precision p, const float* x, const st
     mx.delta.resize(batch * in);
     relu_grad_narrow(p, mx.wide.data(), a_prev, batch * in, mx.delta.data());
   }
+  if (on_layer_done || grads == MixedGrads::keep) return {loss, finite};
   StepSpan span("unscale");
-  if (on_layer_done) return {loss, finite};
-  if (!unscale) return {loss, all_finite_16bit(p, mx.grads)};
+  if (grads == MixedGrads::check) return {loss, all_finite_16bit(p, mx.grads)};
   return {loss, unscale_gradients(p, mx.grads, loss_scale, grads_)};
 }
 
 Mlp::MixedStep Mlp::train_step_mixed(Precision p, const float* x, const std::uint8_t* labels,
+                                     std::size_t batch, float loss_scale, Sgd& opt,
+                                     const std::function<bool(bool)>& decide,
+                                     std::size_t* correct) {
+  return train_step_mixed(p, round_input("Mlp::train_step_mixed", p, x, batch), labels, batch,
+                          loss_scale, opt, decide, correct);
+}
+
+Mlp::MixedStep Mlp::train_step_mixed(Precision p, const u16* x16, const std::uint8_t* labels,
                                      std::size_t batch, float loss_scale, Sgd& opt,
                                      const std::function<bool(bool)>& decide,
                                      std::size_t* correct) {
@@ -260,7 +289,7 @@ Mlp::MixedStep Mlp::train_step_mixed(Precision p, const float* x, const std::uin
                                 std::to_string(params_.size()) + " parameters");
   if (!decide) throw std::invalid_argument(std::string(who) + ": no decide");
   MixedStep r;
-  r.loss = forward_loss_mixed(who, p, x, labels, batch, loss_scale, correct, 0);
+  r.loss = forward_loss_mixed(who, p, x16, labels, batch, loss_scale, correct, 0);
   Mixed& mx = mixed_;
   const std::size_t L = layers();
   mx.deltas.resize(std::min(mx.deltas.size(), L));
@@ -292,7 +321,7 @@ Mlp::MixedStep Mlp::train_step_mixed(Precision p, const float* x, const std::uin
   const kernels::Half format = half(p);
   for (std::size_t l = L; l-- > 0;) {
     const std::size_t in = spec_.widths[l], out = spec_.widths[l + 1], at = offsets_[l];
-    const u16* a_prev = l == 0 ? mx.input.data() : mx.outputs[l - 1].data();
+    const u16* a_prev = l == 0 ? mx.x16 : mx.outputs[l - 1].data();
     {
       StepSpan span(l, "dw_gemm");
       const kernels::GemmSgd update{.params = params_.data() + at,

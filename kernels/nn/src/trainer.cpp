@@ -61,11 +61,6 @@ Trainer::Trainer(TrainConfig config, const Dataset& train)
   state_.seed = config_.seed;
 }
 
-namespace {
-constexpr std::size_t kGatherParallelMin = std::size_t{1} << 14;
-constexpr std::size_t kGatherAhead = 4;
-}  // namespace
-
 EpochResult Trainer::run_epoch(const std::function<void(const StepProgress&)>& on_progress,
                                std::size_t report_every) {
   if (config_.threads > 0) kernels::set_compute_threads(config_.threads);
@@ -81,36 +76,15 @@ EpochResult Trainer::run_epoch(const std::function<void(const StepProgress&)>& o
   for (std::size_t s = 0; s < steps; ++s) {
     const std::size_t first = s * batch, rows = std::min(batch, n - first);
     StepSpan gather("gather");
-    // Rows split over the compute threads from 16K floats (a batch of 64 images is 50K); each
-    // row is made whole by one thread: the same bytes for any split. The rows are at random
-    // places, so the hardware's prefetcher finds each only once it is being read: each row first
-    // asks for the one kGatherAhead on. Where the data set keeps its bytes, a row is read as
-    // bytes and normalised here (normalise_pixel: the bits of Dataset::x): a quarter of the
-    // traffic from the last-level cache or memory, which bounded the float copy (~13 GB/s on one
-    // core of the Zen 5 guest: 13 us a step at 1 thread; 4 us from bytes).
-    const bool bytes = !train_.pixels.empty();
-    const std::size_t row_bytes = bytes ? dim : dim * sizeof(float);
-    kernels::for_range(rows, rows * dim >= kGatherParallelMin, [&](std::size_t b, std::size_t e) {
-      for (std::size_t i = b; i < e; ++i) {
-        if (i + kGatherAhead < e) {
-          const std::size_t ahead_idx = order_[first + i + kGatherAhead];
-          const auto* ahead = bytes ? train_.pixels.data() + ahead_idx * dim
-                                    : reinterpret_cast<const std::uint8_t*>(train_.row(ahead_idx));
-          for (std::size_t off = 0; off < row_bytes; off += kernels::kCacheLine)
-            __builtin_prefetch(ahead + off, 0, 3);
-        }
-        const std::uint32_t idx = order_[first + i];
-        float* dst = batch_x_.data() + i * dim;
-        if (bytes) {
-          const std::uint8_t* src = train_.pixels.data() + std::size_t{idx} * dim;
-          const float scale = train_.pixel_scale, shift = train_.pixel_shift;
-          for (std::size_t k = 0; k < dim; ++k) dst[k] = normalise_pixel(src[k], scale, shift);
-        } else {
-          std::memcpy(dst, train_.row(idx), dim * sizeof(float));
-        }
-        batch_y_[i] = train_.y[idx];
-      }
-    });
+    // A 16-bit step's batch rounded as it is gathered (gather_batch_16bit): no float32 batch.
+    const bool mixed = config_.precision != Precision::fp32;
+    if (mixed) {
+      batch_x16_.resize(rows * dim);
+      gather_batch_16bit(config_.precision, train_, order_.data() + first, rows, batch_x16_.data(),
+                         batch_y_.data(), true);
+    } else {
+      gather_batch(train_, order_.data() + first, rows, batch_x_.data(), batch_y_.data(), true);
+    }
     gather.end();
     std::size_t correct = 0;
     float loss = 0;
@@ -119,8 +93,9 @@ EpochResult Trainer::run_epoch(const std::function<void(const StepProgress&)>& o
       // decides, from the 16-bit output gradients, whether it is applied.
       const bool fp16 = config_.precision == Precision::fp16;
       const Mlp::MixedStep m = model_.train_step_mixed(
-          config_.precision, batch_x_.data(), batch_y_.data(), rows, fp16 ? scaler_.scale() : 1.0f,
-          opt_, [&](bool finite) { return fp16 ? scaler_.update(!finite) : finite; }, &correct);
+          config_.precision, batch_x16_.data(), batch_y_.data(), rows,
+          fp16 ? scaler_.scale() : 1.0f, opt_,
+          [&](bool finite) { return fp16 ? scaler_.update(!finite) : finite; }, &correct);
       loss = m.loss;
       if (!m.applied) ++result.skipped_steps;
     } else if (config_.precision != Precision::fp32) {
@@ -128,8 +103,9 @@ EpochResult Trainer::run_epoch(const std::function<void(const StepProgress&)>& o
       // The update reads the 16-bit gradients itself (Sgd::step_16bit), unscaled by the scale
       // this step ran with (the scaler may change it below).
       const float scale = fp16 ? scaler_.scale() : 1.0f;
-      const Mlp::MixedStep m = model_.forward_backward_mixed(
-          config_.precision, batch_x_.data(), batch_y_.data(), rows, scale, &correct, 0, false);
+      const Mlp::MixedStep m =
+          model_.forward_backward_mixed(config_.precision, batch_x16_.data(), batch_y_.data(), rows,
+                                        scale, &correct, 0, Mlp::MixedGrads::check);
       loss = m.loss;
       const bool apply = fp16 ? scaler_.update(!m.finite) : m.finite;
       if (apply) {

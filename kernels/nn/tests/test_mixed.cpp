@@ -124,6 +124,58 @@ TEST(MixedPrecision, AnOverflowIsFoundAndLeavesTheGradientsAlone) {
   // bfloat16 holds 2^40 x 1/64 easily.
   EXPECT_TRUE(
       model.forward_backward_mixed(Precision::bf16, d.x.data(), d.y.data(), 64, 0x1p40f).finite);
+  // keep does not look: the same overflow reported finite, the same 16-bit gradients as check's.
+  Mlp kept(MlpSpec::parse("40-32-16-6"), 5), checked(MlpSpec::parse("40-32-16-6"), 5);
+  EXPECT_TRUE(kept.forward_backward_mixed(Precision::fp16, d.x.data(), d.y.data(), 64, 0x1p40f,
+                                          nullptr, 0, Mlp::MixedGrads::keep)
+                  .finite);
+  EXPECT_FALSE(checked
+                   .forward_backward_mixed(Precision::fp16, d.x.data(), d.y.data(), 64, 0x1p40f,
+                                           nullptr, 0, Mlp::MixedGrads::check)
+                   .finite);
+  const Mlp& k = kept;
+  const Mlp& c = checked;
+  EXPECT_TRUE(std::ranges::equal(k.mixed_gradients(), c.mixed_gradients()));
+}
+
+// A batch handed over in 16 bits (read in place) is the float batch rounded: the same loss, the
+// same 16-bit gradients, and for the fused step the same parameters, bit for bit; a batch that
+// is not that rounding gives other gradients.
+TEST(MixedPrecision, ABatchInSixteenBitsIsTheFloatBatchRounded) {
+  const Dataset d = toy_dataset(64, 40, 6, 3);
+  const MlpSpec spec = MlpSpec::parse("40-32-16-6");
+  for (const Precision p : {Precision::bf16, Precision::fp16}) {
+    SCOPED_TRACE(std::string(describe(p)));
+    std::vector<std::uint16_t> x16(d.x.size());
+    to_16bit(p, d.x, x16);
+    Mlp a(spec, 5), b(spec, 5);
+    const Mlp::MixedStep fa = a.forward_backward_mixed(p, d.x.data(), d.y.data(), 64, 512.0f,
+                                                       nullptr, 0, Mlp::MixedGrads::check);
+    const Mlp::MixedStep fb = b.forward_backward_mixed(p, x16.data(), d.y.data(), 64, 512.0f,
+                                                       nullptr, 0, Mlp::MixedGrads::check);
+    EXPECT_EQ(fa.loss, fb.loss);
+    const Mlp &ca = a, &cb = b;
+    EXPECT_TRUE(std::ranges::equal(ca.mixed_gradients(), cb.mixed_gradients()));
+    Sgd oa(a.parameters().size(), {}), ob(b.parameters().size(), {});
+    const auto yes = [](bool finite) { return finite; };
+    for (int step = 0; step < 3; ++step) {
+      const Mlp::MixedStep sa = a.train_step_mixed(p, d.x.data(), d.y.data(), 64, 512.0f, oa, yes);
+      const Mlp::MixedStep sb = b.train_step_mixed(p, x16.data(), d.y.data(), 64, 512.0f, ob, yes);
+      EXPECT_EQ(sa.loss, sb.loss);
+      EXPECT_TRUE(sa.applied && sb.applied);
+    }
+    EXPECT_TRUE(nn_test::same_bits(a.parameters(), b.parameters()));
+    // Not the rounding of d.x: other gradients.
+    std::vector<std::uint16_t> other(x16);
+    std::reverse(other.begin(), other.end());
+    Mlp e(spec, 5), f(spec, 5);
+    e.forward_backward_mixed(p, x16.data(), d.y.data(), 64, 512.0f, nullptr, 0,
+                             Mlp::MixedGrads::check);
+    f.forward_backward_mixed(p, other.data(), d.y.data(), 64, 512.0f, nullptr, 0,
+                             Mlp::MixedGrads::check);
+    const Mlp &ce = e, &cf = f;
+    EXPECT_FALSE(std::ranges::equal(ce.mixed_gradients(), cf.mixed_gradients()));
+  }
 }
 
 // The hand-over hook: every layer from the last down, each once its 16-bit gradients are stored
@@ -134,13 +186,14 @@ TEST(MixedPrecision, EachLayerIsHandedOverOnceItsGradientsAreStored) {
   for (const Precision p : {Precision::bf16, Precision::fp16}) {
     for (const float scale : {1024.0f, 0x1p40f}) {
       Mlp plain(MlpSpec::parse("40-32-16-6"), 5), hooked(MlpSpec::parse("40-32-16-6"), 5);
-      const Mlp::MixedStep want =
-          plain.forward_backward_mixed(p, d.x.data(), d.y.data(), 64, scale, nullptr, 0, false);
+      const Mlp::MixedStep want = plain.forward_backward_mixed(p, d.x.data(), d.y.data(), 64, scale,
+                                                               nullptr, 0, Mlp::MixedGrads::check);
       std::vector<std::size_t> order;
       std::vector<std::vector<std::uint16_t>> seen;  // each layer's values when handed over
       const auto& off = hooked.layer_offsets();
       const Mlp::MixedStep got = hooked.forward_backward_mixed(
-          p, d.x.data(), d.y.data(), 64, scale, nullptr, 0, false, [&](std::size_t l) {
+          p, d.x.data(), d.y.data(), 64, scale, nullptr, 0, Mlp::MixedGrads::check,
+          [&](std::size_t l) {
             order.push_back(l);
             const auto g = hooked.mixed_gradients();
             seen.emplace_back(g.begin() + static_cast<std::ptrdiff_t>(off[l]),
@@ -159,9 +212,10 @@ TEST(MixedPrecision, EachLayerIsHandedOverOnceItsGradientsAreStored) {
     }
   }
   Mlp model(MlpSpec::parse("40-32-16-6"), 5);
-  EXPECT_THROW(model.forward_backward_mixed(Precision::bf16, d.x.data(), d.y.data(), 64, 1.0f,
-                                            nullptr, 0, true, [](std::size_t) {}),
-               std::invalid_argument);
+  EXPECT_THROW(
+      model.forward_backward_mixed(Precision::bf16, d.x.data(), d.y.data(), 64, 1.0f, nullptr, 0,
+                                   Mlp::MixedGrads::unscale, [](std::size_t) {}),
+      std::invalid_argument);
 }
 
 // The fused mixed step (train_step_mixed) against its unfused twin (forward_backward_mixed,
@@ -190,8 +244,8 @@ TEST(MixedPrecision, TheFusedStepIsTheUnfusedOneWithFloat32WeightGradients) {
           });
       EXPECT_EQ(asked, 1) << what;
       EXPECT_TRUE(m.finite && m.applied) << what;
-      const Mlp::MixedStep u =
-          unfused.forward_backward_mixed(p, d.x.data(), d.y.data(), 64, scale, nullptr, 0, false);
+      const Mlp::MixedStep u = unfused.forward_backward_mixed(p, d.x.data(), d.y.data(), 64, scale,
+                                                              nullptr, 0, Mlp::MixedGrads::check);
       ASSERT_TRUE(u.finite);
       EXPECT_EQ(m.loss, u.loss) << what << ": the same forward pass";
       opt_u.step_16bit(unfused.parameters(), unfused.mixed_gradients(), p, scale);
@@ -313,8 +367,8 @@ TEST(MixedPrecision, TheFp16StepIsItsFormulaBitForBit) {
       if ((act[l][i] & 0x7fffu) == 0) da[i] = 0.0f;
     delta = round(da);
   }
-  const Mlp::MixedStep got = model.forward_backward_mixed(Precision::fp16, d.x.data(), d.y.data(),
-                                                          batch, scale, nullptr, 0, false);
+  const Mlp::MixedStep got = model.forward_backward_mixed(
+      Precision::fp16, d.x.data(), d.y.data(), batch, scale, nullptr, 0, Mlp::MixedGrads::check);
   ASSERT_TRUE(got.finite);
   EXPECT_EQ(got.loss, static_cast<float>(head.loss));
   const std::span<const std::uint16_t> g16 = std::as_const(model).mixed_gradients();

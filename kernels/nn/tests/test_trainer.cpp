@@ -97,17 +97,20 @@ TEST(Trainer, GatheringBytesGivesTheBitsOfGatheringFloats) {
     bytes.x[i] = normalise_pixel(bytes.pixels[i], bytes.pixel_scale, bytes.pixel_shift);
   Dataset floats = bytes;
   floats.pixels.clear();
-  for (const int threads : {1, 2, 4}) {
-    SCOPED_TRACE(std::to_string(threads) + " threads");
-    TrainConfig c = toy_config(threads);
-    c.batch = 64;  // 64 x 20 floats: the gather is split over the team from 16K
-    c.spec = MlpSpec::parse("20-300-4");
-    Trainer a(c, bytes), b(c, floats);
-    for (int e = 0; e < 2; ++e) {
-      a.run_epoch();
-      b.run_epoch();
+  for (const Precision p : {Precision::fp32, Precision::bf16, Precision::fp16}) {
+    for (const int threads : {1, 2, 4}) {
+      SCOPED_TRACE(std::string(describe(p)) + ", " + std::to_string(threads) + " threads");
+      TrainConfig c = toy_config(threads);
+      c.batch = 64;  // 64 x 20 floats: the gather is split over the team from 16K
+      c.spec = MlpSpec::parse("20-300-4");
+      c.precision = p;  // 16-bit: the rows rounded as they are gathered
+      Trainer a(c, bytes), b(c, floats);
+      for (int e = 0; e < 2; ++e) {
+        a.run_epoch();
+        b.run_epoch();
+      }
+      EXPECT_TRUE(same_bits(a.model().parameters(), b.model().parameters()));
     }
-    EXPECT_TRUE(same_bits(a.model().parameters(), b.model().parameters()));
   }
   // Bytes that are not the floats' images: another model (the bytes are what was read).
   Dataset other = bytes;
@@ -118,6 +121,62 @@ TEST(Trainer, GatheringBytesGivesTheBitsOfGatheringFloats) {
   EXPECT_FALSE(same_bits(a.model().parameters(), b.model().parameters()));
   other.pixels.pop_back();
   EXPECT_THROW(Trainer(toy_config(1), other), std::invalid_argument);
+}
+
+// gather_batch: row order[i] of the data set in row i, whether read from its bytes or its floats,
+// on the calling thread or split over 1, 2 and 4 threads; gather_batch_16bit: those rows rounded
+// (to_16bit's bits), with the same labels; a different order gives other rows; fp32 is refused.
+TEST(Gather, TheBatchIsTheRowsInOrderAndItsSixteenBitsTheirRounding) {
+  ThreadsGuard guard;
+  Dataset bytes = nn_test::toy_dataset(500, 300, 4, 2);  // 64 x 300 values: split from 16K
+  std::mt19937 rng(5);
+  bytes.pixels.resize(bytes.n * bytes.dim);
+  for (std::uint8_t& p : bytes.pixels) p = static_cast<std::uint8_t>(rng() & 0xff);
+  bytes.pixel_scale = 1.0f / (255.0f * 0.3530f);
+  bytes.pixel_shift = -0.2860f / 0.3530f;
+  for (std::size_t i = 0; i < bytes.x.size(); ++i)
+    bytes.x[i] = normalise_pixel(bytes.pixels[i], bytes.pixel_scale, bytes.pixel_shift);
+  Dataset floats = bytes;
+  floats.pixels.clear();
+  std::vector<std::uint32_t> order(bytes.n);
+  std::iota(order.begin(), order.end(), 0u);
+  std::shuffle(order.begin(), order.end(), rng);
+  const std::size_t rows = 64, dim = bytes.dim, at = 100;
+  std::vector<float> want(rows * dim);
+  std::vector<std::uint8_t> want_y(rows);
+  for (std::size_t i = 0; i < rows; ++i) {
+    std::copy_n(bytes.row(order[at + i]), dim, want.begin() + static_cast<std::ptrdiff_t>(i * dim));
+    want_y[i] = bytes.y[order[at + i]];
+  }
+  for (const Dataset* d : {&bytes, &floats}) {
+    for (const int threads : {1, 2, 4}) {
+      for (const bool parallel : {false, true}) {
+        SCOPED_TRACE(std::string(d == &bytes ? "bytes, " : "floats, ") + std::to_string(threads) +
+                     " threads" + (parallel ? ", parallel" : ""));
+        kernels::set_compute_threads(threads);
+        std::vector<float> x(rows * dim, -1.0f);
+        std::vector<std::uint8_t> y(rows, 99);
+        gather_batch(*d, order.data() + at, rows, x.data(), y.data(), parallel);
+        EXPECT_TRUE(same_bits(x, want));
+        EXPECT_EQ(y, want_y);
+        for (const Precision p : {Precision::bf16, Precision::fp16}) {
+          std::vector<std::uint16_t> x16(rows * dim, 0xffff), want16(rows * dim);
+          to_16bit(p, want, want16);
+          std::vector<std::uint8_t> y16(rows, 99);
+          gather_batch_16bit(p, *d, order.data() + at, rows, x16.data(), y16.data(), parallel);
+          EXPECT_EQ(x16, want16) << describe(p);
+          EXPECT_EQ(y16, want_y);
+        }
+      }
+    }
+  }
+  std::vector<float> x(rows * dim);
+  std::vector<std::uint8_t> y(rows);
+  gather_batch(bytes, order.data() + at + 1, rows, x.data(), y.data());
+  EXPECT_FALSE(same_bits(x, want));
+  std::vector<std::uint16_t> x16(rows * dim);
+  EXPECT_THROW(gather_batch_16bit(Precision::fp32, bytes, order.data(), rows, x16.data(), y.data()),
+               std::invalid_argument);
 }
 
 // The update fused into the weight-gradient GEMMs (Mlp::train_step) trains the bits of

@@ -304,7 +304,9 @@ class DataParallelTrainer final : public nn::RankTrainer {
   std::vector<std::uint32_t> order_;
   std::size_t step_in_epoch_ = 0;
   bool epoch_started_ = false;
-  std::vector<float> batch_x_, dlogits_;
+  kernels::LineVector<float> batch_x_;            // float32's batch (aligned.hpp)
+  kernels::LineVector<std::uint16_t> batch_x16_;  // a 16-bit step's (gather_batch_16bit)
+  std::vector<float> dlogits_;
   std::vector<std::uint8_t> batch_y_;
   nn::Activations acts_;
   StepTimes times_;

@@ -8,6 +8,7 @@
 
 #include "concurdl/data/idx.hpp"
 #include "concurdl/kernels/aligned.hpp"
+#include "concurdl/nn/precision.hpp"
 
 namespace concurdl::nn {
 
@@ -30,6 +31,21 @@ struct Dataset {
 inline float normalise_pixel(std::uint8_t p, float scale, float shift) {
   return __builtin_fmaf(static_cast<float>(p), scale, shift);
 }
+
+// A batch: the rows order[0 .. rows) of `data` into x (rows x dim floats) and their labels.
+// Where the data set keeps its bytes, each row is read as bytes and normalised on the way
+// (normalise_pixel: Dataset::x's bits), a quarter of the traffic of the float rows; the rows lie
+// at random places, so each row first asks for the one kGatherAhead on. With `parallel`, split
+// over the compute threads (kernels::for_range) from 16K values; each row is made whole by one
+// thread, so the bytes are the same for any split.
+void gather_batch(const Dataset& data, const std::uint32_t* order, std::size_t rows, float* x,
+                  std::uint8_t* labels, bool parallel = false);
+// The same rows rounded to `p`'s 16 bits as they are gathered (to_16bit of gather_batch's x,
+// bit for bit), for a mixed-precision step that reads its batch in 16 bits: the float32 batch
+// is neither written nor read back to be rounded. fp32 is std::invalid_argument.
+void gather_batch_16bit(Precision p, const Dataset& data, const std::uint32_t* order,
+                        std::size_t rows, std::uint16_t* x16, std::uint8_t* labels,
+                        bool parallel = false);
 
 // The first `limit` images (0: all), normalised with the Fashion-MNIST training statistics;
 // keeps the bytes too (Dataset::pixels).

@@ -237,16 +237,29 @@ class Mlp {
   // true; else gradients() is left as it was. Needs the model's own storage (not released).
   // Evaluation (forward, evaluate) reads the float32 master weights. total_rows as
   // softmax_xent_loss takes it: a rank's share of a larger batch passes that batch's rows.
-  // With unscale false, gradients() is never written: `finite` says whether the 16-bit
-  // gradients are, and the update reads them itself (Sgd::step_16bit). on_layer_done(l), when
-  // given, is called as soon as layer l's 16-bit gradients (weights and bias) are stored, from
-  // the last layer down, while the layers below are still to be computed (a data-parallel
-  // trainer all-reduces them meanwhile: they are not read here again, `finite` is then from
-  // each layer's check before it was handed over; std::invalid_argument with unscale true).
+  // `grads` says what is done with the 16-bit gradients once stored (MixedGrads): the above
+  // (unscale); or gradients() is never written, and `finite` says whether the 16-bit gradients
+  // are (check: the update reads them itself, Sgd::step_16bit); or they are not even read
+  // again, and `finite` is true (keep: a data-parallel step checks their sum after the
+  // all-reduce, where a rank's own check would be a pass over them for nothing).
+  // on_layer_done(l), when given, is called as soon as layer l's 16-bit gradients (weights and
+  // bias) are stored, from the last layer down, while the layers below are still to be computed
+  // (a data-parallel trainer all-reduces them meanwhile: they are not read here again; with
+  // check, `finite` is from each layer's check before it was handed over;
+  // std::invalid_argument with unscale).
+  enum class MixedGrads { unscale, check, keep };
   MixedStep forward_backward_mixed(Precision p, const float* x, const std::uint8_t* labels,
                                    std::size_t batch, float loss_scale,
                                    std::size_t* correct = nullptr, std::size_t total_rows = 0,
-                                   bool unscale = true,
+                                   MixedGrads grads = MixedGrads::unscale,
+                                   const std::function<void(std::size_t)>& on_layer_done = {});
+  // The same from a batch already in 16 bits: x16 (batch x widths[0] values in `p`'s format, as
+  // to_16bit rounds them) is read in place until the call returns, so the float32 batch is not
+  // rounded by a pass of its own (gather_batch_16bit rounds it as it gathers it).
+  MixedStep forward_backward_mixed(Precision p, const std::uint16_t* x16,
+                                   const std::uint8_t* labels, std::size_t batch, float loss_scale,
+                                   std::size_t* correct = nullptr, std::size_t total_rows = 0,
+                                   MixedGrads grads = MixedGrads::unscale,
                                    const std::function<void(std::size_t)>& on_layer_done = {});
   // A whole mixed-precision training step, with each weight matrix's update fused into the GEMM
   // that computes its gradient, as train_step does in float32. Forward and the loss as
@@ -265,6 +278,11 @@ class Mlp {
   // Afterwards gradients() holds the step's (unscaled) bias gradients; the weights' entries are
   // unspecified, as after train_step.
   MixedStep train_step_mixed(Precision p, const float* x, const std::uint8_t* labels,
+                             std::size_t batch, float loss_scale, Sgd& opt,
+                             const std::function<bool(bool finite)>& decide,
+                             std::size_t* correct = nullptr);
+  // The same from a batch already in 16 bits, read in place (as forward_backward_mixed's).
+  MixedStep train_step_mixed(Precision p, const std::uint16_t* x16, const std::uint8_t* labels,
                              std::size_t batch, float loss_scale, Sgd& opt,
                              const std::function<bool(bool finite)>& decide,
                              std::size_t* correct = nullptr);
@@ -317,6 +335,7 @@ class Mlp {
   struct Mixed {
     explicit Mixed(MemoryAccount* a);
     kernels::LineVector<std::uint16_t> params, grads, input, delta;
+    const std::uint16_t* x16 = nullptr;  // the step's 16-bit batch: `input`, or the caller's
     std::vector<kernels::LineVector<std::uint16_t>> outputs, deltas;  // deltas: train_step_mixed's
     // params holds round16(parameters()) in params_format: train_step_mixed's update wrote it,
     // and nothing has handed the parameters out to be written since.
@@ -328,12 +347,14 @@ class Mlp {
               std::size_t k, const std::uint16_t* a, std::size_t lda, const std::uint16_t* b,
               std::size_t ldb, float* c, std::size_t ldc, const kernels::GemmSgd* sgd = nullptr,
               std::uint16_t* c16 = nullptr);
-  // The mixed step's checks, cast, forward and loss head (shared by forward_backward_mixed and
-  // train_step_mixed): leaves the 16-bit scaled output gradient of the last layer in
-  // mixed_.delta; returns the mean loss.
-  float forward_loss_mixed(const char* who, Precision p, const float* x, const std::uint8_t* labels,
-                           std::size_t batch, float loss_scale, std::size_t* correct,
-                           std::size_t total_rows);
+  // The mixed step's checks, the weights' cast, forward and loss head (shared by
+  // forward_backward_mixed and train_step_mixed): leaves the 16-bit scaled output gradient of the
+  // last layer in mixed_.delta; returns the mean loss.
+  float forward_loss_mixed(const char* who, Precision p, const std::uint16_t* x16,
+                           const std::uint8_t* labels, std::size_t batch, float loss_scale,
+                           std::size_t* correct, std::size_t total_rows);
+  // A float32 batch rounded into mixed_.input (the `cast` phase), for the float overloads.
+  const std::uint16_t* round_input(const char* who, Precision p, const float* x, std::size_t batch);
 };
 
 }  // namespace concurdl::nn

@@ -121,7 +121,8 @@ class Trainer {
   LossScaler scaler_;
   TrainState state_;
   std::vector<std::uint32_t> order_;
-  kernels::LineVector<float> batch_x_;  // on cache lines (aligned.hpp)
+  kernels::LineVector<float> batch_x_;            // on cache lines (aligned.hpp)
+  kernels::LineVector<std::uint16_t> batch_x16_;  // a 16-bit step's batch (gather_batch_16bit)
   std::vector<std::uint8_t> batch_y_;
 };
 
