@@ -52,11 +52,13 @@ constexpr std::size_t kBatch = 64;
 // stacked bar stays readable. The forward's bias + ReLU and the backward's ReLU' were phases of
 // their own until they were fused into the GEMMs (gemm.hpp's GemmEpilogue): they are inside the
 // GEMMs' phases now. The spans keep the layer of every phase (`concurdl run --trace`).
-// A 16-bit step (the `precision` axis) adds two: `cast`, the master weights rounded to 16 bits
-// where no update wrote that copy (a new trainer's first step; the batch is rounded in
-// `gather`), and `unscale`, the 16-bit gradients checked for infinities and NaNs; its
-// GEMM phases hold the 16-bit GEMM with the rounding of its output, its `sgd` every parameter's
-// update (not fused). A float32 step has neither of the two: no span, 0 s, and a note says so.
+// A 16-bit step (the `precision` axis) adds `cast`, the master weights rounded to 16 bits where
+// no update has written that copy since (a new trainer's first step; unfused, also the step
+// after a skipped one; the batch is rounded in `gather`), and, unfused (`update=separate`),
+// `unscale`, the 16-bit gradients checked for infinities and NaNs; its GEMM phases hold the
+// 16-bit GEMM with the rounding of its output; its `sgd` is, fused, the biases' update, and
+// unfused every parameter's. A step without one of the two (float32's: either; a fused 16-bit
+// step: `unscale`) records no span for it, 0 s, and a note says so.
 const std::vector<std::string> kPhases = {"gather",      "cast",       "l0_fwd_gemm", "l1_fwd_gemm",
                                           "l2_fwd_gemm", "loss",       "l2_dw_gemm",  "l2_da_gemm",
                                           "l1_dw_gemm",  "l1_da_gemm", "l0_dw_gemm",  "db",
@@ -82,9 +84,10 @@ Work phase_work(const std::string& phase, const MlpSpec& spec, std::size_t rows,
   // Fashion-MNIST's bytes read (1 a value: Dataset::pixels) and the batch written, as float32
   // or, in 16 bits, rounded as it is gathered (gather_batch_16bit).
   if (phase == "gather") w.bytes = b * width(0) * (1.0 + (mixed ? 2.0 : f));
-  // 16 bits: the weights read as 4 bytes and written as 2, once an epoch (the trainer's first
-  // step: the update writes the 16-bit copy beside the parameters from then on); unfused, the
-  // 16-bit gradients read as 2 bytes (the finiteness check; the update widens them itself).
+  // 16 bits: the weights read as 4 bytes and written as 2, counted once an epoch (a new
+  // trainer's first step: the update writes the 16-bit copy beside the parameters from then on;
+  // unfused, a step after a skipped one rounds them again, so this is a lower bound); unfused,
+  // the 16-bit gradients read as 2 bytes (the finiteness check; the update widens them itself).
   if (mixed && phase == "cast") w.bytes = 6.0 * all_params / steps;
   if (mixed && !fused && phase == "unscale") w.bytes = 2.0 * all_params;
   if (phase == "sgd") {
@@ -197,6 +200,10 @@ Trial breakdown_trial(const Params& p, GroupCache& cache) {
                       steps);  // per step: the sample is per step
   if (!mixed && (phase == "cast" || phase == "unscale"))
     t.notes["phase"] = "a float32 step has no " + phase + " phase: no span, 0 s";
+  else if (mixed && st->config.fuse_update && phase == "unscale")
+    t.notes["phase"] =
+        "a fused 16-bit step has no unscale phase (its update is applied in the GEMMs): no "
+        "span, 0 s";
   return t;
 }
 

@@ -50,7 +50,8 @@ DataParallelTrainer::DataParallelTrainer(Communicator& comm, nn::TrainConfig con
         "the MLP on the CPU (host memory)",
         comm_.name()));
   if (train_.dim != config_.spec.widths.front() || train_.classes > config_.spec.widths.back() ||
-      train_.x.size() != train_.n * train_.dim || train_.y.size() != train_.n)
+      train_.x.size() != train_.n * train_.dim || train_.y.size() != train_.n ||
+      (!train_.pixels.empty() && train_.pixels.size() != train_.x.size()))
     throw std::invalid_argument("DataParallelTrainer: the data set does not fit the model " +
                                 config_.spec.describe());
   if (options_.shard_update && comm_.size() > 1 &&

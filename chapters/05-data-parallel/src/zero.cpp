@@ -97,7 +97,8 @@ ZeroTrainer::ZeroTrainer(Communicator& comm, nn::TrainConfig config, const nn::D
         "--zero: the {} backend works on device memory; this trainer runs the MLP on the CPU",
         comm_.name()));
   if (train_.dim != config_.spec.widths.front() || train_.classes > config_.spec.widths.back() ||
-      train_.x.size() != train_.n * train_.dim || train_.y.size() != train_.n)
+      train_.x.size() != train_.n * train_.dim || train_.y.size() != train_.n ||
+      (!train_.pixels.empty() && train_.pixels.size() != train_.x.size()))
     throw std::invalid_argument("ZeroTrainer: the data set does not fit the model " +
                                 config_.spec.describe());
   const int n = size(), r = rank();

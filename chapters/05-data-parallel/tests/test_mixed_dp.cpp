@@ -11,6 +11,7 @@
 //   ch05_tests --gtest_filter='Mixed*:LossScale*'   ch05_tests --gtest_filter='LossScaleEx5_4*'
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -202,12 +203,13 @@ struct Outcome {
   float scale = 0;
 };
 
-Outcome train(int ranks, nn::TrainConfig c, int epochs, DataParallelOptions options = {}) {
+Outcome train(int ranks, nn::TrainConfig c, int epochs, DataParallelOptions options = {},
+              const nn::Dataset& d = data()) {
   concurdl::kernels::set_compute_threads(1);
   Outcome o;
   within_seconds(kDeadline, [&] {
     run_threads(ranks, [&](Communicator& comm) {
-      DataParallelTrainer t(comm, c, data(), options);
+      DataParallelTrainer t(comm, c, d, options);
       double loss = 0;
       std::size_t skipped = 0;
       for (int e = 0; e < epochs; ++e) {
@@ -286,6 +288,37 @@ TEST(MixedDataParallel, OneRankFusedTakesTheTrainersStepsBitForBit) {
     EXPECT_EQ(two.params, two_fused.params);
     EXPECT_EQ(two_fused.divergence, 0.0);
   }
+}
+
+// A data set that keeps its bytes is gathered from them (nn::gather_batch, a 16-bit batch
+// rounded as it is gathered): at 1 and 2 ranks, in every precision, the bits of the same images
+// gathered as floats. The control: bytes that are not those images give other parameters, and
+// bytes that are not one a feature are refused.
+TEST(MixedDataParallel, GatheringBytesGivesTheBitsOfGatheringFloats) {
+  nn::Dataset bytes = data();
+  bytes.pixels.resize(bytes.x.size());
+  for (std::size_t i = 0; i < bytes.pixels.size(); ++i)
+    bytes.pixels[i] = static_cast<std::uint8_t>((i * 2654435761u) >> 24);
+  bytes.pixel_scale = 1.0f / 255.0f;
+  bytes.pixel_shift = -0.5f;
+  for (std::size_t i = 0; i < bytes.x.size(); ++i)
+    bytes.x[i] = nn::normalise_pixel(bytes.pixels[i], bytes.pixel_scale, bytes.pixel_shift);
+  nn::Dataset floats = bytes;
+  floats.pixels.clear();
+  for (const nn::Precision p : {nn::Precision::fp32, nn::Precision::bf16, nn::Precision::fp16}) {
+    for (const int ranks : {1, 2}) {
+      SCOPED_TRACE(std::string(nn::describe(p)) + ", " + std::to_string(ranks) + " ranks");
+      const Outcome a = train(ranks, config(p, 10), 1, {}, bytes);
+      const Outcome b = train(ranks, config(p, 10), 1, {}, floats);
+      EXPECT_EQ(a.params, b.params);
+    }
+  }
+  nn::Dataset other = bytes;
+  std::reverse(other.pixels.begin(), other.pixels.end());
+  EXPECT_NE(train(2, config(nn::Precision::fp16, 10), 1, {}, other).params,
+            train(2, config(nn::Precision::fp16, 10), 1, {}, floats).params);
+  other.pixels.pop_back();
+  EXPECT_THROW(train(1, config(nn::Precision::fp32, 10), 1, {}, other), std::invalid_argument);
 }
 
 TEST(MixedDataParallel, OverlappedBucketsKeepTheReplicasIdentical) {

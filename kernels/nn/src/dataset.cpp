@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstring>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "concurdl/kernels/aligned.hpp"
@@ -17,7 +18,7 @@ constexpr std::size_t kGatherAhead = 4;
 
 // (From bytes: a quarter of the float rows' traffic from the last-level cache or memory, which
 // bounded their copy, ~13 GB/s on one core of the Zen 5 guest: 13 us a step of 64 rows at 1
-// thread against 4 us from bytes.)
+// thread against ~6 us from bytes, the `gather` phase of kernels/train_breakdown.)
 // Row order[i] of `data` as floats, for i in [0, rows): into dst's row i, or (to_scratch) into
 // a row of scratch in L1, handed to `put(i, row)` once it is whole, where the 16-bit batch rounds
 // it (a data set of floats alone: put is handed the data set's own row).
@@ -26,6 +27,10 @@ void gather_rows(const Dataset& data, const std::uint32_t* order, std::size_t ro
                  std::uint8_t* labels, bool parallel, bool to_scratch, float* dst, Put put) {
   const std::size_t dim = data.dim;
   const bool bytes = !data.pixels.empty();
+  if (bytes && data.pixels.size() != data.x.size())
+    throw std::invalid_argument("gather_batch: the data set holds " +
+                                std::to_string(data.pixels.size()) + " bytes for " +
+                                std::to_string(data.x.size()) + " features");
   const std::size_t row_bytes = bytes ? dim : dim * sizeof(float);
   kernels::for_range(
       rows, parallel && rows * dim >= kGatherParallelMin, [&](std::size_t b, std::size_t e) {

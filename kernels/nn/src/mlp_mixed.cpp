@@ -65,6 +65,13 @@ void column_sums_16bit(Precision p, const u16* x, std::size_t rows, std::size_t 
   }
 }
 
+// The caller's 16-bit batch is read in place until the step returns, and not remembered after:
+// the pointer is cleared however the step leaves.
+struct ForgetInput {
+  const u16*& x16;
+  ~ForgetInput() { x16 = nullptr; }
+};
+
 // A scratch buffer of at least n values. Never shrunk: a step sizes `wide` for a batch's
 // outputs, then a whole weight gradient, then a batch's inputs, and growing it back with
 // resize zero-filled the difference every step (the wide MLP: 4 MiB a step).
@@ -165,7 +172,8 @@ float Mlp::forward_loss_mixed(const char* who, Precision p, const u16* x16,
   Mixed& mx = mixed_;
   const std::size_t n_params = params_.size(), L = layers();
   if (!mx.params_current || mx.params_format != p) {
-    // The working copy is rounded afresh unless the last train_step_mixed's update wrote it.
+    // The working copy is rounded afresh unless an update wrote it since (train_step_mixed's,
+    // or one through mixed_update), and nothing handed the parameters out to be written.
     StepSpan span("cast");
     mx.params.resize(n_params);
     narrow(p, params_.data(), n_params, mx.params.data());
@@ -228,6 +236,7 @@ Mlp::MixedStep Mlp::forward_backward_mixed(Precision p, const u16* x16, const st
     throw std::invalid_argument(
         "Mlp::forward_backward_mixed: on_layer_done hands the 16-bit gradients over, so they "
         "cannot be unscaled afterwards (check or keep with it)");
+  const ForgetInput forget{mixed_.x16};
   const float loss = forward_loss_mixed("Mlp::forward_backward_mixed", p, x16, labels, batch,
                                         loss_scale, correct, total_rows);
   Mixed& mx = mixed_;
@@ -289,6 +298,7 @@ Mlp::MixedStep Mlp::train_step_mixed(Precision p, const u16* x16, const std::uin
                                 std::to_string(params_.size()) + " parameters");
   if (!decide) throw std::invalid_argument(std::string(who) + ": no decide");
   MixedStep r;
+  const ForgetInput forget{mixed_.x16};
   r.loss = forward_loss_mixed(who, p, x16, labels, batch, loss_scale, correct, 0);
   Mixed& mx = mixed_;
   const std::size_t L = layers();

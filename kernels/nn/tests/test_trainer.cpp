@@ -83,8 +83,9 @@ TEST(Trainer, SameSeedAndThreadsGiveTheSameBitsAnotherSeedOtherBits) {
 }
 
 // A data set that keeps its bytes is gathered from them, normalised on the way: the trained
-// model must have the bits of the same data set gathered as floats, at 1, 2 and 4 threads (the
-// rows split over the team differently); and the bytes must be the same images as the floats.
+// model must have the bits of the same data set gathered as floats, in every precision, at 1, 2
+// and 4 threads (the gather itself split over the team: the Gather test below); and the bytes
+// must be the same images as the floats.
 TEST(Trainer, GatheringBytesGivesTheBitsOfGatheringFloats) {
   ThreadsGuard guard;
   Dataset bytes = nn_test::toy_dataset(300, 20, 4, 1);
@@ -101,7 +102,7 @@ TEST(Trainer, GatheringBytesGivesTheBitsOfGatheringFloats) {
     for (const int threads : {1, 2, 4}) {
       SCOPED_TRACE(std::string(describe(p)) + ", " + std::to_string(threads) + " threads");
       TrainConfig c = toy_config(threads);
-      c.batch = 64;  // 64 x 20 floats: the gather is split over the team from 16K
+      c.batch = 64;
       c.spec = MlpSpec::parse("20-300-4");
       c.precision = p;  // 16-bit: the rows rounded as they are gathered
       Trainer a(c, bytes), b(c, floats);
@@ -174,7 +175,17 @@ TEST(Gather, TheBatchIsTheRowsInOrderAndItsSixteenBitsTheirRounding) {
   std::vector<std::uint8_t> y(rows);
   gather_batch(bytes, order.data() + at + 1, rows, x.data(), y.data());
   EXPECT_FALSE(same_bits(x, want));
-  std::vector<std::uint16_t> x16(rows * dim);
+  // Bytes that are not the floats' images: what was read is the bytes, in both formats.
+  Dataset liar = bytes;
+  std::reverse(liar.pixels.begin(), liar.pixels.end());
+  gather_batch(liar, order.data() + at, rows, x.data(), y.data());
+  EXPECT_FALSE(same_bits(x, want));
+  std::vector<std::uint16_t> x16(rows * dim), want16(rows * dim);
+  to_16bit(Precision::fp16, want, want16);
+  gather_batch_16bit(Precision::fp16, liar, order.data() + at, rows, x16.data(), y.data());
+  EXPECT_NE(x16, want16);
+  liar.pixels.pop_back();
+  EXPECT_THROW(gather_batch(liar, order.data(), rows, x.data(), y.data()), std::invalid_argument);
   EXPECT_THROW(gather_batch_16bit(Precision::fp32, bytes, order.data(), rows, x16.data(), y.data()),
                std::invalid_argument);
 }

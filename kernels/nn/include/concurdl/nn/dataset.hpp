@@ -35,9 +35,10 @@ inline float normalise_pixel(std::uint8_t p, float scale, float shift) {
 // A batch: the rows order[0 .. rows) of `data` into x (rows x dim floats) and their labels.
 // Where the data set keeps its bytes, each row is read as bytes and normalised on the way
 // (normalise_pixel: Dataset::x's bits), a quarter of the traffic of the float rows; the rows lie
-// at random places, so each row first asks for the one kGatherAhead on. With `parallel`, split
-// over the compute threads (kernels::for_range) from 16K values; each row is made whole by one
-// thread, so the bytes are the same for any split.
+// at random places, so within each thread's share of the rows each row first asks for the one
+// kGatherAhead on. With `parallel`, split over the compute threads (kernels::for_range) from 16K
+// values; each row is made whole by one thread, so the bytes are the same for any split. Bytes
+// that are not one a feature (pixels.size() != x.size()) are std::invalid_argument.
 void gather_batch(const Dataset& data, const std::uint32_t* order, std::size_t rows, float* x,
                   std::uint8_t* labels, bool parallel = false);
 // The same rows rounded to `p`'s 16 bits as they are gathered (to_16bit of gather_batch's x,
