@@ -15,6 +15,7 @@
 #include "concurdl/dp/algorithms.hpp"
 #include "concurdl/kernels/threads.hpp"
 #include "concurdl/nn/checkpoint.hpp"
+#include "concurdl/nn/dataset.hpp"
 #include "concurdl/nn/random.hpp"
 
 namespace concurdl::mp {
@@ -208,11 +209,8 @@ nn::EpochResult ExpertParallelTrainer::run_epoch(
     trace::Span step_span("step", "step");
     const std::size_t first = s * global, global_rows = std::min(global, n - first);
     const dp::Block block = dp::block_of(global_rows, size(), rank());
-    for (std::size_t i = 0; i < block.count; ++i) {
-      const std::uint32_t idx = order_[first + block.offset + i];
-      std::memcpy(batch_x_.data() + i * dim, train_.row(idx), dim * sizeof(float));
-      batch_y_[i] = train_.y[idx];
-    }
+    nn::gather_batch(train_, order_.data() + first + block.offset, block.count, batch_x_.data(),
+                     batch_y_.data());
     const nn::MoeMlp::Loss l =
         forward_backward(batch_x_.data(), batch_y_.data(), block.count, global_rows);
     {

@@ -18,6 +18,7 @@
 #include "concurdl/dp/threads_backend.hpp"
 #include "concurdl/kernels/threads.hpp"
 #include "concurdl/nn/checkpoint.hpp"
+#include "concurdl/nn/dataset.hpp"
 #include "concurdl/nn/random.hpp"
 
 namespace concurdl::asgd {
@@ -55,15 +56,12 @@ struct AsyncTrainer::Worker {
   std::size_t correct = 0, rows = 0, batches = 0;
   std::string error;
 
-  // Copies batch k of the epoch's permutation; returns its rows.
+  // Gathers batch k of the epoch's permutation (nn::gather_batch: from the images' bytes where
+  // the data set keeps them); returns its rows.
   std::size_t gather(const std::vector<std::uint32_t>& order, const nn::Dataset& d,
                      std::size_t batch, std::size_t k) {
     const std::size_t first = k * batch, rows_k = std::min(batch, d.n - first);
-    for (std::size_t i = 0; i < rows_k; ++i) {
-      const std::uint32_t idx = order[first + i];
-      std::memcpy(x.data() + i * d.dim, d.row(idx), d.dim * sizeof(float));
-      y[i] = d.y[idx];
-    }
+    nn::gather_batch(d, order.data() + first, rows_k, x.data(), y.data());
     return rows_k;
   }
   // Forward and backward on the gathered batch (the gradient lands in model.gradients()).

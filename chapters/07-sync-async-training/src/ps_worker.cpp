@@ -16,6 +16,7 @@
 #include "concurdl/data/idx.hpp"
 #include "concurdl/kernels/gemm.hpp"
 #include "concurdl/kernels/threads.hpp"
+#include "concurdl/nn/dataset.hpp"
 #include "concurdl/nn/random.hpp"
 #include "worker_links.hpp"
 
@@ -175,10 +176,7 @@ int ps_worker_main(const std::vector<std::string>& args) {
     const std::size_t first = t.batch * batch;
     if (first >= train.n) return 1;
     const std::size_t rows = std::min(batch, train.n - first);
-    for (std::size_t i = 0; i < rows; ++i) {
-      std::memcpy(x.data() + i * train.dim, train.row(order[first + i]), train.dim * sizeof(float));
-      y[i] = train.y[order[first + i]];
-    }
+    nn::gather_batch(train, order.data() + first, rows, x.data(), y.data());
     std::size_t correct = 0;
     const float loss = model.forward_backward(x.data(), y.data(), rows, &correct);
     nn::straggle(straggler, std::chrono::duration<double>(Clock::now() - t0).count());
