@@ -19,13 +19,14 @@ constexpr std::size_t kGatherAhead = 4;
 // (From bytes: a quarter of the float rows' traffic from the last-level cache or memory, which
 // bounded their copy, ~13 GB/s on one core of the Zen 5 guest: 13 us a step of 64 rows at 1
 // thread against ~6 us from bytes, the `gather` phase of kernels/train_breakdown.)
-// Row order[i] of `data` as floats, for i in [0, rows): into dst's row i, or (to_scratch) into
+// Row order[i] of `data` as floats, for i in [0, rows): into dst's row i, or (dst null) into
 // a row of scratch in L1, handed to `put(i, row)` once it is whole, where the 16-bit batch rounds
 // it (a data set of floats alone: put is handed the data set's own row).
 template <class Put>
 void gather_rows(const Dataset& data, const std::uint32_t* order, std::size_t rows,
-                 std::uint8_t* labels, bool parallel, bool to_scratch, float* dst, Put put) {
+                 std::uint8_t* labels, bool parallel, float* dst, Put put) {
   const std::size_t dim = data.dim;
+  const bool to_scratch = dst == nullptr;
   const bool bytes = !data.pixels.empty();
   if (bytes && data.pixels.size() != data.x.size())
     throw std::invalid_argument("gather_batch: the data set holds " +
@@ -64,7 +65,7 @@ void gather_rows(const Dataset& data, const std::uint32_t* order, std::size_t ro
 
 void gather_batch(const Dataset& data, const std::uint32_t* order, std::size_t rows, float* x,
                   std::uint8_t* labels, bool parallel) {
-  gather_rows(data, order, rows, labels, parallel, false, x, [](std::size_t, const float*) {});
+  gather_rows(data, order, rows, labels, parallel, x, [](std::size_t, const float*) {});
 }
 
 void gather_batch_16bit(Precision p, const Dataset& data, const std::uint32_t* order,
@@ -72,10 +73,9 @@ void gather_batch_16bit(Precision p, const Dataset& data, const std::uint32_t* o
   if (p == Precision::fp32)
     throw std::invalid_argument("gather_batch_16bit: fp32 is not a 16-bit format");
   const std::size_t dim = data.dim;
-  gather_rows(data, order, rows, labels, parallel, true, nullptr,
-              [&](std::size_t i, const float* row) {
-                to_16bit(p, {row, dim}, {x16 + i * dim, dim});
-              });
+  gather_rows(data, order, rows, labels, parallel, nullptr, [&](std::size_t i, const float* row) {
+    to_16bit(p, {row, dim}, {x16 + i * dim, dim});
+  });
 }
 
 Dataset to_dataset(const data::LabelledImages& images, std::size_t limit) {
