@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -17,6 +18,7 @@
 #include <vector>
 
 #include "concurdl/build_info.hpp"
+#include "concurdl/core/hardware.hpp"
 #include "concurdl/core/variants.hpp"
 #include "concurdl/harness/exercise.hpp"
 #include "concurdl/harness/experiment.hpp"
@@ -186,6 +188,38 @@ TEST(ExerciseTimings, ReferenceSideRunsInEveryChapter) {
       EXPECT_TRUE(r.valid) << describe(r.params) << ": " << r.validation;
   }
   EXPECT_GE(timed, 8);
+}
+
+// ch05/precision's rank threads bound where they fit, and its median step one of the
+// repetition's steps: positive, and at most twice their mean (at least half of non-negative
+// values lie at or above their median), the steps counted from the record's samples/s. A
+// per-repetition total, or a unit off by a factor, fails.
+TEST(PrecisionSpeed, RanksBoundWhereTheyFitAndTheMedianStepIsOneOfTheSteps) {
+  const std::vector<Record> recs = smoke_run("ch05/precision", {{"trainer", {"ours"}},
+                                                                {"gemm", {"v4_register"}},
+                                                                {"arch", {"784-256-128-10"}},
+                                                                {"ranks", {"1", "2"}},
+                                                                {"precision", {"fp32", "fp16"}}});
+  ASSERT_GE(recs.size(), 4u);
+  for (const Record& r : recs) {
+    SCOPED_TRACE(describe(r.params));
+    ASSERT_TRUE(r.valid) << r.validation;
+    // Every rank on a CPU of its own where each has one; otherwise said to be oversubscribed.
+    const bool fits = std::stoul(r.params.at("ranks")) <= concurdl::hardware_threads();
+    EXPECT_EQ(r.notes.count("cpu_binding"), fits ? 1u : 0u);
+    EXPECT_EQ(r.notes.count("oversubscribed"), fits ? 0u : 1u);
+    ASSERT_EQ(r.metrics.count("step_median_s"), 1u);
+    const std::vector<double>& med = r.metrics.at("step_median_s").samples;
+    ASSERT_EQ(med.size(), r.samples.size());
+    const double rows = 64.0 * std::stod(r.params.at("ranks"));
+    const double steps = r.derived.at("items_per_s") * r.stats.median / rows;
+    ASSERT_GE(steps, 1.0);
+    EXPECT_NEAR(steps, std::round(steps), 1e-6 * steps);
+    for (std::size_t i = 0; i < med.size(); ++i) {
+      EXPECT_GT(med[i], 0.0);
+      EXPECT_LE(med[i], 2.0 * r.samples[i] / std::round(steps));
+    }
+  }
 }
 
 TEST(MergedExperiments, LoaderEpochRefusesAComputeRatioOfZero) {

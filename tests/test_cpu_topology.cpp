@@ -1,13 +1,16 @@
 // cpu_topology::placement_pairs on captured topologies: this project's 2-vCPU KVM guest (two
 // cores, one L3, no SMT), a 4-CPU SMT box, a 2-CCD box, a single CPU, and lists that are
-// missing or broken; then the live reading on this machine.
+// missing or broken; then the live reading on this machine, and binding a thread to one CPU.
 #include <gtest/gtest.h>
+#include <sched.h>
 
 #include <algorithm>
 #include <map>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "concurdl/core/hardware.hpp"
 #include "concurdl/harness/cpu_topology.hpp"
 
 using namespace concurdl::cpu_topology;
@@ -139,4 +142,36 @@ TEST(CpuTopology, LiveMachineGivesPairsOfAllowedCpusOrReasons) {
     for (int cpu : {pair->first, pair->second})
       EXPECT_TRUE(std::count(live.cpus.begin(), live.cpus.end(), cpu)) << cpu;
   }
+}
+
+// CpuBinding: the index-th CPU of the thread's mask, in the mask's order; the thread then runs
+// there alone, and its mask is back whole when the scope ends. An index past the mask binds
+// nothing. Run in a thread of its own, so a failure cannot leave the test runner bound.
+TEST(CpuBinding, BindsTheIndexedCpuOfTheMaskAndGivesTheMaskBack) {
+  std::thread([] {
+    const auto mask = [] {
+      cpu_set_t set;
+      CPU_ZERO(&set);
+      EXPECT_EQ(sched_getaffinity(0, sizeof set, &set), 0);
+      std::vector<int> cpus;
+      for (int c = 0; c < CPU_SETSIZE; ++c)
+        if (CPU_ISSET(c, &set)) cpus.push_back(c);
+      return cpus;
+    };
+    const std::vector<int> before = mask();
+    ASSERT_FALSE(before.empty());
+    for (std::size_t i : {std::size_t{0}, before.size() - 1}) {
+      SCOPED_TRACE(i);
+      {
+        const concurdl::CpuBinding bound(static_cast<unsigned>(i));
+        ASSERT_EQ(bound.cpu(), before[i]);
+        EXPECT_EQ(mask(), std::vector<int>{before[i]});
+        EXPECT_EQ(sched_getcpu(), before[i]) << "a thread bound to one CPU runs there";
+      }
+      EXPECT_EQ(mask(), before);
+    }
+    const concurdl::CpuBinding past(static_cast<unsigned>(before.size()));
+    EXPECT_EQ(past.cpu(), -1);
+    EXPECT_EQ(mask(), before);
+  }).join();
 }

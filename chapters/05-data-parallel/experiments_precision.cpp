@@ -13,15 +13,19 @@
 // experiments_precision_accuracy.cpp; what the two share is in precision_trials.hpp.
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "concurdl/core/errors.hpp"
+#include "concurdl/core/hardware.hpp"
 #include "concurdl/core/memory.hpp"
 #include "concurdl/dp/data_parallel.hpp"
 #include "concurdl/dp/threads_backend.hpp"
@@ -79,6 +83,12 @@ const std::vector<Metric> kSpeedMetrics = {
      "per step, rank 0: the SGD update from the summed gradients (ours at 2 or more ranks; at 1 "
      "rank it is fused into the GEMMs and not timed apart)",
      true},
+    {"step_median_s", "s", true,
+     "per step, rank 0: the median of the timed steps' wall times (a step begins and ends "
+     "together on every rank: it waits for the others in its exchange). The repetition's time "
+     "also counts runs of slow steps (a rank's CPU taken for a while), which its median step "
+     "does not (ours)",
+     true},
     {"peak_rss_bytes", "B", false,
      "peak resident memory over the timed steps (VmHWM reset before them): ours, the one "
      "process whose threads are the ranks; PyTorch's, its process's (left out where /proc does "
@@ -87,7 +97,16 @@ const std::vector<Metric> kSpeedMetrics = {
 
 struct SpeedState {
   double divergence = 0, first_loss = 0, last_loss = 0;
+  std::atomic<int> unbound{0};  // ranks whose thread was to be bound to a CPU and was not
 };
+
+// Whether each rank's thread is bound to a CPU of its own: where every rank has one. Unbound,
+// two ranks on this project's 2-vCPU guest shared a CPU now and then (the hypervisor's steal
+// counter did not move): a 150-step repetition of the chapter's MLP at 2 ranks then held runs of
+// 14-46 steps over twice the median step and took 10-30% longer than 150 median steps, and the
+// ratio of FP16's samples/s to float32's swung 0.91-1.11 between runs. Bound, such runs were
+// rarer (most repetitions within 5% of 150 median steps), not gone: other work on the host.
+bool bind_ranks(int ranks) { return static_cast<unsigned>(ranks) <= hardware_threads(); }
 
 Sample measure_speed(const nn::Dataset& data, const nn::MlpSpec& spec, nn::Precision precision,
                      kernels::GemmVersion gemm, int ranks, bool sharded, SpeedState& st) {
@@ -110,7 +129,10 @@ Sample measure_speed(const nn::Dataset& data, const nn::MlpSpec& spec, nn::Preci
   // the block it holds summed between the ring's halves (sharded, ZeRO stage 1's step).
   options.shard_update = sharded;
   Sample s;
+  const bool bind = bind_ranks(ranks);
   run_threads(ranks, [&](Communicator& comm) {
+    std::optional<CpuBinding> cpu;
+    if (bind && cpu.emplace(static_cast<unsigned>(comm.rank())).cpu() < 0) ++st.unbound;
     DataParallelTrainer t(comm, config, data, options);
     double first = 0, last = 0;
     for (int i = 0; i < kWarmSteps; ++i) {
@@ -122,9 +144,15 @@ Sample measure_speed(const nn::Dataset& data, const nn::MlpSpec& spec, nn::Preci
     std::size_t skipped = 0;
     const bool rss_window = begin_resident_window(comm);  // these steps' peak alone
     const std::uint64_t sent0 = comm.bytes_sent();
+    std::vector<double> step_s(static_cast<std::size_t>(steps));
     const auto t0 = std::chrono::steady_clock::now();
+    auto step_start = t0;
     for (int i = 0; i < steps; ++i) {
       const auto r = t.step();
+      const auto step_end = std::chrono::steady_clock::now();
+      step_s[static_cast<std::size_t>(i)] =
+          std::chrono::duration<double>(step_end - step_start).count();
+      step_start = step_end;
       skipped += r.skipped ? 1 : 0;
       if (i >= steps - kWarmSteps) last += r.loss_sum / static_cast<double>(r.rows ? r.rows : 1);
     }
@@ -144,6 +172,8 @@ Sample measure_speed(const nn::Dataset& data, const nn::MlpSpec& spec, nn::Preci
       const StepTimes& tm = t.times();
       const double n = static_cast<double>(tm.steps);
       s.metrics["step_compute_s"] = tm.compute_s / n;
+      std::nth_element(step_s.begin(), step_s.begin() + steps / 2, step_s.end());
+      s.metrics["step_median_s"] = step_s[static_cast<std::size_t>(steps / 2)];
       if (ranks > 1) {
         s.metrics["step_comm_s"] = tm.wait_s / n;
         s.metrics["step_update_s"] = tm.update_s / n;
@@ -242,6 +272,8 @@ Trial speed_trial(const Params& p, GroupCache& cache) {
   const bool sharded = p.count("update") != 0 && param_str(p, "update") == "sharded";
   t.measure = [=] { return measure_speed(*data, spec, precision, gemm, ranks, sharded, *st); };
   t.check = [st]() -> std::string {
+    if (const int n = st->unbound.load(); n > 0)
+      return fmt::format("{} rank thread(s) could not be bound to a CPU of their own", n);
     if (st->divergence != 0)
       return fmt::format("the replicas' parameters differ (divergence {})", st->divergence);
     if (!std::isfinite(st->last_loss) || !(st->last_loss < st->first_loss))
@@ -250,9 +282,13 @@ Trial speed_trial(const Params& p, GroupCache& cache) {
     return "";
   };
   t.notes["precision_compute"] = nn::precision_compute(precision);
-  if (static_cast<unsigned>(ranks) > hardware_threads())
+  if (!bind_ranks(ranks))
     t.notes["oversubscribed"] =
         fmt::format("{} rank threads on {} hardware threads", ranks, hardware_threads());
+  else
+    t.notes["cpu_binding"] =
+        "each rank's thread bound to a CPU of its own (the rank-th of this process's affinity "
+        "mask), as a launcher's --bind-to core";
   if (std::string why; precision == nn::Precision::bf16 && autocast_python(&why) == nullptr)
     t.notes["pytorch_autocast"] = "not measured: " + why;
   return t;
