@@ -174,16 +174,21 @@ void micro_kernel_rows(std::size_t kc, const AElem<AH>* __restrict ap, std::size
   }
   if (finish != nullptr && finish->c16 != nullptr) {
     std::uint16_t* const c16 = finish->c16 + at;
-    const Half format = finish->c16_format;
+    const auto round = [&]<Half F>() {
 #pragma GCC unroll 16
-    for (std::size_t i = 0; i < R; ++i)
+      for (std::size_t i = 0; i < R; ++i) {
+        Vec row[NV];
 #pragma GCC unroll 4
-      for (std::size_t v = 0; v < NV; ++v) {
-        const std::size_t o = i * ldc + v * kLanes;
-        const Vec x = beta == 0.0f ? (alpha == 1.0f ? acc[i][v] : alpha * acc[i][v])
-                                   : alpha * acc[i][v] + beta * load(c + o);
-        store_16bit(format, c16 + o, x);
+        for (std::size_t v = 0; v < NV; ++v)
+          row[v] = beta == 0.0f ? (alpha == 1.0f ? acc[i][v] : alpha * acc[i][v])
+                                : alpha * acc[i][v] + beta * load(c + i * ldc + v * kLanes);
+        store_row_16bit<F>(c16 + i * ldc, row);
       }
+    };
+    if (finish->c16_format == Half::fp16)
+      round.template operator()<Half::fp16>();
+    else
+      round.template operator()<Half::bf16>();
     return;
   }
   if (beta == 0.0f && alpha == 1.0f) {  // 1 * x is x: the same bits without the multiplies

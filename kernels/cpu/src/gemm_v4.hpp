@@ -112,6 +112,47 @@ inline void store_16bit(Half format, std::uint16_t* p, Vec v) {
   for (std::size_t i = 0; i < kLanes; ++i) p[i] = round_16bit(format, x[i]);
 }
 
+// Two vectors, 2 kLanes values, rounded to format F as store_16bit rounds each and stored:
+// FP16 with AVX-512 as one 64-byte store of both halves. GEMM v4's c16 tiles store this way: the
+// FP16 weight gradient of 256 x 784 (k = 64, 1 thread, Zen 5 guest) took 5-6 us longer than
+// float32 C with a 32-byte store per vector, and no longer with these (107-109 us against
+// 108-111). Why the narrower stores cost that is a hypothesis (store-queue entries, or lines
+// written in halves), not read from a counter. The fused update's params16 keeps one store per
+// vector: pairs there made the wide MLP's FP16 step 1.5-3% slower in three interleaved A/B runs.
+// bfloat16 pairs are not measured here (this CPU rounds bf16 in gemm_bf16): two stores.
+// (GCC 12 takes the intrinsics' undefined pass-through operand for an uninitialised variable.)
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+template <Half F>
+inline void store_16bit_pair(std::uint16_t* p, Vec v0, Vec v1) {
+#if defined(__AVX512F__)
+  if constexpr (F == Half::fp16) {
+    static_assert(kLanes == 16);
+    const __m256i lo =
+        _mm512_maskz_cvtps_ph(0xffff, std::bit_cast<__m512>(v0), _MM_FROUND_TO_NEAREST_INT);
+    const __m256i hi =
+        _mm512_maskz_cvtps_ph(0xffff, std::bit_cast<__m512>(v1), _MM_FROUND_TO_NEAREST_INT);
+    _mm512_storeu_si512(p, _mm512_inserti64x4(_mm512_zextsi256_si512(lo), hi, 1));
+    return;
+  }
+#endif
+  store_16bit(F, p, v0);
+  store_16bit(F, p + kLanes, v1);
+}
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+
+// A tile row's NV vectors rounded into 16 bits (format F) at p: two to a store where they pair.
+template <Half F, std::size_t NV>
+inline void store_row_16bit(std::uint16_t* p, const Vec (&row)[NV]) {
+  std::size_t v = 0;
+  for (; v + 2 <= NV; v += 2) store_16bit_pair<F>(p + v * kLanes, row[v], row[v + 1]);
+  if (v < NV) store_16bit(F, p + v * kLanes, row[v]);
+}
+
 // A value of an operand widened (exactly) to float32: float32 as it is, fp16 by F16C's
 // VCVTPH2PS where the build targets it, bf16 by a shift.
 template <Half H, class T>
