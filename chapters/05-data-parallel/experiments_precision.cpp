@@ -288,7 +288,7 @@ Trial speed_trial(const Params& p, GroupCache& cache) {
   else
     t.notes["cpu_binding"] =
         "each rank's thread bound to a CPU of its own (the rank-th of this process's affinity "
-        "mask), as a launcher's --bind-to core";
+        "mask), as Open MPI's --bind-to binds a rank";
   if (std::string why; precision == nn::Precision::bf16 && autocast_python(&why) == nullptr)
     t.notes["pytorch_autocast"] = "not measured: " + why;
   return t;
