@@ -105,7 +105,8 @@ struct SpeedState {
 // counter did not move): a 150-step repetition of the chapter's MLP at 2 ranks then held runs of
 // 14-46 steps over twice the median step and took 10-30% longer than 150 median steps, and the
 // ratio of FP16's samples/s to float32's swung 0.91-1.11 between runs. Bound, such runs were
-// rarer (most repetitions within 5% of 150 median steps), not gone: other work on the host.
+// rarer, not gone (other work on the host): repetitions more than 10% longer than 150 median
+// steps, 115 of 360 unbound (six runs), 22 of 240 bound (four runs of the same code).
 bool bind_ranks(int ranks) { return static_cast<unsigned>(ranks) <= hardware_threads(); }
 
 Sample measure_speed(const nn::Dataset& data, const nn::MlpSpec& spec, nn::Precision precision,

@@ -114,10 +114,11 @@ inline void store_16bit(Half format, std::uint16_t* p, Vec v) {
 
 // Two vectors, 2 kLanes values, rounded to format F as store_16bit rounds each and stored:
 // FP16 with AVX-512 as one 64-byte store of both halves. GEMM v4's c16 tiles store this way: the
-// FP16 weight gradient of 256 x 784 (k = 64, 1 thread, Zen 5 guest) took 5-6 us longer than
-// float32 C with a 32-byte store per vector, and no longer with these (107-109 us against
-// 108-111). Why the narrower stores cost that is a hypothesis (store-queue entries, or lines
-// written in halves), not read from a counter. The fused update's params16 keeps one store per
+// FP16 weight gradient of 256 x 784 (k = 64, 1 thread, Zen 5 guest, rounds interleaved in one
+// process) took 111.5-112.6 us with a 32-byte store per vector against 105.8-107.8 storing
+// float32 C, and 105.0-107.8 with these against 104.6-107.6. Why the narrower stores cost more
+// is not known: more store-queue entries, or lines written in halves, are hypotheses no counter
+// on that guest can test. The fused update's params16 keeps one store per
 // vector: pairs there made the wide MLP's FP16 step 1.5-3% slower in three interleaved A/B runs.
 // bfloat16 pairs are not measured here (this CPU rounds bf16 in gemm_bf16): two stores.
 // (GCC 12 takes the intrinsics' undefined pass-through operand for an uninitialised variable.)

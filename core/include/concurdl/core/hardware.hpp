@@ -16,9 +16,8 @@ unsigned hardware_threads();
 // Binds the calling thread to the `index`-th CPU of those it may run on (its affinity mask, in
 // the mask's order), as a launcher binds each rank of a job to a CPU of its own (Open MPI's
 // `--bind-to hwthread`, or `--bind-to core` where a core runs one): threads it starts afterwards
-// inherit the binding. The mask it had is back
-// when the scope ends. Not bound (cpu() is -1, the mask unchanged) where the mask holds no such
-// CPU or the system refuses.
+// inherit the binding. The mask it had is back when the scope ends. Not bound (cpu() is -1, the
+// mask unchanged) where the mask holds no such CPU or the system refuses.
 class CpuBinding {
  public:
   explicit CpuBinding(unsigned index);
