@@ -149,15 +149,7 @@ TEST(CpuTopology, LiveMachineGivesPairsOfAllowedCpusOrReasons) {
 // nothing. Run in a thread of its own, so a failure cannot leave the test runner bound.
 TEST(CpuBinding, BindsTheIndexedCpuOfTheMaskAndGivesTheMaskBack) {
   std::thread([] {
-    const auto mask = [] {
-      cpu_set_t set;
-      CPU_ZERO(&set);
-      EXPECT_EQ(sched_getaffinity(0, sizeof set, &set), 0);
-      std::vector<int> cpus;
-      for (int c = 0; c < CPU_SETSIZE; ++c)
-        if (CPU_ISSET(c, &set)) cpus.push_back(c);
-      return cpus;
-    };
+    const auto mask = [] { return read_cpu_sharing().cpus; };  // the calling thread's mask
     const std::vector<int> before = mask();
     ASSERT_FALSE(before.empty());
     for (std::size_t i : {std::size_t{0}, before.size() - 1}) {
