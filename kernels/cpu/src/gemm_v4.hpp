@@ -1,6 +1,6 @@
 // Internal: GEMM v4's register tile and cache blocks, its vector type and the conversions of
-// 16-bit operands, shared by its loops and micro-kernels (gemm_blocked.cpp) and its packing and
-// transposing (gemm_v4_pack.cpp).
+// 16-bit operands, shared by its loops (gemm_blocked.cpp), micro-kernels (gemm_v4_kernel.hpp) and
+// its packing and transposing (gemm_v4_pack.cpp).
 #pragma once
 
 #include <bit>

@@ -195,6 +195,43 @@ TEST(GemmV4, ReadingADirectlyAndTheTransposedProductGiveThePackedBits) {
   }
 }
 
+// With a short K and B not transposed (a weight gradient's K is the batch), v4 reads B where it
+// lies instead of packing it: the same product with B stored transposed, which v4 packs, must
+// give the same bits, at 1-3 threads. B's rows are padded with NaN, which catches a read past
+// the columns of a row. beta != 0 keeps the transposed-B product from being computed as its
+// transpose (another shortcut).
+TEST(GemmV4, ReadingBDirectlyGivesThePackedBits) {
+  ThreadsGuard guard;
+  const Case cases[] = {
+      {256, 784, 64, Trans::yes, Trans::no, 1.0f, 0.5f},  // the MLP's first weight gradient
+      {64, 256, 128, Trans::no, Trans::no, 1.0f, 0.5f},   // its second input gradient
+      {45, 48, 128, Trans::no, Trans::no, 0.75f, -1.0f},  // K at the limit, a half panel
+      {30, 80, 7, Trans::yes, Trans::no, 1.0f, 1.0f}};
+  for (const Case& t : cases) {
+    const std::size_t lda = t.ta == Trans::no ? t.k : t.m, a_rows = t.ta == Trans::no ? t.m : t.k;
+    const std::size_t ldb = t.n + 16;
+    std::mt19937 rng(11);
+    std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+    std::vector<float> a(a_rows * lda), b(t.k * ldb, kNaN), bt(t.n * t.k), c0(t.m * t.n);
+    for (float& x : a) x = dist(rng);
+    for (std::size_t p = 0; p < t.k; ++p)
+      for (std::size_t j = 0; j < t.n; ++j) bt[j * t.k + p] = b[p * ldb + j] = dist(rng);
+    for (float& x : c0) x = dist(rng);
+    for (int threads : {1, 2, 3}) {
+      set_compute_threads(threads);
+      std::vector<float> direct = c0, packed = c0;
+      gemm(GemmVersion::v4_register, t.ta, Trans::no, t.m, t.n, t.k, t.alpha, a.data(), lda,
+           b.data(), ldb, t.beta, direct.data(), t.n);
+      gemm(GemmVersion::v4_register, t.ta, Trans::yes, t.m, t.n, t.k, t.alpha, a.data(), lda,
+           bt.data(), t.k, t.beta, packed.data(), t.n);
+      EXPECT_FALSE(std::any_of(direct.begin(), direct.end(), [](float x) { return std::isnan(x); }))
+          << t.describe() << ": threads=" << threads;
+      EXPECT_EQ(std::memcmp(direct.data(), packed.data(), packed.size() * sizeof(float)), 0)
+          << t.describe() << ": threads=" << threads;
+    }
+  }
+}
+
 // A last panel of C half a tile wide (v4: NR / 2 columns, whole vectors) runs a kernel for just
 // those columns: its elements must have the bits they get inside a whole tile. The same product
 // with B widened by half a tile of further columns puts them inside one; the first n columns of
