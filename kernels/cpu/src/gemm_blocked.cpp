@@ -63,19 +63,24 @@ bool read_a_directly(const GemmArgs& g) {
          (g.half != Half::none || g.lda % kAliasingFloats != 0);
 }
 
-// B read where it lies rather than packed: a float32 B, not transposed (its micro-panel's rows
-// are rows of B, ldb floats apart), with a short K (a weight gradient's K is the batch; the
-// second layer's input gradient's, 128) and whole or half panels only (so that no tile reads
-// past the end of a row of B). Its micro-panel is then kc rows of 128 bytes, ldb floats apart,
-// read from L2 by every row panel as the packed copy would be. The chapter's MLP at batch 64
-// (Zen 5 guest, 1 thread, the GEMMs alone): the first weight gradient (B the 64 x 784 batch)
-// 107-109 -> 105-106 us, the second layer's input gradient (B its 128 x 256 weights)
-// 18.3-18.5 -> 16.6-16.9 us; the whole training step, interleaved builds, 294-297 -> 293-294 us.
-// A longer K was not measured; B is packed there as before.
+// B read where it lies rather than packed: a B that is not transposed (its micro-panel's rows
+// are rows of B, ldb floats apart), float32 or FP16 (widened by the kernel, one VCVTPH2PS a
+// vector, for every row panel that reads it), with a short K (a weight gradient's K is the
+// batch; the second layer's input gradient's, 128) and whole or half panels only (so that no
+// tile reads past the end of a row of B). Its micro-panel is then kc rows of 128 bytes (64 in
+// FP16), ldb values apart, read from L2 by every row panel as the packed copy would be. The
+// chapter's MLP at batch 64 (Zen 5 guest, 1 thread, the GEMMs alone): the first weight gradient
+// (B the 64 x 784 batch) 107-109 -> 105-106 us, the second layer's input gradient (B its
+// 128 x 256 weights) 18.3-18.5 -> 16.6-16.9 us; the whole float32 training step, interleaved
+// builds, 294-297 -> 293-294 us. FP16's step with the update fused (train_step_mixed), three
+// interleaved rounds: 308-314 -> 301-312 us, its ratio to float32's 0.964-0.976 -> 0.979-0.984.
+// A longer K was not measured; B is packed there as before. bfloat16 is packed too (this CPU
+// multiplies it in gemm_bf16; elsewhere its widening in the kernel is not measured).
 constexpr std::size_t kDirectBMaxK = 128;
 template <Trans TB, Half H>
 bool read_b_directly(const GemmArgs& g) {
-  return TB == Trans::no && H == Half::none && g.k <= kDirectBMaxK && g.n % kHalfNR == 0;
+  return TB == Trans::no && (H == Half::none || H == Half::fp16) && g.k <= kDirectBMaxK &&
+         g.n % kHalfNR == 0;
 }
 
 // One thread's share: the BLIS loops over the block C[i0 .. i1, j0 .. j1], with its own packed
@@ -87,8 +92,6 @@ void v4_rectangle(const GemmArgs& g, std::size_t i0, std::size_t i1, std::size_t
                   std::size_t j1) {
   thread_local PackBuffer a_buf, b_buf;
   const bool direct = TA == Trans::no && read_a_directly(g);
-  const auto& kernels = direct ? kDirectKernels : kPackedKernels;
-  const auto& half_kernels = direct ? kDirectHalfKernels : kPackedHalfKernels;
   const bool direct_b = read_b_directly<TB, H>(g);
   const std::size_t kc_max = std::min(kKC, g.k);
   float* const a_pack =
@@ -119,37 +122,54 @@ void v4_rectangle(const GemmArgs& g, std::size_t i0, std::size_t i1, std::size_t
           for (std::size_t s = 0; s * kNR < nc; ++s)
             pack_b_panel<TB, H>(g, pc, kc, jc + s * kNR, std::min(kNR, nc - s * kNR),
                                 b_pack + s * kNR * kc);
-        for (std::size_t i = 0; i < mc; i += kMR) {  // A micro-panel stays in L1 across this row
-          const std::size_t rows = std::min(kMR, mc - i);
-          for (std::size_t j = 0; j < nc; j += kNR) {
-            const float* bp = direct_b ? g.b + pc * g.ldb + jc + j : b_pack + j * kc;
-            const std::size_t ldb = direct_b ? g.ldb : kNR;
-            const std::size_t at = (ic + i) * g.ldc + jc + j;
-            float* c = g.c + at;
-            const std::size_t cols = std::min(kNR, nc - j);
-            // A's micro-panel: packed, float32 where it lies, or 16-bit where it lies (widened
-            // into t_widened by the first B panel's kernel, read from there by the others).
-            const auto tile = [&](const auto& whole, const auto& half, const auto* ap,
-                                  std::size_t lda) {
-              if (cols == kNR)  // whole tiles, and the last panel's rows straight into C
-                whole[rows](kc, ap, lda, bp, ldb, g.alpha, beta, c, g.ldc, fin, at);
-              else if (cols == kHalfNR)
-                half[rows](kc, ap, lda, bp, ldb, g.alpha, beta, c, g.ldc, fin, at);
+        // B's micro-panels: packed (float32), or where B lies: float32, or FP16 widened by the
+        // kernel as it reads them (BH).
+        const auto panels = [&]<Half BH>() {
+          const auto& kernels = direct ? kDirectKernels<BH> : kPackedKernels<BH>;
+          const auto& half_kernels = direct ? kDirectHalfKernels<BH> : kPackedHalfKernels<BH>;
+          for (std::size_t i = 0; i < mc; i += kMR) {  // A micro-panel stays in L1 across this row
+            const std::size_t rows = std::min(kMR, mc - i);
+            for (std::size_t j = 0; j < nc; j += kNR) {
+              const AElem<BH>* bp;
+              if constexpr (BH == Half::none)
+                bp = direct_b ? g.b + pc * g.ldb + jc + j : b_pack + j * kc;
               else
-                edge_tile(whole[rows], kc, ap, lda, bp, ldb, g.alpha, beta, c, g.ldc, rows, cols,
-                          fin, at);
-            };
-            if (!direct)
-              tile(kernels, half_kernels, a_pack + i * kc, g.lda);
-            else if constexpr (H == Half::none)
-              tile(kernels, half_kernels, g.a + (ic + i) * g.lda + pc, g.lda);
-            else if (j == 0)
-              tile(kDirect16Kernels<H>, kDirect16HalfKernels<H>, g.a16 + (ic + i) * g.lda + pc,
-                   g.lda);
-            else
-              tile(kernels, half_kernels, static_cast<const float*>(t_widened), kRowLd);
+                bp = g.b16 + pc * g.ldb + jc + j;
+              const std::size_t ldb = direct_b ? g.ldb : kNR;
+              const std::size_t at = (ic + i) * g.ldc + jc + j;
+              float* c = g.c + at;
+              const std::size_t cols = std::min(kNR, nc - j);
+              // A's micro-panel: packed, float32 where it lies, or 16-bit where it lies (widened
+              // into t_widened by the first B panel's kernel, read from there by the others).
+              const auto tile = [&](const auto& whole, const auto& half, const auto* ap,
+                                    std::size_t lda) {
+                if (cols == kNR)  // whole tiles, and the last panel's rows straight into C
+                  whole[rows](kc, ap, lda, bp, ldb, g.alpha, beta, c, g.ldc, fin, at);
+                else if (cols == kHalfNR)
+                  half[rows](kc, ap, lda, bp, ldb, g.alpha, beta, c, g.ldc, fin, at);
+                else
+                  edge_tile(whole[rows], kc, ap, lda, bp, ldb, g.alpha, beta, c, g.ldc, rows, cols,
+                            fin, at);
+              };
+              if (!direct)
+                tile(kernels, half_kernels, a_pack + i * kc, g.lda);
+              else if constexpr (H == Half::none)
+                tile(kernels, half_kernels, g.a + (ic + i) * g.lda + pc, g.lda);
+              else if (j == 0)
+                tile(kDirect16Kernels<H, BH>, kDirect16HalfKernels<H, BH>,
+                     g.a16 + (ic + i) * g.lda + pc, g.lda);
+              else
+                tile(kernels, half_kernels, static_cast<const float*>(t_widened), kRowLd);
+            }
+          }
+        };
+        if constexpr (H == Half::fp16) {
+          if (direct_b) {
+            panels.template operator()<Half::fp16>();
+            continue;
           }
         }
+        panels.template operator()<Half::none>();
       }
     }
   }

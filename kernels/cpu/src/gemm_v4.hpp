@@ -194,6 +194,30 @@ inline void widen_run(const T* __restrict src, float* __restrict dst, std::size_
   }
 }
 
+// kLanes consecutive 16-bit values of format H widened (exactly) into a vector: a B read where
+// it lies (read_b_directly) by the micro-kernel. The same values widen_run gives.
+template <Half H>
+inline Vec widen_vec(const std::uint16_t* src) {
+#if defined(__AVX512F__)
+  if constexpr (H == Half::fp16) {
+    static_assert(kLanes == 16);
+    return std::bit_cast<Vec>(
+        _mm512_maskz_cvtph_ps(0xffff, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src))));
+  }
+#elif defined(__F16C__) && defined(__AVX__)
+  if constexpr (H == Half::fp16) {
+    static_assert(kLanes == 8);
+    return std::bit_cast<Vec>(
+        _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src))));
+  }
+#endif
+  alignas(64) float x[kLanes];
+  widen_run<H>(src, x, kLanes);
+  Vec v;
+  std::memcpy(&v, x, sizeof v);
+  return v;
+}
+
 // op(A)[i0 .. i0+rows, p0 .. p0+kc] into one MR-row panel at dst (MR floats per p, rows past
 // `rows` zero), and op(B)[p0 .. p0+kc, j0 .. j0+cols] into one NR-column panel (NR floats per p,
 // columns past `cols` zero): gemm_v4_pack.cpp, for Trans::no and Trans::yes. H is the operands'

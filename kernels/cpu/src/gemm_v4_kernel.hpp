@@ -37,7 +37,8 @@ inline bool tiles_round(const GemmEpilogue* e) {
 }
 
 // C[R x NR] = alpha * Ap * Bp + beta * C. Bp is a kc x NR panel, row p at bp + p * ldb: packed
-// (ldb = NR), or B where it lies (read_b_directly).
+// (ldb = NR), or B where it lies (read_b_directly), float32 or, with BH, 16-bit values widened
+// (exactly) as they are read.
 // Ap is a packed MR x kc panel (column p at ap + p * MR; its first R rows are used), or, with
 // Direct, R rows of A itself (row-major, not transposed: A(i, p) at ap[i * lda + p]). beta == 0
 // never reads C. R = MR is the whole tile; R < MR the last panel of a C whose height is not a
@@ -54,9 +55,10 @@ inline bool tiles_round(const GemmEpilogue* e) {
 // t_widened with the float32 kernels. The same products in the same order of p.
 template <Half AH>
 using AElem = std::conditional_t<AH == Half::none, float, std::uint16_t>;
-template <std::size_t R, bool Direct, std::size_t NV = kNV, Half AH = Half::none>
+template <std::size_t R, bool Direct, std::size_t NV = kNV, Half AH = Half::none,
+          Half BH = Half::none>
 void micro_kernel_rows(std::size_t kc, const AElem<AH>* __restrict ap, std::size_t lda,
-                       const float* __restrict bp, std::size_t ldb, float alpha, float beta,
+                       const AElem<BH>* __restrict bp, std::size_t ldb, float alpha, float beta,
                        float* __restrict c, std::size_t ldc, const TileFinish* finish,
                        std::size_t at) {
   static_assert(AH == Half::none || Direct);
@@ -83,7 +85,12 @@ void micro_kernel_rows(std::size_t kc, const AElem<AH>* __restrict ap, std::size
       }
       Vec b[NV];
 #pragma GCC unroll 4
-      for (std::size_t v = 0; v < NV; ++v) b[v] = load(bp + p * ldb + v * kLanes);
+      for (std::size_t v = 0; v < NV; ++v) {
+        if constexpr (BH == Half::none)
+          b[v] = load(bp + p * ldb + v * kLanes);
+        else
+          b[v] = widen_vec<BH>(bp + p * ldb + v * kLanes);
+      }
 #pragma GCC unroll 16
       for (std::size_t i = 0; i < R; ++i) {
         const float a = a_of(i);
@@ -187,38 +194,45 @@ void micro_kernel_rows(std::size_t kc, const AElem<AH>* __restrict ap, std::size
 
 // The kernels for 1 .. MR rows, indexed by the row count, packed A and direct A (float32, or
 // 16-bit widened as it is read).
-template <class T>
-using RowKernel = void (*)(std::size_t, const T*, std::size_t, const float*, std::size_t, float,
-                           float, float*, std::size_t, const TileFinish*, std::size_t);
-template <bool Direct, std::size_t NV, Half AH = Half::none, std::size_t... R>
-constexpr std::array<RowKernel<AElem<AH>>, sizeof...(R) + 1> row_kernels(
+template <class T, class U = float>
+using RowKernel = void (*)(std::size_t, const T*, std::size_t, const U*, std::size_t, float, float,
+                           float*, std::size_t, const TileFinish*, std::size_t);
+template <bool Direct, std::size_t NV, Half AH = Half::none, Half BH = Half::none, std::size_t... R>
+constexpr std::array<RowKernel<AElem<AH>, AElem<BH>>, sizeof...(R) + 1> row_kernels(
     std::index_sequence<R...>) {
-  return {nullptr, &micro_kernel_rows<R + 1, Direct, NV, AH>...};
+  return {nullptr, &micro_kernel_rows<R + 1, Direct, NV, AH, BH>...};
 }
-inline constexpr auto kPackedKernels = row_kernels<false, kNV>(std::make_index_sequence<kMR>{});
-inline constexpr auto kDirectKernels = row_kernels<true, kNV>(std::make_index_sequence<kMR>{});
-template <Half AH>
+// BH: B's storage where the kernel reads B in place (read_b_directly), else none.
+template <Half BH = Half::none>
+inline constexpr auto kPackedKernels =
+    row_kernels<false, kNV, Half::none, BH>(std::make_index_sequence<kMR>{});
+template <Half BH = Half::none>
+inline constexpr auto kDirectKernels =
+    row_kernels<true, kNV, Half::none, BH>(std::make_index_sequence<kMR>{});
+template <Half AH, Half BH = Half::none>
 inline constexpr auto kDirect16Kernels =
-    row_kernels<true, kNV, AH>(std::make_index_sequence<kMR>{});
+    row_kernels<true, kNV, AH, BH>(std::make_index_sequence<kMR>{});
 // The same for a last panel of C half a tile wide (NR / 2 columns, whole vectors): the first
 // weight gradient's 784 columns are 24 panels and 16. Every element still gets the same
 // instructions in the same order of p, so the bits are those of the whole tile; without it
 // those tiles went through edge_tile, computing 16 columns of zeros into scratch and copying.
 static_assert(kNV % 2 == 0);
 inline constexpr std::size_t kHalfNR = kNR / 2;
+template <Half BH = Half::none>
 inline constexpr auto kPackedHalfKernels =
-    row_kernels<false, kNV / 2>(std::make_index_sequence<kMR>{});
+    row_kernels<false, kNV / 2, Half::none, BH>(std::make_index_sequence<kMR>{});
+template <Half BH = Half::none>
 inline constexpr auto kDirectHalfKernels =
-    row_kernels<true, kNV / 2>(std::make_index_sequence<kMR>{});
-template <Half AH>
+    row_kernels<true, kNV / 2, Half::none, BH>(std::make_index_sequence<kMR>{});
+template <Half AH, Half BH = Half::none>
 inline constexpr auto kDirect16HalfKernels =
-    row_kernels<true, kNV / 2, AH>(std::make_index_sequence<kMR>{});
+    row_kernels<true, kNV / 2, AH, BH>(std::make_index_sequence<kMR>{});
 
 // A tile whose last columns stick out of C: the rows that exist, all NR columns, computed into
 // scratch (with C's values copied in when beta reads them), and the columns that exist copied
 // back, or with sgd applied, or rounded into c16, from there.
-template <class T>
-void edge_tile(RowKernel<T> kernel, std::size_t kc, const T* ap, std::size_t lda, const float* bp,
+template <class T, class U>
+void edge_tile(RowKernel<T, U> kernel, std::size_t kc, const T* ap, std::size_t lda, const U* bp,
                std::size_t ldb, float alpha, float beta, float* c, std::size_t ldc,
                std::size_t rows, std::size_t cols, const TileFinish* finish, std::size_t at) {
   alignas(64) float tile[kMR * kNR];

@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "concurdl/kernels/fp16.hpp"
 #include "concurdl/kernels/gemm.hpp"
 #include "concurdl/kernels/ops.hpp"
 #include "concurdl/kernels/reference.hpp"
@@ -196,10 +197,10 @@ TEST(GemmV4, ReadingADirectlyAndTheTransposedProductGiveThePackedBits) {
 }
 
 // With a short K and B not transposed (a weight gradient's K is the batch), v4 reads B where it
-// lies instead of packing it: the same product with B stored transposed, which v4 packs, must
-// give the same bits, at 1-3 threads. B's rows are padded with NaN, which catches a read past
-// the columns of a row. beta != 0 keeps the transposed-B product from being computed as its
-// transpose (another shortcut).
+// lies instead of packing it, float32 or FP16 (widened by the kernel): the same product with B
+// stored transposed, which v4 packs, must give the same bits, at 1-3 threads. B's rows are
+// padded with NaN, which catches a read past the columns of a row. beta != 0 keeps the
+// transposed-B product from being computed as its transpose (another shortcut).
 TEST(GemmV4, ReadingBDirectlyGivesThePackedBits) {
   ThreadsGuard guard;
   const Case cases[] = {
@@ -228,6 +229,21 @@ TEST(GemmV4, ReadingBDirectlyGivesThePackedBits) {
           << t.describe() << ": threads=" << threads;
       EXPECT_EQ(std::memcmp(direct.data(), packed.data(), packed.size() * sizeof(float)), 0)
           << t.describe() << ": threads=" << threads;
+      // FP16 operands (gemm_16bit has no alpha: 1).
+      std::vector<std::uint16_t> a16(a.size()), b16(b.size()), bt16(bt.size());
+      for (std::size_t i = 0; i < a.size(); ++i) a16[i] = to_fp16(a[i]);
+      for (std::size_t i = 0; i < b.size(); ++i) b16[i] = to_fp16(b[i]);  // NaN stays NaN
+      for (std::size_t i = 0; i < bt.size(); ++i) bt16[i] = to_fp16(bt[i]);
+      std::vector<float> direct16 = c0, packed16 = c0;
+      gemm_16bit(Half::fp16, t.ta, Trans::no, t.m, t.n, t.k, a16.data(), lda, b16.data(), ldb,
+                 t.beta, direct16.data(), t.n);
+      gemm_16bit(Half::fp16, t.ta, Trans::yes, t.m, t.n, t.k, a16.data(), lda, bt16.data(), t.k,
+                 t.beta, packed16.data(), t.n);
+      EXPECT_FALSE(
+          std::any_of(direct16.begin(), direct16.end(), [](float x) { return std::isnan(x); }))
+          << t.describe() << ": fp16, threads=" << threads;
+      EXPECT_EQ(std::memcmp(direct16.data(), packed16.data(), packed16.size() * sizeof(float)), 0)
+          << t.describe() << ": fp16, threads=" << threads;
     }
   }
 }
