@@ -387,8 +387,9 @@ const bool registered_throughput = register_experiment({
     // One claim per GEMM of ours: selected by threads alone, the claim also took PyTorch's
     // peer row (gemm=pytorch) where torch is installed, and judged PyTorch's scaling.
     .claims = {{.id = "two_threads_train_faster_openblas",
-                // Magnitude: a scaling ratio on vCPUs (1.21x on the Emerald Rapids guest, 1.5-1.71x
-                // on Zen 5).
+                // Magnitude: a scaling ratio on vCPUs (1.21x on the Emerald Rapids guest,
+                // 0.975-1.71x on Zen 5, the low end where the guest ran two threads at about one
+                // core's rate).
                 .statement =
                     "At batch 64, how many times as many samples/s two threads train as one with "
                     "OpenBLAS's GEMM (far from 2x: the GEMMs are small and the rest of a step runs "
@@ -400,8 +401,8 @@ const bool registered_throughput = register_experiment({
                 .unit = "×",
                 .min_cpus = 2},
                {.id = "two_threads_train_faster_v4",
-                // Magnitude: a scaling ratio on vCPUs (1.29x on the Emerald Rapids guest, 1.23-1.6x
-                // on Zen 5).
+                // Magnitude: a scaling ratio on vCPUs (1.29x on the Emerald Rapids guest,
+                // 1.09-1.65x on Zen 5, the low end as above).
                 .statement =
                     "At batch 64, how many times as many samples/s two threads train as one with "
                     "GEMM v4",
