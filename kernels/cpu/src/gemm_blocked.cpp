@@ -163,7 +163,7 @@ void v4_rectangle(const GemmArgs& g, std::size_t i0, std::size_t i1, std::size_t
             }
           }
         };
-        if constexpr (H == Half::fp16) {
+        if constexpr (H == Half::fp16 && TB == Trans::no) {
           if (direct_b) {
             panels.template operator()<Half::fp16>();
             continue;
