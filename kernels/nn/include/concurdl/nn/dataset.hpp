@@ -14,13 +14,14 @@ namespace concurdl::nn {
 
 struct Dataset {
   std::size_t n = 0, dim = 0, classes = 10;
-  kernels::LineVector<float> x;  // n x dim, on a cache line (aligned.hpp)
-  std::vector<std::uint8_t> y;   // n
+  // Both read a row at a time at random places: on huge pages where Linux gives them (aligned.hpp).
+  kernels::HugePageVector<float> x;  // n x dim
+  std::vector<std::uint8_t> y;       // n
   // The same images as the bytes they came from, where they came from bytes (to_dataset):
   // x[i] == normalise_pixel(pixels[i], pixel_scale, pixel_shift), bit for bit, so a batch can
   // be read as a quarter of the bytes and normalised on the way (the Trainer's gather). Empty
   // for a data set made of floats; then x is the only copy.
-  std::vector<std::uint8_t> pixels;
+  kernels::HugePageVector<std::uint8_t> pixels;
   float pixel_scale = 0, pixel_shift = 0;
   const float* row(std::size_t i) const { return x.data() + i * dim; }
 };
