@@ -341,3 +341,28 @@ TEST(Provenance, EnvironmentKeepsTheSettingsThatMoveFigures) {
   EXPECT_EQ(env.value("CONCURDL_PROVENANCE_PROBE", ""), "1") << env.dump();
   EXPECT_FALSE(env.contains("PROVENANCE_UNRELATED_PROBE")) << env.dump();
 }
+
+// The provenance's transparent huge pages mode is the bracketed word of Linux's `enabled` file,
+// whichever it is; no file, or no bracket, records nothing.
+TEST(Provenance, TransparentHugePagesModeIsTheBracketedWord) {
+  const fs::path dir =
+      fs::temp_directory_path() / ("concurdl-test-thp-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const auto mode_of = [&](const std::string& text) {
+    const fs::path f = dir / "enabled";
+    std::ofstream(f) << text;
+    return transparent_hugepages_mode(f.string());
+  };
+  EXPECT_EQ(mode_of("always [madvise] never\n"), "madvise");
+  EXPECT_EQ(mode_of("[always] madvise never\n"), "always");
+  EXPECT_EQ(mode_of("always madvise [never]\n"), "never");
+  EXPECT_EQ(mode_of("always madvise never\n"), "");
+  EXPECT_EQ(transparent_hugepages_mode((dir / "absent").string()), "");
+  fs::remove_all(dir);
+  const nlohmann::json p = collect_provenance();
+  const std::string here = transparent_hugepages_mode();
+  if (here.empty())
+    EXPECT_FALSE(p.contains("transparent_hugepages")) << p.dump();
+  else
+    EXPECT_EQ(p.value("transparent_hugepages", ""), here);
+}

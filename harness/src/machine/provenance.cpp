@@ -238,6 +238,18 @@ std::string short_commit() {
   return c.empty() || c == "unknown" ? "nogit" : c.substr(0, 7);
 }
 
+// The transparent huge pages mode Linux runs with (the bracketed word of `enabled`: always,
+// madvise or never), which decides whether the buffers that ask for them (kernels::
+// HugePageVector) get them; empty where this kernel has none.
+std::string transparent_hugepages_mode(const std::string& enabled_file) {
+  std::ifstream in(enabled_file);
+  std::string line;
+  std::getline(in, line);
+  const auto open = line.find('['), close = line.find(']');
+  if (open == std::string::npos || close == std::string::npos || close < open) return "";
+  return line.substr(open + 1, close - open - 1);
+}
+
 json placement_provenance(const ranks::Placement& placement) {
   json hosts = json::array();
   for (const ranks::Host& h : placement.hosts)
@@ -276,6 +288,8 @@ json collect_provenance() {
       {"env", relevant_env()},
       {"started", utc_now_iso()},
   };
+  if (std::string thp = transparent_hugepages_mode(); !thp.empty())
+    p["transparent_hugepages"] = thp;
   if (auto head = source_tree_head(); head && *head != build::git_commit)
     p["source_tree_git_commit"] = *head;  // the tree moved on since this program was built
   return p;

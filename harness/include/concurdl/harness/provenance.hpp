@@ -11,6 +11,12 @@
 namespace concurdl {
 
 nlohmann::json collect_provenance();
+
+// The transparent huge pages mode of `enabled_file` ("always [madvise] never" -> "madvise"), as
+// collect_provenance records it under "transparent_hugepages"; empty where the file is absent or
+// has no bracketed mode.
+std::string transparent_hugepages_mode(
+    const std::string& enabled_file = "/sys/kernel/mm/transparent_hugepage/enabled");
 // Where an MPI launch's ranks ran, for the provenance's "mpi_placement": each host (name,
 // address, world ranks) and the transport inside a host and between hosts.
 nlohmann::json placement_provenance(const ranks::Placement& placement);
