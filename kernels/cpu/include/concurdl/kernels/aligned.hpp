@@ -65,8 +65,9 @@ using LineVector = std::vector<T, LineAllocator<T>>;
 
 // An allocator for a large buffer read at random places, such as the data set a batch is
 // gathered from: a block of 2 MiB or more starts on a 2 MiB boundary, and Linux is asked to back
-// its whole 2 MiB pages with huge pages (madvise MADV_HUGEPAGE, before anything touches them: a
-// hint, its result not checked; with transparent huge pages "always" Linux tries them anyway,
+// its whole 2 MiB pages with huge pages (madvise MADV_HUGEPAGE, before the vector writes them,
+// though memory glibc reuses from its heap may already be resident in small pages: a hint, its
+// result not checked; with transparent huge pages "always" Linux tries them anyway,
 // with "never", or a kernel without them, it gives none), so that rows far apart do not each
 // need another 4 KiB page's translation. Smaller blocks start on a cache line. The gather of a
 // batch of 64 rows from the 10 MB of 12 800 images took 6.0-6.5 us a step with 4 KiB pages, 5.4-5.5

@@ -14,7 +14,8 @@ namespace concurdl::nn {
 
 struct Dataset {
   std::size_t n = 0, dim = 0, classes = 10;
-  // Both read a row at a time at random places: on huge pages where Linux gives them (aligned.hpp).
+  // x and pixels are read a row at a time at random places: on huge pages where Linux gives
+  // them (aligned.hpp).
   kernels::HugePageVector<float> x;  // n x dim
   std::vector<std::uint8_t> y;       // n
   // The same images as the bytes they came from, where they came from bytes (to_dataset):
